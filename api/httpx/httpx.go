@@ -1,0 +1,128 @@
+// Package httpx is the HTTP plumbing shared by the stream-listener frontends
+// (Pico, Durable Streams): JSON error bodies, request metrics, access logs and
+// panic recovery. It knows nothing about streams.
+package httpx
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/PicoMQ/picomq/sdk/wire"
+)
+
+// WriteError writes {"error":{"code","message"}} with status. Statuses 429
+// and 503 carry Retry-After so well-behaved clients back off.
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", wire.MediaJSON)
+	h.Set("X-Content-Type-Options", "nosniff")
+	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: msg}})
+}
+
+// WriteJSON writes v as a JSON body with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", wire.MediaJSON)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Metrics are the request metrics of one listener.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inflight prometheus.Gauge
+}
+
+// NewMetrics registers the HTTP metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "picomq_http_requests_total",
+			Help: "HTTP requests by method, route and status code.",
+		}, []string{"method", "route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "picomq_http_request_duration_seconds",
+			Help:    "HTTP request latency by method and route (live reads included).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 20),
+		}, []string{"method", "route"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "picomq_http_inflight_requests",
+			Help: "HTTP requests being served.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.inflight)
+	return m
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming responses (SSE) flush through the wrapper.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Instrument wraps h with metrics, a debug access log, and panic recovery: a
+// panic is a bug, so it is logged with the request and answered with a 500
+// instead of killing the connection silently.
+func Instrument(h http.Handler, route func(*http.Request) string, m *Metrics, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		rt := route(r)
+		m.inflight.Inc()
+		defer func() {
+			m.inflight.Dec()
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", p)
+				if sw.status == 0 {
+					WriteError(sw, http.StatusInternalServerError, wire.CodeInternal, "internal error")
+				}
+			}
+			code := sw.status
+			if code == 0 {
+				code = http.StatusOK
+			}
+			d := time.Since(start)
+			m.requests.WithLabelValues(r.Method, rt, strconv.Itoa(code)).Inc()
+			m.duration.WithLabelValues(r.Method, rt).Observe(d.Seconds())
+			if log.Enabled(r.Context(), slog.LevelDebug) {
+				log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", code, "dur", d)
+			}
+		}()
+		h.ServeHTTP(sw, r)
+	})
+}

@@ -1,0 +1,71 @@
+// Command picomq is PicoMQ's one binary: `picomq serve` runs a node; the
+// client subcommands (create, append, read, tail, ls, rm) arrive with the Go
+// SDK and are built on it.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/PicoMQ/picomq/node"
+)
+
+const usage = `picomq — a tiered-storage log service
+
+Usage:
+  picomq serve [flags]    run a node (picomq serve -h lists the flags)
+  picomq version          print the version
+
+Docs: docs/configuration.md, docs/api.md
+`
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "picomq", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "picomq: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+func serve(args []string, stderr io.Writer) int {
+	cfg, err := node.ParseServeFlags(args, os.Getenv, stderr)
+	if errors.Is(err, node.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "picomq serve: %v\n", err)
+		return 2
+	}
+	log := node.NewLogger(cfg, os.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := node.Run(ctx, cfg, log); err != nil {
+		log.Error("picomq serve failed", "err", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,201 @@
+// Package e2e holds black-box tests: they build the real picomq binary, run
+// it as a child process on loopback, talk to it over HTTP and kill it with
+// SIGKILL. Nothing here imports server internals except through the binary.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var picomqBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "picomq-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	picomqBin = filepath.Join(dir, "picomq")
+	build := exec.Command("go", "build", "-o", picomqBin, "github.com/PicoMQ/picomq/cmd/picomq")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building picomq:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is one running picomq process.
+type proc struct {
+	t       testing.TB
+	cmd     *exec.Cmd
+	URL     string
+	dataDir string
+	args    []string
+	logs    *syncBuffer
+	exited  chan struct{}
+	exitErr error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startNode runs `picomq serve` on a fresh loopback port with dataDir and
+// waits until /readyz answers 200.
+func startNode(t testing.TB, dataDir string, extra ...string) *proc {
+	t.Helper()
+	addr := freeAddr(t)
+	args := append([]string{"serve", "--data-dir", dataDir, "--http-addr", addr, "--kafka-addr", "off", "--node-id", "e2e"}, extra...)
+	p := &proc{t: t, URL: "http://" + addr, dataDir: dataDir, args: args, logs: &syncBuffer{}, exited: make(chan struct{})}
+	p.start()
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func (p *proc) start() {
+	p.t.Helper()
+	p.exited = make(chan struct{})
+	p.cmd = exec.Command(picomqBin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatalf("start picomq: %v", err)
+	}
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-p.exited:
+			p.t.Fatalf("picomq exited during start: %v\n%s", p.exitErr, p.logs.String())
+		default:
+		}
+		resp, err := http.Get(p.URL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("picomq not ready after 60s\n%s", p.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *proc) stop(t testing.TB) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		p.kill()
+		t.Fatalf("picomq did not exit within 30s of SIGTERM\n%s", p.logs.String())
+	}
+	if p.exitErr != nil {
+		t.Fatalf("picomq exited uncleanly after SIGTERM: %v\n%s", p.exitErr, p.logs.String())
+	}
+}
+
+// restart starts the same node again on the same data dir and port.
+func (p *proc) restart() { p.start() }
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func do(t testing.TB, method, url string, body []byte, headers ...string) response {
+	t.Helper()
+	r, err := tryDo(context.Background(), method, url, body, headers...)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return r
+}
+
+func tryDo(ctx context.Context, method, url string, body []byte, headers ...string) (response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return response{}, err
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+}
+
+func wantStatus(t testing.TB, r response, status int, what string) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("%s: status %d, want %d; body %s", what, r.Status, status, strings.TrimSpace(string(r.Body)))
+	}
+}

@@ -1,0 +1,56 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// DialTimeout bounds establishing a connection to an etcd endpoint, and the
+// health probe in Dial when the caller's context has no deadline.
+const DialTimeout = 5 * time.Second
+
+// Dial connects to etcd and checks that the cluster answers a linearizable
+// read, i.e. that it is reachable and has a leader, so that a node started
+// against a dead or quorum-less cluster fails at startup with a clear error
+// instead of on its first request.
+//
+// ctx bounds only the dial and probe; the client lives until its Close.
+// Keepalives are on so a half-open connection (peer gone without a FIN) is
+// noticed within seconds: ownership leases depend on it. The client's own
+// zap logging is discarded; its retry warnings would otherwise go to stderr
+// on every transient failure, and every failure is returned to the caller
+// anyway.
+func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("meta: dial etcd: %w: no endpoints", ErrInvalid)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          DialTimeout,
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+		PermitWithoutStream:  true,
+		Logger:               zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("meta: dial etcd %v: %w", endpoints, err)
+	}
+	if _, hasDeadline := ctx.Deadline(); !hasDeadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DialTimeout)
+		defer cancel()
+	}
+	// The same probe as `etcdctl endpoint health`: any answer, including a
+	// permission error on a cluster with auth enabled, proves a quorum.
+	if _, err := cli.Get(ctx, "health", clientv3.WithCountOnly()); err != nil && !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		_ = cli.Close()
+		return nil, fmt.Errorf("meta: dial etcd %v: health probe: %w", endpoints, err)
+	}
+	return cli, nil
+}

@@ -1,0 +1,32 @@
+// Package meta is PicoMQ's metadata layer on etcd: it runs the embedded etcd
+// server used by the zero-config single node (and by tests), dials external
+// etcd clusters, and keeps the stream registry.
+//
+// etcd is the only shared state between nodes, so everything here is written
+// with conditional transactions (compare-and-swap on revisions) rather than
+// read-modify-write: two nodes racing on the same record can never both win.
+// Nothing in this package knows which client protocol a stream is served
+// through.
+//
+// # Key layout
+//
+// Every key lives under the registry prefix P (default "/picomq/"; see
+// [NewRegistry]), so several PicoMQ clusters or test cases can share one etcd:
+//
+//	P + "streams/" + name     JSON [Stream] record, one per live stream.
+//	                          The name keeps its leading "/", so the stream
+//	                          "/orders/1042" is stored at
+//	                          "/picomq/streams//orders/1042". Keeping the name
+//	                          verbatim after a fixed "streams/" separator means
+//	                          a name can never escape into another key space,
+//	                          and a key range over P+"streams/"+prefix is
+//	                          exactly "all names starting with prefix".
+//	P + "counters/stream-id"  decimal, the last stream ID handed out. It only
+//	                          ever grows and must never be deleted: stream IDs
+//	                          name object-store paths, so reusing one would
+//	                          alias a deleted stream's data.
+//
+// Cluster membership (node leases), ownership transfers, topic aliases and
+// segment watermarks will be added beside these keys under the same prefix;
+// the [Stream] record already carries the owner and fencing epoch they need.
+package meta

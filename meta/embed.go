@@ -1,0 +1,254 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// DefaultEmbedName is the etcd member name used when EmbedConfig.Name is empty.
+const DefaultEmbedName = "picomq"
+
+// DefaultStartTimeout bounds how long StartEmbedded waits for the server to
+// become ready when the caller's context has no deadline of its own. A
+// restart replays the WAL, which takes a while on a large data dir, so this
+// is generous.
+const DefaultStartTimeout = time.Minute
+
+// freePortAttempts is how often StartEmbedded picks new ports when an
+// automatically chosen port was taken between probing and binding it.
+const freePortAttempts = 5
+
+// EmbedConfig configures an in-process etcd server.
+type EmbedConfig struct {
+	// Dir is etcd's data directory (e.g. <data-dir>/etcd). Required: etcd's
+	// own default is a directory relative to the working directory, which is
+	// never what a node wants. Created with mode 0700 if missing; an existing
+	// directory is restarted from, keeping its data.
+	Dir string
+
+	// Name is the etcd member name; default DefaultEmbedName.
+	Name string
+
+	// ClientAddr and PeerAddr are host:port to listen on. Empty means
+	// 127.0.0.1 with a free port, re-picked if another process takes it
+	// before etcd binds it. The zero-config node passes fixed addresses so
+	// that its etcd is found at the same place after a restart.
+	ClientAddr, PeerAddr string
+
+	// Fast shortens raft timing (10 ms ticks, 100 ms election timeout) so a
+	// single-member server is ready in tens of milliseconds. For tests; the
+	// defaults (100 ms / 1 s) tolerate slow disks better.
+	Fast bool
+
+	// Logger receives etcd's own logs. Only errors are forwarded unless the
+	// logger is enabled for debug level; nil discards them.
+	Logger *slog.Logger
+
+	// StartTimeout bounds the wait for readiness when ctx has no deadline;
+	// default DefaultStartTimeout.
+	StartTimeout time.Duration
+}
+
+// Embedded is a running in-process etcd server.
+type Embedded struct {
+	etcd      *embed.Etcd
+	endpoints []string
+	closing   *atomic.Bool // shared with the log bridge, see slogCore
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// StartEmbedded starts an etcd server as configured and waits until it is
+// ready to serve (it has elected itself leader and applied its log), ctx is
+// done, or the start timeout passes. On an existing Dir it restarts from the
+// stored data; a changed address is fine because a single-member cluster
+// never needs to reach its own peer URL.
+func StartEmbedded(ctx context.Context, cfg EmbedConfig) (*Embedded, error) {
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("meta: start embedded etcd: %w: no data dir", ErrInvalid)
+	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultEmbedName
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	for _, a := range []string{cfg.ClientAddr, cfg.PeerAddr} {
+		if a == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("meta: start embedded etcd: %w: address %q: %v", ErrInvalid, a, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("meta: start embedded etcd: %w", err)
+	}
+	if _, hasDeadline := ctx.Deadline(); !hasDeadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
+		defer cancel()
+	}
+	// etcd would create the directory too, but only after binding its
+	// listeners; doing it first turns a bad path into a plain error.
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("meta: start embedded etcd: create data dir: %w", err)
+	}
+
+	autoPorts := cfg.ClientAddr == "" || cfg.PeerAddr == ""
+	for attempt := 1; ; attempt++ {
+		e, err := startEmbeddedOnce(ctx, cfg)
+		if err == nil {
+			return e, nil
+		}
+		// Probing a free port and binding it are two steps; another process
+		// may win the port in between. Only then is retrying meaningful.
+		if autoPorts && lostAutoPort(err, cfg) && attempt < freePortAttempts && ctx.Err() == nil {
+			continue
+		}
+		return nil, err
+	}
+}
+
+func startEmbeddedOnce(ctx context.Context, cfg EmbedConfig) (*Embedded, error) {
+	clientAddr, peerAddr, err := pickAddrs(cfg.ClientAddr, cfg.PeerAddr)
+	if err != nil {
+		return nil, fmt.Errorf("meta: start embedded etcd: %w", err)
+	}
+	clientURL := url.URL{Scheme: "http", Host: clientAddr}
+	peerURL := url.URL{Scheme: "http", Host: peerAddr}
+
+	closing := new(atomic.Bool)
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.Dir
+	ec.ListenClientUrls = []url.URL{clientURL}
+	ec.AdvertiseClientUrls = []url.URL{clientURL}
+	ec.ListenPeerUrls = []url.URL{peerURL}
+	ec.AdvertisePeerUrls = []url.URL{peerURL}
+	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
+	ec.LogLevel = "error"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newEtcdZapLogger(cfg.Logger, closing))
+	// Every registry update leaves an old revision behind; without compaction
+	// the single node's bbolt file only grows. An hour of history is far more
+	// than any watch or paged read here needs to resume.
+	ec.AutoCompactionMode = embed.CompactorModePeriodic
+	ec.AutoCompactionRetention = "1h"
+	if cfg.Fast {
+		ec.TickMs = 10
+		ec.ElectionMs = 100
+	}
+
+	// On error StartEtcd closes the half-started server itself; closing it
+	// again would panic.
+	srv, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("meta: start embedded etcd in %s (client %s, peer %s): %w", cfg.Dir, clientAddr, peerAddr, err)
+	}
+	e := &Embedded{etcd: srv, endpoints: []string{clientURL.String()}, closing: closing}
+
+	select {
+	case <-srv.Server.ReadyNotify():
+		return e, nil
+	case <-srv.Server.StopNotify():
+		err = errors.New("server stopped before becoming ready")
+	case serr := <-srv.Err():
+		err = fmt.Errorf("server failed before becoming ready: %w", serr)
+	case <-ctx.Done():
+		err = fmt.Errorf("waiting for readiness: %w", context.Cause(ctx))
+	}
+	_ = e.Close()
+	return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, err)
+}
+
+// lostAutoPort reports whether err is a failure to bind an address that
+// StartEmbedded picked itself. A fixed address that is in use stays in use,
+// so that is returned to the caller at once.
+func lostAutoPort(err error, cfg EmbedConfig) bool {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return false
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Addr != nil {
+		a := opErr.Addr.String()
+		return a != cfg.ClientAddr && a != cfg.PeerAddr
+	}
+	return true
+}
+
+// pickAddrs fills in empty addresses with free loopback ports. Both probe
+// listeners are held open together so the two picks cannot coincide.
+func pickAddrs(client, peer string) (string, string, error) {
+	var probes []net.Listener
+	defer func() {
+		for _, l := range probes {
+			_ = l.Close()
+		}
+	}()
+	pick := func(addr *string) error {
+		if *addr != "" {
+			return nil
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("pick a free port: %w", err)
+		}
+		probes = append(probes, l)
+		*addr = l.Addr().String()
+		return nil
+	}
+	if err := pick(&client); err != nil {
+		return "", "", err
+	}
+	if err := pick(&peer); err != nil {
+		return "", "", err
+	}
+	return client, peer, nil
+}
+
+// Endpoints returns the client URLs to pass to Dial.
+func (e *Embedded) Endpoints() []string {
+	return append([]string(nil), e.endpoints...)
+}
+
+// Err reports fatal serving errors of the running server (a listener that
+// stopped accepting, for instance). A node should treat a value here as its
+// metadata store going away. The channel is closed by Close.
+func (e *Embedded) Err() <-chan error {
+	return e.etcd.Err()
+}
+
+// Close stops the server, waiting for in-flight requests (bounded by etcd's
+// request timeout) and for its goroutines to exit. It is idempotent and safe
+// to call concurrently: embed.Etcd.Close itself panics when called twice.
+// It returns the first serving error etcd reported during its lifetime that
+// nobody received from Err.
+func (e *Embedded) Close() error {
+	e.closeOnce.Do(func() {
+		e.closing.Store(true)
+		e.etcd.Close()
+		// Close closes the error channel after its goroutines exit, so this
+		// drain terminates. Errors raised by the shutdown itself are dropped
+		// by etcd, so anything left here happened while serving.
+		if errc := e.etcd.Err(); errc != nil {
+			for err := range errc {
+				if err != nil && e.closeErr == nil {
+					e.closeErr = fmt.Errorf("meta: embedded etcd: %w", err)
+				}
+			}
+		}
+	})
+	return e.closeErr
+}

@@ -1,0 +1,26 @@
+package meta
+
+import "errors"
+
+// Sentinel errors. Every error returned by this package that matches one of
+// these wraps it with context (the stream name, the IDs involved), so callers
+// test with errors.Is and log the message as is.
+var (
+	// ErrNotFound: the stream does not exist (or was deleted concurrently).
+	ErrNotFound = errors.New("meta: not found")
+
+	// ErrConflict: the stored record is not the one the caller's operation
+	// was conditioned on, e.g. DeleteStream with an ID that belongs to an
+	// older or newer incarnation of the name.
+	ErrConflict = errors.New("meta: conflict")
+
+	// ErrInvalid: the caller passed an argument the registry cannot accept
+	// (an empty or relative stream name, a zero ID, a non-positive page
+	// limit, an update that changes a record's identity).
+	ErrInvalid = errors.New("meta: invalid argument")
+
+	// ErrCorrupt: a value stored in etcd could not be decoded. It means
+	// something other than this package wrote under the registry prefix, or
+	// a newer incompatible version did; it is never retried.
+	ErrCorrupt = errors.New("meta: corrupt record")
+)

@@ -1,0 +1,117 @@
+package meta
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// etcd logs through zap, PicoMQ through log/slog. slogCore is a zapcore.Core
+// that forwards etcd's entries into the node's slog handler so that they end
+// up in the same place, tagged component=etcd, instead of on raw stderr.
+//
+// etcd is chatty at info level (every election, every snapshot, every
+// listener), which would drown the node's own logs, so unless the handler is
+// enabled for debug output only errors and above are forwarded. While the
+// server is being closed etcd reports its own listeners shutting down as
+// errors; those are expected, so during Close nothing is forwarded unless
+// debugging.
+type slogCore struct {
+	h       slog.Handler
+	debug   bool         // the handler accepts debug records: forward all etcd levels it accepts
+	closing *atomic.Bool // set by Embedded.Close
+}
+
+// newEtcdZapLogger returns the zap logger handed to embedded etcd. A nil
+// logger silences etcd entirely.
+func newEtcdZapLogger(l *slog.Logger, closing *atomic.Bool) *zap.Logger {
+	if l == nil {
+		return zap.NewNop()
+	}
+	h := l.With(slog.String("component", "etcd")).Handler()
+	return zap.New(&slogCore{
+		h:       h,
+		debug:   h.Enabled(context.Background(), slog.LevelDebug),
+		closing: closing,
+	})
+}
+
+func (c *slogCore) Enabled(l zapcore.Level) bool {
+	if !c.debug {
+		if l < zapcore.ErrorLevel {
+			return false
+		}
+		if c.closing != nil && c.closing.Load() {
+			return false
+		}
+	}
+	return c.h.Enabled(context.Background(), slogLevel(l))
+}
+
+func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
+	cp := *c
+	cp.h = c.h.WithAttrs(zapFieldsToAttrs(fields))
+	return &cp
+}
+
+func (c *slogCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(ent.Level) {
+		return ce.AddCore(ent, c)
+	}
+	return ce
+}
+
+func (c *slogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
+	r := slog.NewRecord(ent.Time, slogLevel(ent.Level), ent.Message, 0)
+	if ent.LoggerName != "" {
+		r.AddAttrs(slog.String("logger", ent.LoggerName))
+	}
+	r.AddAttrs(zapFieldsToAttrs(fields)...)
+	return c.h.Handle(context.Background(), r)
+}
+
+func (c *slogCore) Sync() error { return nil }
+
+// slogLevel maps zap levels onto slog's scale; zap's panic/fatal levels have
+// no slog name and become ERROR+n so they still sort above errors.
+func slogLevel(l zapcore.Level) slog.Level {
+	switch {
+	case l <= zapcore.DebugLevel:
+		return slog.LevelDebug
+	case l == zapcore.InfoLevel:
+		return slog.LevelInfo
+	case l == zapcore.WarnLevel:
+		return slog.LevelWarn
+	case l == zapcore.ErrorLevel:
+		return slog.LevelError
+	default:
+		return slog.LevelError + slog.Level(l-zapcore.ErrorLevel)
+	}
+}
+
+// zapFieldsToAttrs renders zap fields with zap's own map encoder (which knows
+// every field type, including errors and nested objects) and turns the result
+// into slog attributes in a stable, sorted order.
+func zapFieldsToAttrs(fields []zapcore.Field) []slog.Attr {
+	if len(fields) == 0 {
+		return nil
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	keys := make([]string, 0, len(enc.Fields))
+	for k := range enc.Fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	attrs := make([]slog.Attr, 0, len(keys))
+	for _, k := range keys {
+		attrs = append(attrs, slog.Any(k, enc.Fields[k]))
+	}
+	return attrs
+}

@@ -1,0 +1,409 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultPrefix is the key prefix NewRegistry uses when given "".
+const DefaultPrefix = "/picomq/"
+
+// MaxListLimit caps one ListStreams page. A page is a single etcd range
+// response, and keeping it well below etcd's message limits keeps a listing
+// from ever failing on a registry full of large records. Callers asking for
+// more get MaxListLimit streams and more=true, so pagination stays correct.
+const MaxListLimit = 1000
+
+// allStreamsRestarts bounds how often AllStreams starts over after the
+// revision it was reading at got compacted away.
+const allStreamsRestarts = 5
+
+// Stream is the registry record of one stream. It is stored as JSON, so new
+// optional fields can be added with omitempty without a migration.
+type Stream struct {
+	// Name is the stream's URL path, e.g. "/orders/1042". It always starts
+	// with "/"; the full grammar is checked by the caller.
+	Name string `json:"name"`
+	// ID identifies this incarnation of the stream and names its data in
+	// the WAL and object storage. It is unique forever: deleting a stream
+	// and creating one with the same name yields a new, larger ID.
+	ID          uint64    `json:"id"`
+	ContentType string    `json:"contentType"`
+	CreatedAt   time.Time `json:"createdAt"`
+	// Owner is the node id serving the stream's writes; empty when unowned.
+	Owner string `json:"owner,omitempty"`
+	// Epoch is the fencing epoch, 1 at create, incremented by every
+	// ownership change. Commits by an owner are conditioned on it.
+	Epoch int64 `json:"epoch"`
+	// KafkaTopic is the Kafka topic alias, if any.
+	KafkaTopic string `json:"kafkaTopic,omitempty"`
+	// RetentionMs and RetentionBytes bound the stream's history; 0 means no
+	// limit of that kind.
+	RetentionMs    int64 `json:"retentionMs,omitempty"`
+	RetentionBytes int64 `json:"retentionBytes,omitempty"`
+	// Durability is the ack level ("local" or "object"); empty means the
+	// node default.
+	Durability string `json:"durability,omitempty"`
+	// StartOffset is the trim point: offsets below it are gone (trimmed
+	// explicitly or by retention).
+	StartOffset int64 `json:"startOffset,omitempty"`
+}
+
+// Registry is the set of streams, stored in etcd under one key prefix. It is
+// safe for concurrent use by many goroutines and many nodes: every write is a
+// conditional transaction, so concurrent writers serialise in etcd rather
+// than overwrite each other.
+type Registry struct {
+	cli        *clientv3.Client
+	prefix     string
+	streamsKey string // prefix + "streams/"
+	idKey      string // prefix + "counters/stream-id"
+	pageSize   int    // AllStreams page size; MaxListLimit except in tests
+}
+
+// NewRegistry returns a registry keeping all its keys under prefix (default
+// DefaultPrefix; a missing trailing "/" is added so that "/a" and "/ab"
+// prefixes can never overlap).
+func NewRegistry(cli *clientv3.Client, prefix string) *Registry {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return &Registry{
+		cli:        cli,
+		prefix:     prefix,
+		streamsKey: prefix + "streams/",
+		idKey:      prefix + "counters/stream-id",
+		pageSize:   MaxListLimit,
+	}
+}
+
+// Prefix returns the normalised key prefix.
+func (r *Registry) Prefix() string { return r.prefix }
+
+func (r *Registry) streamKey(name string) string { return r.streamsKey + name }
+
+func checkName(name string) error {
+	if name == "" || name[0] != '/' {
+		return fmt.Errorf("%w: stream name %q must start with \"/\"", ErrInvalid, name)
+	}
+	return nil
+}
+
+// CreateStream stores s if no stream called s.Name exists and returns the
+// stored record and true. If one exists it returns that record and false
+// (and no error): deciding whether an existing stream with the same config
+// is a success or a conflict is the caller's business.
+//
+// The registry assigns the ID (s.ID is ignored) and sets Epoch to 1;
+// CreatedAt is set to now unless given. IDs come from a counter key bumped in
+// the same transaction that creates the record, rather than from the key's
+// etcd create revision: revisions are not preserved when etcd data is
+// mirrored to another cluster or restored with a revision bump, while a
+// counter travels with the data. Creates of different names therefore
+// contend on the counter and retry; creating streams is rare enough for that
+// to be cheap.
+func (r *Registry) CreateStream(ctx context.Context, s Stream) (Stream, bool, error) {
+	if err := checkName(s.Name); err != nil {
+		return Stream{}, false, fmt.Errorf("meta: create stream: %w", err)
+	}
+	key := r.streamKey(s.Name)
+	s.ID = 0
+	s.Epoch = 1
+	if s.CreatedAt.IsZero() {
+		s.CreatedAt = time.Now()
+	}
+	s.CreatedAt = s.CreatedAt.UTC().Round(0)
+
+	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(r.idKey)).Commit()
+	if err != nil {
+		return Stream{}, false, fmt.Errorf("meta: create stream %q: read: %w", s.Name, err)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return Stream{}, false, fmt.Errorf("meta: create stream %q: %w", s.Name, err)
+		}
+		streamKVs := resp.Responses[0].GetResponseRange().Kvs
+		idKVs := resp.Responses[1].GetResponseRange().Kvs
+		if len(streamKVs) > 0 {
+			existing, err := decodeStream(streamKVs[0])
+			if err != nil {
+				return Stream{}, false, fmt.Errorf("meta: create stream %q: %w", s.Name, err)
+			}
+			return existing, false, nil
+		}
+		var lastID uint64
+		var idRev int64 // ModRevision 0 matches an absent counter
+		if len(idKVs) > 0 {
+			lastID, err = strconv.ParseUint(string(idKVs[0].Value), 10, 64)
+			if err != nil {
+				return Stream{}, false, fmt.Errorf("meta: create stream %q: %w: id counter %q = %q", s.Name, ErrCorrupt, r.idKey, idKVs[0].Value)
+			}
+			idRev = idKVs[0].ModRevision
+		}
+		s.ID = lastID + 1
+		data, err := json.Marshal(s)
+		if err != nil {
+			return Stream{}, false, fmt.Errorf("meta: create stream %q: encode: %w", s.Name, err)
+		}
+		resp, err = r.cli.Txn(ctx).
+			If(
+				clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+				clientv3.Compare(clientv3.ModRevision(r.idKey), "=", idRev),
+			).
+			Then(
+				clientv3.OpPut(key, string(data)),
+				clientv3.OpPut(r.idKey, strconv.FormatUint(s.ID, 10)),
+			).
+			Else(clientv3.OpGet(key), clientv3.OpGet(r.idKey)).
+			Commit()
+		if err != nil {
+			return Stream{}, false, fmt.Errorf("meta: create stream %q: %w", s.Name, err)
+		}
+		if resp.Succeeded {
+			return s, true, nil
+		}
+		// Someone created this name, or took the next ID for another name:
+		// the Else branch read both again, go round.
+	}
+}
+
+// GetStream returns the stream called name, or ErrNotFound.
+func (r *Registry) GetStream(ctx context.Context, name string) (Stream, error) {
+	if err := checkName(name); err != nil {
+		return Stream{}, fmt.Errorf("meta: get stream: %w", err)
+	}
+	resp, err := r.cli.Get(ctx, r.streamKey(name))
+	if err != nil {
+		return Stream{}, fmt.Errorf("meta: get stream %q: %w", name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Stream{}, fmt.Errorf("meta: get stream %q: %w", name, ErrNotFound)
+	}
+	s, err := decodeStream(resp.Kvs[0])
+	if err != nil {
+		return Stream{}, fmt.Errorf("meta: get stream %q: %w", name, err)
+	}
+	return s, nil
+}
+
+// DeleteStream removes the stream called name if its stored ID is id. The
+// ID condition makes deletes safe against a concurrent delete and recreate:
+// a request that looked up the old incarnation cannot delete the new one.
+// It returns ErrNotFound if no such stream exists and ErrConflict if the
+// name now belongs to another ID.
+func (r *Registry) DeleteStream(ctx context.Context, name string, id uint64) error {
+	if err := checkName(name); err != nil {
+		return fmt.Errorf("meta: delete stream: %w", err)
+	}
+	if id == 0 {
+		return fmt.Errorf("meta: delete stream %q: %w: id 0", name, ErrInvalid)
+	}
+	key := r.streamKey(name)
+	resp, err := r.cli.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("meta: delete stream %q: read: %w", name, err)
+	}
+	kvs := resp.Kvs
+	for {
+		if len(kvs) == 0 {
+			return fmt.Errorf("meta: delete stream %q: %w", name, ErrNotFound)
+		}
+		cur, err := decodeStream(kvs[0])
+		if err != nil {
+			return fmt.Errorf("meta: delete stream %q: %w", name, err)
+		}
+		if cur.ID != id {
+			return fmt.Errorf("meta: delete stream %q: %w: id is %d, not %d", name, ErrConflict, cur.ID, id)
+		}
+		// Conditioned on the exact revision read, so an update racing with
+		// the delete is re-checked rather than lost silently.
+		tresp, err := r.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+			Then(clientv3.OpDelete(key)).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("meta: delete stream %q: %w", name, err)
+		}
+		if tresp.Succeeded {
+			return nil
+		}
+		kvs = tresp.Responses[0].GetResponseRange().Kvs
+	}
+}
+
+// UpdateStream applies fn to the current record and stores the result,
+// conditioned on the record not having changed since it was read; on a
+// lost race it re-reads and calls fn again. fn may therefore run several
+// times and must only compute from its argument. If fn returns an error,
+// nothing is written and UpdateStream returns that error (wrapped), which is
+// how callers express preconditions, e.g. "only if Epoch is still 3". fn must
+// not change Name or ID (ErrInvalid). If fn changes nothing, nothing is
+// written. It returns the record as stored.
+func (r *Registry) UpdateStream(ctx context.Context, name string, fn func(*Stream) error) (Stream, error) {
+	if err := checkName(name); err != nil {
+		return Stream{}, fmt.Errorf("meta: update stream: %w", err)
+	}
+	key := r.streamKey(name)
+	resp, err := r.cli.Get(ctx, key)
+	if err != nil {
+		return Stream{}, fmt.Errorf("meta: update stream %q: read: %w", name, err)
+	}
+	kvs := resp.Kvs
+	for {
+		if err := ctx.Err(); err != nil {
+			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
+		}
+		if len(kvs) == 0 {
+			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, ErrNotFound)
+		}
+		cur, err := decodeStream(kvs[0])
+		if err != nil {
+			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
+		}
+		next := cur // Stream holds no references, so this is a deep copy
+		if err := fn(&next); err != nil {
+			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
+		}
+		if next.Name != cur.Name || next.ID != cur.ID {
+			return Stream{}, fmt.Errorf("meta: update stream %q: %w: name/id are immutable (got %q/%d, stored %q/%d)",
+				name, ErrInvalid, next.Name, next.ID, cur.Name, cur.ID)
+		}
+		next.CreatedAt = next.CreatedAt.UTC().Round(0)
+		data, err := json.Marshal(next)
+		if err != nil {
+			return Stream{}, fmt.Errorf("meta: update stream %q: encode: %w", name, err)
+		}
+		if bytes.Equal(data, kvs[0].Value) {
+			return cur, nil
+		}
+		tresp, err := r.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+			Then(clientv3.OpPut(key, string(data))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
+		}
+		if tresp.Succeeded {
+			return next, nil
+		}
+		kvs = tresp.Responses[0].GetResponseRange().Kvs
+	}
+}
+
+// ListStreams returns up to limit streams whose names start with prefix and
+// sort strictly after after, in byte-wise name order, and whether more such
+// streams exist. prefix is a plain string prefix, as in S3, S2 and Kafka
+// listing APIs: "/a" matches "/a/1" and also "/ab/2"; pass "/a/" for the
+// streams "inside" /a. To page, pass the last name of one page as after for
+// the next. limit must be positive and is capped at MaxListLimit.
+func (r *Registry) ListStreams(ctx context.Context, prefix, after string, limit int) ([]Stream, bool, error) {
+	streams, more, _, err := r.list(ctx, prefix, after, limit, 0)
+	if err != nil {
+		return nil, false, fmt.Errorf("meta: list streams (prefix %q, after %q): %w", prefix, after, err)
+	}
+	return streams, more, nil
+}
+
+// list reads one page at revision rev (0 = latest) and also returns the
+// revision it read at.
+func (r *Registry) list(ctx context.Context, prefix, after string, limit int, rev int64) ([]Stream, bool, int64, error) {
+	if limit <= 0 {
+		return nil, false, 0, fmt.Errorf("%w: limit %d", ErrInvalid, limit)
+	}
+	limit = min(limit, MaxListLimit)
+	start := r.streamsKey + prefix
+	if after != "" {
+		// The smallest key sorting strictly after `after`.
+		if k := r.streamsKey + after + "\x00"; k > start {
+			start = k
+		}
+	}
+	// streamsKey ends in "/", so the range end is always a real key and the
+	// range never leaves the streams/ key space.
+	end := clientv3.GetPrefixRangeEnd(r.streamsKey + prefix)
+	if start >= end {
+		return nil, false, rev, nil
+	}
+	opts := []clientv3.OpOption{
+		clientv3.WithRange(end),
+		clientv3.WithLimit(int64(limit)),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend),
+	}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := r.cli.Get(ctx, start, opts...)
+	if err != nil {
+		return nil, false, 0, err
+	}
+	streams := make([]Stream, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		s, err := decodeStream(kv)
+		if err != nil {
+			return nil, false, 0, err
+		}
+		streams = append(streams, s)
+	}
+	return streams, resp.More, resp.Header.Revision, nil
+}
+
+// AllStreams returns every stream, in name order, as of one etcd revision:
+// all pages are read at the revision of the first, so a stream renamed by a
+// concurrent delete+create is seen exactly once or not at all, never twice
+// or half-updated. Used at node start to rebuild in-memory state. If etcd
+// compacts that revision away mid-scan, the scan starts over.
+func (r *Registry) AllStreams(ctx context.Context) ([]Stream, error) {
+	for restart := 0; ; restart++ {
+		all, err := r.allAtOneRevision(ctx)
+		if err == nil {
+			return all, nil
+		}
+		if errors.Is(err, rpctypes.ErrCompacted) && restart < allStreamsRestarts {
+			continue
+		}
+		return nil, fmt.Errorf("meta: all streams: %w", err)
+	}
+}
+
+func (r *Registry) allAtOneRevision(ctx context.Context) ([]Stream, error) {
+	var (
+		all   []Stream
+		after string
+		rev   int64
+	)
+	for {
+		page, more, pageRev, err := r.list(ctx, "", after, r.pageSize, rev)
+		if err != nil {
+			return nil, err
+		}
+		rev = pageRev
+		all = append(all, page...)
+		if !more || len(page) == 0 {
+			return all, nil
+		}
+		after = page[len(page)-1].Name
+	}
+}
+
+func decodeStream(kv *mvccpb.KeyValue) (Stream, error) {
+	var s Stream
+	if err := json.Unmarshal(kv.Value, &s); err != nil {
+		return Stream{}, fmt.Errorf("%w: key %q: %v", ErrCorrupt, kv.Key, err)
+	}
+	return s, nil
+}

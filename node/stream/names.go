@@ -1,0 +1,63 @@
+package stream
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxNameLen bounds a stream name in bytes. It keeps registry keys, object
+// keys and log lines small, and is well below common proxy URL limits.
+const MaxNameLen = 512
+
+// reservedRoots are first path segments that belong to the server itself.
+// Any name whose first segment starts with "_" is reserved as well.
+var reservedRoots = map[string]bool{
+	"healthz": true,
+	"readyz":  true,
+	"metrics": true,
+}
+
+// ValidateName checks a stream name against the documented grammar:
+//
+//	name    = 1*( "/" segment )
+//	segment = 1*pchar            ; not "." or "..", first segment not "_…"
+//	pchar   = ALPHA / DIGIT / "-" / "." / "_" / "~" / "!" / "$" / "&" / "'"
+//	        / "(" / ")" / "*" / "+" / "," / ";" / "=" / ":" / "@"
+//
+// The grammar is the RFC 3986 path characters minus "%", so a name reads the
+// same escaped or not and can be used unchanged in object keys. Reserved names
+// get ErrReservedName so the HTTP layer can say why.
+func ValidateName(name string) error {
+	if name == "" || name[0] != '/' {
+		return fmt.Errorf("%w: %q must start with '/'", ErrInvalidName, name)
+	}
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidName, MaxNameLen)
+	}
+	segs := strings.Split(name[1:], "/")
+	for i, seg := range segs {
+		if seg == "" {
+			return fmt.Errorf("%w: %q has an empty path segment", ErrInvalidName, name)
+		}
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("%w: %q contains a %q segment", ErrInvalidName, name, seg)
+		}
+		for j := 0; j < len(seg); j++ {
+			if !isPchar(seg[j]) {
+				return fmt.Errorf("%w: %q contains the character %q", ErrInvalidName, name, seg[j])
+			}
+		}
+		if i == 0 && (seg[0] == '_' || reservedRoots[seg]) {
+			return fmt.Errorf("%w: %q is reserved by the server", ErrReservedName, "/"+seg)
+		}
+	}
+	return nil
+}
+
+func isPchar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~!$&'()*+,;=:@", c) >= 0
+}

@@ -1,0 +1,573 @@
+// Package stream is the stream service: the one place that turns a
+// protocol-neutral create/append/read/head/delete into calls on the node's
+// write-ahead log and the etcd registry. The HTTP and Kafka frontends call it
+// and never touch storage or metadata themselves.
+//
+// Durability and visibility: an append is written to the node-wide WAL as one
+// entry holding a Kafka RecordBatch v2, and acknowledged only after the WAL's
+// group-committed fdatasync covered it. Offsets are assigned under the
+// stream's lock in WAL enqueue order, so the WAL order of one stream's entries
+// is its offset order. Readers see a record only once it is durable (the
+// stream's high watermark), exactly like a Kafka consumer sees only committed
+// records.
+//
+// WAL entry layout (owned by this package, opaque to the WAL):
+//
+//	+-------------+------------------+-----------------------------+
+//	| version (1) | stream id (8, BE) | Kafka RecordBatch v2 (…)    |
+//	+-------------+------------------+-----------------------------+
+//
+// On start the service replays the WAL: entries whose stream id is not in the
+// registry belong to deleted streams and are skipped.
+package stream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/wal"
+)
+
+const (
+	entryVersion    = 1
+	entryHeaderSize = 9
+)
+
+// Log is what the service needs from the write-ahead log.
+type Log interface {
+	Replay(fn func(pos wal.Pos, data []byte) error) error
+	Enqueue(data []byte) (*wal.Pending, error)
+	ReadAt(pos wal.Pos, dst []byte) ([]byte, error)
+}
+
+// Registry is what the service needs from the etcd registry.
+type Registry interface {
+	CreateStream(ctx context.Context, s meta.Stream) (meta.Stream, bool, error)
+	GetStream(ctx context.Context, name string) (meta.Stream, error)
+	DeleteStream(ctx context.Context, name string, id uint64) error
+	AllStreams(ctx context.Context) ([]meta.Stream, error)
+}
+
+// Config tunes the service. Zero values get defaults.
+type Config struct {
+	NodeID string
+	// Now is the clock used for LogAppendTime; tests inject a fake one.
+	Now    func() time.Time
+	Logger *slog.Logger
+	// DefaultReadRecords / MaxReadRecords bound the records of one read.
+	DefaultReadRecords int
+	MaxReadRecords     int
+	// DefaultReadBytes / MaxReadBytes bound the value bytes of one read
+	// (a read always returns at least one record if one is available).
+	DefaultReadBytes int
+	MaxReadBytes     int
+}
+
+func (c *Config) setDefaults() {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.DefaultReadRecords <= 0 {
+		c.DefaultReadRecords = 1000
+	}
+	if c.MaxReadRecords <= 0 {
+		c.MaxReadRecords = 10000
+	}
+	if c.DefaultReadBytes <= 0 {
+		c.DefaultReadBytes = 1 << 20
+	}
+	if c.MaxReadBytes <= 0 {
+		c.MaxReadBytes = 16 << 20
+	}
+}
+
+// Service implements create/append/read/head/delete over the WAL and the
+// registry. It is safe for concurrent use.
+type Service struct {
+	cfg Config
+	log Log
+	reg Registry
+
+	mu      sync.RWMutex
+	byName  map[string]*streamState
+	byID    map[uint64]*streamState
+	failed  error // sticky: set when the WAL failed; every later append fails
+	closed  bool
+	bufPool sync.Pool
+}
+
+// streamState is the in-memory state of one stream owned by this node.
+type streamState struct {
+	info meta.Stream
+
+	mu      sync.Mutex
+	next    int64 // next offset to assign
+	hwm     int64 // one past the last durable offset; readers stop here
+	lastTS  int64 // last LogAppendTime, to keep timestamps monotonic
+	batches []batchRef
+	// wake is closed (and replaced) whenever hwm advances, so long-polls
+	// of exactly this stream wake up without polling.
+	wake    chan struct{}
+	deleted bool
+}
+
+// batchRef locates one batch of a stream in the WAL.
+type batchRef struct {
+	base  int64
+	count int32
+	pos   wal.Pos
+}
+
+// Info describes a stream at one moment. It is the frontends' view of the
+// registry record, so they never depend on the registry's types.
+type Info struct {
+	Name        string
+	ID          uint64
+	ContentType string
+	CreatedAt   time.Time
+	Owner       string
+	StartOffset int64
+	NextOffset  int64
+}
+
+// CreateOptions is the configuration a client asks for at create.
+type CreateOptions struct {
+	ContentType string
+}
+
+// AppendResult is the acknowledgement of a durable append.
+type AppendResult struct {
+	FirstOffset int64
+	NextOffset  int64
+	Timestamp   int64 // LogAppendTime, ms since epoch
+}
+
+// ReadOptions selects what a read returns.
+type ReadOptions struct {
+	Offset     int64
+	MaxRecords int // 0 = default
+	MaxBytes   int // 0 = default
+}
+
+// ReadResult is one page of records.
+type ReadResult struct {
+	Records     []record.Record
+	NextOffset  int64
+	UpToDate    bool
+	StartOffset int64
+	Stream      Info
+}
+
+// Open loads every stream from the registry and replays the WAL into memory.
+func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, error) {
+	cfg.setDefaults()
+	s := &Service{
+		cfg:    cfg,
+		log:    log,
+		reg:    reg,
+		byName: make(map[string]*streamState),
+		byID:   make(map[uint64]*streamState),
+	}
+	all, err := reg.AllStreams(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stream: load registry: %w", err)
+	}
+	for _, m := range all {
+		s.insertLocked(m)
+	}
+	var replayed, skipped int
+	err = log.Replay(func(pos wal.Pos, data []byte) error {
+		id, batch, err := parseEntry(data)
+		if err != nil {
+			return fmt.Errorf("entry at %+v: %w", pos, err)
+		}
+		st := s.byID[id]
+		if st == nil {
+			skipped++ // the stream was deleted after this entry was written
+			return nil
+		}
+		h, err := record.ParseHeader(batch)
+		if err != nil {
+			return fmt.Errorf("entry at %+v of stream %q: %w", pos, st.info.Name, err)
+		}
+		if h.BaseOffset != st.next {
+			return fmt.Errorf("entry at %+v of stream %q: base offset %d, want %d", pos, st.info.Name, h.BaseOffset, st.next)
+		}
+		count := h.LastOffsetDelta + 1
+		st.batches = append(st.batches, batchRef{
+			base:  h.BaseOffset,
+			count: count,
+			pos:   wal.Pos{Segment: pos.Segment, Offset: pos.Offset + entryHeaderSize, Len: pos.Len - entryHeaderSize},
+		})
+		st.next = h.BaseOffset + int64(count)
+		st.hwm = st.next
+		st.lastTS = max(st.lastTS, h.MaxTimestamp)
+		replayed++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stream: replay WAL: %w", err)
+	}
+	cfg.Logger.Info("stream service recovered", "streams", len(all), "batches", replayed, "skipped_deleted", skipped)
+	return s, nil
+}
+
+func parseEntry(data []byte) (uint64, []byte, error) {
+	if len(data) < entryHeaderSize+record.HeaderSize {
+		return 0, nil, fmt.Errorf("short WAL entry (%d bytes)", len(data))
+	}
+	if data[0] != entryVersion {
+		return 0, nil, fmt.Errorf("unknown WAL entry version %d", data[0])
+	}
+	return binary.BigEndian.Uint64(data[1:9]), data[entryHeaderSize:], nil
+}
+
+func (s *Service) insertLocked(m meta.Stream) *streamState {
+	st := &streamState{info: m, wake: make(chan struct{})}
+	s.byName[m.Name] = st
+	s.byID[m.ID] = st
+	return st
+}
+
+// Ready reports whether the service accepts appends.
+func (s *Service) Ready() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return fmt.Errorf("%w: shutting down", ErrUnavailable)
+	}
+	if s.failed != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, s.failed)
+	}
+	return nil
+}
+
+// Close stops accepting appends. Appends already enqueued still complete; the
+// caller closes the WAL afterwards, which syncs them.
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+}
+
+// SameContentType reports whether two content types name the same media
+// type, ignoring case and parameters such as charset.
+func SameContentType(a, b string) bool {
+	return baseMediaType(a) == baseMediaType(b)
+}
+
+func baseMediaType(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(ct))
+	}
+	return mt
+}
+
+// Create creates the stream, or returns the existing one if its configuration
+// is identical (created=false). A different existing configuration is
+// ErrConflict.
+func (s *Service) Create(ctx context.Context, name string, opts CreateOptions) (Info, bool, error) {
+	if err := ValidateName(name); err != nil {
+		return Info{}, false, err
+	}
+	ct := strings.TrimSpace(opts.ContentType)
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	if _, _, err := mime.ParseMediaType(ct); err != nil {
+		return Info{}, false, fmt.Errorf("%w: content type %q: %v", ErrInvalidArgument, ct, err)
+	}
+	if err := s.Ready(); err != nil {
+		return Info{}, false, err
+	}
+	stored, created, err := s.reg.CreateStream(ctx, meta.Stream{
+		Name:        name,
+		ContentType: ct,
+		CreatedAt:   s.cfg.Now().UTC(),
+		Owner:       s.cfg.NodeID,
+		Epoch:       1,
+	})
+	if err != nil {
+		return Info{}, false, fmt.Errorf("%w: registry create %q: %v", ErrUnavailable, name, err)
+	}
+	if !created && !SameContentType(stored.ContentType, ct) {
+		return Info{}, false, fmt.Errorf("%w: %q has content type %q, not %q", ErrConflict, name, stored.ContentType, ct)
+	}
+	s.mu.Lock()
+	st := s.byName[name]
+	if st == nil || st.info.ID != stored.ID {
+		st = s.insertLocked(stored)
+	}
+	s.mu.Unlock()
+	return st.snapshot(), created, nil
+}
+
+func (st *streamState) snapshot() Info {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.infoLocked()
+}
+
+func (st *streamState) infoLocked() Info {
+	return Info{
+		Name:        st.info.Name,
+		ID:          st.info.ID,
+		ContentType: st.info.ContentType,
+		CreatedAt:   st.info.CreatedAt,
+		Owner:       st.info.Owner,
+		NextOffset:  st.hwm,
+	}
+}
+
+func (s *Service) lookup(name string) (*streamState, error) {
+	s.mu.RLock()
+	st := s.byName[name]
+	s.mu.RUnlock()
+	if st == nil {
+		if err := ValidateName(name); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	return st, nil
+}
+
+// Head returns the stream's metadata and offsets.
+func (s *Service) Head(ctx context.Context, name string) (Info, error) {
+	st, err := s.lookup(name)
+	if err != nil {
+		return Info{}, err
+	}
+	return st.snapshot(), nil
+}
+
+// Delete removes the stream from the registry and from this node. Its WAL
+// entries become garbage that replay skips and truncation reclaims.
+func (s *Service) Delete(ctx context.Context, name string) error {
+	st, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	if err := s.reg.DeleteStream(ctx, name, st.info.ID); err != nil {
+		if errors.Is(err, meta.ErrNotFound) {
+			return fmt.Errorf("%w: %s", ErrNotFound, name)
+		}
+		return fmt.Errorf("%w: registry delete %q: %v", ErrUnavailable, name, err)
+	}
+	s.mu.Lock()
+	if s.byName[name] == st {
+		delete(s.byName, name)
+	}
+	delete(s.byID, st.info.ID)
+	s.mu.Unlock()
+	st.mu.Lock()
+	st.deleted = true
+	close(st.wake) // wake long-polls so they see the stream is gone
+	st.wake = make(chan struct{})
+	st.mu.Unlock()
+	return nil
+}
+
+// Append writes recs as one batch with consecutive offsets and returns once
+// the batch is durable in the WAL.
+func (s *Service) Append(ctx context.Context, name string, recs []record.Record) (AppendResult, error) {
+	if len(recs) == 0 {
+		return AppendResult{}, fmt.Errorf("%w: an append needs at least one record", ErrInvalidArgument)
+	}
+	st, err := s.lookup(name)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if err := s.Ready(); err != nil {
+		return AppendResult{}, err
+	}
+
+	bufp, _ := s.bufPool.Get().(*[]byte)
+	if bufp == nil {
+		b := make([]byte, 0, 4096)
+		bufp = &b
+	}
+	defer s.bufPool.Put(bufp)
+
+	st.mu.Lock()
+	if st.deleted {
+		st.mu.Unlock()
+		return AppendResult{}, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	ts := max(s.cfg.Now().UnixMilli(), st.lastTS)
+	base := st.next
+	buf := append((*bufp)[:0], entryVersion, 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.BigEndian.PutUint64(buf[1:9], st.info.ID)
+	buf = record.AppendBatch(buf, record.BatchOptions{
+		BaseOffset: base, Timestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+	}, recs)
+	*bufp = buf
+	pending, err := s.log.Enqueue(buf)
+	if err != nil {
+		st.mu.Unlock()
+		s.fail(err)
+		return AppendResult{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
+	}
+	end := base + int64(len(recs))
+	pos := pending.Pos()
+	st.batches = append(st.batches, batchRef{
+		base:  base,
+		count: int32(len(recs)),
+		pos:   wal.Pos{Segment: pos.Segment, Offset: pos.Offset + entryHeaderSize, Len: pos.Len - entryHeaderSize},
+	})
+	st.next = end
+	st.lastTS = ts
+	st.mu.Unlock()
+
+	if err := pending.Wait(ctx); err != nil {
+		if ctx.Err() != nil {
+			// The write still happens; publish it when it does so readers
+			// are not stuck behind a batch whose appender gave up.
+			go func() {
+				if pending.Wait(context.Background()) == nil {
+					st.advance(end)
+				}
+			}()
+			return AppendResult{}, fmt.Errorf("append to %s: %w", name, ctx.Err())
+		}
+		s.fail(err)
+		return AppendResult{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
+	}
+	st.advance(end)
+	return AppendResult{FirstOffset: base, NextOffset: end, Timestamp: ts}, nil
+}
+
+// advance publishes offsets below end to readers. WAL syncs complete in
+// enqueue order, so a durable end implies every earlier batch is durable.
+func (st *streamState) advance(end int64) {
+	st.mu.Lock()
+	if end > st.hwm {
+		st.hwm = end
+		close(st.wake)
+		st.wake = make(chan struct{})
+	}
+	st.mu.Unlock()
+}
+
+func (s *Service) fail(err error) {
+	s.mu.Lock()
+	if s.failed == nil {
+		s.failed = err
+		s.cfg.Logger.Error("write-ahead log failed; node stops accepting appends", "err", err)
+	}
+	s.mu.Unlock()
+}
+
+// Read returns durable records starting at opts.Offset. Reading at the next
+// offset returns no records and UpToDate; beyond it is ErrOffsetOutOfRange.
+func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (ReadResult, error) {
+	st, err := s.lookup(name)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	limit := opts.MaxRecords
+	if limit <= 0 {
+		limit = s.cfg.DefaultReadRecords
+	}
+	limit = min(limit, s.cfg.MaxReadRecords)
+	maxBytes := opts.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = s.cfg.DefaultReadBytes
+	}
+	maxBytes = min(maxBytes, s.cfg.MaxReadBytes)
+
+	st.mu.Lock()
+	hwm := st.hwm
+	info := st.infoLocked()
+	if opts.Offset < 0 || opts.Offset > hwm {
+		st.mu.Unlock()
+		return ReadResult{}, fmt.Errorf("%w: offset %d of %s, readable range is [0, %d]", ErrOffsetOutOfRange, opts.Offset, name, hwm)
+	}
+	i := sort.Search(len(st.batches), func(i int) bool {
+		b := st.batches[i]
+		return b.base+int64(b.count) > opts.Offset
+	})
+	// Copy the refs we may need so the lock is not held during I/O. The
+	// slice only ever grows at the end, but it may be reallocated.
+	var refs []batchRef
+	for j := i; j < len(st.batches) && st.batches[j].base < hwm; j++ {
+		refs = append(refs, st.batches[j])
+		if len(refs) >= limit {
+			break
+		}
+	}
+	st.mu.Unlock()
+
+	res := ReadResult{NextOffset: opts.Offset, Stream: info}
+	bytes := 0
+	for _, ref := range refs {
+		if err := ctx.Err(); err != nil {
+			return ReadResult{}, err
+		}
+		data, err := s.log.ReadAt(ref.pos, nil)
+		if err != nil {
+			return ReadResult{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, ref.base, err)
+		}
+		// Decode into a fresh slice: returned records alias data and
+		// their header slices must not be shared with a reused buffer.
+		tmp, err := record.DecodeRecords(data, nil)
+		if err != nil {
+			return ReadResult{}, fmt.Errorf("%w: decode %s batch at offset %d: %v", ErrUnavailable, name, ref.base, err)
+		}
+		for _, r := range tmp {
+			if r.Offset < res.NextOffset {
+				continue
+			}
+			size := len(r.Value) + len(r.Key)
+			if len(res.Records) > 0 && (len(res.Records) >= limit || bytes+size > maxBytes) {
+				goto done
+			}
+			res.Records = append(res.Records, r)
+			bytes += size
+			res.NextOffset = r.Offset + 1
+		}
+	}
+done:
+	res.UpToDate = res.NextOffset >= hwm
+	return res, nil
+}
+
+// WaitFor blocks until the stream has a durable record at offset or beyond,
+// the stream is deleted, or ctx is done. It returns true if data is
+// available. Waiters cost one parked goroutine and no polling.
+func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool, error) {
+	st, err := s.lookup(name)
+	if err != nil {
+		return false, err
+	}
+	for {
+		st.mu.Lock()
+		hwm, wake, deleted := st.hwm, st.wake, st.deleted
+		st.mu.Unlock()
+		if deleted {
+			return false, fmt.Errorf("%w: %s", ErrNotFound, name)
+		}
+		if hwm > offset {
+			return true, nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return false, nil
+		}
+	}
+}
