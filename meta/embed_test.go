@@ -191,7 +191,7 @@ func TestDialFailsFastWithoutServer(t *testing.T) {
 		t.Fatal("Dial to a closed port succeeded")
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Logf("Dial error: %v", err)
+		t.Fatalf("Dial error = %v, want the context's deadline", err)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("Dial took %v despite a 2s context", d)
@@ -256,7 +256,9 @@ func TestEmbeddedLogsQuietUnlessDebugging(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range info.records() {
-		t.Errorf("info-level logger got etcd record during a clean start/stop: %s %q", r.Level, r.Message)
+		var as []string
+		r.Attrs(func(a slog.Attr) bool { as = append(as, a.String()); return true })
+		t.Errorf("info-level logger got etcd record during a clean start/stop: %s %q %v", r.Level, r.Message, as)
 	}
 
 	debug := newCapture(slog.LevelDebug)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -66,6 +67,12 @@ func (c *slogCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.C
 }
 
 func (c *slogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
+	if ent.Level == zapcore.ErrorLevel && knownBenignError(ent.Message, fields) {
+		ent.Level = zapcore.WarnLevel
+		if !c.Enabled(ent.Level) {
+			return nil
+		}
+	}
 	r := slog.NewRecord(ent.Time, slogLevel(ent.Level), ent.Message, 0)
 	if ent.LoggerName != "" {
 		r.AddAttrs(slog.String("logger", ent.LoggerName))
@@ -114,4 +121,39 @@ func zapFieldsToAttrs(fields []zapcore.Field) []slog.Attr {
 		attrs = append(attrs, slog.Any(k, enc.Fields[k]))
 	}
 	return attrs
+}
+
+// benignErrors lists error-level messages etcd emits during normal operation,
+// with the error texts that make them harmless. Each is logged at warn
+// instead, so operators are not told about an error on every start.
+var benignErrors = map[string][]string{
+	// Right after bootstrap the storage-version monitor can run before the
+	// backend has persisted the raft term/confstate; it succeeds on its next
+	// round. etcd-io/etcd#18978, #20495.
+	"failed to update storage version": {
+		"missing term information",
+		"missing confstate information",
+	},
+}
+
+func knownBenignError(msg string, fields []zapcore.Field) bool {
+	texts, ok := benignErrors[msg]
+	if !ok {
+		return false
+	}
+	for _, f := range fields {
+		if f.Type != zapcore.ErrorType {
+			continue
+		}
+		err, ok := f.Interface.(error)
+		if !ok {
+			continue
+		}
+		for _, t := range texts {
+			if strings.Contains(err.Error(), t) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -111,7 +111,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWALMetrics(promReg, n.wal)
 
-	router := mux.NewRouter()
+	// SkipClean: stream names are validated, never silently rewritten by a
+	// redirect to a "cleaned" path that might name another stream.
+	router := mux.NewRouter().SkipClean(true)
 	router.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{Registry: promReg}))
 	router.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")

@@ -124,7 +124,7 @@ type streamState struct {
 	deleted bool
 }
 
-// batchRef locates one batch of a stream in the WAL.
+// batchRef locates one batch of a stream: pos is its whole WAL entry.
 type batchRef struct {
 	base  int64
 	count int32
@@ -210,7 +210,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		st.batches = append(st.batches, batchRef{
 			base:  h.BaseOffset,
 			count: count,
-			pos:   wal.Pos{Segment: pos.Segment, Offset: pos.Offset + entryHeaderSize, Len: pos.Len - entryHeaderSize},
+			pos:   pos,
 		})
 		st.next = h.BaseOffset + int64(count)
 		st.hwm = st.next
@@ -366,6 +366,9 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 		if errors.Is(err, meta.ErrNotFound) {
 			return fmt.Errorf("%w: %s", ErrNotFound, name)
 		}
+		if errors.Is(err, meta.ErrConflict) {
+			return fmt.Errorf("%w: %s was replaced by a newer stream of the same name", ErrConflict, name)
+		}
 		return fmt.Errorf("%w: registry delete %q: %v", ErrUnavailable, name, err)
 	}
 	s.mu.Lock()
@@ -423,11 +426,10 @@ func (s *Service) Append(ctx context.Context, name string, recs []record.Record)
 		return AppendResult{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
 	}
 	end := base + int64(len(recs))
-	pos := pending.Pos()
 	st.batches = append(st.batches, batchRef{
 		base:  base,
 		count: int32(len(recs)),
-		pos:   wal.Pos{Segment: pos.Segment, Offset: pos.Offset + entryHeaderSize, Len: pos.Len - entryHeaderSize},
+		pos:   pending.Pos(),
 	})
 	st.next = end
 	st.lastTS = ts
@@ -524,7 +526,11 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 		}
 		// Decode into a fresh slice: returned records alias data and
 		// their header slices must not be shared with a reused buffer.
-		tmp, err := record.DecodeRecords(data, nil)
+		_, batch, err := parseEntry(data)
+		if err != nil {
+			return ReadResult{}, fmt.Errorf("%w: %s batch at offset %d: %v", ErrUnavailable, name, ref.base, err)
+		}
+		tmp, err := record.DecodeRecords(batch, nil)
 		if err != nil {
 			return ReadResult{}, fmt.Errorf("%w: decode %s batch at offset %d: %v", ErrUnavailable, name, ref.base, err)
 		}

@@ -1,0 +1,849 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// DefaultSegmentSize is large enough that rotation (an fdatasync, a
+	// rename and a directory fsync) is rare, and small enough that tiering
+	// can release disk space in useful steps.
+	DefaultSegmentSize = 64 << 20
+
+	// queueLimit bounds the bytes waiting for the writer. Past it Enqueue
+	// blocks until the writer takes the queue: producers faster than the
+	// disk get backpressure instead of growing memory without bound. One
+	// write of this size takes tens of milliseconds on an SSD, so a queue
+	// this deep already means the disk is saturated.
+	queueLimit = 32 << 20
+
+	// GroupBuckets is the number of buckets in Stats.GroupSizes.
+	GroupBuckets = 16
+)
+
+var (
+	// ErrClosed is returned by calls after Close.
+	ErrClosed = errors.New("wal: closed")
+	// ErrCorrupt means the log holds damage that cannot be a torn write;
+	// the error names the segment and offset.
+	ErrCorrupt = errors.New("wal: corrupt log")
+	// ErrFailed wraps the write or fdatasync error that failed the log.
+	ErrFailed = errors.New("wal: log failed")
+	// ErrLocked means another process (or another WAL in this one) has the
+	// directory open.
+	ErrLocked = errors.New("wal: directory in use")
+	// ErrTooLarge rejects payloads over MaxEntrySize.
+	ErrTooLarge = errors.New("wal: entry too large")
+	// ErrNotDurable is returned by ReadAt for a position the log has not
+	// made durable, including positions that never held an entry. Serving
+	// unsynced bytes would let a reader see data a crash can still take back.
+	ErrNotDurable = errors.New("wal: position not durable")
+	// ErrRemoved is returned by ReadAt for a segment RemoveSegmentsBefore
+	// deleted; the data is in object storage by then.
+	ErrRemoved = errors.New("wal: segment removed")
+	// ErrReplayAfterEnqueue guards Replay, which walks the log without
+	// synchronising with the writer.
+	ErrReplayAfterEnqueue = errors.New("wal: Replay after Enqueue")
+)
+
+// Options configures Open.
+type Options struct {
+	Dir string // created if missing
+	// SegmentSize is the size at which the log rotates to a new segment
+	// file: an entry goes to the next segment when it would not fit in the
+	// rest of the current one. An entry larger than SegmentSize gets a
+	// segment of its own. Zero means DefaultSegmentSize.
+	SegmentSize int64
+	Logger      *slog.Logger // nil means slog.Default()
+}
+
+// Pos locates one entry's payload: segment number, byte offset of the payload
+// inside the segment file, payload length.
+type Pos struct {
+	Segment uint64
+	Offset  int64
+	Len     int32
+}
+
+// RecoveryReport says what Open found and what it discarded. Only a torn
+// tail of the last segment is ever discarded.
+type RecoveryReport struct {
+	Segments int // segment files found
+	Entries  int // valid entries in them
+	// TornSegment and TornBytes describe the discarded tail when TornBytes
+	// > 0: the bytes from the end of the last valid record to the last
+	// non-zero byte of the segment. Trailing zeros are not counted because
+	// preallocation padding and zero bytes of a torn record look the same.
+	TornSegment uint64
+	TornBytes   int64
+}
+
+// Stats are cumulative since Open unless noted, shaped for Prometheus
+// counters, gauges and a group-size histogram.
+type Stats struct {
+	Segments     int           // gauge: segment files in the log
+	DiskBytes    int64         // gauge: their size, including preallocated padding (not the one file being prepared)
+	QueuedBytes  int64         // gauge: framed bytes enqueued and not yet taken by the writer
+	Entries      uint64        // entries made durable
+	PayloadBytes uint64        // payload bytes of those entries
+	Groups       uint64        // commit groups: one write and one fdatasync each (plus one per rotation)
+	Syncs        uint64        // fdatasync calls on segment files
+	SyncedBytes  uint64        // framed bytes written, all covered by those fdatasyncs
+	SyncTime     time.Duration // time spent in fdatasync
+	// GroupSizes counts commit groups by entries per group: bucket 0 holds
+	// groups of 1 entry, bucket i > 0 groups of (2^(i-1), 2^i] entries, the
+	// last bucket everything larger.
+	GroupSizes [GroupBuckets]uint64
+}
+
+// WAL is a node-level write-ahead log; see the package doc. All methods are
+// safe for concurrent use, except that Replay must finish before the first
+// Enqueue.
+type WAL struct {
+	dir     string
+	segSize int64
+	log     *slog.Logger
+	sync    func(*os.File) error // fdatasync; replaced by tests to inject failures
+	lock    *os.File
+
+	// mu orders Enqueue calls: it guards the queue and the position the next
+	// entry gets.
+	mu         sync.Mutex
+	work       sync.Cond // the idle writer waits here for entries or Close
+	space      sync.Cond // Enqueue waits here while the queue is full
+	q          *batch    // entries the writer has not taken yet
+	spare      *batch    // the writer's previous batch, reused as the next q
+	tailSeg    uint64    // segment the last enqueued entry went to
+	tailOff    int64     // offset after the last enqueued entry
+	tailSeed   uint32    // segmentSeed(tailSeg)
+	writerIdle bool
+	// spaceWaiters counts Enqueue calls blocked on a full queue, so the
+	// writer broadcasts only when someone listens.
+	spaceWaiters int
+	closed       bool
+	err          error // sticky failure
+	enqueued     bool
+
+	// Writer state: the writer goroutine owns these while it runs; Open and
+	// Close touch them only when it does not.
+	cur      *segment
+	curEnd   int64
+	curDirty bool // written since the last fdatasync
+	next     *prepared
+
+	// segMu guards the segment table and the durable point, which ReadAt
+	// reads without contending with Enqueue on mu.
+	segMu  sync.RWMutex
+	segs   []*segment // contiguous numbers, ascending; the last is the writer's
+	durSeg uint64     // everything before (durSeg, durEnd) is fdatasync'ed
+	durEnd int64
+
+	removeMu sync.Mutex // serialises RemoveSegmentsBefore with itself and Close
+
+	failed   atomic.Pointer[error] // mirrors err for readers that do not take mu
+	isClosed atomic.Bool
+	done     chan struct{} // closed when the writer exits
+
+	ctr counters
+}
+
+type counters struct {
+	entries, payloadBytes, groups, syncs, syncedBytes, syncNanos atomic.Uint64
+	groupSizes                                                   [GroupBuckets]atomic.Uint64
+}
+
+type segment struct {
+	num  uint64
+	f    *os.File
+	size int64 // file size, including zero padding
+	end  int64 // end of the records; final once the writer has moved on
+}
+
+// prepared is the next segment file being zero-filled in the background so
+// rotation does not stall the writer for SegmentSize of writes.
+type prepared struct {
+	seg  uint64
+	done chan struct{}
+	f    *os.File
+	err  error
+}
+
+// batch is one commit group's bytes, framed and ready for pwrite. Two of
+// them alternate between Enqueue and the writer, so the buffers are reused.
+type batch struct {
+	buf   []byte
+	spans []span // runs of buf that go to one segment each, usually one
+	n     int    // entries
+	g     *group
+}
+
+type span struct {
+	seg        uint64
+	off        int64 // file offset of buf[start]
+	start, end int
+}
+
+func (b *batch) reset() {
+	if cap(b.buf) > 2*queueLimit {
+		b.buf = nil // one huge entry must not pin its buffer forever
+	} else {
+		b.buf = b.buf[:0]
+	}
+	b.spans = b.spans[:0]
+	b.n = 0
+	b.g = nil
+}
+
+// group is shared by every entry of one commit: one channel close wakes all
+// of them, and no entry needs an allocation of its own.
+type group struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+func (g *group) wait(ctx context.Context) error {
+	select {
+	case <-g.done:
+		return g.err
+	default:
+	}
+	select {
+	case <-g.done:
+		return g.err
+	case <-ctx.Done():
+		return fmt.Errorf("wal: waiting for fdatasync: %w", ctx.Err())
+	}
+}
+
+// Pending is an enqueued entry whose durability can be awaited.
+type Pending struct {
+	pos Pos
+	g   *group
+}
+
+// Pos is the entry's position, assigned by Enqueue.
+func (p *Pending) Pos() Pos { return p.pos }
+
+// Done is closed once the entry is durable or the log has failed; Wait then
+// says which.
+func (p *Pending) Done() <-chan struct{} { return p.g.done }
+
+// Wait blocks until the entry and every entry enqueued before it are
+// fdatasync'ed, or ctx is done (the write still happens), or the log failed.
+func (p *Pending) Wait(ctx context.Context) error { return p.g.wait(ctx) }
+
+// Open recovers the log in opts.Dir (see Recovery in the package doc) and
+// starts its writer.
+func Open(opts Options) (*WAL, RecoveryReport, error) {
+	return open(opts, fdatasync)
+}
+
+func open(opts Options, sync func(*os.File) error) (_ *WAL, rep RecoveryReport, err error) {
+	if opts.Dir == "" {
+		return nil, rep, errors.New("wal: Options.Dir is empty")
+	}
+	if opts.SegmentSize < 0 {
+		return nil, rep, fmt.Errorf("wal: negative Options.SegmentSize %d", opts.SegmentSize)
+	}
+	if opts.SegmentSize == 0 {
+		opts.SegmentSize = DefaultSegmentSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, rep, fmt.Errorf("wal: create %s: %w", opts.Dir, err)
+	}
+	lock, err := lockDir(opts.Dir)
+	if err != nil {
+		return nil, rep, err
+	}
+	w := &WAL{
+		dir:     opts.Dir,
+		segSize: opts.SegmentSize,
+		log:     opts.Logger,
+		sync:    sync,
+		lock:    lock,
+		q:       &batch{},
+		spare:   &batch{},
+		done:    make(chan struct{}),
+	}
+	w.work.L = &w.mu
+	w.space.L = &w.mu
+	defer func() {
+		if err != nil {
+			for _, s := range w.segs {
+				s.f.Close()
+			}
+			lock.Close()
+		}
+	}()
+
+	if rep, err = w.recover(); err != nil {
+		return nil, rep, err
+	}
+	if len(w.segs) == 0 {
+		f, err := createZeroed(w.tmpPath(1), w.segSize)
+		if err != nil {
+			return nil, rep, err
+		}
+		w.segs = append(w.segs, &segment{num: 1, f: f, size: w.segSize})
+		if err := os.Rename(w.tmpPath(1), w.path(1)); err != nil {
+			return nil, rep, fmt.Errorf("wal: create first segment: %w", err)
+		}
+		if err := syncDir(w.dir); err != nil {
+			return nil, rep, err
+		}
+	}
+	w.cur = w.segs[len(w.segs)-1]
+	w.curEnd = w.cur.end
+	w.durSeg, w.durEnd = w.cur.num, w.cur.end
+	w.tailSeg, w.tailOff, w.tailSeed = w.cur.num, w.cur.end, segmentSeed(w.cur.num)
+	w.prepare(w.cur.num + 1)
+	go w.run()
+	w.log.Info("wal: opened", "dir", w.dir, "segments", rep.Segments, "entries", rep.Entries,
+		"active_segment", w.cur.num, "active_offset", w.curEnd)
+	return w, rep, nil
+}
+
+// recover scans every segment, repairs a torn tail of the last one, and
+// fills w.segs.
+func (w *WAL) recover() (RecoveryReport, error) {
+	var rep RecoveryReport
+	nums, err := listSegments(w.dir)
+	if err != nil {
+		return rep, err
+	}
+	for i := 1; i < len(nums); i++ {
+		if nums[i] != nums[i-1]+1 {
+			return rep, fmt.Errorf("%w: segment %d missing (found %s and %s)",
+				ErrCorrupt, nums[i-1]+1, segmentName(nums[i-1]), segmentName(nums[i]))
+		}
+	}
+	var win window
+	for i, num := range nums {
+		last := i == len(nums)-1
+		flag := os.O_RDONLY
+		if last {
+			flag = os.O_RDWR // the writer continues in it
+		}
+		f, err := os.OpenFile(w.path(num), flag, 0)
+		if err != nil {
+			return rep, fmt.Errorf("wal: open segment: %w", err)
+		}
+		s := &segment{num: num, f: f}
+		w.segs = append(w.segs, s)
+		fi, err := f.Stat()
+		if err != nil {
+			return rep, fmt.Errorf("wal: stat segment: %w", err)
+		}
+		s.size = fi.Size()
+		sc, err := scanSegment(&win, f, s.size, num)
+		if err != nil {
+			return rep, err
+		}
+		s.end = sc.end
+		rep.Entries += sc.entries
+		if sc.junkEnd == sc.end {
+			continue
+		}
+		if !last {
+			return rep, fmt.Errorf("%w: segment %d (%s) offset %d: %s; only the last segment can end in a torn write",
+				ErrCorrupt, num, segmentName(num), sc.end, sc.why)
+		}
+		// Zero the torn bytes rather than truncating: the file keeps its
+		// preallocated blocks, and a later, shorter record cannot leave
+		// a stale fragment behind it that looks like more log.
+		if err := zeroRange(f, sc.end, sc.junkEnd); err != nil {
+			return rep, fmt.Errorf("wal: discard torn tail of segment %d: %w", num, err)
+		}
+		if err := w.sync(f); err != nil {
+			return rep, fmt.Errorf("wal: fdatasync segment %d after discarding torn tail: %w", num, err)
+		}
+		rep.TornSegment, rep.TornBytes = num, sc.junkEnd-sc.end
+		w.log.Warn("wal: discarded torn write at end of log",
+			"segment", num, "offset", sc.end, "bytes", rep.TornBytes, "reason", sc.why)
+	}
+	rep.Segments = len(nums)
+	return rep, nil
+}
+
+func (w *WAL) path(seg uint64) string    { return filepath.Join(w.dir, segmentName(seg)) }
+func (w *WAL) tmpPath(seg uint64) string { return w.path(seg) + tmpExt }
+
+// Replay calls fn for every entry in log order. It is only valid before the
+// first Enqueue. data is only valid during the call; an error from fn stops
+// the replay and is returned unchanged.
+func (w *WAL) Replay(fn func(pos Pos, data []byte) error) error {
+	w.mu.Lock()
+	closed, failed, enqueued := w.closed, w.err, w.enqueued
+	w.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case failed != nil:
+		return failed
+	case enqueued:
+		return ErrReplayAfterEnqueue
+	}
+	w.segMu.RLock()
+	segs := slices.Clone(w.segs)
+	w.segMu.RUnlock()
+	var win window
+	for _, s := range segs {
+		win.reset(s.f, s.end)
+		end, _, why, err := walk(&win, s.num, s.end, func(off int64, p []byte) error {
+			return fn(Pos{Segment: s.num, Offset: off, Len: int32(len(p))}, p)
+		})
+		if err != nil {
+			return err
+		}
+		if end != s.end {
+			return fmt.Errorf("%w: segment %d (%s) offset %d: %s, though Open found it valid",
+				ErrCorrupt, s.num, segmentName(s.num), end, why)
+		}
+	}
+	return nil
+}
+
+// Enqueue copies data into the log's queue and returns without waiting for
+// the disk, unless more than 32 MiB are already waiting for the writer, in
+// which case it blocks until the writer takes them (backpressure). The
+// position is assigned before Enqueue returns, and entries are written in
+// Enqueue order. data may be reused as soon as Enqueue returns.
+func (w *WAL) Enqueue(data []byte) (*Pending, error) {
+	pos, g, err := w.enqueue(data)
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{pos: pos, g: g}, nil
+}
+
+// Append is Enqueue followed by Wait, without allocating a Pending. When ctx
+// ends first, the position is returned with the error: the entry will still
+// be written.
+func (w *WAL) Append(ctx context.Context, data []byte) (Pos, error) {
+	pos, g, err := w.enqueue(data)
+	if err != nil {
+		return Pos{}, err
+	}
+	return pos, g.wait(ctx)
+}
+
+func (w *WAL) enqueue(data []byte) (Pos, *group, error) {
+	if len(data) > MaxEntrySize {
+		return Pos{}, nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxEntrySize)
+	}
+	pcrc := payloadCRC(data) // outside the lock: it is the only per-byte work besides the copy
+	need := headerSize + len(data)
+
+	w.mu.Lock()
+	for {
+		if w.closed {
+			w.mu.Unlock()
+			return Pos{}, nil, ErrClosed
+		}
+		if w.err != nil {
+			err := w.err
+			w.mu.Unlock()
+			return Pos{}, nil, err
+		}
+		if len(w.q.buf) == 0 || len(w.q.buf)+need <= queueLimit {
+			break
+		}
+		w.spaceWaiters++
+		w.space.Wait()
+		w.spaceWaiters--
+	}
+	if w.tailOff > 0 && w.tailOff+int64(need) > w.segSize {
+		w.tailSeg++
+		w.tailOff = 0
+		w.tailSeed = segmentSeed(w.tailSeg)
+	}
+	b := w.q
+	if b.g == nil {
+		b.g = &group{done: make(chan struct{})}
+	}
+	start := len(b.buf)
+	if k := len(b.spans); k == 0 || b.spans[k-1].seg != w.tailSeg {
+		b.spans = append(b.spans, span{seg: w.tailSeg, off: w.tailOff, start: start})
+	}
+	b.buf = slices.Grow(b.buf, need)[:start+need]
+	putHeader(b.buf[start:], w.tailSeed, len(data), pcrc)
+	copy(b.buf[start+headerSize:], data)
+	b.spans[len(b.spans)-1].end = start + need
+	b.n++
+	pos := Pos{Segment: w.tailSeg, Offset: w.tailOff + headerSize, Len: int32(len(data))}
+	w.tailOff += int64(need)
+	w.enqueued = true
+	g := b.g
+	if w.writerIdle {
+		w.work.Signal()
+	}
+	w.mu.Unlock()
+	return pos, g, nil
+}
+
+// run is the writer goroutine: it takes everything queued, writes and
+// fdatasyncs it, wakes the group, and repeats. Entries enqueued while it
+// writes and syncs form the next group.
+func (w *WAL) run() {
+	defer close(w.done)
+	var spare *batch
+	for {
+		w.mu.Lock()
+		if spare != nil {
+			w.spare = spare
+		}
+		for w.q.n == 0 && !w.closed {
+			w.writerIdle = true
+			w.work.Wait()
+			w.writerIdle = false
+		}
+		if w.q.n == 0 { // closed, and everything enqueued before Close is written
+			w.mu.Unlock()
+			return
+		}
+		b := w.q
+		w.q, w.spare = w.spare, nil
+		if w.spaceWaiters > 0 {
+			w.space.Broadcast()
+		}
+		w.mu.Unlock()
+
+		if err := w.commit(b); err != nil {
+			w.fail(err, b)
+			return
+		}
+		close(b.g.done)
+		b.reset()
+		spare = b
+	}
+}
+
+// commit writes b, rotating segments where Enqueue decided to, and makes it
+// durable.
+func (w *WAL) commit(b *batch) error {
+	for _, sp := range b.spans {
+		if sp.seg != w.cur.num {
+			if err := w.rotate(sp.seg); err != nil {
+				return err
+			}
+		}
+		if sp.off != w.curEnd {
+			return fmt.Errorf("internal error: segment %d: writing at offset %d, log ends at %d", sp.seg, sp.off, w.curEnd)
+		}
+		p := b.buf[sp.start:sp.end]
+		if _, err := w.cur.f.WriteAt(p, sp.off); err != nil {
+			return fmt.Errorf("write segment %d at offset %d: %w", sp.seg, sp.off, err)
+		}
+		w.curEnd += int64(len(p))
+		w.curDirty = true
+	}
+	if err := w.syncCur(); err != nil {
+		return err
+	}
+	w.segMu.Lock()
+	w.durSeg, w.durEnd = w.cur.num, w.curEnd
+	w.cur.size = max(w.cur.size, w.curEnd) // an oversized entry extends the file
+	w.segMu.Unlock()
+
+	c := &w.ctr
+	c.entries.Add(uint64(b.n))
+	c.payloadBytes.Add(uint64(len(b.buf) - b.n*headerSize))
+	c.syncedBytes.Add(uint64(len(b.buf)))
+	c.groups.Add(1)
+	c.groupSizes[min(bits.Len(uint(b.n-1)), GroupBuckets-1)].Add(1)
+	return nil
+}
+
+func (w *WAL) syncCur() error {
+	t := time.Now()
+	err := w.sync(w.cur.f)
+	w.ctr.syncNanos.Add(uint64(time.Since(t)))
+	w.ctr.syncs.Add(1)
+	if err != nil {
+		return fmt.Errorf("fdatasync segment %d: %w", w.cur.num, err)
+	}
+	w.curDirty = false
+	return nil
+}
+
+// rotate makes seg, the next segment, the writer's file.
+func (w *WAL) rotate(seg uint64) error {
+	if seg != w.cur.num+1 {
+		return fmt.Errorf("internal error: rotation from segment %d to %d", w.cur.num, seg)
+	}
+	// The old segment must be durable before the new one is visible:
+	// recovery forgives a torn tail only in the last segment.
+	if w.curDirty {
+		if err := w.syncCur(); err != nil {
+			return err
+		}
+	}
+	p := w.next
+	if p == nil || p.seg != seg {
+		w.prepare(seg) // unreachable while rotations are sequential; cheap insurance
+		p = w.next
+	}
+	<-p.done
+	w.next = nil
+	if p.err != nil {
+		return p.err
+	}
+	if err := os.Rename(w.tmpPath(seg), w.path(seg)); err != nil {
+		p.f.Close()
+		return fmt.Errorf("install segment %d: %w", seg, err)
+	}
+	s := &segment{num: seg, f: p.f, size: w.segSize}
+	w.segMu.Lock()
+	w.cur.end = w.curEnd
+	w.durSeg, w.durEnd = w.cur.num, w.curEnd
+	w.segs = append(w.segs, s)
+	w.segMu.Unlock()
+	w.cur, w.curEnd = s, 0
+	w.prepare(seg + 1)
+	if err := syncDir(w.dir); err != nil {
+		return err
+	}
+	w.log.Debug("wal: rotated", "segment", seg)
+	return nil
+}
+
+// prepare starts zero-filling the file for segment seg.
+func (w *WAL) prepare(seg uint64) {
+	p := &prepared{seg: seg, done: make(chan struct{})}
+	w.next = p
+	path := w.tmpPath(seg)
+	go func() {
+		defer close(p.done)
+		p.f, p.err = createZeroed(path, w.segSize)
+	}()
+}
+
+// fail makes err sticky, fails b and everything still queued, and wakes
+// blocked Enqueue calls. The writer never touches the files again: after a
+// failed fdatasync the page cache may claim data the disk does not have.
+func (w *WAL) fail(cause error, b *batch) {
+	err := fmt.Errorf("%w: %w", ErrFailed, cause)
+	w.failed.Store(&err)
+	w.mu.Lock()
+	w.err = err
+	b.g.err = err
+	close(b.g.done)
+	if q := w.q; q.g != nil {
+		q.g.err = err
+		close(q.g.done)
+		q.reset()
+	}
+	w.space.Broadcast()
+	w.mu.Unlock()
+	w.log.Error("wal: log failed; every later call returns this error", "err", cause)
+}
+
+// ReadAt returns the payload at pos, verifying its checksums, appended to
+// dst[:0]. pos must be durable; it is safe to call concurrently with
+// appends.
+func (w *WAL) ReadAt(pos Pos, dst []byte) ([]byte, error) {
+	if err := w.failed.Load(); err != nil {
+		return dst[:0], *err
+	}
+	if w.isClosed.Load() {
+		return dst[:0], ErrClosed
+	}
+	if pos.Offset < headerSize || pos.Len < 0 || pos.Len > MaxEntrySize {
+		return dst[:0], fmt.Errorf("%w: invalid position %+v", ErrNotDurable, pos)
+	}
+	end := pos.Offset + int64(pos.Len)
+	w.segMu.RLock()
+	if len(w.segs) == 0 {
+		w.segMu.RUnlock()
+		return dst[:0], ErrClosed
+	}
+	first := w.segs[0].num
+	if pos.Segment < first {
+		w.segMu.RUnlock()
+		return dst[:0], fmt.Errorf("%w: segment %d (oldest is %d)", ErrRemoved, pos.Segment, first)
+	}
+	if pos.Segment > w.durSeg || (pos.Segment == w.durSeg && end > w.durEnd) {
+		w.segMu.RUnlock()
+		return dst[:0], fmt.Errorf("%w: %+v", ErrNotDurable, pos)
+	}
+	s := w.segs[pos.Segment-first]
+	if pos.Segment < w.durSeg && end > s.end {
+		w.segMu.RUnlock()
+		return dst[:0], fmt.Errorf("%w: %+v is past the end of segment %d", ErrNotDurable, pos, pos.Segment)
+	}
+	f := s.f
+	w.segMu.RUnlock()
+
+	// One pread for header and payload; the payload is then moved down
+	// over the header.
+	n := headerSize + int(pos.Len)
+	dst = slices.Grow(dst[:0], n)[:n]
+	if _, err := f.ReadAt(dst, pos.Offset-headerSize); err != nil {
+		if errors.Is(err, os.ErrClosed) { // closed under us by Close or RemoveSegmentsBefore
+			if w.isClosed.Load() {
+				return dst[:0], ErrClosed
+			}
+			return dst[:0], fmt.Errorf("%w: segment %d", ErrRemoved, pos.Segment)
+		}
+		return dst[:0], fmt.Errorf("wal: read segment %d at offset %d: %w", pos.Segment, pos.Offset-headerSize, err)
+	}
+	ln, pcrc, st := parseHeader(dst[:headerSize], segmentSeed(pos.Segment))
+	switch {
+	case st != headerValid:
+		return dst[:0], fmt.Errorf("%w: segment %d (%s) offset %d: no valid record header for %+v",
+			ErrCorrupt, pos.Segment, segmentName(pos.Segment), pos.Offset-headerSize, pos)
+	case ln != uint32(pos.Len):
+		return dst[:0], fmt.Errorf("%w: segment %d (%s) offset %d: record holds %d bytes, position says %d",
+			ErrCorrupt, pos.Segment, segmentName(pos.Segment), pos.Offset-headerSize, ln, pos.Len)
+	case payloadCRC(dst[headerSize:]) != pcrc:
+		return dst[:0], fmt.Errorf("%w: segment %d (%s) offset %d: payload checksum mismatch",
+			ErrCorrupt, pos.Segment, segmentName(pos.Segment), pos.Offset-headerSize)
+	}
+	copy(dst, dst[headerSize:])
+	return dst[:pos.Len], nil
+}
+
+// RemoveSegmentsBefore deletes the segment files numbered below seg, except
+// the one the writer is using. Files go oldest first, so a crash midway
+// leaves the numbering contiguous; a file that cannot be removed stops the
+// call and stays in the log.
+func (w *WAL) RemoveSegmentsBefore(seg uint64) error {
+	if err := w.failed.Load(); err != nil {
+		return *err
+	}
+	w.removeMu.Lock()
+	defer w.removeMu.Unlock()
+	if w.isClosed.Load() {
+		return ErrClosed
+	}
+	w.segMu.RLock()
+	var victims []*segment
+	for _, s := range w.segs[:len(w.segs)-1] {
+		if s.num >= seg {
+			break
+		}
+		victims = append(victims, s)
+	}
+	w.segMu.RUnlock()
+
+	var errs []error
+	removed := 0
+	for _, s := range victims {
+		// An unlinked file stays readable through open descriptors, so a
+		// concurrent ReadAt is unharmed until the table drops it below.
+		if err := os.Remove(w.path(s.num)); err != nil {
+			errs = append(errs, fmt.Errorf("wal: remove segment %d: %w", s.num, err))
+			break
+		}
+		removed++
+	}
+	if removed == 0 {
+		return errors.Join(errs...)
+	}
+	w.segMu.Lock()
+	w.segs = slices.Clone(w.segs[removed:])
+	w.segMu.Unlock()
+	for _, s := range victims[:removed] {
+		if err := s.f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("wal: close removed segment %d: %w", s.num, err))
+		}
+	}
+	if err := syncDir(w.dir); err != nil {
+		errs = append(errs, err)
+	}
+	w.log.Info("wal: removed segments", "first", victims[0].num, "last", victims[removed-1].num)
+	return errors.Join(errs...)
+}
+
+// ActiveSegment returns the segment the most recently enqueued entry went
+// to (the one recovery ended in, before any Enqueue). Later entries go there
+// or to higher numbers.
+func (w *WAL) ActiveSegment() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.tailSeg
+}
+
+// Stats returns a snapshot of the log's gauges and counters.
+func (w *WAL) Stats() Stats {
+	var s Stats
+	w.segMu.RLock()
+	s.Segments = len(w.segs)
+	for _, seg := range w.segs {
+		s.DiskBytes += seg.size
+	}
+	w.segMu.RUnlock()
+	w.mu.Lock()
+	s.QueuedBytes = int64(len(w.q.buf))
+	w.mu.Unlock()
+	c := &w.ctr
+	s.Entries = c.entries.Load()
+	s.PayloadBytes = c.payloadBytes.Load()
+	s.Groups = c.groups.Load()
+	s.Syncs = c.syncs.Load()
+	s.SyncedBytes = c.syncedBytes.Load()
+	s.SyncTime = time.Duration(c.syncNanos.Load())
+	for i := range s.GroupSizes {
+		s.GroupSizes[i] = c.groupSizes[i].Load()
+	}
+	return s
+}
+
+// Close writes and fdatasyncs everything already enqueued, then closes the
+// files and releases the directory. It returns the log's failure, if any;
+// calls after the first return ErrClosed.
+func (w *WAL) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	w.closed = true
+	w.work.Broadcast()
+	w.space.Broadcast()
+	w.mu.Unlock()
+	<-w.done
+
+	w.removeMu.Lock()
+	defer w.removeMu.Unlock()
+	w.isClosed.Store(true)
+	var errs []error
+	if err := w.failed.Load(); err != nil {
+		errs = append(errs, *err)
+	}
+	if p := w.next; p != nil {
+		<-p.done
+		if p.f != nil {
+			p.f.Close()
+			if err := os.Remove(w.tmpPath(p.seg)); err != nil {
+				errs = append(errs, fmt.Errorf("wal: remove unused preallocated segment: %w", err))
+			}
+		}
+		w.next = nil
+	}
+	w.segMu.Lock()
+	for _, s := range w.segs {
+		if err := s.f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("wal: close segment %d: %w", s.num, err))
+		}
+	}
+	w.segs = nil
+	w.segMu.Unlock()
+	if err := w.lock.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("wal: release lock: %w", err))
+	}
+	return errors.Join(errs...)
+}
