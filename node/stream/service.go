@@ -11,19 +11,14 @@
 // stream's high watermark), exactly like a Kafka consumer sees only committed
 // records.
 //
-// WAL entry layout (owned by this package, opaque to the WAL):
-//
-//	+-------------+------------------+-----------------------------+
-//	| version (1) | stream id (8, BE) | Kafka RecordBatch v2 (…)    |
-//	+-------------+------------------+-----------------------------+
-//
+// Each append is one WAL entry (layout in entry.go): the stream id, the
+// producer/close facts that must be atomic with the batch, and the batch.
 // On start the service replays the WAL: entries whose stream id is not in the
 // registry belong to deleted streams and are skipped.
 package stream
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,11 +31,6 @@ import (
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/wal"
-)
-
-const (
-	entryVersion    = 1
-	entryHeaderSize = 9
 )
 
 // Log is what the service needs from the write-ahead log.
@@ -122,6 +112,15 @@ type streamState struct {
 	// of exactly this stream wake up without polling.
 	wake    chan struct{}
 	deleted bool
+
+	// Idempotent producers, writer sequence and closure: rebuilt from WAL
+	// entries on replay (see entry.go).
+	producers map[string]*producerState
+	writerSeq string
+	closed    bool // no append may be enqueued any more
+	// closedVisible: the close is durable, so readers may be told.
+	closedVisible bool
+	closedBy      *Producer // the producer batch that closed the stream, for dedup of its retries
 }
 
 // batchRef locates one batch of a stream: pos is its whole WAL entry.
@@ -141,18 +140,12 @@ type Info struct {
 	Owner       string
 	StartOffset int64
 	NextOffset  int64
+	Closed      bool
 }
 
 // CreateOptions is the configuration a client asks for at create.
 type CreateOptions struct {
 	ContentType string
-}
-
-// AppendResult is the acknowledgement of a durable append.
-type AppendResult struct {
-	FirstOffset int64
-	NextOffset  int64
-	Timestamp   int64 // LogAppendTime, ms since epoch
 }
 
 // ReadOptions selects what a read returns.
@@ -168,7 +161,9 @@ type ReadResult struct {
 	NextOffset  int64
 	UpToDate    bool
 	StartOffset int64
-	Stream      Info
+	// Closed is true when the stream is closed and this read reached its end.
+	Closed bool
+	Stream Info
 }
 
 // Open loads every stream from the registry and replays the WAL into memory.
@@ -190,31 +185,18 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 	}
 	var replayed, skipped int
 	err = log.Replay(func(pos wal.Pos, data []byte) error {
-		id, batch, err := parseEntry(data)
+		e, err := decodeEntry(data)
 		if err != nil {
 			return fmt.Errorf("entry at %+v: %w", pos, err)
 		}
-		st := s.byID[id]
+		st := s.byID[e.streamID]
 		if st == nil {
 			skipped++ // the stream was deleted after this entry was written
 			return nil
 		}
-		h, err := record.ParseHeader(batch)
-		if err != nil {
+		if err := st.replay(pos, &e); err != nil {
 			return fmt.Errorf("entry at %+v of stream %q: %w", pos, st.info.Name, err)
 		}
-		if h.BaseOffset != st.next {
-			return fmt.Errorf("entry at %+v of stream %q: base offset %d, want %d", pos, st.info.Name, h.BaseOffset, st.next)
-		}
-		count := h.LastOffsetDelta + 1
-		st.batches = append(st.batches, batchRef{
-			base:  h.BaseOffset,
-			count: count,
-			pos:   pos,
-		})
-		st.next = h.BaseOffset + int64(count)
-		st.hwm = st.next
-		st.lastTS = max(st.lastTS, h.MaxTimestamp)
 		replayed++
 		return nil
 	})
@@ -225,14 +207,38 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 	return s, nil
 }
 
-func parseEntry(data []byte) (uint64, []byte, error) {
-	if len(data) < entryHeaderSize+record.HeaderSize {
-		return 0, nil, fmt.Errorf("short WAL entry (%d bytes)", len(data))
+// replay applies one recovered entry to the stream's in-memory state.
+func (st *streamState) replay(pos wal.Pos, e *entry) error {
+	first, next, ts := st.next, st.next, int64(0)
+	if e.hasBatch() {
+		h, err := record.ParseHeader(e.batch)
+		if err != nil {
+			return err
+		}
+		if h.BaseOffset != st.next {
+			return fmt.Errorf("base offset %d, want %d", h.BaseOffset, st.next)
+		}
+		count := h.LastOffsetDelta + 1
+		st.batches = append(st.batches, batchRef{base: h.BaseOffset, count: count, pos: pos})
+		next = h.BaseOffset + int64(count)
+		ts = h.MaxTimestamp
+		st.next, st.hwm = next, next
+		st.lastTS = max(st.lastTS, h.MaxTimestamp)
 	}
-	if data[0] != entryVersion {
-		return 0, nil, fmt.Errorf("unknown WAL entry version %d", data[0])
+	if e.flags&flagProducer != 0 {
+		st.applyProducer(e.producer, sentBatch{first: first, next: next, ts: ts})
 	}
-	return binary.BigEndian.Uint64(data[1:9]), data[entryHeaderSize:], nil
+	if e.flags&flagWriterSeq != 0 {
+		st.writerSeq = e.writerSeq
+	}
+	if e.flags&flagClose != 0 {
+		st.closed, st.closedVisible = true, true
+		if e.flags&flagProducer != 0 {
+			p := e.producer
+			st.closedBy = &p
+		}
+	}
+	return nil
 }
 
 func (s *Service) insertLocked(m meta.Stream) *streamState {
@@ -330,6 +336,7 @@ func (st *streamState) infoLocked() Info {
 		CreatedAt:   st.info.CreatedAt,
 		Owner:       st.info.Owner,
 		NextOffset:  st.hwm,
+		Closed:      st.closedVisible,
 	}
 }
 
@@ -388,8 +395,50 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 // Append writes recs as one batch with consecutive offsets and returns once
 // the batch is durable in the WAL.
 func (s *Service) Append(ctx context.Context, name string, recs []record.Record) (AppendResult, error) {
-	if len(recs) == 0 {
+	return s.AppendBatch(ctx, name, AppendRequest{Records: recs})
+}
+
+// AppendRequest is one append: a batch of records, optionally from an
+// idempotent producer, optionally closing the stream.
+type AppendRequest struct {
+	Records  []record.Record // may be empty only when Close is set
+	Producer *Producer       // nil = not idempotent
+	// Close closes the stream atomically with this append: durable and
+	// monotonic; later appends fail with ErrStreamClosed.
+	Close bool
+	// WriterSeq is the Durable Streams Stream-Seq: if set it must be
+	// bytewise greater than the last one accepted on this stream.
+	WriterSeq string
+}
+
+// AppendResult is the acknowledgement of a durable append.
+type AppendResult struct {
+	FirstOffset int64
+	NextOffset  int64
+	Timestamp   int64 // LogAppendTime, ms since epoch
+	// Duplicate: a producer retry; nothing was written. Offsets are the
+	// original batch's when still remembered, else -1.
+	Duplicate bool
+	// Closed: the stream is closed after this call.
+	Closed bool
+	// ProducerEpoch / ProducerSeq: the producer's current epoch and highest
+	// accepted sequence (what a Durable Streams duplicate ack reports).
+	ProducerEpoch uint64
+	ProducerSeq   uint64
+}
+
+// AppendBatch appends req and returns once it is durable. Checks run in the
+// order closed → producer → writer sequence, so a retried duplicate is
+// acknowledged even if it also carries a stale writer sequence.
+func (s *Service) AppendBatch(ctx context.Context, name string, req AppendRequest) (AppendResult, error) {
+	if len(req.Records) == 0 && !req.Close {
 		return AppendResult{}, fmt.Errorf("%w: an append needs at least one record", ErrInvalidArgument)
+	}
+	if req.Producer != nil && req.Producer.ID == "" {
+		return AppendResult{}, fmt.Errorf("%w: empty producer id", ErrInvalidArgument)
+	}
+	if len(req.WriterSeq) > maxEntryString || (req.Producer != nil && len(req.Producer.ID) > maxEntryString) {
+		return AppendResult{}, fmt.Errorf("%w: producer id or writer sequence longer than %d bytes", ErrInvalidArgument, maxEntryString)
 	}
 	st, err := s.lookup(name)
 	if err != nil {
@@ -411,13 +460,73 @@ func (s *Service) Append(ctx context.Context, name string, recs []record.Record)
 		st.mu.Unlock()
 		return AppendResult{}, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
+	var ps *producerState
+	if req.Producer != nil {
+		ps = st.producers[req.Producer.ID]
+	}
+	if st.closed {
+		if req.Producer != nil && st.closedBy != nil && *st.closedBy == *req.Producer {
+			res := AppendResult{Duplicate: true, Closed: true, FirstOffset: -1, NextOffset: st.next,
+				ProducerEpoch: ps.epoch, ProducerSeq: ps.lastSeq}
+			if b, ok := ps.find(req.Producer.Seq); ok {
+				res.FirstOffset, res.NextOffset, res.Timestamp = b.first, b.next, b.ts
+			}
+			st.mu.Unlock()
+			return res, nil
+		}
+		if req.Producer != nil && ps != nil && req.Producer.Epoch < ps.epoch {
+			st.mu.Unlock()
+			return AppendResult{}, &ProducerError{Err: ErrProducerFenced, CurrentEpoch: ps.epoch}
+		}
+		if len(req.Records) == 0 && req.Producer == nil {
+			// Closing a closed stream is idempotent.
+			res := AppendResult{FirstOffset: st.next, NextOffset: st.next, Closed: true}
+			st.mu.Unlock()
+			return res, nil
+		}
+		next := st.next
+		st.mu.Unlock()
+		return AppendResult{}, &ClosedError{Name: name, NextOffset: next}
+	}
+	if req.Producer != nil {
+		verdict, err := checkProducer(ps, req.Producer)
+		if err != nil {
+			st.mu.Unlock()
+			return AppendResult{}, err
+		}
+		if verdict == produceDuplicate {
+			res := AppendResult{Duplicate: true, FirstOffset: -1, NextOffset: -1, Closed: st.closed,
+				ProducerEpoch: ps.epoch, ProducerSeq: ps.lastSeq}
+			b, ok := ps.find(req.Producer.Seq)
+			st.mu.Unlock()
+			if ok {
+				// The original may still be in flight: acknowledge the
+				// retry only once the original is durable.
+				if b.pending != nil {
+					if err := b.pending.Wait(ctx); err != nil {
+						return AppendResult{}, s.waitError(name, err, ctx)
+					}
+				}
+				res.FirstOffset, res.NextOffset, res.Timestamp = b.first, b.next, b.ts
+			}
+			return res, nil
+		}
+	}
+	if req.WriterSeq != "" && req.WriterSeq <= st.writerSeq {
+		last := st.writerSeq
+		st.mu.Unlock()
+		return AppendResult{}, fmt.Errorf("%w: %q is not greater than %q", ErrWriterSeq, req.WriterSeq, last)
+	}
+
 	ts := max(s.cfg.Now().UnixMilli(), st.lastTS)
 	base := st.next
-	buf := append((*bufp)[:0], entryVersion, 0, 0, 0, 0, 0, 0, 0, 0)
-	binary.BigEndian.PutUint64(buf[1:9], st.info.ID)
-	buf = record.AppendBatch(buf, record.BatchOptions{
-		BaseOffset: base, Timestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-	}, recs)
+	noBatch := len(req.Records) == 0
+	buf := appendEntryHeader((*bufp)[:0], st.info.ID, req.Producer, req.WriterSeq, req.Close, noBatch)
+	if !noBatch {
+		buf = record.AppendBatch(buf, record.BatchOptions{
+			BaseOffset: base, Timestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+		}, req.Records)
+	}
 	*bufp = buf
 	pending, err := s.log.Enqueue(buf)
 	if err != nil {
@@ -425,14 +534,30 @@ func (s *Service) Append(ctx context.Context, name string, recs []record.Record)
 		s.fail(err)
 		return AppendResult{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
 	}
-	end := base + int64(len(recs))
-	st.batches = append(st.batches, batchRef{
-		base:  base,
-		count: int32(len(recs)),
-		pos:   pending.Pos(),
-	})
+	end := base + int64(len(req.Records))
+	if !noBatch {
+		st.batches = append(st.batches, batchRef{base: base, count: int32(len(req.Records)), pos: pending.Pos()})
+		st.lastTS = ts
+	}
 	st.next = end
-	st.lastTS = ts
+	if req.Producer != nil {
+		st.applyProducer(*req.Producer, sentBatch{first: base, next: end, ts: ts, pending: pending})
+		ps = st.producers[req.Producer.ID]
+	}
+	if req.WriterSeq != "" {
+		st.writerSeq = req.WriterSeq
+	}
+	if req.Close {
+		st.closed = true
+		if req.Producer != nil {
+			p := *req.Producer
+			st.closedBy = &p
+		}
+	}
+	res := AppendResult{FirstOffset: base, NextOffset: end, Timestamp: ts, Closed: st.closed}
+	if ps != nil {
+		res.ProducerEpoch, res.ProducerSeq = ps.epoch, ps.lastSeq
+	}
 	st.mu.Unlock()
 
 	if err := pending.Wait(ctx); err != nil {
@@ -441,24 +566,33 @@ func (s *Service) Append(ctx context.Context, name string, recs []record.Record)
 			// are not stuck behind a batch whose appender gave up.
 			go func() {
 				if pending.Wait(context.Background()) == nil {
-					st.advance(end)
+					st.advance(end, req.Close)
 				}
 			}()
-			return AppendResult{}, fmt.Errorf("append to %s: %w", name, ctx.Err())
 		}
-		s.fail(err)
-		return AppendResult{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
+		return AppendResult{}, s.waitError(name, err, ctx)
 	}
-	st.advance(end)
-	return AppendResult{FirstOffset: base, NextOffset: end, Timestamp: ts}, nil
+	st.advance(end, req.Close)
+	return res, nil
+}
+
+func (s *Service) waitError(name string, err error, ctx context.Context) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("append to %s: %w", name, ctx.Err())
+	}
+	s.fail(err)
+	return fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
 }
 
 // advance publishes offsets below end to readers. WAL syncs complete in
 // enqueue order, so a durable end implies every earlier batch is durable.
-func (st *streamState) advance(end int64) {
+func (st *streamState) advance(end int64, closes bool) {
 	st.mu.Lock()
-	if end > st.hwm {
-		st.hwm = end
+	if end > st.hwm || closes {
+		st.hwm = max(st.hwm, end)
+		if closes {
+			st.closedVisible = true
+		}
 		close(st.wake)
 		st.wake = make(chan struct{})
 	}
@@ -526,11 +660,11 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 		}
 		// Decode into a fresh slice: returned records alias data and
 		// their header slices must not be shared with a reused buffer.
-		_, batch, err := parseEntry(data)
+		e, err := decodeEntry(data)
 		if err != nil {
 			return ReadResult{}, fmt.Errorf("%w: %s batch at offset %d: %v", ErrUnavailable, name, ref.base, err)
 		}
-		tmp, err := record.DecodeRecords(batch, nil)
+		tmp, err := record.DecodeRecords(e.batch, nil)
 		if err != nil {
 			return ReadResult{}, fmt.Errorf("%w: decode %s batch at offset %d: %v", ErrUnavailable, name, ref.base, err)
 		}
@@ -549,11 +683,12 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 	}
 done:
 	res.UpToDate = res.NextOffset >= hwm
+	res.Closed = res.UpToDate && info.Closed
 	return res, nil
 }
 
 // WaitFor blocks until the stream has a durable record at offset or beyond,
-// the stream is deleted, or ctx is done. It returns true if data is
+// the stream is closed or deleted, or ctx is done. It returns true if data is
 // available. Waiters cost one parked goroutine and no polling.
 func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool, error) {
 	st, err := s.lookup(name)
@@ -562,13 +697,14 @@ func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool,
 	}
 	for {
 		st.mu.Lock()
-		hwm, wake, deleted := st.hwm, st.wake, st.deleted
+		hwm, wake, deleted, closed := st.hwm, st.wake, st.deleted, st.closedVisible
 		st.mu.Unlock()
 		if deleted {
 			return false, fmt.Errorf("%w: %s", ErrNotFound, name)
 		}
-		if hwm > offset {
-			return true, nil
+		if hwm > offset || closed {
+			// A closed stream never grows: waiting at its end is pointless.
+			return hwm > offset, nil
 		}
 		select {
 		case <-wake:

@@ -306,3 +306,110 @@ func TestWaitForWakesOnAppend(t *testing.T) {
 		t.Fatalf("wait with no new data: %v %v", ok, err)
 	}
 }
+
+func TestIdempotentProducerRules(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if _, _, err := h.svc.Create(ctx, "/p", stream.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	app := func(epoch, seq uint64, v string) (stream.AppendResult, error) {
+		return h.svc.AppendBatch(ctx, "/p", stream.AppendRequest{
+			Records:  []record.Record{{Value: []byte(v)}},
+			Producer: &stream.Producer{ID: "pico:a", Epoch: epoch, Seq: seq},
+		})
+	}
+	var pe *stream.ProducerError
+	if _, err := app(0, 3, "x"); !errors.Is(err, stream.ErrProducerSeqGap) || !errors.As(err, &pe) || pe.ExpectedSeq != 0 || pe.ReceivedSeq != 3 {
+		t.Fatalf("unknown producer at seq 3: %v", err)
+	}
+	r0, err := app(0, 0, "a")
+	if err != nil || r0.FirstOffset != 0 || r0.Duplicate {
+		t.Fatalf("seq 0: %+v %v", r0, err)
+	}
+	r1, err := app(0, 1, "b")
+	if err != nil || r1.FirstOffset != 1 {
+		t.Fatalf("seq 1: %+v %v", r1, err)
+	}
+	dup, err := app(0, 0, "a-retry")
+	if err != nil || !dup.Duplicate || dup.FirstOffset != 0 || dup.NextOffset != 1 || dup.ProducerSeq != 1 {
+		t.Fatalf("retry of seq 0: %+v %v", dup, err)
+	}
+	if _, err := app(0, 5, "gap"); !errors.As(err, &pe) || !errors.Is(err, stream.ErrProducerSeqGap) || pe.ExpectedSeq != 2 || pe.ReceivedSeq != 5 {
+		t.Fatalf("gap: %v", err)
+	}
+	if _, err := app(1, 1, "new epoch not at 0"); !errors.Is(err, stream.ErrProducerEpochSeq) {
+		t.Fatalf("new epoch at seq 1: %v", err)
+	}
+	if r, err := app(1, 0, "c"); err != nil || r.FirstOffset != 2 || r.ProducerEpoch != 1 {
+		t.Fatalf("new epoch: %+v %v", r, err)
+	}
+	if _, err := app(0, 2, "zombie"); !errors.Is(err, stream.ErrProducerFenced) || !errors.As(err, &pe) || pe.CurrentEpoch != 1 {
+		t.Fatalf("stale epoch: %v", err)
+	}
+	// State survives a restart: it is rebuilt from the WAL entries.
+	h.reopen()
+	dup, err = app(1, 0, "c-retry")
+	if err != nil || !dup.Duplicate || dup.FirstOffset != 2 {
+		t.Fatalf("retry after restart: %+v %v", dup, err)
+	}
+	if _, err := app(0, 9, "zombie"); !errors.Is(err, stream.ErrProducerFenced) {
+		t.Fatalf("stale epoch after restart: %v", err)
+	}
+	if r, err := app(1, 1, "d"); err != nil || r.FirstOffset != 3 {
+		t.Fatalf("continue after restart: %+v %v", r, err)
+	}
+	page, err := h.svc.Read(ctx, "/p", stream.ReadOptions{})
+	if err != nil || fmt.Sprint(vals(page.Records)) != "[a b c d]" {
+		t.Fatalf("log holds %v %v, want each accepted batch once", vals(page.Records), err)
+	}
+}
+
+func TestCloseAndWriterSeq(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if _, _, err := h.svc.Create(ctx, "/c", stream.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	one := []record.Record{{Value: []byte("x")}}
+	if _, err := h.svc.AppendBatch(ctx, "/c", stream.AppendRequest{Records: one, WriterSeq: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.svc.AppendBatch(ctx, "/c", stream.AppendRequest{Records: one, WriterSeq: "10"}); !errors.Is(err, stream.ErrWriterSeq) {
+		t.Fatalf(`Stream-Seq "10" after "2": %v, want ErrWriterSeq (bytewise order)`, err)
+	}
+	closer := &stream.Producer{ID: "ds:w", Epoch: 0, Seq: 0}
+	res, err := h.svc.AppendBatch(ctx, "/c", stream.AppendRequest{Records: one, Producer: closer, Close: true})
+	if err != nil || !res.Closed || res.NextOffset != 2 {
+		t.Fatalf("append+close: %+v %v", res, err)
+	}
+	var ce *stream.ClosedError
+	if _, err := h.svc.Append(ctx, "/c", one); !errors.As(err, &ce) || ce.NextOffset != 2 {
+		t.Fatalf("append to closed: %v", err)
+	}
+	if res, err := h.svc.AppendBatch(ctx, "/c", stream.AppendRequest{Close: true}); err != nil || !res.Closed {
+		t.Fatalf("close-only on closed stream must be idempotent: %+v %v", res, err)
+	}
+	h.reopen()
+	info, err := h.svc.Head(ctx, "/c")
+	if err != nil || !info.Closed || info.NextOffset != 2 {
+		t.Fatalf("after restart: %+v %v", info, err)
+	}
+	if res, err := h.svc.AppendBatch(ctx, "/c", stream.AppendRequest{Records: one, Producer: closer, Close: true}); err != nil || !res.Duplicate || !res.Closed {
+		t.Fatalf("retry of the closing batch after restart: %+v %v", res, err)
+	}
+	if _, err := h.svc.AppendBatch(ctx, "/c", stream.AppendRequest{Records: one, Producer: &stream.Producer{ID: "ds:w", Seq: 1}}); !errors.Is(err, stream.ErrStreamClosed) {
+		t.Fatalf("other tuple on closed stream: %v", err)
+	}
+	page, err := h.svc.Read(ctx, "/c", stream.ReadOptions{})
+	if err != nil || !page.Closed || !page.UpToDate || len(page.Records) != 2 {
+		t.Fatalf("read closed: %+v %v", page, err)
+	}
+	// Waiting at the end of a closed stream returns at once.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if ok, err := h.svc.WaitFor(wctx, "/c", 2); ok || err != nil || time.Since(start) > time.Second {
+		t.Fatalf("wait on closed stream: %v %v after %v", ok, err, time.Since(start))
+	}
+}
