@@ -57,6 +57,43 @@ type Stream struct {
 	// StartOffset is the trim point: offsets below it are gone (trimmed
 	// explicitly or by retention).
 	StartOffset int64 `json:"startOffset,omitempty"`
+
+	// Lifecycle (node/stream/lifecycle.go). TTLSeconds is a sliding
+	// time-to-live reset by reads and appends; ExpiresAt an absolute expiry.
+	// At most one is set. An expired stream behaves as absent.
+	TTLSeconds int64      `json:"ttlSeconds,omitempty"`
+	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
+	// Fork makes this stream a fork (node/stream/fork.go): offsets below
+	// Fork.End are served from the source's log, shared rather than copied.
+	Fork *StreamFork `json:"fork,omitempty"`
+	// ForkRefs counts the live forks that read this stream's history. A
+	// stream deleted while ForkRefs > 0 is only SoftDeleted: gone for
+	// clients, its data kept until the last fork goes.
+	ForkRefs    int64 `json:"forkRefs,omitempty"`
+	SoftDeleted bool  `json:"softDeleted,omitempty"`
+	// Deleting marks a delete in progress. It is set in the same
+	// conditional write that saw ForkRefs == 0, and a new fork may only
+	// take a reference on a stream that is neither SoftDeleted nor
+	// Deleting, so a fork can never reference a stream being removed.
+	Deleting bool `json:"deleting,omitempty"`
+}
+
+// StreamFork is where a fork's inherited history comes from.
+type StreamFork struct {
+	// Source and SourceID name the source stream's incarnation.
+	Source   string `json:"source"`
+	SourceID uint64 `json:"sourceId"`
+	// Offset is the fork point in the source and SubOffset the position
+	// past it that the client asked for (values for JSON streams, bytes
+	// otherwise); both are kept to compare a repeated create.
+	Offset    int64 `json:"offset"`
+	SubOffset int64 `json:"subOffset,omitempty"`
+	// End is the first offset of the fork's own log: offsets below it are
+	// read from the source.
+	End int64 `json:"end"`
+	// LastBytes > 0 means the inherited record at End-1 is cut to its
+	// first LastBytes bytes (a byte sub-offset inside one record).
+	LastBytes int64 `json:"lastBytes,omitempty"`
 }
 
 // Registry is the set of streams, stored in etcd under one key prefix. It is

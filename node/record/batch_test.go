@@ -374,4 +374,3 @@ func TestErrorMessagesSayWhatAndWhere(t *testing.T) {
 		}
 	}
 }
-

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
+	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -228,6 +229,9 @@ func TestDecodeCompressed(t *testing.T) {
 			if tt.b.xerial && !bytes.HasPrefix(b[HeaderSize:], xerialMagic) {
 				t.Fatal("fixture is not xerial framed")
 			}
+			if tt.b.codec == CodecZstd && zstdDeclaresSize(t, b) == tt.b.zstdStream {
+				t.Fatalf("zstd fixture declares its content size: %v, want %v", tt.b.zstdStream, !tt.b.zstdStream)
+			}
 			got := mustDecode(t, b)
 			if d := diffRecordContent(got, recs); d != "" {
 				t.Fatal(d)
@@ -317,11 +321,8 @@ func TestDecompressionLimit(t *testing.T) {
 			if len(b) > rawLen/15 { // snappy's best case is about 20:1
 				t.Fatalf("fixture compresses to %d of %d bytes: not a bomb", len(b), rawLen)
 			}
-			if tt.b.zstdStream {
-				var zh zstd.Header
-				if err := zh.Decode(b[HeaderSize:]); err != nil || zh.HasFCS {
-					t.Fatalf("streamed zstd fixture declares its size (err %v): the unknown-size path is untested", err)
-				}
+			if tt.b.codec == CodecZstd && zstdDeclaresSize(t, b) == tt.b.zstdStream {
+				t.Fatalf("zstd fixture declares its content size: %v, want %v", tt.b.zstdStream, !tt.b.zstdStream)
 			}
 			MaxDecompressedSize = rawLen
 			if _, err := DecodeRecords(b, nil); err != nil {
@@ -333,6 +334,18 @@ func TestDecompressionLimit(t *testing.T) {
 				t.Fatalf("limit = size-1: %v, want ErrTooLarge", err)
 			}
 		})
+	}
+}
+
+// TestDecompressorCauseIsKept checks that a decompressor's own error stays
+// reachable under ErrCorrupt, for logs that want the library's reason.
+func TestDecompressorCauseIsKept(t *testing.T) {
+	b := buildKmsg(t, kbatch{codec: CodecGzip, producerID: -1, recs: toKmsg(valueRecords(3, 50), nil)})
+	b[len(b)-8] ^= 0xff // gzip trailer CRC-32 of the uncompressed data
+	fixCRC(b)
+	_, err := DecodeRecords(b, nil)
+	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, kgzip.ErrChecksum) {
+		t.Fatalf("error %v, want ErrCorrupt wrapping gzip.ErrChecksum", err)
 	}
 }
 

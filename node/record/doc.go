@@ -32,12 +32,13 @@
 //	    61    … records               yes  one compressed blob when codec != none
 //
 //	attributes (int16):
-//	  bit  15 … 7     6                5        4              3        2 1 0
-//	      +--------+-----------------+--------+--------------+--------+-------+
-//	      | unused | deleteHorizonMs | control| transactional| tsType | codec |
-//	      +--------+-----------------+--------+--------------+--------+-------+
+//	  bit   15..7           6             5            4           3       2..0
+//	      +--------+-----------------+---------+---------------+--------+-------+
+//	      | unused | deleteHorizonMs | control | transactional | tsType | codec |
+//	      +--------+-----------------+---------+---------------+--------+-------+
 //	  codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
 //	  tsType: 0 CreateTime (producer clock), 1 LogAppendTime (broker clock)
+//	  deleteHorizonMs: set by Kafka's log cleaner (KIP-534); PicoMQ never compacts
 //
 // Records follow the header back to back (after decompression, when the
 // batch is compressed). Varints use zigzag encoding, as protobuf's sint32 and

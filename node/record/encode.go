@@ -31,7 +31,7 @@ type Record struct {
 // service chooses them; nothing here comes from the records themselves.
 type BatchOptions struct {
 	// BaseOffset is the offset of the first record; record i gets
-	// BaseOffset+i.
+	// BaseOffset+i. It must be >= 0, or ParseHeader rejects the result.
 	BaseOffset int64
 	// Timestamp is the LogAppendTime of every record, in ms since the epoch.
 	// Monotonicity per stream is the caller's job (DESIGN.md §3).

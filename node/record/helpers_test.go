@@ -114,10 +114,21 @@ func compressWith(t testing.TB, c Codec, raw []byte, xerialFraming, zstdStream b
 			if err != nil {
 				t.Fatal(err)
 			}
-			mustWrite(t, w, raw)
+			// Flushing before the end commits the frame header before the
+			// size is known, as a producer's output stream does.
+			half := len(raw) / 2
+			if _, err := w.Write(raw[:half]); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			mustWrite(t, w, raw[half:])
 			return buf.Bytes()
 		}
-		w, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+		// A single-segment frame declares its content size, as librdkafka's
+		// one-shot compression does.
+		w, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithSingleSegment(true))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,3 +278,14 @@ func rawBatch(records []byte, numRecords int32) []byte {
 
 // appendVarint is the test's own zigzag varint writer for hand-built records.
 func appendVarint(b []byte, v int64) []byte { return binary.AppendVarint(b, v) }
+
+// zstdDeclaresSize reports whether the zstd frame starting a batch's records
+// carries a content size, the property that picks the decoder's sizing path.
+func zstdDeclaresSize(t testing.TB, batch []byte) bool {
+	t.Helper()
+	var zh zstd.Header
+	if err := zh.Decode(batch[HeaderSize:]); err != nil {
+		t.Fatalf("zstd frame header: %v", err)
+	}
+	return zh.HasFCS
+}

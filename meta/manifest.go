@@ -1,0 +1,151 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Manifest records one object in object storage that holds stream data: which
+// streams it holds, which offsets, and where in the object. A node commits
+// one manifest per flush (not per stream, not per append), so etcd writes do
+// not grow with the number of streams or appends. Compaction replaces many
+// manifests by one in a single transaction.
+type Manifest struct {
+	// Key is the manifest's etcd key (set by Manifests; ignored on commit).
+	Key       string           `json:"-"`
+	Node      string           `json:"node"`
+	Seq       uint64           `json:"seq"`
+	Object    string           `json:"object"`
+	Size      int64            `json:"size"`
+	Level     int              `json:"level"`
+	CreatedAt time.Time        `json:"createdAt"`
+	Streams   []ManifestStream `json:"streams"`
+}
+
+// ManifestStream is one stream's range inside a manifest's object.
+type ManifestStream struct {
+	StreamID     uint64 `json:"id"`
+	First        int64  `json:"first"` // first offset held
+	Next         int64  `json:"next"`  // one past the last offset held
+	Offset       int64  `json:"off"`   // byte offset of the range in the object
+	Length       int64  `json:"len"`   // byte length of the range
+	MaxTimestamp int64  `json:"maxTs,omitempty"`
+	// State is the stream service's snapshot of the stream as of Next
+	// (producer state, closure, writer sequence): once the WAL that held
+	// those facts is truncated, this is where they are rebuilt from. Opaque
+	// to meta.
+	State json.RawMessage `json:"state,omitempty"`
+}
+
+func (r *Registry) manifestPrefix() string { return r.prefix + "manifests/" }
+
+// ManifestKey is the etcd key of a node's manifest number seq; zero-padded so
+// keys sort in commit order.
+func (r *Registry) ManifestKey(node string, seq uint64) string {
+	return fmt.Sprintf("%s%s/%020d", r.manifestPrefix(), node, seq)
+}
+
+// CommitManifest stores m and deletes the manifests whose keys are in
+// replaces, atomically, only if sess is still the node's live session and
+// every replaced manifest still exists. A node whose lease expired — and
+// which may have been declared dead and had its streams taken over — gets
+// ErrLeaseLost and commits nothing.
+func (r *Registry) CommitManifest(ctx context.Context, sess *Session, m Manifest, replaces []string) error {
+	if sess == nil {
+		return fmt.Errorf("%w: no session", ErrLeaseLost)
+	}
+	val, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("meta: encode manifest: %w", err)
+	}
+	key := r.ManifestKey(m.Node, m.Seq)
+	cmps := []clientv3.Cmp{sess.fence(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+	ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
+	for _, k := range replaces {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
+		ops = append(ops, clientv3.OpDelete(k))
+	}
+	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("meta: commit manifest %s: %w", key, err)
+	}
+	if !resp.Succeeded {
+		if sess.Lost() {
+			return ErrLeaseLost
+		}
+		// Find out which condition failed, to say it plainly.
+		g, gerr := r.cli.Get(ctx, sess.key)
+		if gerr == nil && (len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != sess.createRev) {
+			return ErrLeaseLost
+		}
+		return fmt.Errorf("%w: manifest %s exists or a replaced manifest is gone", ErrConflict, key)
+	}
+	return nil
+}
+
+// DeleteManifests removes manifests whose objects are gone (retention,
+// stream deletion). Deleting an absent key is not an error.
+func (r *Registry) DeleteManifests(ctx context.Context, keys []string) error {
+	for len(keys) > 0 {
+		n := min(len(keys), 64) // stay under etcd's max ops per txn
+		ops := make([]clientv3.Op, 0, n)
+		for _, k := range keys[:n] {
+			ops = append(ops, clientv3.OpDelete(k))
+		}
+		if _, err := r.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return fmt.Errorf("meta: delete manifests: %w", err)
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// Manifests returns every manifest, in key order (per node, commit order).
+func (r *Registry) Manifests(ctx context.Context) ([]Manifest, error) {
+	var out []Manifest
+	key := r.manifestPrefix()
+	end := clientv3.GetPrefixRangeEnd(key)
+	for {
+		resp, err := r.cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(500))
+		if err != nil {
+			return nil, fmt.Errorf("meta: list manifests: %w", err)
+		}
+		for _, kv := range resp.Kvs {
+			var m Manifest
+			if err := json.Unmarshal(kv.Value, &m); err != nil {
+				return nil, fmt.Errorf("%w: manifest %s: %v", ErrCorrupt, kv.Key, err)
+			}
+			m.Key = string(kv.Key)
+			out = append(out, m)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// MaxManifestSeq returns the highest manifest sequence number node has
+// committed (0 if none), so a restarted node continues numbering.
+func (r *Registry) MaxManifestSeq(ctx context.Context, node string) (uint64, error) {
+	prefix := r.manifestPrefix() + node + "/"
+	resp, err := r.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
+	if err != nil {
+		return 0, fmt.Errorf("meta: last manifest of %s: %w", node, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	seq, err := strconv.ParseUint(strings.TrimPrefix(string(resp.Kvs[0].Key), prefix), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: manifest key %s", ErrCorrupt, resp.Kvs[0].Key)
+	}
+	return seq, nil
+}

@@ -1,0 +1,88 @@
+package meta_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metatest"
+)
+
+func TestJoinRejectsDuplicateLiveNode(t *testing.T) {
+	cli := metatest.StartEtcd(t)
+	reg := meta.NewRegistry(cli, "/t/")
+	ctx := context.Background()
+	s1, err := reg.Join(ctx, meta.Member{NodeID: "n1", AdvertiseURL: "http://a"}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Join(ctx, meta.Member{NodeID: "n1"}, 5*time.Second); !errors.Is(err, meta.ErrConflict) {
+		t.Fatalf("second live n1: %v, want ErrConflict", err)
+	}
+	ms, err := reg.Members(ctx)
+	if err != nil || len(ms) != 1 || ms[0].AdvertiseURL != "http://a" {
+		t.Fatalf("members: %+v %v", ms, err)
+	}
+	if err := s1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !s1.Lost() {
+		t.Fatal("closed session not reported lost")
+	}
+	if ms, _ := reg.Members(ctx); len(ms) != 0 {
+		t.Fatalf("member still listed after Close: %+v", ms)
+	}
+	if _, err := reg.Join(ctx, meta.Member{NodeID: "n1"}, 5*time.Second); err != nil {
+		t.Fatalf("rejoin after close: %v", err)
+	}
+}
+
+// TestCommitManifestFencedByLease: a session whose lease is gone commits
+// nothing, even after the node rejoined with a new session.
+func TestCommitManifestFencedByLease(t *testing.T) {
+	cli := metatest.StartEtcd(t)
+	reg := meta.NewRegistry(cli, "/t/")
+	ctx := context.Background()
+	old, err := reg.Join(ctx, meta.Member{NodeID: "n1"}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := meta.Manifest{Node: "n1", Seq: 1, Object: "l0/n1/1", Streams: []meta.ManifestStream{{StreamID: 7, First: 0, Next: 10, Length: 100}}}
+	if err := reg.CommitManifest(ctx, old, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.CommitManifest(ctx, old, m, nil); !errors.Is(err, meta.ErrConflict) {
+		t.Fatalf("same seq twice: %v", err)
+	}
+	// Simulate the lease expiring while the node is paused: revoke it
+	// behind the session's back.
+	if _, err := cli.Revoke(ctx, old.LeaseID()); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := reg.Join(ctx, meta.Member{NodeID: "n1"}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Seq = 2
+	if err := reg.CommitManifest(ctx, old, m, nil); !errors.Is(err, meta.ErrLeaseLost) {
+		t.Fatalf("commit with the expired session: %v, want ErrLeaseLost", err)
+	}
+	if err := reg.CommitManifest(ctx, fresh, m, []string{reg.ManifestKey("n1", 1)}); err != nil {
+		t.Fatalf("commit with the new session replacing seq 1: %v", err)
+	}
+	all, err := reg.Manifests(ctx)
+	if err != nil || len(all) != 1 || all[0].Seq != 2 || all[0].Streams[0].StreamID != 7 {
+		t.Fatalf("manifests: %+v %v", all, err)
+	}
+	if seq, err := reg.MaxManifestSeq(ctx, "n1"); err != nil || seq != 2 {
+		t.Fatalf("max seq %d %v", seq, err)
+	}
+	if err := reg.DeleteManifests(ctx, []string{all[0].Key}); err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := reg.Manifests(ctx); len(all) != 0 {
+		t.Fatalf("after delete: %+v", all)
+	}
+}

@@ -1,0 +1,142 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Member is a node's entry in the membership list. It lives under a lease,
+// so it disappears by itself when the node stops renewing it.
+type Member struct {
+	NodeID       string    `json:"nodeId"`
+	AdvertiseURL string    `json:"advertiseUrl"`
+	KafkaAddr    string    `json:"kafkaAddr,omitempty"`
+	StartedAt    time.Time `json:"startedAt"`
+}
+
+// ErrLeaseLost is returned by commits attempted after a node's lease expired:
+// the node may have been declared dead and its streams taken over, so it must
+// not write anything until it has rejoined.
+var ErrLeaseLost = errors.New("meta: node lease lost")
+
+// Session is a node's live membership: a lease kept alive in the background
+// and the member key attached to it. Commits that must be fenced against a
+// node declared dead (L0 manifests) are conditioned on the member key's
+// creation revision, so a node that lost its lease and rejoined cannot commit
+// with the old session, and nobody can commit with an expired one.
+type Session struct {
+	cli       *clientv3.Client
+	lease     clientv3.LeaseID
+	key       string
+	createRev int64
+	done      chan struct{}
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+}
+
+func (r *Registry) memberKey(id string) string { return r.prefix + "members/" + id }
+
+// Join registers m under a fresh lease of ttl and keeps it alive. It fails
+// with ErrConflict if another live session holds the same node id (two
+// processes configured with one --node-id must not both run).
+func (r *Registry) Join(ctx context.Context, m Member, ttl time.Duration) (*Session, error) {
+	if m.NodeID == "" {
+		return nil, fmt.Errorf("%w: empty node id", ErrInvalid)
+	}
+	secs := int64(ttl / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	grant, err := r.cli.Grant(ctx, secs)
+	if err != nil {
+		return nil, fmt.Errorf("meta: grant lease: %w", err)
+	}
+	val, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	key := r.memberKey(m.NodeID)
+	resp, err := r.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(grant.ID))).
+		Commit()
+	if err != nil {
+		_, _ = r.cli.Revoke(context.WithoutCancel(ctx), grant.ID)
+		return nil, fmt.Errorf("meta: register member %s: %w", m.NodeID, err)
+	}
+	if !resp.Succeeded {
+		_, _ = r.cli.Revoke(context.WithoutCancel(ctx), grant.ID)
+		return nil, fmt.Errorf("%w: node id %q is already registered by a live node", ErrConflict, m.NodeID)
+	}
+	kctx, cancel := context.WithCancel(context.Background())
+	ka, err := r.cli.KeepAlive(kctx, grant.ID)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("meta: keep lease alive: %w", err)
+	}
+	s := &Session{cli: r.cli, lease: grant.ID, key: key, createRev: resp.Header.Revision, done: make(chan struct{}), cancel: cancel}
+	go func() {
+		// The keep-alive channel closes when the lease expires, is
+		// revoked, or etcd stays unreachable past the TTL.
+		for range ka {
+		}
+		s.closeOnce.Do(func() { close(s.done) })
+	}()
+	return s, nil
+}
+
+// Done is closed when the session is over (lease lost or Close called).
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Lost reports whether the session is over.
+func (s *Session) Lost() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// fence is the comparison that proves this session is still the live one.
+func (s *Session) fence() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(s.key), "=", s.createRev)
+}
+
+// Close revokes the lease so the node's membership ends at once rather than
+// after the TTL.
+func (s *Session) Close(ctx context.Context) error {
+	s.cancel()
+	_, err := s.cli.Revoke(ctx, s.lease)
+	s.closeOnce.Do(func() { close(s.done) })
+	if err != nil {
+		return fmt.Errorf("meta: revoke lease: %w", err)
+	}
+	return nil
+}
+
+// Members lists the live members.
+func (r *Registry) Members(ctx context.Context) ([]Member, error) {
+	resp, err := r.cli.Get(ctx, r.prefix+"members/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("meta: list members: %w", err)
+	}
+	out := make([]Member, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var m Member
+		if err := json.Unmarshal(kv.Value, &m); err != nil {
+			return nil, fmt.Errorf("%w: member %s: %v", ErrCorrupt, kv.Key, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// LeaseID is the session's etcd lease (tests use it to simulate expiry).
+func (s *Session) LeaseID() clientv3.LeaseID { return s.lease }
