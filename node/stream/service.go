@@ -26,7 +26,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/node/record"
@@ -57,6 +60,14 @@ type Config struct {
 	// DefaultReadRecords / MaxReadRecords bound the records of one read.
 	DefaultReadRecords int
 	MaxReadRecords     int
+	// Tier enables sealing to object storage; zero = WAL only.
+	Tier TierConfig
+	// DefaultDurability is "local" (ack after WAL fsync) or "object" (ack
+	// after the flush holding the append is committed); streams may
+	// override it at create.
+	DefaultDurability string
+	// Registerer receives the service's metrics (nil = not exported).
+	Registerer prometheus.Registerer
 	// DefaultReadBytes / MaxReadBytes bound the value bytes of one read
 	// (a read always returns at least one record if one is available).
 	DefaultReadBytes int
@@ -82,6 +93,15 @@ func (c *Config) setDefaults() {
 	if c.MaxReadBytes <= 0 {
 		c.MaxReadBytes = 16 << 20
 	}
+	if c.DefaultDurability == "" {
+		c.DefaultDurability = DurabilityLocal
+	}
+	if c.Tier.SealMaxAge <= 0 {
+		c.Tier.SealMaxAge = time.Second
+	}
+	if c.Tier.SealMaxBytes <= 0 {
+		c.Tier.SealMaxBytes = 8 << 20
+	}
 }
 
 // Service implements create/append/read/head/delete over the WAL and the
@@ -95,8 +115,17 @@ type Service struct {
 	byName  map[string]*streamState
 	byID    map[uint64]*streamState
 	failed  error // sticky: set when the WAL failed; every later append fails
+	fenced  error // set while the node has no live etcd lease
 	closed  bool
 	bufPool sync.Pool
+
+	tier     Tier
+	tcfg     TierConfig
+	flushMu  sync.Mutex // one flush at a time
+	flushSeq uint64     // last manifest sequence number of this node
+	flushNow chan struct{}
+	pending  atomic.Int64 // bytes appended since the last flush
+	metrics  *metrics
 }
 
 // streamState is the in-memory state of one stream owned by this node.
@@ -107,7 +136,22 @@ type streamState struct {
 	next    int64 // next offset to assign
 	hwm     int64 // one past the last durable offset; readers stop here
 	lastTS  int64 // last LogAppendTime, to keep timestamps monotonic
-	batches []batchRef
+	// chunks index the stream's durable history in offset order: one per
+	// WAL batch for the un-uploaded tail, one per object range below
+	// uploaded. They are contiguous: chunks[i].next == chunks[i+1].base.
+	chunks []chunk
+	// uploaded: offsets below are committed in object storage.
+	uploaded int64
+	// upWake is closed (and replaced) when uploaded advances, for appends
+	// with object durability.
+	upWake chan struct{}
+	// walLow is the WAL segment of the oldest entry of this stream not yet
+	// covered by a committed flush (0 = none); the WAL is truncated below
+	// the minimum over all streams.
+	walLow uint64
+	// lastPending is the most recent WAL write, so a flush can wait until
+	// everything it snapshots is durable.
+	lastPending *wal.Pending
 	// wake is closed (and replaced) whenever hwm advances, so long-polls
 	// of exactly this stream wake up without polling.
 	wake    chan struct{}
@@ -123,11 +167,12 @@ type streamState struct {
 	closedBy      *Producer // the producer batch that closed the stream, for dedup of its retries
 }
 
-// batchRef locates one batch of a stream: pos is its whole WAL entry.
-type batchRef struct {
-	base  int64
-	count int32
-	pos   wal.Pos
+// chunk locates offsets [base, next) of a stream: either one batch in the
+// WAL (pos is its whole entry) or a range in a committed object.
+type chunk struct {
+	base, next int64
+	pos        wal.Pos
+	obj        string // object key; "" = in the WAL at pos
 }
 
 // Info describes a stream at one moment. It is the frontends' view of the
@@ -146,6 +191,9 @@ type Info struct {
 // CreateOptions is the configuration a client asks for at create.
 type CreateOptions struct {
 	ContentType string
+	// Durability overrides the node default ("local" or "object"); ""
+	// keeps the default and is not part of the identical-config check.
+	Durability string
 }
 
 // ReadOptions selects what a read returns.
@@ -170,11 +218,15 @@ type ReadResult struct {
 func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, error) {
 	cfg.setDefaults()
 	s := &Service{
-		cfg:    cfg,
-		log:    log,
-		reg:    reg,
-		byName: make(map[string]*streamState),
-		byID:   make(map[uint64]*streamState),
+		cfg:      cfg,
+		log:      log,
+		reg:      reg,
+		byName:   make(map[string]*streamState),
+		byID:     make(map[uint64]*streamState),
+		tier:     cfg.Tier.Tier,
+		tcfg:     cfg.Tier,
+		flushNow: make(chan struct{}, 1),
+		metrics:  newMetrics(cfg.Registerer),
 	}
 	all, err := reg.AllStreams(ctx)
 	if err != nil {
@@ -182,6 +234,11 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 	}
 	for _, m := range all {
 		s.insertLocked(m)
+	}
+	if s.tier != nil {
+		if err := s.loadManifests(ctx); err != nil {
+			return nil, err
+		}
 	}
 	var replayed, skipped int
 	err = log.Replay(func(pos wal.Pos, data []byte) error {
@@ -215,18 +272,31 @@ func (st *streamState) replay(pos wal.Pos, e *entry) error {
 		if err != nil {
 			return err
 		}
+		if h.BaseOffset < st.uploaded {
+			// Already in object storage, and its facts are in the
+			// manifest's state snapshot; the WAL was not truncated yet.
+			return nil
+		}
 		if h.BaseOffset != st.next {
 			return fmt.Errorf("base offset %d, want %d", h.BaseOffset, st.next)
 		}
 		count := h.LastOffsetDelta + 1
-		st.batches = append(st.batches, batchRef{base: h.BaseOffset, count: count, pos: pos})
+		st.chunks = append(st.chunks, chunk{base: h.BaseOffset, next: h.BaseOffset + int64(count), pos: pos})
 		next = h.BaseOffset + int64(count)
 		ts = h.MaxTimestamp
 		st.next, st.hwm = next, next
 		st.lastTS = max(st.lastTS, h.MaxTimestamp)
 	}
+	if st.walLow == 0 {
+		st.walLow = pos.Segment
+	}
 	if e.flags&flagProducer != 0 {
-		st.applyProducer(e.producer, sentBatch{first: first, next: next, ts: ts})
+		ps := st.producers[e.producer.ID]
+		// A state-only entry may predate the snapshot it was flushed
+		// into; never let it move a producer backwards.
+		if ps == nil || e.producer.Epoch > ps.epoch || (e.producer.Epoch == ps.epoch && e.producer.Seq > ps.lastSeq) {
+			st.applyProducer(e.producer, sentBatch{first: first, next: next, ts: ts})
+		}
 	}
 	if e.flags&flagWriterSeq != 0 {
 		st.writerSeq = e.writerSeq
@@ -242,7 +312,7 @@ func (st *streamState) replay(pos wal.Pos, e *entry) error {
 }
 
 func (s *Service) insertLocked(m meta.Stream) *streamState {
-	st := &streamState{info: m, wake: make(chan struct{})}
+	st := &streamState{info: m, wake: make(chan struct{}), upWake: make(chan struct{})}
 	s.byName[m.Name] = st
 	s.byID[m.ID] = st
 	return st
@@ -257,6 +327,12 @@ func (s *Service) Ready() error {
 	}
 	if s.failed != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, s.failed)
+	}
+	if s.fenced != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, s.fenced)
+	}
+	if s.tier != nil && s.tcfg.MaxWALBytes > 0 && s.pending.Load() > s.tcfg.MaxWALBytes {
+		return fmt.Errorf("%w: %d bytes wait for upload to object storage (limit %d); retry later", ErrUnavailable, s.pending.Load(), s.tcfg.MaxWALBytes)
 	}
 	return nil
 }
@@ -297,6 +373,11 @@ func (s *Service) Create(ctx context.Context, name string, opts CreateOptions) (
 	if _, _, err := mime.ParseMediaType(ct); err != nil {
 		return Info{}, false, fmt.Errorf("%w: content type %q: %v", ErrInvalidArgument, ct, err)
 	}
+	switch opts.Durability {
+	case "", DurabilityLocal, DurabilityObject:
+	default:
+		return Info{}, false, fmt.Errorf("%w: durability %q: want local or object", ErrInvalidArgument, opts.Durability)
+	}
 	if err := s.Ready(); err != nil {
 		return Info{}, false, err
 	}
@@ -306,12 +387,16 @@ func (s *Service) Create(ctx context.Context, name string, opts CreateOptions) (
 		CreatedAt:   s.cfg.Now().UTC(),
 		Owner:       s.cfg.NodeID,
 		Epoch:       1,
+		Durability:  opts.Durability,
 	})
 	if err != nil {
 		return Info{}, false, fmt.Errorf("%w: registry create %q: %v", ErrUnavailable, name, err)
 	}
 	if !created && !SameContentType(stored.ContentType, ct) {
 		return Info{}, false, fmt.Errorf("%w: %q has content type %q, not %q", ErrConflict, name, stored.ContentType, ct)
+	}
+	if !created && opts.Durability != "" && opts.Durability != stored.Durability {
+		return Info{}, false, fmt.Errorf("%w: %q has durability %q, not %q", ErrConflict, name, stored.Durability, opts.Durability)
 	}
 	s.mu.Lock()
 	st := s.byName[name]
@@ -536,9 +621,14 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	}
 	end := base + int64(len(req.Records))
 	if !noBatch {
-		st.batches = append(st.batches, batchRef{base: base, count: int32(len(req.Records)), pos: pending.Pos()})
+		st.chunks = append(st.chunks, chunk{base: base, next: end, pos: pending.Pos()})
 		st.lastTS = ts
 	}
+	if st.walLow == 0 {
+		st.walLow = pending.Pos().Segment
+	}
+	st.lastPending = pending
+	objectDurable := s.tier != nil && st.durability(s.cfg.DefaultDurability) == DurabilityObject
 	st.next = end
 	if req.Producer != nil {
 		st.applyProducer(*req.Producer, sentBatch{first: base, next: end, ts: ts, pending: pending})
@@ -573,6 +663,16 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 		return AppendResult{}, s.waitError(name, err, ctx)
 	}
 	st.advance(end, req.Close)
+	if s.tier != nil {
+		if s.pending.Add(int64(len(buf))) >= s.tcfg.SealMaxBytes {
+			s.requestFlush()
+		}
+	}
+	if objectDurable {
+		if err := s.waitUploaded(ctx, st, end); err != nil {
+			return AppendResult{}, fmt.Errorf("append to %s: durable in the WAL but not yet in object storage: %w", name, err)
+		}
+	}
 	return res, nil
 }
 
@@ -633,15 +733,12 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 		st.mu.Unlock()
 		return ReadResult{}, fmt.Errorf("%w: offset %d of %s, readable range is [0, %d]", ErrOffsetOutOfRange, opts.Offset, name, hwm)
 	}
-	i := sort.Search(len(st.batches), func(i int) bool {
-		b := st.batches[i]
-		return b.base+int64(b.count) > opts.Offset
-	})
-	// Copy the refs we may need so the lock is not held during I/O. The
-	// slice only ever grows at the end, but it may be reallocated.
-	var refs []batchRef
-	for j := i; j < len(st.batches) && st.batches[j].base < hwm; j++ {
-		refs = append(refs, st.batches[j])
+	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > opts.Offset })
+	// Copy the chunks we may need so the lock is not held during I/O. The
+	// slice grows at the end and is rewritten by flushes, so never alias it.
+	var refs []chunk
+	for j := i; j < len(st.chunks) && st.chunks[j].base < hwm; j++ {
+		refs = append(refs, st.chunks[j])
 		if len(refs) >= limit {
 			break
 		}
@@ -650,41 +747,70 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 
 	res := ReadResult{NextOffset: opts.Offset, Stream: info}
 	bytes := 0
-	for _, ref := range refs {
+	for _, c := range refs {
 		if err := ctx.Err(); err != nil {
 			return ReadResult{}, err
 		}
-		data, err := s.log.ReadAt(ref.pos, nil)
+		data, err := s.chunkBatches(ctx, info.ID, c, res.NextOffset, maxBytes-bytes)
 		if err != nil {
-			return ReadResult{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, ref.base, err)
+			return ReadResult{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
 		}
-		// Decode into a fresh slice: returned records alias data and
-		// their header slices must not be shared with a reused buffer.
-		e, err := decodeEntry(data)
-		if err != nil {
-			return ReadResult{}, fmt.Errorf("%w: %s batch at offset %d: %v", ErrUnavailable, name, ref.base, err)
-		}
-		tmp, err := record.DecodeRecords(e.batch, nil)
-		if err != nil {
-			return ReadResult{}, fmt.Errorf("%w: decode %s batch at offset %d: %v", ErrUnavailable, name, ref.base, err)
-		}
-		for _, r := range tmp {
-			if r.Offset < res.NextOffset {
-				continue
+		full := false
+		err = record.SplitBatches(data, func(batch []byte, h record.BatchHeader) error {
+			if full || h.LastOffset() < res.NextOffset {
+				return nil
 			}
-			size := len(r.Value) + len(r.Key)
-			if len(res.Records) > 0 && (len(res.Records) >= limit || bytes+size > maxBytes) {
-				goto done
+			// Decode into a fresh slice: returned records alias data and
+			// their header slices must not be shared with a reused buffer.
+			tmp, err := record.DecodeRecords(batch, nil)
+			if err != nil {
+				return err
 			}
-			res.Records = append(res.Records, r)
-			bytes += size
-			res.NextOffset = r.Offset + 1
+			for _, r := range tmp {
+				if r.Offset < res.NextOffset || r.Offset >= hwm {
+					continue
+				}
+				size := len(r.Value) + len(r.Key)
+				if len(res.Records) > 0 && (len(res.Records) >= limit || bytes+size > maxBytes) {
+					full = true
+					return nil
+				}
+				res.Records = append(res.Records, r)
+				bytes += size
+				res.NextOffset = r.Offset + 1
+			}
+			return nil
+		})
+		if err != nil {
+			return ReadResult{}, fmt.Errorf("%w: decode %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
+		}
+		if full {
+			break
 		}
 	}
-done:
 	res.UpToDate = res.NextOffset >= hwm
 	res.Closed = res.UpToDate && info.Closed
 	return res, nil
+}
+
+// chunkBatches returns whole batches of chunk c, starting with the one that
+// holds offset from, about maxBytes long (at least one batch).
+func (s *Service) chunkBatches(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int) ([]byte, error) {
+	if c.obj != "" {
+		if s.tier == nil {
+			return nil, fmt.Errorf("object %s: no object store configured", c.obj)
+		}
+		return s.tier.ReadBatches(ctx, c.obj, streamID, max(from, c.base), max(maxBytes, 1))
+	}
+	data, err := s.log.ReadAt(c.pos, nil)
+	if err != nil {
+		return nil, err
+	}
+	e, err := decodeEntry(data)
+	if err != nil {
+		return nil, err
+	}
+	return e.batch, nil
 }
 
 // WaitFor blocks until the stream has a durable record at offset or beyond,

@@ -1,0 +1,48 @@
+package stream
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Durability levels of a stream.
+const (
+	// DurabilityLocal acknowledges after the owner's WAL fsync.
+	DurabilityLocal = "local"
+	// DurabilityObject acknowledges after the flush holding the append is
+	// committed in object storage and etcd.
+	DurabilityObject = "object"
+)
+
+func (st *streamState) durability(def string) string {
+	if st.info.Durability != "" {
+		return st.info.Durability
+	}
+	return def
+}
+
+type metrics struct {
+	flushes      prometheus.Counter
+	flushErrors  prometheus.Counter
+	flushBytes   prometheus.Counter
+	flushSeconds prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		flushes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "picomq_flushes_total", Help: "Flushes committed to object storage (one object + one etcd transaction each).",
+		}),
+		flushErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "picomq_flush_errors_total", Help: "Flushes that failed and will be retried.",
+		}),
+		flushBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "picomq_flushed_bytes_total", Help: "Record batch bytes uploaded by flushes.",
+		}),
+		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "picomq_flush_duration_seconds", Help: "Time to upload and commit one flush.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds)
+	}
+	return m
+}

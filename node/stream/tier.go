@@ -1,0 +1,433 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/wal"
+)
+
+// Tier is what the service needs from object storage (the tiering package,
+// adapted in node/). Objects are immutable once uploaded.
+type Tier interface {
+	// Upload writes one object holding every given stream's batches (in
+	// the given order) and returns where each stream's bytes landed. It
+	// must fail rather than overwrite an existing key.
+	Upload(ctx context.Context, key string, streams []UploadStream) ([]ObjectRange, int64, error)
+	// ReadBatches returns whole, CRC-verified batches of streamID from
+	// object key, starting with the batch holding offset from, about
+	// maxBytes long (at least one batch).
+	ReadBatches(ctx context.Context, key string, streamID uint64, from int64, maxBytes int) ([]byte, error)
+	// Delete removes an object; deleting a missing object is not an error.
+	Delete(ctx context.Context, key string) error
+}
+
+// UploadStream is one stream's contribution to an object.
+type UploadStream struct {
+	StreamID uint64
+	First    int64    // offset of the first record
+	Next     int64    // one past the last record
+	Batches  [][]byte // RecordBatch v2 batches, in offset order
+}
+
+// ObjectRange is where one stream's bytes landed in an uploaded object.
+type ObjectRange struct {
+	StreamID uint64
+	Offset   int64
+	Length   int64
+}
+
+// Manifests is what the service needs from the registry for tiering.
+type Manifests interface {
+	CommitManifest(ctx context.Context, sess *meta.Session, m meta.Manifest, replaces []string) error
+	Manifests(ctx context.Context) ([]meta.Manifest, error)
+	MaxManifestSeq(ctx context.Context, node string) (uint64, error)
+}
+
+// TierConfig enables tiering. With Tier nil the service keeps everything in
+// the WAL (tests of the WAL-only path).
+type TierConfig struct {
+	Tier      Tier
+	Manifests Manifests
+	// Session is the node's live membership session; flush commits are
+	// fenced on it so a node declared dead commits nothing.
+	Session func() *meta.Session
+	// SealMaxAge / SealMaxBytes: a flush runs when the oldest unflushed
+	// append is this old, or this many bytes are pending.
+	SealMaxAge   time.Duration
+	SealMaxBytes int64
+	// MaxWALBytes bounds the WAL while object storage is unavailable:
+	// above it appends fail with ErrUnavailable (503 + Retry-After) rather
+	// than filling the disk.
+	MaxWALBytes int64
+}
+
+// stateSnapshot is the stream state persisted with each flush (see
+// meta.ManifestStream.State): what WAL replay would otherwise rebuild.
+type stateSnapshot struct {
+	LastTS    int64                      `json:"lastTs,omitempty"`
+	WriterSeq string                     `json:"writerSeq,omitempty"`
+	Closed    bool                       `json:"closed,omitempty"`
+	ClosedBy  *Producer                  `json:"closedBy,omitempty"`
+	Producers map[string]producerSnapJSON `json:"producers,omitempty"`
+}
+
+type producerSnapJSON struct {
+	Epoch   uint64     `json:"epoch"`
+	LastSeq uint64     `json:"lastSeq"`
+	Recent  [][4]int64 `json:"recent,omitempty"` // seq, first, next, ts
+}
+
+func (st *streamState) snapshotLocked() json.RawMessage {
+	snap := stateSnapshot{LastTS: st.lastTS, WriterSeq: st.writerSeq, Closed: st.closed, ClosedBy: st.closedBy}
+	if len(st.producers) > 0 {
+		snap.Producers = make(map[string]producerSnapJSON, len(st.producers))
+		for id, ps := range st.producers {
+			p := producerSnapJSON{Epoch: ps.epoch, LastSeq: ps.lastSeq}
+			for i := 0; i < min(ps.n, dedupWindow); i++ {
+				b := ps.recent[i]
+				p.Recent = append(p.Recent, [4]int64{int64(b.seq), b.first, b.next, b.ts})
+			}
+			snap.Producers[id] = p
+		}
+	}
+	b, _ := json.Marshal(snap)
+	return b
+}
+
+func (st *streamState) restoreSnapshot(raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var snap stateSnapshot
+	if err := json.Unmarshal(raw, &snap); err != nil {
+		return fmt.Errorf("stream state snapshot: %w", err)
+	}
+	st.lastTS = max(st.lastTS, snap.LastTS)
+	st.writerSeq = snap.WriterSeq
+	st.closed, st.closedVisible, st.closedBy = snap.Closed, snap.Closed, snap.ClosedBy
+	st.producers = nil
+	for id, p := range snap.Producers {
+		if st.producers == nil {
+			st.producers = make(map[string]*producerState)
+		}
+		ps := &producerState{epoch: p.Epoch, lastSeq: p.LastSeq}
+		for _, r := range p.Recent {
+			ps.remember(sentBatch{seq: uint64(r[0]), first: r[1], next: r[2], ts: r[3]})
+		}
+		st.producers[id] = ps
+	}
+	return nil
+}
+
+// loadManifests rebuilds each stream's object chunks and state snapshot from
+// the committed manifests, before the WAL is replayed on top.
+func (s *Service) loadManifests(ctx context.Context) error {
+	ms, err := s.tcfg.Manifests.Manifests(ctx)
+	if err != nil {
+		return fmt.Errorf("stream: load manifests: %w", err)
+	}
+	type piece struct {
+		obj         string
+		first, next int64
+		state       json.RawMessage
+		order       int
+	}
+	per := map[uint64][]piece{}
+	for i, m := range ms {
+		for _, r := range m.Streams {
+			if s.byID[r.StreamID] == nil {
+				continue // deleted stream: garbage for the collector
+			}
+			per[r.StreamID] = append(per[r.StreamID], piece{obj: m.Object, first: r.First, next: r.Next, state: r.State, order: i})
+		}
+	}
+	for id, ps := range per {
+		st := s.byID[id]
+		// The newest state is the one with the highest end offset; among
+		// equal ends (state-only flushes, e.g. a close) the later commit.
+		sort.SliceStable(ps, func(a, b int) bool {
+			if ps[a].first != ps[b].first {
+				return ps[a].first < ps[b].first
+			}
+			return ps[a].order < ps[b].order
+		})
+		var latest piece
+		for _, p := range ps {
+			if p.next > p.first {
+				if p.first != st.next {
+					return fmt.Errorf("stream: manifests of %s leave a gap: have [0,%d), next object range starts at %d", st.info.Name, st.next, p.first)
+				}
+				st.chunks = append(st.chunks, chunk{base: p.first, next: p.next, obj: p.obj})
+				st.next = p.next
+			}
+			if p.next > latest.next || (p.next == latest.next && p.order >= latest.order) {
+				latest = p
+			}
+		}
+		st.hwm, st.uploaded = st.next, st.next
+		if err := st.restoreSnapshot(latest.state); err != nil {
+			return fmt.Errorf("stream %s: %w", st.info.Name, err)
+		}
+	}
+	seq, err := s.tcfg.Manifests.MaxManifestSeq(ctx, s.cfg.NodeID)
+	if err != nil {
+		return err
+	}
+	s.flushSeq = seq
+	return nil
+}
+
+// requestFlush asks the flush loop to run soon (object-durability appends,
+// pending bytes above the seal size).
+func (s *Service) requestFlush() {
+	select {
+	case s.flushNow <- struct{}{}:
+	default:
+	}
+}
+
+// RunFlusher seals and uploads pending stream data until ctx is done, then
+// runs one last flush so a graceful shutdown leaves nothing only in the WAL.
+func (s *Service) RunFlusher(ctx context.Context) {
+	if s.tier == nil {
+		return
+	}
+	tick := time.NewTicker(s.tcfg.SealMaxAge)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := s.Flush(fctx); err != nil {
+				s.cfg.Logger.Warn("final flush failed; data stays in the WAL", "err", err)
+			}
+			cancel()
+			return
+		case <-tick.C:
+		case <-s.flushNow:
+		}
+		if err := s.Flush(ctx); err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
+			s.cfg.Logger.Warn("flush to object storage failed; will retry", "err", err, "retry_in", backoff)
+			s.metrics.flushErrors.Inc()
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff)/2+1))):
+			}
+			continue
+		}
+		backoff = 0
+	}
+}
+
+// flushItem is one stream's part of a flush.
+type flushItem struct {
+	st      *streamState
+	base    int64 // == st.uploaded when collected
+	end     int64
+	refs    []chunk
+	state   json.RawMessage
+	pending *wal.Pending
+}
+
+// Flush uploads every stream's unflushed data as one object, commits its
+// manifest in etcd (fenced on the node's lease) and then lets the WAL drop
+// what is now in object storage. One PUT and one etcd transaction per flush,
+// however many streams took part.
+func (s *Service) Flush(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+
+	s.mu.RLock()
+	streams := make([]*streamState, 0, len(s.byID))
+	for _, st := range s.byID {
+		streams = append(streams, st)
+	}
+	s.mu.RUnlock()
+	sort.Slice(streams, func(i, j int) bool { return streams[i].info.ID < streams[j].info.ID })
+
+	pendingBefore := s.pending.Load()
+	var items []flushItem
+	for _, st := range streams {
+		st.mu.Lock()
+		if st.walLow == 0 || st.deleted {
+			st.mu.Unlock()
+			continue
+		}
+		it := flushItem{st: st, base: st.uploaded, end: st.next, state: st.snapshotLocked(), pending: st.lastPending}
+		i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > st.uploaded })
+		it.refs = append(it.refs, st.chunks[i:]...)
+		st.mu.Unlock()
+		items = append(items, it)
+	}
+	if len(items) == 0 {
+		s.truncateWAL()
+		return nil
+	}
+	// Everything snapshotted must be durable before it is uploaded: the
+	// WAL completes in order, so waiting for each stream's last write is
+	// enough.
+	for _, it := range items {
+		if it.pending != nil {
+			if err := it.pending.Wait(ctx); err != nil {
+				return fmt.Errorf("flush: wait for WAL: %w", err)
+			}
+		}
+	}
+	ups := make([]UploadStream, 0, len(items))
+	var size int64
+	for _, it := range items {
+		u := UploadStream{StreamID: it.st.info.ID, First: it.base, Next: it.end}
+		for _, c := range it.refs {
+			if c.obj != "" {
+				continue
+			}
+			data, err := s.log.ReadAt(c.pos, nil)
+			if err != nil {
+				return fmt.Errorf("flush: read WAL: %w", err)
+			}
+			e, err := decodeEntry(data)
+			if err != nil {
+				return fmt.Errorf("flush: WAL entry: %w", err)
+			}
+			u.Batches = append(u.Batches, e.batch)
+			size += int64(len(e.batch))
+		}
+		ups = append(ups, u)
+	}
+	s.flushSeq++
+	seq := s.flushSeq
+	key := fmt.Sprintf("l0/%s/%020d-%08x", s.cfg.NodeID, seq, rand.Uint32())
+	start := time.Now()
+	ranges, objSize, err := s.tier.Upload(ctx, key, ups)
+	if err != nil {
+		return fmt.Errorf("flush: upload %s: %w", key, err)
+	}
+	m := meta.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, CreatedAt: time.Now().UTC()}
+	for i, it := range items {
+		ms := meta.ManifestStream{StreamID: it.st.info.ID, First: it.base, Next: it.end, State: it.state}
+		if i < len(ranges) && ranges[i].StreamID == it.st.info.ID {
+			ms.Offset, ms.Length = ranges[i].Offset, ranges[i].Length
+		}
+		m.Streams = append(m.Streams, ms)
+	}
+	var sess *meta.Session
+	if s.tcfg.Session != nil {
+		sess = s.tcfg.Session()
+	}
+	if err := s.tcfg.Manifests.CommitManifest(ctx, sess, m, nil); err != nil {
+		// The object is unreferenced: remove it (best effort; an orphan
+		// only costs space and is found by the collector).
+		_ = s.tier.Delete(context.WithoutCancel(ctx), key)
+		if errors.Is(err, meta.ErrLeaseLost) {
+			s.fence(err)
+		}
+		return fmt.Errorf("flush: commit manifest: %w", err)
+	}
+	for _, it := range items {
+		st := it.st
+		st.mu.Lock()
+		if st.uploaded == it.base && !st.deleted {
+			// Replace the WAL chunks of [base, end) by one object chunk.
+			i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > it.base })
+			j := sort.Search(len(st.chunks), func(j int) bool { return st.chunks[j].base >= it.end })
+			if it.end > it.base {
+				nc := make([]chunk, 0, len(st.chunks)-(j-i)+1)
+				nc = append(nc, st.chunks[:i]...)
+				nc = append(nc, chunk{base: it.base, next: it.end, obj: key})
+				nc = append(nc, st.chunks[j:]...)
+				st.chunks = nc
+			}
+			st.uploaded = it.end
+			if st.next == it.end && st.lastPending == it.pending {
+				st.walLow = 0
+			} else if j < len(st.chunks) && st.chunks[j].obj == "" {
+				st.walLow = st.chunks[j].pos.Segment
+			}
+			close(st.upWake)
+			st.upWake = make(chan struct{})
+		}
+		st.mu.Unlock()
+	}
+	s.pending.Add(-pendingBefore)
+	s.metrics.flushes.Inc()
+	s.metrics.flushBytes.Add(float64(size))
+	s.metrics.flushSeconds.Observe(time.Since(start).Seconds())
+	s.truncateWAL()
+	return nil
+}
+
+// truncateWAL deletes WAL segments that hold nothing unflushed.
+func (s *Service) truncateWAL() {
+	w, ok := s.log.(interface {
+		RemoveSegmentsBefore(seg uint64) error
+		ActiveSegment() uint64
+	})
+	if !ok {
+		return
+	}
+	low := w.ActiveSegment()
+	s.mu.RLock()
+	for _, st := range s.byID {
+		st.mu.Lock()
+		if st.walLow != 0 && st.walLow < low {
+			low = st.walLow
+		}
+		st.mu.Unlock()
+	}
+	s.mu.RUnlock()
+	if err := w.RemoveSegmentsBefore(low); err != nil {
+		s.cfg.Logger.Warn("WAL truncation failed", "before_segment", low, "err", err)
+	}
+}
+
+// waitUploaded blocks until offsets below end are committed in object
+// storage (durability "object").
+func (s *Service) waitUploaded(ctx context.Context, st *streamState, end int64) error {
+	for {
+		st.mu.Lock()
+		up, wake, deleted := st.uploaded, st.upWake, st.deleted
+		st.mu.Unlock()
+		if up >= end {
+			return nil
+		}
+		if deleted {
+			return fmt.Errorf("%w: deleted while waiting for upload", ErrNotFound)
+		}
+		s.requestFlush()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// fence stops appends after the node lost its etcd lease: another node may
+// own its streams now, so acknowledging anything more could lose it.
+func (s *Service) fence(err error) {
+	s.mu.Lock()
+	if s.fenced == nil {
+		s.fenced = err
+		s.cfg.Logger.Error("node lease lost; refusing appends until it rejoins", "err", err)
+	}
+	s.mu.Unlock()
+}
+
+// Unfence re-enables appends after the node rejoined with a new session.
+func (s *Service) Unfence() {
+	s.mu.Lock()
+	s.fenced = nil
+	s.mu.Unlock()
+}
