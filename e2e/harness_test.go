@@ -58,6 +58,7 @@ type proc struct {
 	URL     string
 	dataDir string
 	args    []string
+	env     []string
 	logs    *syncBuffer
 	exited  chan struct{}
 	exitErr error
@@ -84,9 +85,15 @@ func (s *syncBuffer) String() string {
 // waits until /readyz answers 200.
 func startNode(t testing.TB, dataDir string, extra ...string) *proc {
 	t.Helper()
+	return startNodeEnv(t, dataDir, nil, extra...)
+}
+
+// startNodeEnv is startNode with extra environment variables.
+func startNodeEnv(t testing.TB, dataDir string, env []string, extra ...string) *proc {
+	t.Helper()
 	addr := freeAddr(t)
 	args := append([]string{"serve", "--data-dir", dataDir, "--http-addr", addr, "--kafka-addr", "off", "--node-id", "e2e"}, extra...)
-	p := &proc{t: t, URL: "http://" + addr, dataDir: dataDir, args: args, logs: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{t: t, URL: "http://" + addr, dataDir: dataDir, args: args, env: env, logs: &syncBuffer{}, exited: make(chan struct{})}
 	p.start()
 	t.Cleanup(func() { p.kill() })
 	return p
@@ -96,6 +103,7 @@ func (p *proc) start() {
 	p.t.Helper()
 	p.exited = make(chan struct{})
 	p.cmd = exec.Command(picomqBin, p.args...)
+	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("start picomq: %v", err)

@@ -14,6 +14,10 @@ var (
 	// older or newer incarnation of the name.
 	ErrConflict = errors.New("meta: conflict")
 
+	// ErrTopicTaken: the Kafka topic alias a create or update asked for
+	// already belongs to another stream. Nothing was written.
+	ErrTopicTaken = errors.New("meta: kafka topic alias taken")
+
 	// ErrInvalid: the caller passed an argument the registry cannot accept
 	// (an empty or relative stream name, a zero ID, a non-positive page
 	// limit, an update that changes a record's identity).

@@ -30,12 +30,15 @@ type Manifest struct {
 
 // ManifestStream is one stream's range inside a manifest's object.
 type ManifestStream struct {
-	StreamID     uint64 `json:"id"`
-	First        int64  `json:"first"` // first offset held
-	Next         int64  `json:"next"`  // one past the last offset held
-	Offset       int64  `json:"off"`   // byte offset of the range in the object
-	Length       int64  `json:"len"`   // byte length of the range
-	MaxTimestamp int64  `json:"maxTs,omitempty"`
+	StreamID       uint64 `json:"id"`
+	First          int64  `json:"first"`             // first offset held
+	Next           int64  `json:"next"`              // one past the last offset held
+	Offset         int64  `json:"off"`               // byte offset of the range in the object
+	Length         int64  `json:"len"`               // byte length of the range
+	CRC            uint32 `json:"crc,omitempty"`     // CRC-32C of the byte range
+	Batches        int    `json:"batches,omitempty"` // number of batches in the range
+	FirstTimestamp int64  `json:"firstTs,omitempty"`
+	MaxTimestamp   int64  `json:"maxTs,omitempty"`
 	// State is the stream service's snapshot of the stream as of Next
 	// (producer state, closure, writer sequence): once the WAL that held
 	// those facts is truncated, this is where they are rebuilt from. Opaque

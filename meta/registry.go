@@ -104,6 +104,7 @@ type Registry struct {
 	cli        *clientv3.Client
 	prefix     string
 	streamsKey string // prefix + "streams/"
+	topicsKey  string // prefix + "topics/": Kafka topic alias -> stream
 	idKey      string // prefix + "counters/stream-id"
 	pageSize   int    // AllStreams page size; MaxListLimit except in tests
 }
@@ -122,6 +123,7 @@ func NewRegistry(cli *clientv3.Client, prefix string) *Registry {
 		cli:        cli,
 		prefix:     prefix,
 		streamsKey: prefix + "streams/",
+		topicsKey:  prefix + "topics/",
 		idKey:      prefix + "counters/stream-id",
 		pageSize:   MaxListLimit,
 	}
@@ -131,6 +133,23 @@ func NewRegistry(cli *clientv3.Client, prefix string) *Registry {
 func (r *Registry) Prefix() string { return r.prefix }
 
 func (r *Registry) streamKey(name string) string { return r.streamsKey + name }
+
+// topicKey is the index entry that makes a Kafka topic alias unique across
+// the registry. Every write that sets, changes or drops a stream's
+// KafkaTopic maintains it in the same transaction as the stream record, so
+// the index and the records can never disagree.
+func (r *Registry) topicKey(topic string) string { return r.topicsKey + topic }
+
+// topicEntry is the value of a topic index key.
+type topicEntry struct {
+	Stream string `json:"stream"`
+	ID     uint64 `json:"id"`
+}
+
+func (r *Registry) topicValue(s Stream) string {
+	b, _ := json.Marshal(topicEntry{Stream: s.Name, ID: s.ID})
+	return string(b)
+}
 
 func checkName(name string) error {
 	if name == "" || name[0] != '/' {
@@ -152,6 +171,11 @@ func checkName(name string) error {
 // counter travels with the data. Creates of different names therefore
 // contend on the counter and retry; creating streams is rare enough for that
 // to be cheap.
+//
+// A non-empty s.KafkaTopic is claimed in the same transaction: if another
+// stream holds that alias, nothing is created and the error wraps
+// ErrTopicTaken (an existing stream of the same name still wins: it is
+// returned with created=false whatever topic was asked for).
 func (r *Registry) CreateStream(ctx context.Context, s Stream) (Stream, bool, error) {
 	if err := checkName(s.Name); err != nil {
 		return Stream{}, false, fmt.Errorf("meta: create stream: %w", err)
@@ -164,7 +188,10 @@ func (r *Registry) CreateStream(ctx context.Context, s Stream) (Stream, bool, er
 	}
 	s.CreatedAt = s.CreatedAt.UTC().Round(0)
 
-	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(r.idKey)).Commit()
+	// The topic key is read and compared even when no topic is asked for
+	// (topicKey("") is never written), so every branch has the same shape.
+	tkey := r.topicKey(s.KafkaTopic)
+	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(r.idKey), clientv3.OpGet(tkey)).Commit()
 	if err != nil {
 		return Stream{}, false, fmt.Errorf("meta: create stream %q: read: %w", s.Name, err)
 	}
@@ -181,6 +208,11 @@ func (r *Registry) CreateStream(ctx context.Context, s Stream) (Stream, bool, er
 			}
 			return existing, false, nil
 		}
+		if s.KafkaTopic != "" && len(resp.Responses[2].GetResponseRange().Kvs) > 0 {
+			var owner topicEntry
+			_ = json.Unmarshal(resp.Responses[2].GetResponseRange().Kvs[0].Value, &owner)
+			return Stream{}, false, fmt.Errorf("meta: create stream %q: %w: %q belongs to %s", s.Name, ErrTopicTaken, s.KafkaTopic, owner.Stream)
+		}
 		var lastID uint64
 		var idRev int64 // ModRevision 0 matches an absent counter
 		if len(idKVs) > 0 {
@@ -195,16 +227,22 @@ func (r *Registry) CreateStream(ctx context.Context, s Stream) (Stream, bool, er
 		if err != nil {
 			return Stream{}, false, fmt.Errorf("meta: create stream %q: encode: %w", s.Name, err)
 		}
+		cmps := []clientv3.Cmp{
+			clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+			clientv3.Compare(clientv3.ModRevision(r.idKey), "=", idRev),
+		}
+		ops := []clientv3.Op{
+			clientv3.OpPut(key, string(data)),
+			clientv3.OpPut(r.idKey, strconv.FormatUint(s.ID, 10)),
+		}
+		if s.KafkaTopic != "" {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(tkey), "=", 0))
+			ops = append(ops, clientv3.OpPut(tkey, r.topicValue(s)))
+		}
 		resp, err = r.cli.Txn(ctx).
-			If(
-				clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-				clientv3.Compare(clientv3.ModRevision(r.idKey), "=", idRev),
-			).
-			Then(
-				clientv3.OpPut(key, string(data)),
-				clientv3.OpPut(r.idKey, strconv.FormatUint(s.ID, 10)),
-			).
-			Else(clientv3.OpGet(key), clientv3.OpGet(r.idKey)).
+			If(cmps...).
+			Then(ops...).
+			Else(clientv3.OpGet(key), clientv3.OpGet(r.idKey), clientv3.OpGet(tkey)).
 			Commit()
 		if err != nil {
 			return Stream{}, false, fmt.Errorf("meta: create stream %q: %w", s.Name, err)
@@ -212,8 +250,8 @@ func (r *Registry) CreateStream(ctx context.Context, s Stream) (Stream, bool, er
 		if resp.Succeeded {
 			return s, true, nil
 		}
-		// Someone created this name, or took the next ID for another name:
-		// the Else branch read both again, go round.
+		// Someone created this name, took the next ID for another name, or
+		// took the topic: the Else branch read all three again, go round.
 	}
 }
 
@@ -240,7 +278,8 @@ func (r *Registry) GetStream(ctx context.Context, name string) (Stream, error) {
 // ID condition makes deletes safe against a concurrent delete and recreate:
 // a request that looked up the old incarnation cannot delete the new one.
 // It returns ErrNotFound if no such stream exists and ErrConflict if the
-// name now belongs to another ID.
+// name now belongs to another ID. The stream's Kafka topic alias is freed in
+// the same transaction.
 func (r *Registry) DeleteStream(ctx context.Context, name string, id uint64) error {
 	if err := checkName(name); err != nil {
 		return fmt.Errorf("meta: delete stream: %w", err)
@@ -267,9 +306,13 @@ func (r *Registry) DeleteStream(ctx context.Context, name string, id uint64) err
 		}
 		// Conditioned on the exact revision read, so an update racing with
 		// the delete is re-checked rather than lost silently.
+		ops := []clientv3.Op{clientv3.OpDelete(key)}
+		if cur.KafkaTopic != "" {
+			ops = append(ops, clientv3.OpDelete(r.topicKey(cur.KafkaTopic)))
+		}
 		tresp, err := r.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
-			Then(clientv3.OpDelete(key)).
+			Then(ops...).
 			Else(clientv3.OpGet(key)).
 			Commit()
 		if err != nil {
@@ -290,6 +333,10 @@ func (r *Registry) DeleteStream(ctx context.Context, name string, id uint64) err
 // how callers express preconditions, e.g. "only if Epoch is still 3". fn must
 // not change Name or ID (ErrInvalid). If fn changes nothing, nothing is
 // written. It returns the record as stored.
+//
+// A change of KafkaTopic moves the stream's entry in the topic index in the
+// same transaction; if the new alias belongs to another stream, nothing is
+// written and the error wraps ErrTopicTaken.
 func (r *Registry) UpdateStream(ctx context.Context, name string, fn func(*Stream) error) (Stream, error) {
 	if err := checkName(name); err != nil {
 		return Stream{}, fmt.Errorf("meta: update stream: %w", err)
@@ -327,10 +374,22 @@ func (r *Registry) UpdateStream(ctx context.Context, name string, fn func(*Strea
 		if bytes.Equal(data, kvs[0].Value) {
 			return cur, nil
 		}
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)}
+		ops := []clientv3.Op{clientv3.OpPut(key, string(data))}
+		newTopic := r.topicKey(next.KafkaTopic)
+		if next.KafkaTopic != cur.KafkaTopic {
+			if next.KafkaTopic != "" {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(newTopic), "=", 0))
+				ops = append(ops, clientv3.OpPut(newTopic, r.topicValue(next)))
+			}
+			if cur.KafkaTopic != "" {
+				ops = append(ops, clientv3.OpDelete(r.topicKey(cur.KafkaTopic)))
+			}
+		}
 		tresp, err := r.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
-			Then(clientv3.OpPut(key, string(data))).
-			Else(clientv3.OpGet(key)).
+			If(cmps...).
+			Then(ops...).
+			Else(clientv3.OpGet(key), clientv3.OpGet(newTopic)).
 			Commit()
 		if err != nil {
 			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
@@ -338,8 +397,52 @@ func (r *Registry) UpdateStream(ctx context.Context, name string, fn func(*Strea
 		if tresp.Succeeded {
 			return next, nil
 		}
-		kvs = tresp.Responses[0].GetResponseRange().Kvs
+		reread := tresp.Responses[0].GetResponseRange().Kvs
+		if next.KafkaTopic != cur.KafkaTopic && next.KafkaTopic != "" &&
+			len(reread) > 0 && reread[0].ModRevision == kvs[0].ModRevision &&
+			len(tresp.Responses[1].GetResponseRange().Kvs) > 0 {
+			// The record did not change: the topic compare failed.
+			var owner topicEntry
+			_ = json.Unmarshal(tresp.Responses[1].GetResponseRange().Kvs[0].Value, &owner)
+			return Stream{}, fmt.Errorf("meta: update stream %q: %w: %q belongs to %s", name, ErrTopicTaken, next.KafkaTopic, owner.Stream)
+		}
+		kvs = reread
 	}
+}
+
+// LookupTopic returns the stream whose Kafka topic alias is topic, or
+// ErrNotFound. It reads the index entry and the record at one revision, so it
+// never returns a stream that no longer carries the alias.
+func (r *Registry) LookupTopic(ctx context.Context, topic string) (Stream, error) {
+	if topic == "" {
+		return Stream{}, fmt.Errorf("meta: lookup topic: %w: empty topic", ErrInvalid)
+	}
+	resp, err := r.cli.Get(ctx, r.topicKey(topic))
+	if err != nil {
+		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, ErrNotFound)
+	}
+	var e topicEntry
+	if err := json.Unmarshal(resp.Kvs[0].Value, &e); err != nil || e.Stream == "" {
+		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index value %q", topic, ErrCorrupt, resp.Kvs[0].Value)
+	}
+	sresp, err := r.cli.Get(ctx, r.streamKey(e.Stream), clientv3.WithRev(resp.Header.Revision))
+	if err != nil {
+		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
+	}
+	if len(sresp.Kvs) == 0 {
+		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index names %s, which does not exist", topic, ErrCorrupt, e.Stream)
+	}
+	s, err := decodeStream(sresp.Kvs[0])
+	if err != nil {
+		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
+	}
+	if s.ID != e.ID || s.KafkaTopic != topic {
+		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index names %s #%d, record is #%d with topic %q", topic, ErrCorrupt, e.Stream, e.ID, s.ID, s.KafkaTopic)
+	}
+	return s, nil
 }
 
 // ListStreams returns up to limit streams whose names start with prefix and

@@ -28,6 +28,12 @@ type Config struct {
 	KafkaAddr       string
 	EtcdEndpoints   []string
 	ObjectStore     string
+	SealMaxBytes    int64
+	SealMaxAge      time.Duration
+	Durability      string
+	LeaseTTL        time.Duration
+	WALMaxBytes     int64
+	CacheBytes      int64
 	LongPollTimeout time.Duration
 	SSETimeout      time.Duration
 	MaxAppendBytes  int64
@@ -73,6 +79,12 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.StringVar(&cfg.KafkaAddr, "kafka-addr", defaultKafkaAddr, "Kafka listener address, or off")
 	fs.StringVar(&etcd, "etcd-endpoints", "", "comma-separated external etcd endpoints (empty = embedded etcd in the data dir)")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object store URL: file:///path or s3://bucket?endpoint=…&region=… (default file://<data-dir>/objects)")
+	fs.Int64Var(&cfg.SealMaxBytes, "seal-max-bytes", 8<<20, "flush pending stream data to object storage once this many bytes are pending")
+	fs.DurationVar(&cfg.SealMaxAge, "seal-max-age", time.Second, "flush pending stream data at least this often (bounds the local-durability loss window)")
+	fs.StringVar(&cfg.Durability, "durability", "local", "default ack level: local (after WAL fsync) or object (after upload + commit)")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "etcd membership lease; a node silent this long is considered dead")
+	fs.Int64Var(&cfg.WALMaxBytes, "wal-max-bytes", 4<<30, "un-uploaded bytes allowed in the WAL while object storage is down; above it appends get 503")
+	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", 256<<20, "size of the object read cache in bytes")
 	fs.DurationVar(&cfg.LongPollTimeout, "long-poll-timeout", defaultLongPollTimeout, "cap of a long-poll read")
 	fs.DurationVar(&cfg.SSETimeout, "sse-timeout", defaultSSETimeout, "cap of one SSE connection")
 	fs.Int64Var(&cfg.MaxAppendBytes, "max-append-bytes", defaultMaxAppendBytes, "largest accepted append body in bytes")
@@ -166,9 +178,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--http-addr %q: %v", c.HTTPAddr, err)
 	}
 	switch c.Protocol {
-	case ProtocolPico:
-	case ProtocolDurableStreams:
-		return fmt.Errorf("--protocol %q: the Durable Streams facade is not in this build yet; use pico", c.Protocol)
+	case ProtocolPico, ProtocolDurableStreams:
 	default:
 		return fmt.Errorf("--protocol %q: want pico or durable-streams", c.Protocol)
 	}
@@ -197,6 +207,24 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--object-store %q: want file:///path or s3://bucket?endpoint=…", c.ObjectStore)
 	} else if u.Scheme == "s3" && u.Host == "" {
 		return fmt.Errorf("--object-store %q: missing bucket", c.ObjectStore)
+	}
+	if c.SealMaxBytes < 4<<10 || c.SealMaxBytes > 1<<30 {
+		return fmt.Errorf("--seal-max-bytes %d: want between 4096 and %d", c.SealMaxBytes, 1<<30)
+	}
+	if c.SealMaxAge < 10*time.Millisecond || c.SealMaxAge > time.Hour {
+		return fmt.Errorf("--seal-max-age %s: want between 10ms and 1h", c.SealMaxAge)
+	}
+	if c.Durability != "local" && c.Durability != "object" {
+		return fmt.Errorf("--durability %q: want local or object", c.Durability)
+	}
+	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > time.Minute {
+		return fmt.Errorf("--lease-ttl %s: want between 2s and 1m", c.LeaseTTL)
+	}
+	if c.WALMaxBytes < c.SealMaxBytes {
+		return fmt.Errorf("--wal-max-bytes %d: must be at least --seal-max-bytes (%d)", c.WALMaxBytes, c.SealMaxBytes)
+	}
+	if c.CacheBytes < 0 {
+		return fmt.Errorf("--cache-bytes %d: must not be negative", c.CacheBytes)
 	}
 	if c.LongPollTimeout <= 0 || c.LongPollTimeout > maxLongPollTimeoutLimit {
 		return fmt.Errorf("--long-poll-timeout %s: want > 0 and <= %s", c.LongPollTimeout, maxLongPollTimeoutLimit)

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/PicoMQ/picomq/api/ds"
 	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/api/pico"
 	"github.com/PicoMQ/picomq/meta"
@@ -46,6 +47,13 @@ type Node struct {
 	ln     net.Listener
 	server *http.Server
 	served chan error
+
+	members     *membership
+	tier        *tierAdapter
+	bgCancel    context.CancelFunc
+	flusherDone chan struct{}
+	stopLife    func() // stops the stream expiry reaper
+	stopRetain  func() // stops the retention loop
 }
 
 // NewLogger builds the process logger from the config.
@@ -102,12 +110,50 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	log.Info("write-ahead log opened", "segments", report.Segments, "entries", report.Entries,
 		"torn_segment", report.TornSegment, "torn_bytes", report.TornBytes)
 
-	n.svc, err = stream.Open(ctx, stream.Config{NodeID: cfg.NodeID, Logger: log}, n.wal, reg)
+	n.members = &membership{
+		reg: reg, cli: n.etcd, ttl: cfg.LeaseTTL, log: log,
+		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: cfg.KafkaAddr, StartedAt: time.Now().UTC()},
+		leaseLog: filepath.Join(cfg.DataDir, "node-lease"),
+	}
+	if err := n.members.join(ctx); err != nil {
+		return nil, fmt.Errorf("join cluster as %q: %w", cfg.NodeID, err)
+	}
+
+	n.tier, err = openTier(ctx, cfg, log)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--object-store: %w", err)
 	}
 
 	promReg := prometheus.NewRegistry()
+	n.svc, err = stream.Open(ctx, stream.Config{
+		NodeID:            cfg.NodeID,
+		Logger:            log,
+		DefaultDurability: cfg.Durability,
+		Registerer:        promReg,
+		Tier: stream.TierConfig{
+			Tier:         n.tier,
+			Manifests:    reg,
+			Session:      n.members.sess.Load,
+			SealMaxAge:   cfg.SealMaxAge,
+			SealMaxBytes: cfg.SealMaxBytes,
+			MaxWALBytes:  cfg.WALMaxBytes,
+		},
+	}, n.wal, reg)
+	if err != nil {
+		return nil, err
+	}
+	n.members.onLost = n.svc.Fence
+	n.members.onJoined = n.svc.Unfence
+	bg, cancel := context.WithCancel(context.Background())
+	n.bgCancel = cancel
+	n.flusherDone = make(chan struct{})
+	go func() { n.svc.RunFlusher(bg); close(n.flusherDone) }()
+	go n.members.run(bg)
+	if n.stopLife, err = n.svc.StartLifecycle(ctx, stream.LifecycleOptions{}); err != nil {
+		return nil, fmt.Errorf("stream lifecycle: %w", err)
+	}
+	n.stopRetain = n.svc.StartRetention(stream.RetentionOptions{})
+
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWALMetrics(promReg, n.wal)
 
@@ -120,7 +166,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	router.HandleFunc("/readyz", n.readyz)
-	pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, Logger: log}).Register(router)
+	if cfg.Protocol == ProtocolDurableStreams {
+		ds.New(n.svc, ds.Config{
+			BaseURL:         cfg.AdvertiseURL,
+			MaxAppendBytes:  cfg.MaxAppendBytes,
+			LongPollTimeout: cfg.LongPollTimeout,
+			SSETimeout:      cfg.SSETimeout,
+			Logger:          log,
+		}).Register(router)
+	} else {
+		pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, LongPollTimeout: cfg.LongPollTimeout,
+			SSETimeout: cfg.SSETimeout, Logger: log}).Register(router)
+	}
 	handler := httpx.Instrument(router, routeLabel, httpx.NewMetrics(promReg), log)
 
 	n.ln, err = net.Listen("tcp", cfg.HTTPAddr)
@@ -198,13 +255,40 @@ func (n *Node) Shutdown(ctx context.Context) error {
 
 func (n *Node) closeStorage() error {
 	var errs []error
+	if n.stopLife != nil {
+		n.stopLife()
+		n.stopLife = nil
+	}
+	if n.stopRetain != nil {
+		n.stopRetain()
+		n.stopRetain = nil
+	}
+	if n.bgCancel != nil {
+		// Stops the flusher after one last flush, so a clean shutdown
+		// leaves nothing that exists only in the WAL.
+		n.bgCancel()
+		<-n.flusherDone
+		n.bgCancel = nil
+	}
+	if n.members != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		n.members.leave(ctx)
+		cancel()
+	}
+	if n.tier != nil {
+		if err := n.tier.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close object store: %w", err))
+		}
+	}
 	if n.wal != nil {
 		if err := n.wal.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close WAL: %w", err))
 		}
+		n.wal = nil
 	}
 	if n.etcd != nil {
 		_ = n.etcd.Close()
+		n.etcd = nil
 	}
 	if n.embed != nil {
 		if err := n.embed.Close(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -44,8 +45,8 @@ func recordEnd(p Pos) int64   { return p.Offset + int64(p.Len) }
 func TestTornTailAtEveryByte(t *testing.T) {
 	const segSize = 4096
 	// Five 1000-byte entries: four in segment 1, one in segment 2, then the
-	// 200-byte victim.
-	sizes := []int{1000, 1000, 1000, 1000, 1000, 200}
+	// 120-byte victim.
+	sizes := []int{1000, 1000, 1000, 1000, 1000, 120}
 	src, all := buildLog(t, segSize, sizes)
 	last := all[len(all)-1].pos
 	if last.Segment != 2 {
@@ -238,7 +239,7 @@ func TestCorruption(t *testing.T) {
 					t.Errorf("error %q does not mention %q", err, s)
 				}
 			}
-			if after := snapshot(t, dir); !maps2Equal(before, after) {
+			if after := snapshot(t, dir); !maps.Equal(before, after) {
 				t.Fatal("a refused Open modified the log")
 			}
 		})
@@ -264,18 +265,6 @@ func snapshot(t *testing.T, dir string) map[string]string {
 		m[e.Name()] = string(b)
 	}
 	return m
-}
-
-func maps2Equal(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestDamagedLastRecordIsTornNotCorrupt pins down the other side of the

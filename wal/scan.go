@@ -48,11 +48,7 @@ func (w *window) bytes(off int64, n int) ([]byte, error) {
 	return w.buf[:n], nil
 }
 
-// stop describes where and why a walk over a segment stopped early.
-type stop struct {
-	off    int64
-	reason string
-}
+const whyZeroHeader = "zeroed record header"
 
 // walk visits the valid records of a segment from offset 0 until limit or
 // the first record that is not valid, and returns the offset where the valid
@@ -72,7 +68,7 @@ func walk(w *window, seg uint64, limit int64, fn func(off int64, payload []byte)
 		n, pcrc, st := parseHeader(h, seed)
 		switch {
 		case st == headerZero:
-			return off, entries, "zeroed record header", nil
+			return off, entries, whyZeroHeader, nil
 		case st == headerBad:
 			return off, entries, "record header checksum mismatch", nil
 		case n > MaxEntrySize:
@@ -136,6 +132,9 @@ func scanSegment(w *window, r io.ReaderAt, size int64, seg uint64) (segScan, err
 	if found {
 		return segScan{}, fmt.Errorf("%w: segment %d (%s) offset %d: %s, but a valid record follows at offset %d",
 			ErrCorrupt, seg, segmentName(seg), end, why, at)
+	}
+	if why == whyZeroHeader {
+		s.why = fmt.Sprintf("non-zero bytes in the padding after the last record, up to offset %d", s.junkEnd)
 	}
 	return s, nil
 }

@@ -69,26 +69,9 @@ func listSegments(dir string) ([]uint64, error) {
 	return segs, nil
 }
 
-// zeros is the source for preallocation writes; it lives in BSS, so it costs
-// no heap and, until written to (never), no memory.
+// zeros is the source for zero writes; it lives in BSS, so it costs no heap
+// and, never being written, no memory.
 var zeros [readChunk]byte
-
-// createZeroed creates path (truncating any earlier attempt) and fills it
-// with size zero bytes, then fsyncs it, so that later record writes overwrite
-// allocated blocks and fdatasync has no metadata to flush.
-func createZeroed(path string, size int64) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("wal: create %s: %w", path, err)
-	}
-	if err := zeroRange(f, 0, size); err != nil {
-		return nil, errors.Join(fmt.Errorf("wal: preallocate %s: %w", path, err), f.Close())
-	}
-	if err := f.Sync(); err != nil {
-		return nil, errors.Join(fmt.Errorf("wal: fsync %s: %w", path, err), f.Close())
-	}
-	return f, nil
-}
 
 func zeroRange(f io.WriterAt, off, end int64) error {
 	for off < end {

@@ -169,15 +169,6 @@ type segment struct {
 	end  int64 // end of the records; final once the writer has moved on
 }
 
-// prepared is the next segment file being zero-filled in the background so
-// rotation does not stall the writer for SegmentSize of writes.
-type prepared struct {
-	seg  uint64
-	done chan struct{}
-	f    *os.File
-	err  error
-}
-
 // batch is one commit group's bytes, framed and ready for pwrite. Two of
 // them alternate between Enqueue and the writer, so the buffers are reused.
 type batch struct {
@@ -293,11 +284,16 @@ func open(opts Options, sync func(*os.File) error) (_ *WAL, rep RecoveryReport, 
 		return nil, rep, err
 	}
 	if len(w.segs) == 0 {
-		f, err := createZeroed(w.tmpPath(1), w.segSize)
+		// The first segment is filled before Open returns: a new node's
+		// first appends should not pay for growing the file.
+		w.prepare(1, w.segSize)
+		<-w.next.done
+		f, size, err := w.next.finish()
+		w.next = nil
 		if err != nil {
 			return nil, rep, err
 		}
-		w.segs = append(w.segs, &segment{num: 1, f: f, size: w.segSize})
+		w.segs = append(w.segs, &segment{num: 1, f: f, size: size})
 		if err := os.Rename(w.tmpPath(1), w.path(1)); err != nil {
 			return nil, rep, fmt.Errorf("wal: create first segment: %w", err)
 		}
@@ -309,7 +305,7 @@ func open(opts Options, sync func(*os.File) error) (_ *WAL, rep RecoveryReport, 
 	w.curEnd = w.cur.end
 	w.durSeg, w.durEnd = w.cur.num, w.cur.end
 	w.tailSeg, w.tailOff, w.tailSeed = w.cur.num, w.cur.end, segmentSeed(w.cur.num)
-	w.prepare(w.cur.num + 1)
+	w.prepare(w.cur.num+1, preallocPace*w.curEnd)
 	go w.run()
 	w.log.Info("wal: opened", "dir", w.dir, "segments", rep.Segments, "entries", rep.Entries,
 		"active_segment", w.cur.num, "active_offset", w.curEnd)
@@ -555,8 +551,9 @@ func (w *WAL) commit(b *batch) error {
 	}
 	w.segMu.Lock()
 	w.durSeg, w.durEnd = w.cur.num, w.curEnd
-	w.cur.size = max(w.cur.size, w.curEnd) // an oversized entry extends the file
+	w.cur.size = max(w.cur.size, w.curEnd) // records past a short preallocation extend the file
 	w.segMu.Unlock()
+	w.next.pace(w.curEnd)
 
 	c := &w.ctr
 	c.entries.Add(uint64(b.n))
@@ -592,43 +589,31 @@ func (w *WAL) rotate(seg uint64) error {
 		}
 	}
 	p := w.next
-	if p == nil || p.seg != seg {
-		w.prepare(seg) // unreachable while rotations are sequential; cheap insurance
-		p = w.next
-	}
-	<-p.done
 	w.next = nil
-	if p.err != nil {
-		return p.err
+	if p == nil || p.seg != seg {
+		return fmt.Errorf("internal error: rotating to segment %d without its prepared file", seg)
+	}
+	f, size, err := p.finish()
+	if err != nil {
+		return err
 	}
 	if err := os.Rename(w.tmpPath(seg), w.path(seg)); err != nil {
-		p.f.Close()
+		f.Close()
 		return fmt.Errorf("install segment %d: %w", seg, err)
 	}
-	s := &segment{num: seg, f: p.f, size: w.segSize}
+	s := &segment{num: seg, f: f, size: size}
 	w.segMu.Lock()
 	w.cur.end = w.curEnd
 	w.durSeg, w.durEnd = w.cur.num, w.curEnd
 	w.segs = append(w.segs, s)
 	w.segMu.Unlock()
 	w.cur, w.curEnd = s, 0
-	w.prepare(seg + 1)
+	w.prepare(seg+1, 0)
 	if err := syncDir(w.dir); err != nil {
 		return err
 	}
 	w.log.Debug("wal: rotated", "segment", seg)
 	return nil
-}
-
-// prepare starts zero-filling the file for segment seg.
-func (w *WAL) prepare(seg uint64) {
-	p := &prepared{seg: seg, done: make(chan struct{})}
-	w.next = p
-	path := w.tmpPath(seg)
-	go func() {
-		defer close(p.done)
-		p.f, p.err = createZeroed(path, w.segSize)
-	}()
 }
 
 // fail makes err sticky, fails b and everything still queued, and wakes
@@ -825,12 +810,8 @@ func (w *WAL) Close() error {
 		errs = append(errs, *err)
 	}
 	if p := w.next; p != nil {
-		<-p.done
-		if p.f != nil {
-			p.f.Close()
-			if err := os.Remove(w.tmpPath(p.seg)); err != nil {
-				errs = append(errs, fmt.Errorf("wal: remove unused preallocated segment: %w", err))
-			}
+		if err := p.discard(w.tmpPath(p.seg)); err != nil {
+			errs = append(errs, err)
 		}
 		w.next = nil
 	}

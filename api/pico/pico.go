@@ -1,11 +1,13 @@
 // Package pico serves the Pico HTTP protocol, PicoMQ's native API: a stream
 // is a URL path and the standard methods keep their meaning (PUT creates, POST
-// appends, GET reads, HEAD describes, DELETE deletes). All position state
+// appends, GET reads, HEAD describes, DELETE deletes), plus the /_streams
+// admin resource (list, describe, reconfigure, trim). All position state
 // travels in Pico-* response headers; the server keeps nothing per consumer.
 //
 // The handler is a thin facade: it parses HTTP, calls the stream service and
-// renders the result. docs/api.md is the reference for every header and
-// status code used here.
+// renders the result. docs/api.md is the reference for every header, query
+// parameter and status code used here; the wire vocabulary itself lives in
+// sdk/wire so the Go SDK can never disagree with it.
 package pico
 
 import (
@@ -14,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -31,43 +32,115 @@ import (
 // Service is what the Pico frontend needs from the stream service.
 type Service interface {
 	Create(ctx context.Context, name string, opts stream.CreateOptions) (stream.Info, bool, error)
-	Append(ctx context.Context, name string, recs []record.Record) (stream.AppendResult, error)
+	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error)
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error)
+	WaitFor(ctx context.Context, name string, offset int64) (bool, error)
 	Head(ctx context.Context, name string) (stream.Info, error)
 	Delete(ctx context.Context, name string) error
+	List(ctx context.Context, prefix, after string, limit int) ([]stream.Info, bool, error)
+	Configure(ctx context.Context, name string, ch stream.ConfigChange) (stream.Info, error)
 }
 
-// Config tunes the handler. Zero values get defaults.
+// Config tunes the handler. Zero values get the defaults documented in
+// docs/api.md.
 type Config struct {
 	// MaxAppendBytes bounds one append request body (413 above it).
 	MaxAppendBytes int64
-	Logger         *slog.Logger
+	// MaxRecordBytes bounds one record: key, value, header keys and values.
+	MaxRecordBytes int
+	// MaxBatchRecords bounds the records of one append.
+	MaxBatchRecords int
+	// MaxRecordHeaders bounds the headers of one record.
+	MaxRecordHeaders int
+	// LongPollTimeout caps a live=long-poll read (--long-poll-timeout).
+	LongPollTimeout time.Duration
+	// SSETimeout caps one live=sse connection (--sse-timeout); the client
+	// reconnects with Last-Event-ID.
+	SSETimeout time.Duration
+	// SSEKeepAlive is the interval of SSE comment lines on an idle
+	// connection, so proxies do not cut it.
+	SSEKeepAlive time.Duration
+	// CursorInterval is the time bucket of Pico-Cursor values.
+	CursorInterval time.Duration
+	// Now is the clock of cursors; tests inject one.
+	Now    func() time.Time
+	Logger *slog.Logger
 }
+
+// Defaults of Config.
+const (
+	DefaultMaxAppendBytes   = 4 << 20
+	DefaultMaxRecordBytes   = 1 << 20
+	DefaultMaxBatchRecords  = 10000
+	DefaultMaxRecordHeaders = 64
+	DefaultLongPollTimeout  = 25 * time.Second
+	DefaultSSETimeout       = 55 * time.Second
+	DefaultSSEKeepAlive     = 15 * time.Second
+	DefaultCursorInterval   = 20 * time.Second
+)
 
 // Handler serves the Pico protocol.
 type Handler struct {
 	svc Service
 	cfg Config
+	lim batchLimits
 }
 
 // New returns a Pico handler over svc.
 func New(svc Service, cfg Config) *Handler {
 	if cfg.MaxAppendBytes <= 0 {
-		cfg.MaxAppendBytes = 4 << 20
+		cfg.MaxAppendBytes = DefaultMaxAppendBytes
+	}
+	if cfg.MaxRecordBytes <= 0 {
+		cfg.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if cfg.MaxBatchRecords <= 0 {
+		cfg.MaxBatchRecords = DefaultMaxBatchRecords
+	}
+	if cfg.MaxRecordHeaders <= 0 {
+		cfg.MaxRecordHeaders = DefaultMaxRecordHeaders
+	}
+	if cfg.LongPollTimeout <= 0 {
+		cfg.LongPollTimeout = DefaultLongPollTimeout
+	}
+	if cfg.SSETimeout <= 0 {
+		cfg.SSETimeout = DefaultSSETimeout
+	}
+	if cfg.SSEKeepAlive <= 0 {
+		cfg.SSEKeepAlive = DefaultSSEKeepAlive
+	}
+	if cfg.CursorInterval <= 0 {
+		cfg.CursorInterval = DefaultCursorInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Handler{svc: svc, cfg: cfg}
+	return &Handler{svc: svc, cfg: cfg, lim: batchLimits{
+		maxRecords:     cfg.MaxBatchRecords,
+		maxRecordBytes: cfg.MaxRecordBytes,
+		maxHeaders:     cfg.MaxRecordHeaders,
+	}}
 }
 
-// Register mounts the stream routes on r. They catch every path, so callers
-// register their own root routes (/healthz, /metrics, …) first.
+// Register mounts the Pico routes on r. The stream route catches every path,
+// so callers register their own root routes (/healthz, /metrics, …) first.
 func (h *Handler) Register(r *mux.Router) {
+	r.Path(wire.PathStreams).HandlerFunc(h.serveList)
+	r.PathPrefix(wire.PathStreams + "/").HandlerFunc(h.serveAdmin)
 	r.PathPrefix("/_").HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		httpx.WriteError(w, http.StatusNotFound, wire.CodeNotFoundRoute, "no such endpoint: "+req.URL.Path)
 	})
 	r.PathPrefix("/").HandlerFunc(h.serveStream)
+}
+
+// ServeHTTP serves the Pico routes alone, for tests and embedding.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	router := mux.NewRouter().SkipClean(true)
+	h.Register(router)
+	router.ServeHTTP(w, r)
 }
 
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
@@ -100,10 +173,24 @@ func classify(err error) (status int, code string, ok bool) {
 		return http.StatusBadRequest, wire.CodeInvalidName, true
 	case errors.Is(err, stream.ErrNotFound):
 		return http.StatusNotFound, wire.CodeNotFound, true
+	case errors.Is(err, stream.ErrTopicConflict):
+		return http.StatusConflict, wire.CodeTopicConflict, true
+	case errors.Is(err, stream.ErrInvalidTopic):
+		return http.StatusBadRequest, wire.CodeInvalidTopic, true
 	case errors.Is(err, stream.ErrConflict):
 		return http.StatusConflict, wire.CodeExists, true
+	case errors.Is(err, stream.ErrOffsetTrimmed):
+		return http.StatusGone, wire.CodeOffsetTrimmed, true
 	case errors.Is(err, stream.ErrOffsetOutOfRange):
 		return http.StatusRequestedRangeNotSatisfiable, wire.CodeOffsetOutOfRange, true
+	case errors.Is(err, stream.ErrProducerFenced):
+		return http.StatusForbidden, wire.CodeProducerFenced, true
+	case errors.Is(err, stream.ErrProducerSeqGap):
+		return http.StatusConflict, wire.CodeProducerSeqGap, true
+	case errors.Is(err, stream.ErrProducerEpochSeq):
+		return http.StatusBadRequest, wire.CodeProducerEpochSeq, true
+	case errors.Is(err, stream.ErrStreamClosed):
+		return http.StatusConflict, wire.CodeStreamClosed, true
 	case errors.Is(err, stream.ErrInvalidArgument), errors.Is(err, record.ErrInvalid):
 		return http.StatusBadRequest, wire.CodeBadRequest, true
 	case errors.Is(err, stream.ErrUnavailable):
@@ -116,39 +203,140 @@ func classify(err error) (status int, code string, ok bool) {
 	return http.StatusInternalServerError, wire.CodeInternal, false
 }
 
-func (h *Handler) writeServiceError(w http.ResponseWriter, r *http.Request, err error) {
+// errorDetail builds the JSON error for err, with the numbers a client needs
+// to act on it (expected sequence, start offset, …) both in the body and in
+// Pico-* response headers.
+func (h *Handler) errorDetail(w http.ResponseWriter, r *http.Request, err error) (int, wire.ErrorDetail) {
 	status, code, ok := classify(err)
-	msg := err.Error()
+	d := wire.ErrorDetail{Code: code, Message: err.Error()}
 	if !ok {
 		h.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		msg = "internal error"
+		d.Message = "internal error"
 	}
-	httpx.WriteError(w, status, code, msg)
+	hd := w.Header()
+	var pe *stream.ProducerError
+	if errors.As(err, &pe) {
+		switch {
+		case errors.Is(err, stream.ErrProducerSeqGap):
+			exp, rec := pe.ExpectedSeq, pe.ReceivedSeq
+			d.ExpectedSeq, d.ReceivedSeq = &exp, &rec
+			hd.Set(wire.HeaderProducerExpectedSeq, strconv.FormatUint(exp, 10))
+			hd.Set(wire.HeaderProducerReceivedSeq, strconv.FormatUint(rec, 10))
+		case errors.Is(err, stream.ErrProducerFenced), errors.Is(err, stream.ErrProducerEpochSeq):
+			cur := pe.CurrentEpoch
+			d.CurrentEpoch = &cur
+			hd.Set(wire.HeaderProducerEpoch, strconv.FormatUint(cur, 10))
+		}
+	}
+	var te *stream.TrimmedError
+	if errors.As(err, &te) {
+		so := te.StartOffset
+		d.StartOffset = &so
+		hd.Set(wire.HeaderStartOffset, strconv.FormatInt(so, 10))
+	}
+	var ce *stream.ClosedError
+	if errors.As(err, &ce) {
+		next := ce.NextOffset
+		d.NextOffset = &next
+		hd.Set(wire.HeaderNextOffset, strconv.FormatInt(next, 10))
+		hd.Set(wire.HeaderClosed, "true")
+	}
+	return status, d
 }
 
-// streamInfoJSON is the JSON description of a stream returned by create.
-type streamInfoJSON struct {
-	Name        string    `json:"name"`
-	ContentType string    `json:"contentType"`
-	CreatedAt   time.Time `json:"createdAt"`
-	StartOffset int64     `json:"startOffset"`
-	NextOffset  int64     `json:"nextOffset"`
+func (h *Handler) writeServiceError(w http.ResponseWriter, r *http.Request, err error) {
+	status, d := h.errorDetail(w, r, err)
+	writeErrorDetail(w, status, d)
+}
+
+// writeErrorDetail is httpx.WriteError with the optional detail fields.
+func writeErrorDetail(w http.ResponseWriter, status int, d wire.ErrorDetail) {
+	hd := w.Header()
+	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && hd.Get("Retry-After") == "" {
+		hd.Set("Retry-After", "1")
+	}
+	hd.Set("X-Content-Type-Options", "nosniff")
+	httpx.WriteJSON(w, status, wire.ErrorBody{Error: d})
+}
+
+// streamJSON describes a stream: the body of create and of
+// GET /_streams/{name}, and the elements of a listing.
+type streamJSON struct {
+	Name           string    `json:"name"`
+	ID             uint64    `json:"id"`
+	ContentType    string    `json:"contentType"`
+	CreatedAt      time.Time `json:"createdAt"`
+	KafkaTopic     string    `json:"kafkaTopic,omitempty"`
+	RetentionMs    int64     `json:"retentionMs"`
+	RetentionBytes int64     `json:"retentionBytes"`
+	StartOffset    int64     `json:"startOffset"`
+	NextOffset     int64     `json:"nextOffset"`
+	Closed         bool      `json:"closed"`
+	Owner          string    `json:"owner,omitempty"`
+}
+
+func describe(info stream.Info) streamJSON {
+	return streamJSON{
+		Name: info.Name, ID: info.ID, ContentType: info.ContentType, CreatedAt: info.CreatedAt,
+		KafkaTopic: info.KafkaTopic, RetentionMs: info.RetentionMs, RetentionBytes: info.RetentionBytes,
+		StartOffset: info.StartOffset, NextOffset: info.NextOffset, Closed: info.Closed, Owner: info.Owner,
+	}
 }
 
 func setInfoHeaders(hd http.Header, info stream.Info) {
 	hd.Set(wire.HeaderNextOffset, strconv.FormatInt(info.NextOffset, 10))
 	hd.Set(wire.HeaderStartOffset, strconv.FormatInt(info.StartOffset, 10))
 	hd.Set(wire.HeaderStreamID, strconv.FormatUint(info.ID, 10))
+	if info.KafkaTopic != "" {
+		hd.Set(wire.HeaderKafkaTopic, info.KafkaTopic)
+	}
+	if info.RetentionMs > 0 {
+		hd.Set(wire.HeaderRetentionMs, strconv.FormatInt(info.RetentionMs, 10))
+	}
+	if info.RetentionBytes > 0 {
+		hd.Set(wire.HeaderRetentionBytes, strconv.FormatInt(info.RetentionBytes, 10))
+	}
+	if info.Closed {
+		hd.Set(wire.HeaderClosed, "true")
+	}
+}
+
+// drainBody reads and discards a small body of a request that takes none
+// (PUT, DELETE), so the connection can be reused; a large one is not read.
+func drainBody(r *http.Request) error {
+	_, err := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<16))
+	return err
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
-	// A create carries no records; drain a small body so keep-alive works
-	// and reject a large one rather than read it.
-	if _, err := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<16)); err != nil {
+	if err := drainBody(r); err != nil {
 		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, "reading body: "+err.Error())
 		return
 	}
-	info, created, err := h.svc.Create(r.Context(), name, stream.CreateOptions{ContentType: r.Header.Get("Content-Type")})
+	ct := r.Header.Get("Content-Type")
+	if isEnvelope(ct) {
+		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest,
+			fmt.Sprintf("%q is a Pico batch envelope, not a stream content type", ct))
+		return
+	}
+	opts := stream.CreateOptions{ContentType: ct}
+	if t, ok := r.Header[wire.HeaderKafkaTopic]; ok {
+		topic := ""
+		if len(t) > 0 {
+			topic = strings.TrimSpace(t[0])
+		}
+		opts.KafkaTopic = &topic
+	}
+	var err error
+	if opts.RetentionMs, _, err = parseNonNegativeHeader(r.Header, wire.HeaderRetentionMs); err != nil {
+		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+		return
+	}
+	if opts.RetentionBytes, _, err = parseNonNegativeHeader(r.Header, wire.HeaderRetentionBytes); err != nil {
+		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+		return
+	}
+	info, created, err := h.svc.Create(r.Context(), name, opts)
 	if err != nil {
 		h.writeServiceError(w, r, err)
 		return
@@ -159,137 +347,15 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
 		status = http.StatusCreated
 		w.Header().Set("Location", name)
 	}
-	httpx.WriteJSON(w, status, streamInfoJSON{
-		Name: info.Name, ContentType: info.ContentType, CreatedAt: info.CreatedAt,
-		StartOffset: info.StartOffset, NextOffset: info.NextOffset,
-	})
-}
-
-// appendAck is the JSON body of a successful append.
-type appendAck struct {
-	Offset     int64 `json:"offset"`
-	NextOffset int64 `json:"nextOffset"`
-	Timestamp  int64 `json:"timestamp"`
-}
-
-func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
-	info, err := h.svc.Head(r.Context(), name)
-	if err != nil {
-		h.writeServiceError(w, r, err)
-		return
-	}
-	ct := r.Header.Get("Content-Type")
-	if ct != "" && !stream.SameContentType(ct, info.ContentType) {
-		httpx.WriteError(w, http.StatusUnsupportedMediaType, wire.CodeUnsupportedMedia,
-			fmt.Sprintf("stream %s holds %q; the request body is %q", name, info.ContentType, ct))
-		return
-	}
-	if r.ContentLength > h.cfg.MaxAppendBytes {
-		httpx.WriteError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
-			fmt.Sprintf("body of %d bytes exceeds the limit of %d", r.ContentLength, h.cfg.MaxAppendBytes))
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxAppendBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			httpx.WriteError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
-				fmt.Sprintf("body exceeds the limit of %d bytes", h.cfg.MaxAppendBytes))
-			return
-		}
-		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, "reading body: "+err.Error())
-		return
-	}
-	if isJSON(info.ContentType) && !jsonValid(body) {
-		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, "body is not valid JSON, but the stream holds "+info.ContentType)
-		return
-	}
-	rec := record.Record{Value: body}
-	if k, ok := r.Header[wire.HeaderKey]; ok && len(k) > 0 {
-		rec.Key = []byte(k[0])
-	}
-	ack, err := h.svc.Append(r.Context(), name, []record.Record{rec})
-	if err != nil {
-		h.writeServiceError(w, r, err)
-		return
-	}
-	hd := w.Header()
-	hd.Set(wire.HeaderOffset, strconv.FormatInt(ack.FirstOffset, 10))
-	hd.Set(wire.HeaderNextOffset, strconv.FormatInt(ack.NextOffset, 10))
-	hd.Set(wire.HeaderTimestamp, strconv.FormatInt(ack.Timestamp, 10))
-	httpx.WriteJSON(w, http.StatusOK, appendAck{Offset: ack.FirstOffset, NextOffset: ack.NextOffset, Timestamp: ack.Timestamp})
-}
-
-// isJSON reports whether a content type is JSON (application/json or a
-// +json structured syntax suffix).
-func isJSON(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return false
-	}
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
-}
-
-func parseNonNegative(r *http.Request, key string) (int64, bool, error) {
-	v := r.URL.Query().Get(key)
-	if v == "" {
-		return 0, false, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, true, fmt.Errorf("%s=%q is not a non-negative integer", key, v)
-	}
-	return n, true, nil
-}
-
-func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
-	offset, _, err := parseNonNegative(r, wire.QueryOffset)
-	if err != nil {
-		httpx.WriteError(w, http.StatusBadRequest, wire.CodeInvalidOffset, err.Error())
-		return
-	}
-	limit, _, err := parseNonNegative(r, wire.QueryLimit)
-	if err != nil {
-		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
-		return
-	}
-	maxBytes, _, err := parseNonNegative(r, wire.QueryMaxBytes)
-	if err != nil {
-		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
-		return
-	}
-	enc := r.URL.Query().Get(wire.QueryEncoding)
-	if enc != "" && enc != wire.EncodingUTF8 && enc != wire.EncodingBase64 {
-		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("encoding=%q: want utf8 or base64", enc))
-		return
-	}
-	res, err := h.svc.Read(r.Context(), name, stream.ReadOptions{
-		Offset:     offset,
-		MaxRecords: int(min(limit, 1<<30)),
-		MaxBytes:   int(min(maxBytes, 1<<30)),
-	})
-	if err != nil {
-		h.writeServiceError(w, r, err)
-		return
-	}
-	hd := w.Header()
-	hd.Set("Content-Type", wire.MediaJSON)
-	hd.Set(wire.HeaderNextOffset, strconv.FormatInt(res.NextOffset, 10))
-	hd.Set(wire.HeaderStartOffset, strconv.FormatInt(res.StartOffset, 10))
-	hd.Set(wire.HeaderUpToDate, strconv.FormatBool(res.UpToDate))
-	hd.Set("Cache-Control", "no-store")
-	buf := appendRecordsJSON(make([]byte, 0, 256+estimateSize(res.Records)), res.Records, enc == wire.EncodingBase64)
-	hd.Set("Content-Length", strconv.Itoa(len(buf)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(buf)
+	httpx.WriteJSON(w, status, describe(info))
 }
 
 func (h *Handler) head(w http.ResponseWriter, r *http.Request, name string) {
 	info, err := h.svc.Head(r.Context(), name)
 	if err != nil {
 		// HEAD responses carry no body; the status and code header say it.
-		status, code, _ := classify(err)
-		w.Header().Set("Pico-Error-Code", code)
+		status, d := h.errorDetail(w, r, err)
+		w.Header().Set(wire.HeaderErrorCode, d.Code)
 		w.WriteHeader(status)
 		return
 	}
@@ -300,10 +366,13 @@ func (h *Handler) head(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
+	if err := drainBody(r); err != nil {
+		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, "reading body: "+err.Error())
+		return
+	}
 	if err := h.svc.Delete(r.Context(), name); err != nil {
 		h.writeServiceError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-

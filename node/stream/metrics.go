@@ -46,3 +46,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	return m
 }
+
+// registerGauges exports state read at scrape time.
+func (s *Service) registerGauges(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "picomq_unflushed_bytes",
+		Help: "Bytes appended and not yet committed to object storage (the local-durability loss window).",
+	}, func() float64 { return float64(s.pending.Load()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "picomq_streams", Help: "Streams loaded on this node.",
+	}, func() float64 {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return float64(len(s.byID))
+	}))
+}

@@ -118,6 +118,7 @@ type Service struct {
 	fenced  error // set while the node has no live etcd lease
 	closed  bool
 	bufPool sync.Pool
+	life    lifeSet // streams that can expire (lifecycle.go)
 
 	tier     Tier
 	tcfg     TierConfig
@@ -132,10 +133,10 @@ type Service struct {
 type streamState struct {
 	info meta.Stream
 
-	mu      sync.Mutex
-	next    int64 // next offset to assign
-	hwm     int64 // one past the last durable offset; readers stop here
-	lastTS  int64 // last LogAppendTime, to keep timestamps monotonic
+	mu     sync.Mutex
+	next   int64 // next offset to assign
+	hwm    int64 // one past the last durable offset; readers stop here
+	lastTS int64 // last LogAppendTime, to keep timestamps monotonic
 	// chunks index the stream's durable history in offset order: one per
 	// WAL batch for the un-uploaded tail, one per object range below
 	// uploaded. They are contiguous: chunks[i].next == chunks[i+1].base.
@@ -165,6 +166,7 @@ type streamState struct {
 	// closedVisible: the close is durable, so readers may be told.
 	closedVisible bool
 	closedBy      *Producer // the producer batch that closed the stream, for dedup of its retries
+	life          lifecycle // expiry, soft delete, fork references (lifecycle.go)
 }
 
 // chunk locates offsets [base, next) of a stream: either one batch in the
@@ -172,7 +174,7 @@ type streamState struct {
 type chunk struct {
 	base, next int64
 	pos        wal.Pos
-	obj        string // object key; "" = in the WAL at pos
+	obj        *ObjectRef // nil = in the WAL at pos
 }
 
 // Info describes a stream at one moment. It is the frontends' view of the
@@ -186,6 +188,13 @@ type Info struct {
 	StartOffset int64
 	NextOffset  int64
 	Closed      bool
+	// TTL (sliding) and ExpiresAt (absolute): see lifecycle.go.
+	TTL       time.Duration
+	ExpiresAt time.Time
+	// KafkaTopic, RetentionMs, RetentionBytes: see topics.go, retention.go.
+	KafkaTopic     string
+	RetentionMs    int64
+	RetentionBytes int64
 }
 
 // CreateOptions is the configuration a client asks for at create.
@@ -194,6 +203,21 @@ type CreateOptions struct {
 	// Durability overrides the node default ("local" or "object"); ""
 	// keeps the default and is not part of the identical-config check.
 	Durability string
+	// Lifecycle (lifecycle.go, fork.go): a sliding TTL or an absolute
+	// expiry (at most one), a fork source, records to write at create,
+	// and whether to create the stream closed. All but Initial are part
+	// of the identical-config check (closure as the stream is now).
+	TTL       time.Duration
+	ExpiresAt time.Time
+	Fork      *ForkOptions
+	Initial   []record.Record
+	Closed    bool
+	// KafkaTopic: nil derives the alias from the name, "" means none, else
+	// that alias (topics.go). RetentionMs/RetentionBytes: 0 = unlimited.
+	// Given values are part of the identical-config check.
+	KafkaTopic     *string
+	RetentionMs    int64
+	RetentionBytes int64
 }
 
 // ReadOptions selects what a read returns.
@@ -228,6 +252,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		flushNow: make(chan struct{}, 1),
 		metrics:  newMetrics(cfg.Registerer),
 	}
+	s.registerGauges(cfg.Registerer)
 	all, err := reg.AllStreams(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("stream: load registry: %w", err)
@@ -313,6 +338,7 @@ func (st *streamState) replay(pos wal.Pos, e *entry) error {
 
 func (s *Service) insertLocked(m meta.Stream) *streamState {
 	st := &streamState{info: m, wake: make(chan struct{}), upWake: make(chan struct{})}
+	s.initLifecycle(st)
 	s.byName[m.Name] = st
 	s.byID[m.ID] = st
 	return st
@@ -366,6 +392,10 @@ func (s *Service) Create(ctx context.Context, name string, opts CreateOptions) (
 	if err := ValidateName(name); err != nil {
 		return Info{}, false, err
 	}
+	plan, err := s.prepareCreate(ctx, name, &opts)
+	if err != nil {
+		return Info{}, false, err
+	}
 	ct := strings.TrimSpace(opts.ContentType)
 	if ct == "" {
 		ct = "application/octet-stream"
@@ -381,16 +411,29 @@ func (s *Service) Create(ctx context.Context, name string, opts CreateOptions) (
 	if err := s.Ready(); err != nil {
 		return Info{}, false, err
 	}
-	stored, created, err := s.reg.CreateStream(ctx, meta.Stream{
+	if err := plan.begin(ctx, s); err != nil {
+		return Info{}, false, err
+	}
+	stored, created, err := s.createRecord(ctx, plan.apply(meta.Stream{
 		Name:        name,
 		ContentType: ct,
 		CreatedAt:   s.cfg.Now().UTC(),
 		Owner:       s.cfg.NodeID,
 		Epoch:       1,
 		Durability:  opts.Durability,
-	})
+	}), opts)
 	if err != nil {
-		return Info{}, false, fmt.Errorf("%w: registry create %q: %v", ErrUnavailable, name, err)
+		plan.undo(ctx, s)
+		return Info{}, false, err
+	}
+	if !created {
+		plan.undo(ctx, s)
+		if err := s.sameConfig(stored, ct, opts, plan); err != nil {
+			return Info{}, false, err
+		}
+		if err := sameTopicConfig(stored, opts); err != nil {
+			return Info{}, false, err
+		}
 	}
 	if !created && !SameContentType(stored.ContentType, ct) {
 		return Info{}, false, fmt.Errorf("%w: %q has content type %q, not %q", ErrConflict, name, stored.ContentType, ct)
@@ -404,6 +447,11 @@ func (s *Service) Create(ctx context.Context, name string, opts CreateOptions) (
 		st = s.insertLocked(stored)
 	}
 	s.mu.Unlock()
+	if created {
+		if err := s.finishCreate(ctx, name, opts); err != nil {
+			return Info{}, false, err
+		}
+	}
 	return st.snapshot(), created, nil
 }
 
@@ -422,6 +470,13 @@ func (st *streamState) infoLocked() Info {
 		Owner:       st.info.Owner,
 		NextOffset:  st.hwm,
 		Closed:      st.closedVisible,
+		TTL:         st.life.ttl,
+		ExpiresAt:   st.life.expiresAt,
+
+		StartOffset:    st.info.StartOffset,
+		KafkaTopic:     st.info.KafkaTopic,
+		RetentionMs:    st.info.RetentionMs,
+		RetentionBytes: st.info.RetentionBytes,
 	}
 }
 
@@ -434,6 +489,9 @@ func (s *Service) lookup(name string) (*streamState, error) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if err := s.gate(st); err != nil {
+		return nil, err
 	}
 	return st, nil
 }
@@ -453,6 +511,9 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 	st, err := s.lookup(name)
 	if err != nil {
 		return err
+	}
+	if soft, err := s.beginDelete(ctx, st); err != nil || soft {
+		return err // soft: forks still read it, so it is only soft-deleted
 	}
 	if err := s.reg.DeleteStream(ctx, name, st.info.ID); err != nil {
 		if errors.Is(err, meta.ErrNotFound) {
@@ -474,6 +535,7 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 	close(st.wake) // wake long-polls so they see the stream is gone
 	st.wake = make(chan struct{})
 	st.mu.Unlock()
+	s.afterDelete(ctx, st)
 	return nil
 }
 
@@ -529,6 +591,7 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	if err != nil {
 		return AppendResult{}, err
 	}
+	st.life.touch(s.cfg.Now()) // a write (close-only too) resets a sliding TTL
 	if err := s.Ready(); err != nil {
 		return AppendResult{}, err
 	}
@@ -715,6 +778,13 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 	if err != nil {
 		return ReadResult{}, err
 	}
+	st.life.touch(s.cfg.Now()) // a read resets a sliding TTL
+	if err := st.checkTrimmed(opts.Offset); err != nil {
+		return ReadResult{}, err
+	}
+	if st.info.Fork != nil {
+		return s.readView(ctx, st, opts) // stitches in the source's history
+	}
 	limit := opts.MaxRecords
 	if limit <= 0 {
 		limit = s.cfg.DefaultReadRecords
@@ -745,7 +815,7 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 	}
 	st.mu.Unlock()
 
-	res := ReadResult{NextOffset: opts.Offset, Stream: info}
+	res := ReadResult{NextOffset: opts.Offset, Stream: info, StartOffset: info.StartOffset}
 	bytes := 0
 	for _, c := range refs {
 		if err := ctx.Err(); err != nil {
@@ -796,11 +866,11 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 // chunkBatches returns whole batches of chunk c, starting with the one that
 // holds offset from, about maxBytes long (at least one batch).
 func (s *Service) chunkBatches(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int) ([]byte, error) {
-	if c.obj != "" {
+	if c.obj != nil {
 		if s.tier == nil {
-			return nil, fmt.Errorf("object %s: no object store configured", c.obj)
+			return nil, fmt.Errorf("object %s: no object store configured", c.obj.Key)
 		}
-		return s.tier.ReadBatches(ctx, c.obj, streamID, max(from, c.base), max(maxBytes, 1))
+		return s.tier.ReadBatches(ctx, c.obj, max(from, c.base), max(maxBytes, 1))
 	}
 	data, err := s.log.ReadAt(c.pos, nil)
 	if err != nil {

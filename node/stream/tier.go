@@ -16,14 +16,15 @@ import (
 // Tier is what the service needs from object storage (the tiering package,
 // adapted in node/). Objects are immutable once uploaded.
 type Tier interface {
-	// Upload writes one object holding every given stream's batches (in
-	// the given order) and returns where each stream's bytes landed. It
-	// must fail rather than overwrite an existing key.
-	Upload(ctx context.Context, key string, streams []UploadStream) ([]ObjectRange, int64, error)
-	// ReadBatches returns whole, CRC-verified batches of streamID from
-	// object key, starting with the batch holding offset from, about
-	// maxBytes long (at least one batch).
-	ReadBatches(ctx context.Context, key string, streamID uint64, from int64, maxBytes int) ([]byte, error)
+	// Upload writes one object holding every given stream's batches
+	// (streams in ascending id) and returns where each stream's bytes
+	// landed, in the same order. It must fail rather than overwrite an
+	// existing key.
+	Upload(ctx context.Context, key string, streams []UploadStream) ([]ObjectRef, int64, error)
+	// ReadBatches returns whole, CRC-verified batches of ref's stream,
+	// starting with the batch holding offset from, about maxBytes long (at
+	// least one batch).
+	ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error)
 	// Delete removes an object; deleting a missing object is not an error.
 	Delete(ctx context.Context, key string) error
 }
@@ -36,11 +37,22 @@ type UploadStream struct {
 	Batches  [][]byte // RecordBatch v2 batches, in offset order
 }
 
-// ObjectRange is where one stream's bytes landed in an uploaded object.
-type ObjectRange struct {
-	StreamID uint64
-	Offset   int64
-	Length   int64
+// ObjectRef is one stream's range in an uploaded object: everything needed
+// to read it with a single ranged GET, without the object's footer.
+type ObjectRef struct {
+	Key            string
+	StreamID       uint64
+	First, Next    int64 // offsets [First, Next)
+	Offset, Length int64 // byte range in the object
+	CRC            uint32
+	Batches        int
+	FirstTimestamp int64
+	MaxTimestamp   int64
+}
+
+func refFromManifest(key string, r meta.ManifestStream) *ObjectRef {
+	return &ObjectRef{Key: key, StreamID: r.StreamID, First: r.First, Next: r.Next, Offset: r.Offset, Length: r.Length,
+		CRC: r.CRC, Batches: r.Batches, FirstTimestamp: r.FirstTimestamp, MaxTimestamp: r.MaxTimestamp}
 }
 
 // Manifests is what the service needs from the registry for tiering.
@@ -71,10 +83,10 @@ type TierConfig struct {
 // stateSnapshot is the stream state persisted with each flush (see
 // meta.ManifestStream.State): what WAL replay would otherwise rebuild.
 type stateSnapshot struct {
-	LastTS    int64                      `json:"lastTs,omitempty"`
-	WriterSeq string                     `json:"writerSeq,omitempty"`
-	Closed    bool                       `json:"closed,omitempty"`
-	ClosedBy  *Producer                  `json:"closedBy,omitempty"`
+	LastTS    int64                       `json:"lastTs,omitempty"`
+	WriterSeq string                      `json:"writerSeq,omitempty"`
+	Closed    bool                        `json:"closed,omitempty"`
+	ClosedBy  *Producer                   `json:"closedBy,omitempty"`
 	Producers map[string]producerSnapJSON `json:"producers,omitempty"`
 }
 
@@ -134,7 +146,7 @@ func (s *Service) loadManifests(ctx context.Context) error {
 		return fmt.Errorf("stream: load manifests: %w", err)
 	}
 	type piece struct {
-		obj         string
+		ref         *ObjectRef
 		first, next int64
 		state       json.RawMessage
 		order       int
@@ -145,7 +157,7 @@ func (s *Service) loadManifests(ctx context.Context) error {
 			if s.byID[r.StreamID] == nil {
 				continue // deleted stream: garbage for the collector
 			}
-			per[r.StreamID] = append(per[r.StreamID], piece{obj: m.Object, first: r.First, next: r.Next, state: r.State, order: i})
+			per[r.StreamID] = append(per[r.StreamID], piece{ref: refFromManifest(m.Object, r), first: r.First, next: r.Next, state: r.State, order: i})
 		}
 	}
 	for id, ps := range per {
@@ -164,7 +176,7 @@ func (s *Service) loadManifests(ctx context.Context) error {
 				if p.first != st.next {
 					return fmt.Errorf("stream: manifests of %s leave a gap: have [0,%d), next object range starts at %d", st.info.Name, st.next, p.first)
 				}
-				st.chunks = append(st.chunks, chunk{base: p.first, next: p.next, obj: p.obj})
+				st.chunks = append(st.chunks, chunk{base: p.first, next: p.next, obj: p.ref})
 				st.next = p.next
 			}
 			if p.next > latest.next || (p.next == latest.next && p.order >= latest.order) {
@@ -290,7 +302,7 @@ func (s *Service) Flush(ctx context.Context) error {
 	for _, it := range items {
 		u := UploadStream{StreamID: it.st.info.ID, First: it.base, Next: it.end}
 		for _, c := range it.refs {
-			if c.obj != "" {
+			if c.obj != nil {
 				continue
 			}
 			data, err := s.log.ReadAt(c.pos, nil)
@@ -315,11 +327,24 @@ func (s *Service) Flush(ctx context.Context) error {
 		return fmt.Errorf("flush: upload %s: %w", key, err)
 	}
 	m := meta.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, CreatedAt: time.Now().UTC()}
+	refs := make([]*ObjectRef, len(items))
+	ri := 0
 	for i, it := range items {
 		ms := meta.ManifestStream{StreamID: it.st.info.ID, First: it.base, Next: it.end, State: it.state}
-		if i < len(ranges) && ranges[i].StreamID == it.st.info.ID {
-			ms.Offset, ms.Length = ranges[i].Offset, ranges[i].Length
+		ref := &ObjectRef{Key: key, StreamID: it.st.info.ID, First: it.base, Next: it.end}
+		if it.end > it.base {
+			// Streams with only state changes (a close) hold no bytes
+			// and get no range from the uploader.
+			if ri >= len(ranges) || ranges[ri].StreamID != it.st.info.ID {
+				_ = s.tier.Delete(context.WithoutCancel(ctx), key)
+				return fmt.Errorf("flush: object %s does not describe stream %d", key, it.st.info.ID)
+			}
+			ref = &ranges[ri]
+			ri++
+			ms.Offset, ms.Length, ms.CRC, ms.Batches = ref.Offset, ref.Length, ref.CRC, ref.Batches
+			ms.FirstTimestamp, ms.MaxTimestamp = ref.FirstTimestamp, ref.MaxTimestamp
 		}
+		refs[i] = ref
 		m.Streams = append(m.Streams, ms)
 	}
 	var sess *meta.Session
@@ -335,7 +360,7 @@ func (s *Service) Flush(ctx context.Context) error {
 		}
 		return fmt.Errorf("flush: commit manifest: %w", err)
 	}
-	for _, it := range items {
+	for k, it := range items {
 		st := it.st
 		st.mu.Lock()
 		if st.uploaded == it.base && !st.deleted {
@@ -345,15 +370,22 @@ func (s *Service) Flush(ctx context.Context) error {
 			if it.end > it.base {
 				nc := make([]chunk, 0, len(st.chunks)-(j-i)+1)
 				nc = append(nc, st.chunks[:i]...)
-				nc = append(nc, chunk{base: it.base, next: it.end, obj: key})
+				nc = append(nc, chunk{base: it.base, next: it.end, obj: refs[k]})
 				nc = append(nc, st.chunks[j:]...)
 				st.chunks = nc
+				j = i + 1
 			}
 			st.uploaded = it.end
-			if st.next == it.end && st.lastPending == it.pending {
+			switch {
+			case st.lastPending == it.pending:
+				// Nothing was appended since the snapshot.
 				st.walLow = 0
-			} else if j < len(st.chunks) && st.chunks[j].obj == "" {
+			case j < len(st.chunks) && st.chunks[j].obj == nil:
 				st.walLow = st.chunks[j].pos.Segment
+			default:
+				// Only state-only entries (a close) came after the
+				// snapshot; keep the WAL from the last one on.
+				st.walLow = st.lastPending.Pos().Segment
 			}
 			close(st.upWake)
 			st.upWake = make(chan struct{})
@@ -414,8 +446,10 @@ func (s *Service) waitUploaded(ctx context.Context, st *streamState, end int64) 
 	}
 }
 
-// fence stops appends after the node lost its etcd lease: another node may
+// Fence stops appends after the node lost its etcd lease: another node may
 // own its streams now, so acknowledging anything more could lose it.
+func (s *Service) Fence(err error) { s.fence(err) }
+
 func (s *Service) fence(err error) {
 	s.mu.Lock()
 	if s.fenced == nil {

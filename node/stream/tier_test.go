@@ -30,7 +30,7 @@ type dirTier struct {
 	delete int
 }
 
-func (d *dirTier) Upload(ctx context.Context, key string, streams []stream.UploadStream) ([]stream.ObjectRange, int64, error) {
+func (d *dirTier) Upload(ctx context.Context, key string, streams []stream.UploadStream) ([]stream.ObjectRef, int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.fail {
@@ -38,14 +38,14 @@ func (d *dirTier) Upload(ctx context.Context, key string, streams []stream.Uploa
 	}
 	var data []byte
 	idx := map[uint64][2]int64{}
-	var out []stream.ObjectRange
+	var out []stream.ObjectRef
 	for _, s := range streams {
 		start := int64(len(data))
 		for _, b := range s.Batches {
 			data = append(data, b...)
 		}
 		idx[s.StreamID] = [2]int64{start, int64(len(data)) - start}
-		out = append(out, stream.ObjectRange{StreamID: s.StreamID, Offset: start, Length: int64(len(data)) - start})
+		out = append(out, stream.ObjectRef{Key: key, StreamID: s.StreamID, First: s.First, Next: s.Next, Offset: start, Length: int64(len(data)) - start})
 	}
 	p := filepath.Join(d.dir, filepath.FromSlash(key))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -62,7 +62,8 @@ func (d *dirTier) Upload(ctx context.Context, key string, streams []stream.Uploa
 	return out, int64(len(data)), nil
 }
 
-func (d *dirTier) ReadBatches(ctx context.Context, key string, id uint64, from int64, maxBytes int) ([]byte, error) {
+func (d *dirTier) ReadBatches(ctx context.Context, ref *stream.ObjectRef, from int64, maxBytes int) ([]byte, error) {
+	key, id := ref.Key, ref.StreamID
 	d.mu.Lock()
 	r, ok := d.index[key][id]
 	d.mu.Unlock()

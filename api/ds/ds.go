@@ -1,0 +1,259 @@
+// Package ds serves the Durable Streams protocol (ElectricSQL's open
+// protocol, PROTOCOL.md in github.com/durable-streams/durable-streams) on
+// its exact wire vocabulary: Stream-* and Producer-* headers, offsets in the
+// "%016d_%016d" form plus the -1 and now sentinels, JSON mode, catch-up,
+// long-poll and SSE reads, ETag revalidation, cursors, CORS.
+//
+// Like the Pico frontend it is a thin facade over the stream service: it
+// parses HTTP, calls the service, renders the result. Streams live under
+// /v1/stream/ (the prefix the protocol's conformance suite uses); the DS
+// stream /v1/stream/a/b is the PicoMQ stream /a/b, the same one Pico and
+// Kafka clients see. docs/durable-streams.md is the reference.
+package ds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/PicoMQ/picomq/api/httpx"
+	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/sdk/wire"
+)
+
+// Prefix is the URL path under which streams are served.
+const Prefix = "/v1/stream"
+
+// Header names, exactly as the protocol spells them.
+const (
+	hNextOffset      = "Stream-Next-Offset"
+	hUpToDate        = "Stream-Up-To-Date"
+	hClosed          = "Stream-Closed"
+	hCursor          = "Stream-Cursor"
+	hSeq             = "Stream-Seq"
+	hTTL             = "Stream-TTL"
+	hExpiresAt       = "Stream-Expires-At"
+	hForkedFrom      = "Stream-Forked-From"
+	hForkOffset      = "Stream-Fork-Offset"
+	hForkSubOffset   = "Stream-Fork-Sub-Offset"
+	hSSEEncoding     = "Stream-Sse-Data-Encoding"
+	hProducerID      = "Producer-Id"
+	hProducerEpoch   = "Producer-Epoch"
+	hProducerSeq     = "Producer-Seq"
+	hProducerExpSeq  = "Producer-Expected-Seq"
+	hProducerRecvSeq = "Producer-Received-Seq"
+)
+
+// CORS: any origin may read and write (access control is the auth layer's
+// job), and browsers may send and see every protocol header.
+const (
+	corsAllowMethods  = "GET, POST, PUT, DELETE, HEAD, OPTIONS"
+	corsAllowHeaders  = "Content-Type, Authorization, If-None-Match, Stream-Seq, Stream-TTL, Stream-Expires-At, Stream-Closed, Producer-Id, Producer-Epoch, Producer-Seq, Stream-Forked-From, Stream-Fork-Offset, Stream-Fork-Sub-Offset"
+	corsExposeHeaders = "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, Stream-TTL, Stream-Expires-At, Stream-Sse-Data-Encoding, Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq, ETag, Location, Content-Type"
+)
+
+// producerPrefix namespaces Durable Streams producer ids in the stream
+// service, so they never collide with Pico or Kafka producers.
+const producerPrefix = "ds:"
+
+// Service is what the facade needs from the stream service.
+type Service interface {
+	Create(ctx context.Context, name string, opts stream.CreateOptions) (stream.Info, bool, error)
+	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error)
+	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error)
+	Head(ctx context.Context, name string) (stream.Info, error)
+	Touch(ctx context.Context, name string) (stream.Info, error)
+	Delete(ctx context.Context, name string) error
+	WaitFor(ctx context.Context, name string, offset int64) (bool, error)
+}
+
+// Config tunes the handler. Zero values get defaults.
+type Config struct {
+	// BaseURL is the absolute URL clients reach this node at (the node's
+	// advertise URL); Location headers are built from it. Empty: derived
+	// from the request's Host.
+	BaseURL string
+	// MaxAppendBytes bounds one request body (413 above it).
+	MaxAppendBytes int64
+	// LongPollTimeout is how long a long-poll waits for data before 204;
+	// an idle SSE connection gets a keep-alive control event as often.
+	LongPollTimeout time.Duration
+	// SSETimeout caps one SSE connection; the client reconnects from the
+	// last offset it saw, which keeps intermediaries from timing out and
+	// rebalances long-lived connections.
+	SSETimeout time.Duration
+	// ReadRecords / ReadBytes bound one response page (0 = the service's
+	// defaults).
+	ReadRecords int
+	ReadBytes   int
+	Now         func() time.Time
+	Logger      *slog.Logger
+}
+
+// Handler serves the Durable Streams protocol.
+type Handler struct {
+	svc Service
+	cfg Config
+}
+
+// New returns a handler over svc.
+func New(svc Service, cfg Config) *Handler {
+	if cfg.MaxAppendBytes <= 0 {
+		cfg.MaxAppendBytes = 4 << 20
+	}
+	if cfg.LongPollTimeout <= 0 {
+		cfg.LongPollTimeout = 25 * time.Second
+	}
+	if cfg.SSETimeout <= 0 {
+		cfg.SSETimeout = 55 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	return &Handler{svc: svc, cfg: cfg}
+}
+
+// Register mounts the protocol on r: streams under Prefix, and a protocol
+// 404 (with the same security headers) for every other path. Callers
+// register their own root routes (/healthz, /metrics, …) first.
+func (h *Handler) Register(r *mux.Router) {
+	r.PathPrefix(Prefix + "/").Handler(h)
+	r.PathPrefix("/").HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		setCommonHeaders(w.Header())
+		httpx.WriteError(w, http.StatusNotFound, wire.CodeNotFoundRoute, "no such endpoint: "+req.URL.Path+" (Durable Streams are served under "+Prefix+"/)")
+	})
+}
+
+// setCommonHeaders sets what every response carries, errors included: the
+// browser security headers and CORS.
+func setCommonHeaders(hd http.Header) {
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Cross-Origin-Resource-Policy", "cross-origin")
+	hd.Set("Access-Control-Allow-Origin", "*")
+	hd.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+}
+
+// ServeHTTP dispatches one request under Prefix.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	setCommonHeaders(hd)
+	if r.Method == http.MethodOptions {
+		hd.Set("Access-Control-Allow-Methods", corsAllowMethods)
+		hd.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+		hd.Set("Access-Control-Max-Age", "86400")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	name, err := streamName(r.URL.Path)
+	if err != nil {
+		if errors.Is(err, errReservedDS) {
+			h.fail(w, r, http.StatusNotImplemented, "not_implemented", err.Error())
+			return
+		}
+		h.fail(w, r, http.StatusBadRequest, wire.CodeInvalidName, err.Error())
+		return
+	}
+	switch r.Method {
+	case http.MethodPut:
+		h.create(w, r, name)
+	case http.MethodPost:
+		h.append(w, r, name)
+	case http.MethodGet:
+		h.read(w, r, name)
+	case http.MethodHead:
+		h.head(w, r, name)
+	case http.MethodDelete:
+		h.delete(w, r, name)
+	default:
+		hd.Set("Allow", corsAllowMethods)
+		h.fail(w, r, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, r.Method+" is not supported on a stream")
+	}
+}
+
+var errReservedDS = errors.New("the Durable Streams subscription APIs (" + Prefix + "/__ds/) are not implemented")
+
+// streamName maps the request path /v1/stream/{rest} to the PicoMQ stream
+// name /{rest}, checked against PicoMQ's name grammar.
+func streamName(path string) (string, error) {
+	rest, ok := strings.CutPrefix(path, Prefix)
+	if !ok || !strings.HasPrefix(rest, "/") {
+		return "", fmt.Errorf("stream URLs are %s/{name}", Prefix)
+	}
+	if rest == "/__ds" || strings.HasPrefix(rest, "/__ds/") {
+		return "", errReservedDS
+	}
+	if err := stream.ValidateName(rest); err != nil {
+		return "", fmt.Errorf("stream name %q: %v", truncateForMessage(rest), err)
+	}
+	return rest, nil
+}
+
+// fail writes an error. HEAD responses never have a body.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
+		}
+		w.WriteHeader(status)
+		return
+	}
+	httpx.WriteError(w, status, code, msg)
+}
+
+// classify maps stream-service errors onto a status and error code.
+// ok=false means a server fault: answered 500 and logged.
+func classify(err error) (status int, code string, ok bool) {
+	switch {
+	case errors.Is(err, stream.ErrGone):
+		return http.StatusGone, "stream_gone", true
+	case errors.Is(err, stream.ErrReservedName), errors.Is(err, stream.ErrInvalidName):
+		return http.StatusBadRequest, wire.CodeInvalidName, true
+	case errors.Is(err, stream.ErrNotFound):
+		return http.StatusNotFound, wire.CodeNotFound, true
+	case errors.Is(err, stream.ErrStreamClosed):
+		return http.StatusConflict, "stream_closed", true
+	case errors.Is(err, stream.ErrProducerFenced):
+		return http.StatusForbidden, "producer_fenced", true
+	case errors.Is(err, stream.ErrProducerSeqGap):
+		return http.StatusConflict, "producer_sequence_gap", true
+	case errors.Is(err, stream.ErrProducerEpochSeq):
+		return http.StatusBadRequest, "producer_epoch_must_start_at_zero", true
+	case errors.Is(err, stream.ErrWriterSeq):
+		return http.StatusConflict, "stream_seq_conflict", true
+	case errors.Is(err, stream.ErrConflict):
+		return http.StatusConflict, wire.CodeExists, true
+	case errors.Is(err, stream.ErrOffsetOutOfRange):
+		return http.StatusBadRequest, wire.CodeOffsetOutOfRange, true
+	case errors.Is(err, stream.ErrInvalidArgument), errors.Is(err, record.ErrInvalid):
+		return http.StatusBadRequest, wire.CodeBadRequest, true
+	case errors.Is(err, stream.ErrUnavailable):
+		return http.StatusServiceUnavailable, wire.CodeUnavailable, true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The client went away or its deadline passed: the outcome of a
+		// write is unknown, which 503 tells a retrying client.
+		return http.StatusServiceUnavailable, wire.CodeRequestTimeout, true
+	}
+	return http.StatusInternalServerError, wire.CodeInternal, false
+}
+
+func (h *Handler) serviceError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, ok := classify(err)
+	msg := err.Error()
+	if !ok {
+		h.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		msg = "internal error"
+	}
+	h.fail(w, r, status, code, msg)
+}

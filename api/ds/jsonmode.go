@@ -1,0 +1,110 @@
+package ds
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"strings"
+
+	"github.com/PicoMQ/picomq/node/record"
+)
+
+// JSON mode. A stream whose content type is application/json (parameters
+// ignored) stores one record per JSON value: an append body that is a
+// top-level array is flattened exactly one level, anything else is one
+// value. Values are stored compacted (insignificant whitespace removed), so
+// a read can join them into one array without reparsing, SSE lines never
+// split inside a value, and a value's bytes are what Pico and Kafka readers
+// of the same stream see.
+
+var (
+	errInvalidJSON = errors.New("body is not valid JSON")
+	errEmptyArray  = errors.New("an empty JSON array appends nothing")
+)
+
+// isJSON reports whether content type ct selects JSON mode.
+func isJSON(ct string) bool { return mediaType(ct) == "application/json" }
+
+// isText reports whether a stream's data is sent as text on SSE: text/* and
+// JSON. Everything else is base64-encoded, as the protocol requires.
+func isText(ct string) bool {
+	mt := mediaType(ct)
+	return strings.HasPrefix(mt, "text/") || mt == "application/json"
+}
+
+func mediaType(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(ct))
+	}
+	return mt
+}
+
+// flattenJSON turns a JSON-mode body into the values to store. allowEmpty
+// permits "[]" (a create with an empty initial array is an empty stream;
+// an append of one is an error).
+func flattenJSON(body []byte, allowEmpty bool) ([][]byte, error) {
+	if !json.Valid(body) {
+		return nil, errInvalidJSON
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var elems []json.RawMessage
+		if err := json.Unmarshal(body, &elems); err != nil {
+			return nil, fmt.Errorf("%w: %v", errInvalidJSON, err)
+		}
+		if len(elems) == 0 {
+			if allowEmpty {
+				return nil, nil
+			}
+			return nil, errEmptyArray
+		}
+		out := make([][]byte, len(elems))
+		for i, e := range elems {
+			out[i] = compactJSON(e)
+		}
+		return out, nil
+	}
+	return [][]byte{compactJSON(body)}, nil
+}
+
+func compactJSON(v []byte) []byte {
+	var buf bytes.Buffer
+	buf.Grow(len(v))
+	if err := json.Compact(&buf, v); err != nil {
+		// Unreachable for input that passed json.Valid; keep the value.
+		return bytes.TrimSpace(v)
+	}
+	return buf.Bytes()
+}
+
+// appendJSONArray appends the values of recs as one JSON array. Records
+// written by other protocols into a JSON stream may hold anything; a value
+// that is not valid JSON is embedded as a JSON string so the response stays
+// parseable.
+func appendJSONArray(dst []byte, recs []record.Record) []byte {
+	dst = append(dst, '[')
+	for i, r := range recs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if json.Valid(r.Value) {
+			dst = append(dst, bytes.TrimSpace(r.Value)...)
+			continue
+		}
+		s, _ := json.Marshal(string(r.Value))
+		dst = append(dst, s...)
+	}
+	return append(dst, ']')
+}
+
+// appendConcat appends the values of recs back to back: a non-JSON stream
+// is a byte stream and a read returns its bytes.
+func appendConcat(dst []byte, recs []record.Record) []byte {
+	for _, r := range recs {
+		dst = append(dst, r.Value...)
+	}
+	return dst
+}

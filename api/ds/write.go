@@ -1,0 +1,404 @@
+package ds
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/sdk/wire"
+)
+
+// maxSafeInteger is the largest producer epoch or sequence accepted: the
+// protocol bounds them to 2^53-1 so JavaScript clients can hold them.
+const maxSafeInteger = 1<<53 - 1
+
+// maxTTLSeconds keeps a TTL representable as a time.Duration.
+const maxTTLSeconds = int64(time.Duration(1<<63-1) / time.Second)
+
+// headerValue returns a header's first value and whether it was sent at
+// all: several protocol rules depend on presence, even of an empty value.
+func headerValue(r *http.Request, name string) (string, bool) {
+	v, ok := r.Header[textproto.CanonicalMIMEHeaderKey(name)]
+	if !ok || len(v) == 0 {
+		return "", false
+	}
+	return v[0], true
+}
+
+// closedRequested is the Stream-Closed request header: only "true" (any
+// case) counts; any other value is treated as absent, as the protocol says.
+func closedRequested(r *http.Request) bool {
+	return strings.EqualFold(strings.TrimSpace(r.Header.Get(hClosed)), "true")
+}
+
+// isDecimal reports whether s is a canonical non-negative decimal: digits
+// only, no sign, no leading zeros (except "0" itself).
+func isDecimal(s string) bool {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// readBody reads the request body up to the append limit. ok=false means an
+// error response was written.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > h.cfg.MaxAppendBytes {
+		h.fail(w, r, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
+			fmt.Sprintf("body of %d bytes exceeds the limit of %d", r.ContentLength, h.cfg.MaxAppendBytes))
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxAppendBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			h.fail(w, r, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
+				fmt.Sprintf("body exceeds the limit of %d bytes", h.cfg.MaxAppendBytes))
+			return nil, false
+		}
+		h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "reading body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// toRecords turns a body into the records of one append: JSON streams store
+// one record per (flattened) value, other streams one record per append.
+func toRecords(body []byte, contentType string, create bool) ([]record.Record, error) {
+	if len(body) == 0 {
+		return nil, nil
+	}
+	if !isJSON(contentType) {
+		return []record.Record{{Value: body}}, nil
+	}
+	vals, err := flattenJSON(body, create)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]record.Record, len(vals))
+	for i, v := range vals {
+		recs[i].Value = v
+	}
+	return recs, nil
+}
+
+// create is PUT: create a stream (or fork), or confirm an identical one.
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
+	opts := stream.CreateOptions{Closed: closedRequested(r)}
+
+	forkedFrom, isFork := headerValue(r, hForkedFrom)
+	if ct := strings.TrimSpace(r.Header.Get("Content-Type")); ct != "" {
+		if _, _, err := mime.ParseMediaType(ct); err != nil {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Content-Type %q: %v", truncateForMessage(ct), err))
+			return
+		}
+		opts.ContentType = ct
+	} else if !isFork {
+		opts.ContentType = wire.MediaOctetStream
+	}
+
+	ttl, hasTTL := headerValue(r, hTTL)
+	exp, hasExp := headerValue(r, hExpiresAt)
+	if hasTTL && hasExp {
+		h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "send Stream-TTL or Stream-Expires-At, not both")
+		return
+	}
+	if hasTTL {
+		n, err := strconv.ParseInt(ttl, 10, 64)
+		if !isDecimal(ttl) || err != nil || n > maxTTLSeconds {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Stream-TTL %q: want a whole number of seconds (digits only, no leading zeros)", truncateForMessage(ttl)))
+			return
+		}
+		if n == 0 {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Stream-TTL 0 would expire the stream at once; omit the header for a stream that does not expire")
+			return
+		}
+		opts.TTL = time.Duration(n) * time.Second
+	}
+	if hasExp {
+		t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(exp))
+		if err != nil {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Stream-Expires-At %q: want an RFC 3339 timestamp", truncateForMessage(exp)))
+			return
+		}
+		opts.ExpiresAt = t
+	}
+
+	forkOffset, hasForkOffset := headerValue(r, hForkOffset)
+	subOffset, hasSubOffset := headerValue(r, hForkSubOffset)
+	if !isFork && (hasForkOffset || hasSubOffset) {
+		h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Stream-Fork-Offset and Stream-Fork-Sub-Offset need Stream-Forked-From")
+		return
+	}
+	if isFork {
+		src, err := sourceName(forkedFrom)
+		if err != nil {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Stream-Forked-From: "+err.Error())
+			return
+		}
+		fo := &stream.ForkOptions{Source: src, Offset: -1}
+		if hasForkOffset {
+			o, err := parseOffset(forkOffset)
+			if err != nil {
+				h.fail(w, r, http.StatusBadRequest, wire.CodeInvalidOffset, "Stream-Fork-Offset: "+err.Error())
+				return
+			}
+			if !o.now {
+				fo.Offset = o.record
+			}
+		}
+		if hasSubOffset {
+			n, err := strconv.ParseInt(subOffset, 10, 64)
+			if !isDecimal(subOffset) || err != nil {
+				h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Stream-Fork-Sub-Offset %q: want a non-negative integer", truncateForMessage(subOffset)))
+				return
+			}
+			fo.SubOffset = n
+		}
+		opts.Fork = fo
+	}
+
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	if len(body) > 0 {
+		ct := opts.ContentType
+		if ct == "" {
+			// A fork that inherits its content type: learn it so the
+			// initial body is split the right way.
+			info, err := h.svc.Head(r.Context(), opts.Fork.Source)
+			if err == nil {
+				ct = info.ContentType
+			}
+		}
+		recs, err := toRecords(body, ct, true)
+		if err != nil {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+			return
+		}
+		opts.Initial = recs
+	}
+
+	info, created, err := h.svc.Create(r.Context(), name, opts)
+	if err != nil {
+		h.serviceError(w, r, err)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", info.ContentType)
+	hd.Set(hNextOffset, formatOffset(info.NextOffset))
+	if info.Closed {
+		hd.Set(hClosed, "true")
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		hd.Set("Location", h.absoluteURL(r))
+	}
+	w.WriteHeader(status)
+}
+
+// sourceName maps a Stream-Forked-From value (a path under Prefix, or an
+// absolute URL of one) to a stream name.
+func sourceName(v string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(v))
+	if err != nil {
+		return "", fmt.Errorf("%q is not a stream path", truncateForMessage(v))
+	}
+	name, err := streamName(u.Path)
+	if err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// absoluteURL is the request's URL made absolute with the configured base
+// URL (or the request's Host).
+func (h *Handler) absoluteURL(r *http.Request) string {
+	base := h.cfg.BaseURL
+	if base == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + r.Host
+	}
+	return base + r.URL.EscapedPath()
+}
+
+// append is POST: append a body, close the stream, or both.
+func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
+	req := stream.AppendRequest{Close: closedRequested(r)}
+
+	id, hasID := headerValue(r, hProducerID)
+	epoch, hasEpoch := headerValue(r, hProducerEpoch)
+	seq, hasSeq := headerValue(r, hProducerSeq)
+	if hasID || hasEpoch || hasSeq {
+		if !(hasID && hasEpoch && hasSeq) {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Producer-Id, Producer-Epoch and Producer-Seq go together: send all three or none")
+			return
+		}
+		if id == "" {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Producer-Id must not be empty")
+			return
+		}
+		e, errE := parseProducerNumber(epoch)
+		s, errS := parseProducerNumber(seq)
+		if errE != nil || errS != nil {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Producer-Epoch %q / Producer-Seq %q: want integers from 0 to 2^53-1", truncateForMessage(epoch), truncateForMessage(seq)))
+			return
+		}
+		req.Producer = &stream.Producer{ID: producerPrefix + id, Epoch: e, Seq: s}
+	}
+	if ws, ok := headerValue(r, hSeq); ok {
+		if ws == "" {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Stream-Seq must not be empty")
+			return
+		}
+		req.WriterSeq = ws
+	}
+
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	if len(body) == 0 && !req.Close {
+		h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "empty body: an append needs data (or Stream-Closed: true to close the stream)")
+		return
+	}
+	if len(body) > 0 {
+		ct := strings.TrimSpace(r.Header.Get("Content-Type"))
+		if ct == "" {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Content-Type is required on an append with a body")
+			return
+		}
+		if _, _, err := mime.ParseMediaType(ct); err != nil {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Content-Type %q: %v", truncateForMessage(ct), err))
+			return
+		}
+		info, err := h.svc.Head(r.Context(), name)
+		if err != nil {
+			h.serviceError(w, r, err)
+			return
+		}
+		if !stream.SameContentType(ct, info.ContentType) {
+			if info.Closed {
+				// A closed stream answers every append alike, so a
+				// client learns the stream is final, not that its
+				// content type was wrong.
+				h.closedConflict(w, r, info.NextOffset)
+				return
+			}
+			h.fail(w, r, http.StatusConflict, "content_type_mismatch",
+				fmt.Sprintf("stream %s holds %q; the request body is %q", name, info.ContentType, ct))
+			return
+		}
+		recs, err := toRecords(body, info.ContentType, false)
+		if err != nil {
+			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+			return
+		}
+		req.Records = recs
+	}
+
+	res, err := h.svc.AppendBatch(r.Context(), name, req)
+	if err != nil {
+		h.appendError(w, r, err)
+		return
+	}
+	hd := w.Header()
+	next := res.NextOffset
+	if next < 0 {
+		// A duplicate whose original offsets are no longer remembered:
+		// the tail is the best position to continue from.
+		if info, err := h.svc.Head(r.Context(), name); err == nil {
+			next = info.NextOffset
+		}
+	}
+	if next >= 0 {
+		hd.Set(hNextOffset, formatOffset(next))
+	}
+	if res.Closed {
+		hd.Set(hClosed, "true")
+	}
+	status := http.StatusNoContent
+	if req.Producer != nil {
+		hd.Set(hProducerEpoch, strconv.FormatUint(res.ProducerEpoch, 10))
+		hd.Set(hProducerSeq, strconv.FormatUint(res.ProducerSeq, 10))
+		// A producer's new data is acknowledged with 200; duplicates
+		// and close-only requests have nothing new and get 204.
+		if !res.Duplicate && len(req.Records) > 0 {
+			status = http.StatusOK
+		}
+	}
+	w.WriteHeader(status)
+}
+
+func parseProducerNumber(s string) (uint64, error) {
+	if s == "" {
+		return 0, errors.New("empty")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, errors.New("not digits")
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > maxSafeInteger {
+		return 0, errors.New("out of range")
+	}
+	return n, nil
+}
+
+// closedConflict answers an append to a closed stream: 409 with
+// Stream-Closed and the final offset, so a writer knows where it ended.
+func (h *Handler) closedConflict(w http.ResponseWriter, r *http.Request, next int64) {
+	hd := w.Header()
+	hd.Set(hClosed, "true")
+	hd.Set(hNextOffset, formatOffset(next))
+	h.fail(w, r, http.StatusConflict, "stream_closed", "the stream is closed; it accepts no more appends")
+}
+
+func (h *Handler) appendError(w http.ResponseWriter, r *http.Request, err error) {
+	var closed *stream.ClosedError
+	if errors.As(err, &closed) {
+		h.closedConflict(w, r, closed.NextOffset)
+		return
+	}
+	var pe *stream.ProducerError
+	if errors.As(err, &pe) {
+		hd := w.Header()
+		switch {
+		case errors.Is(err, stream.ErrProducerFenced):
+			hd.Set(hProducerEpoch, strconv.FormatUint(pe.CurrentEpoch, 10))
+		case errors.Is(err, stream.ErrProducerSeqGap):
+			hd.Set(hProducerExpSeq, strconv.FormatUint(pe.ExpectedSeq, 10))
+			hd.Set(hProducerRecvSeq, strconv.FormatUint(pe.ReceivedSeq, 10))
+		}
+	}
+	h.serviceError(w, r, err)
+}
+
+// delete is DELETE.
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
+	if err := h.svc.Delete(r.Context(), name); err != nil {
+		h.serviceError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,215 @@
+package pico
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"github.com/PicoMQ/picomq/api/httpx"
+	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/sdk/wire"
+)
+
+// readParams are the parsed query parameters of a read.
+type readParams struct {
+	offset    int64
+	hasOffset bool
+	limit     int
+	maxBytes  int
+	base64    bool
+	live      string
+	cursor    string
+}
+
+// parseReadParams validates every read parameter before anything is read,
+// so a typo is a 400 rather than a silently different read.
+func parseReadParams(q url.Values) (readParams, int, string, error) {
+	var p readParams
+	var err error
+	if p.offset, p.hasOffset, err = queryNonNegative(q, wire.QueryOffset); err != nil {
+		return p, http.StatusBadRequest, wire.CodeInvalidOffset, err
+	}
+	limit, _, err := queryNonNegative(q, wire.QueryLimit)
+	if err != nil {
+		return p, http.StatusBadRequest, wire.CodeBadRequest, err
+	}
+	maxBytes, _, err := queryNonNegative(q, wire.QueryMaxBytes)
+	if err != nil {
+		return p, http.StatusBadRequest, wire.CodeBadRequest, err
+	}
+	// The service caps both; min() here only keeps the int conversion safe.
+	p.limit, p.maxBytes = int(min(limit, 1<<30)), int(min(maxBytes, 1<<30))
+	switch enc := q.Get(wire.QueryEncoding); enc {
+	case "", wire.EncodingUTF8:
+	case wire.EncodingBase64:
+		p.base64 = true
+	default:
+		return p, http.StatusBadRequest, wire.CodeBadRequest, fmt.Errorf("encoding=%q: want utf8 or base64", enc)
+	}
+	switch p.live = q.Get(wire.QueryLive); p.live {
+	case "", wire.LiveLongPoll, wire.LiveSSE:
+	default:
+		return p, http.StatusBadRequest, wire.CodeBadRequest, fmt.Errorf("live=%q: want long-poll or sse", p.live)
+	}
+	p.cursor = q.Get(wire.QueryCursor)
+	return p, 0, "", nil
+}
+
+func queryNonNegative(q url.Values, key string) (int64, bool, error) {
+	vs, ok := q[key]
+	if !ok || len(vs) == 0 {
+		return 0, false, nil
+	}
+	n, err := parseUint(vs[0])
+	if err != nil || n > 1<<62 {
+		return 0, true, fmt.Errorf("%s=%q is not a non-negative integer", key, vs[0])
+	}
+	return int64(n), true, nil
+}
+
+// nextCursor returns the Pico-Cursor for a response. Cursors are time
+// buckets, so that every client polling one stream in one interval builds
+// the same next URL (a CDN collapses them into one upstream request), and
+// they always move past the cursor the client sent, so a live read can never
+// be answered from a cached response of the same URL.
+func (h *Handler) nextCursor(client string) string {
+	cur := h.cfg.Now().UnixNano() / int64(h.cfg.CursorInterval)
+	if c, err := strconv.ParseInt(client, 10, 64); err == nil && c >= cur && c < 1<<62 {
+		cur = c + 1
+	}
+	return strconv.FormatInt(cur, 10)
+}
+
+// readBufPool recycles response buffers of reads.
+var readBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
+	p, status, code, err := parseReadParams(r.URL.Query())
+	if err != nil {
+		httpx.WriteError(w, status, code, err.Error())
+		return
+	}
+	info, err := h.svc.Head(r.Context(), name)
+	if err != nil {
+		h.writeServiceError(w, r, err)
+		return
+	}
+	format, err := chooseFormat(r.URL.Query().Get(wire.QueryFormat), r.Header.Get("Accept"), info.ContentType)
+	if err != nil {
+		if errors.Is(err, errNotAcceptable) {
+			httpx.WriteError(w, http.StatusNotAcceptable, wire.CodeNotAcceptable, err.Error())
+		} else {
+			httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+		}
+		return
+	}
+	if p.live == wire.LiveSSE {
+		if format != formatJSON {
+			httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, "live=sse sends JSON records; format="+format.String()+" is not available")
+			return
+		}
+		h.sse(w, r, name, p, info)
+		return
+	}
+	if !p.hasOffset {
+		p.offset = info.StartOffset
+	}
+	res, err := h.readPage(r.Context(), name, &p)
+	if err != nil {
+		h.writeServiceError(w, r, err)
+		return
+	}
+	if p.live == wire.LiveLongPoll && len(res.Records) == 0 && !res.Closed {
+		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.LongPollTimeout)
+		ok, err := h.svc.WaitFor(ctx, name, p.offset)
+		cancel()
+		if err != nil {
+			h.writeServiceError(w, r, err)
+			return
+		}
+		if r.Context().Err() != nil {
+			return // the client left; nobody reads the answer
+		}
+		if ok {
+			res, err = h.readPage(r.Context(), name, &p)
+			if err != nil {
+				h.writeServiceError(w, r, err)
+				return
+			}
+		}
+		if len(res.Records) == 0 {
+			// Timed out (or the stream was closed at this offset): no
+			// content, but every position header, so the client polls on.
+			hd := w.Header()
+			h.setReadHeaders(hd, res, p)
+			hd.Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	h.writePage(w, res, p, format, info.ContentType)
+}
+
+// readPage reads one page at p.offset. A client that gave no offset reads
+// from the stream's start; if a trim raced past that start in between, it
+// follows the new start once rather than failing a read it never pinned.
+func (h *Handler) readPage(ctx context.Context, name string, p *readParams) (stream.ReadResult, error) {
+	opts := stream.ReadOptions{Offset: p.offset, MaxRecords: p.limit, MaxBytes: p.maxBytes}
+	res, err := h.svc.Read(ctx, name, opts)
+	var te *stream.TrimmedError
+	if !p.hasOffset && errors.As(err, &te) {
+		p.offset = te.StartOffset
+		opts.Offset = p.offset
+		res, err = h.svc.Read(ctx, name, opts)
+	}
+	return res, err
+}
+
+func (h *Handler) setReadHeaders(hd http.Header, res stream.ReadResult, p readParams) {
+	hd.Set(wire.HeaderNextOffset, strconv.FormatInt(res.NextOffset, 10))
+	hd.Set(wire.HeaderStartOffset, strconv.FormatInt(res.StartOffset, 10))
+	hd.Set(wire.HeaderUpToDate, strconv.FormatBool(res.UpToDate))
+	hd.Set(wire.HeaderCursor, h.nextCursor(p.cursor))
+	hd.Set(wire.HeaderRecordCount, strconv.Itoa(len(res.Records)))
+	if res.Closed {
+		hd.Set(wire.HeaderClosed, "true")
+	}
+}
+
+func (h *Handler) writePage(w http.ResponseWriter, res stream.ReadResult, p readParams, format readFormat, streamCT string) {
+	bp := readBufPool.Get().(*[]byte)
+	buf := (*bp)[:0]
+	hd := w.Header()
+	switch format {
+	case formatBinary:
+		hd.Set("Content-Type", wire.MediaBatch)
+		buf = appendRecordsBinary(growTo(buf, binarySize(res.Records)), res.Records)
+	case formatRaw:
+		hd.Set("Content-Type", streamCT)
+		buf = appendRecordsRaw(growTo(buf, rawSize(res.Records)), res.Records)
+	default:
+		hd.Set("Content-Type", wire.MediaJSON)
+		buf = appendRecordsJSON(growTo(buf, 256+estimateSize(res.Records)), res.Records, p.base64)
+	}
+	h.setReadHeaders(hd, res, p)
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Content-Length", strconv.Itoa(len(buf)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf)
+	if cap(buf) <= maxPooledBody {
+		*bp = buf[:0]
+		readBufPool.Put(bp)
+	}
+}
+
+func growTo(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, 0, n)
+	}
+	return b
+}

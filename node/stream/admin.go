@@ -1,0 +1,199 @@
+package stream
+
+// Stream administration: listing, reconfiguring (Kafka topic alias,
+// retention) and trimming. These are rare, operator-driven calls; each is
+// one conditional registry write followed by an update of the in-memory
+// state, in that order, so a change acknowledged to a client survives a
+// restart (the in-memory state is rebuilt from the registry).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/PicoMQ/picomq/meta"
+)
+
+// ErrOffsetTrimmed: the offset is below the stream's start offset (trimmed
+// explicitly or by retention). errors.As gives *TrimmedError.
+var ErrOffsetTrimmed = errors.New("stream: offset trimmed")
+
+// TrimmedError reports the first offset that is still readable.
+type TrimmedError struct {
+	Name        string
+	Offset      int64
+	StartOffset int64
+}
+
+func (e *TrimmedError) Error() string {
+	return fmt.Sprintf("%v: offset %d of %s is below its start offset %d", ErrOffsetTrimmed, e.Offset, e.Name, e.StartOffset)
+}
+
+func (e *TrimmedError) Unwrap() error { return ErrOffsetTrimmed }
+
+// ConfigChange is a partial update of a stream's configuration; nil fields
+// are left alone.
+type ConfigChange struct {
+	// KafkaTopic sets the alias; "" removes it.
+	KafkaTopic *string
+	// RetentionMs and RetentionBytes set retention limits; 0 removes one.
+	RetentionMs    *int64
+	RetentionBytes *int64
+	// TrimBefore moves the start offset forward to this offset (at most
+	// the next offset); a value at or below the current start is a no-op.
+	TrimBefore *int64
+}
+
+// checkTrimmed answers reads below the start offset. Data below it may
+// still sit in the WAL or in objects until tiering reclaims it; it must
+// never be served.
+func (st *streamState) checkTrimmed(offset int64) error {
+	st.mu.Lock()
+	start := st.info.StartOffset
+	st.mu.Unlock()
+	if offset < start {
+		return &TrimmedError{Name: st.info.Name, Offset: offset, StartOffset: start}
+	}
+	return nil
+}
+
+// Configure applies ch to the stream and returns its new description.
+func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (Info, error) {
+	st, err := s.lookup(name)
+	if err != nil {
+		return Info{}, err
+	}
+	if t := ch.KafkaTopic; t != nil && *t != "" {
+		if TopicForbidden(name) {
+			return Info{}, fmt.Errorf("%w: %s is reserved and never carries a Kafka topic", ErrInvalidTopic, name)
+		}
+		if err := ValidateTopic(*t); err != nil {
+			return Info{}, err
+		}
+	}
+	for _, v := range []*int64{ch.RetentionMs, ch.RetentionBytes, ch.TrimBefore} {
+		if v != nil && *v < 0 {
+			return Info{}, fmt.Errorf("%w: negative value %d", ErrInvalidArgument, *v)
+		}
+	}
+	if ch.TrimBefore != nil {
+		st.mu.Lock()
+		hwm := st.hwm
+		st.mu.Unlock()
+		if *ch.TrimBefore > hwm {
+			return Info{}, fmt.Errorf("%w: cannot trim %s before %d, its next offset is %d", ErrOffsetOutOfRange, name, *ch.TrimBefore, hwm)
+		}
+	}
+	id := st.info.ID
+	stored, err := s.updateConfig(ctx, name, func(m *meta.Stream) error {
+		if m.ID != id {
+			return fmt.Errorf("%w: %s was replaced by a newer stream of the same name", ErrNotFound, name)
+		}
+		if ch.KafkaTopic != nil {
+			m.KafkaTopic = *ch.KafkaTopic
+		}
+		if ch.RetentionMs != nil {
+			m.RetentionMs = *ch.RetentionMs
+		}
+		if ch.RetentionBytes != nil {
+			m.RetentionBytes = *ch.RetentionBytes
+		}
+		if ch.TrimBefore != nil {
+			m.StartOffset = max(m.StartOffset, *ch.TrimBefore)
+		}
+		return nil
+	})
+	if err != nil {
+		return Info{}, err
+	}
+	st.applyConfig(stored)
+	return st.snapshot(), nil
+}
+
+// applyConfig copies the administrable fields of a stored record into
+// memory. The start offset only moves forward, whatever order concurrent
+// trims finish in.
+func (st *streamState) applyConfig(m meta.Stream) {
+	st.mu.Lock()
+	st.info.KafkaTopic = m.KafkaTopic
+	st.info.RetentionMs = m.RetentionMs
+	st.info.RetentionBytes = m.RetentionBytes
+	st.info.StartOffset = max(st.info.StartOffset, m.StartOffset)
+	st.mu.Unlock()
+}
+
+// updateConfig is a conditional read-modify-write of a stream record that
+// keeps the classification of topic conflicts (ErrTopicConflict) and of
+// errors returned by fn.
+func (s *Service) updateConfig(ctx context.Context, name string, fn func(*meta.Stream) error) (meta.Stream, error) {
+	u, ok := s.reg.(interface {
+		UpdateStream(ctx context.Context, name string, fn func(*meta.Stream) error) (meta.Stream, error)
+	})
+	if !ok {
+		return meta.Stream{}, fmt.Errorf("%w: the registry cannot update streams", ErrUnavailable)
+	}
+	var fnErr error
+	stored, err := u.UpdateStream(ctx, name, func(m *meta.Stream) error {
+		fnErr = fn(m)
+		return fnErr
+	})
+	switch {
+	case err == nil:
+		return stored, nil
+	case fnErr != nil:
+		return meta.Stream{}, fnErr
+	case errors.Is(err, meta.ErrTopicTaken):
+		return meta.Stream{}, fmt.Errorf("%w: %v", ErrTopicConflict, err)
+	case errors.Is(err, meta.ErrNotFound):
+		return meta.Stream{}, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	return meta.Stream{}, fmt.Errorf("%w: registry update %q: %v", ErrUnavailable, name, err)
+}
+
+// List returns up to limit streams whose names start with prefix and sort
+// after after, in byte-wise name order, and whether more exist. Streams
+// this node holds in memory report their live offsets; others (owned by
+// another node) report the registry's view with NextOffset -1 (unknown
+// here). Streams that are deleted, being deleted or expired are left out.
+func (s *Service) List(ctx context.Context, prefix, after string, limit int) ([]Info, bool, error) {
+	l, ok := s.reg.(interface {
+		ListStreams(ctx context.Context, prefix, after string, limit int) ([]meta.Stream, bool, error)
+	})
+	if !ok {
+		return nil, false, fmt.Errorf("%w: the registry cannot list streams", ErrUnavailable)
+	}
+	if limit <= 0 {
+		return nil, false, fmt.Errorf("%w: limit %d", ErrInvalidArgument, limit)
+	}
+	recs, more, err := l.ListStreams(ctx, prefix, after, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: registry list: %v", ErrUnavailable, err)
+	}
+	out := make([]Info, 0, len(recs))
+	for _, m := range recs {
+		s.mu.RLock()
+		st := s.byID[m.ID]
+		s.mu.RUnlock()
+		if st != nil {
+			if s.gate(st) != nil {
+				continue
+			}
+			out = append(out, st.snapshot())
+			continue
+		}
+		if listHidden(m) {
+			continue
+		}
+		out = append(out, Info{
+			Name: m.Name, ID: m.ID, ContentType: m.ContentType, CreatedAt: m.CreatedAt, Owner: m.Owner,
+			StartOffset: m.StartOffset, NextOffset: -1,
+			KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes,
+		})
+	}
+	return out, more, nil
+}
+
+// listHidden: records of streams that are gone for clients.
+func listHidden(m meta.Stream) bool {
+	return m.SoftDeleted || m.Deleting
+}

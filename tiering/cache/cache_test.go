@@ -1,0 +1,225 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/PicoMQ/picomq/tiering/objstore"
+	"github.com/PicoMQ/picomq/tiering/objstore/objstoretest"
+)
+
+// counted decorates a real store: it counts requests and can delay them,
+// so tests can see what the cache asks of the store.
+type counted struct {
+	objstore.Store
+	reads atomic.Int64
+	delay time.Duration
+}
+
+func (c *counted) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	c.reads.Add(1)
+	if c.delay > 0 {
+		time.Sleep(c.delay)
+	}
+	return c.Store.ReadAt(ctx, key, p, off)
+}
+
+const bs = 64 << 10
+
+func setup(t *testing.T, store objstore.Store, size int, opts Options) (*Cache, *counted, []byte) {
+	t.Helper()
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*131 + i>>11)
+	}
+	if err := objstoretest.Put(t.Context(), store, "obj", data, objstore.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	src := &counted{Store: store}
+	if opts.BlockSize == 0 {
+		opts.BlockSize = bs
+	}
+	c, err := New(src, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, src, data
+}
+
+func stores(t *testing.T) map[string]func(t *testing.T) objstore.Store {
+	m := map[string]func(t *testing.T) objstore.Store{"file": objstoretest.FileStore}
+	m["minio"] = func(t *testing.T) objstore.Store { return objstoretest.S3FromEnv(t)(t) }
+	return m
+}
+
+// TestReadAtSemantics: through the cache, reads return exactly what the
+// store returns, EOF included, over random ranges crossing blocks.
+func TestReadAtSemantics(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			size := 5*bs + 1234
+			c, _, data := setup(t, open(t), size, Options{})
+			rng := rand.New(rand.NewPCG(1, 2))
+			for range 300 {
+				off := rng.Int64N(int64(size) + 100)
+				n := rng.IntN(3 * bs)
+				p := make([]byte, n)
+				got, err := c.ReadAt(t.Context(), "obj", p, off)
+				wantN := max(0, min(n, size-int(off)))
+				wantEOF := int(off)+n > size
+				if n == 0 {
+					wantEOF = false
+				}
+				if got != wantN || (err == io.EOF) != wantEOF || (err != nil && err != io.EOF) {
+					t.Fatalf("ReadAt(off=%d, n=%d) = %d, %v; want %d, EOF=%v", off, n, got, err, wantN, wantEOF)
+				}
+				if got > 0 && !bytes.Equal(p[:got], data[off:off+int64(got)]) {
+					t.Fatalf("ReadAt(off=%d, n=%d): wrong bytes", off, n)
+				}
+			}
+			if _, err := c.ReadAt(t.Context(), "missing", make([]byte, 10), 0); !objstore.IsNotExist(err) {
+				t.Errorf("missing object: %v", err)
+			}
+		})
+	}
+}
+
+// TestColdReadFetchesOnlyItsBlock: a cold read of 100 bytes in the middle
+// of a large object is one GET of one block, not the object.
+func TestColdReadFetchesOnlyItsBlock(t *testing.T) {
+	c, src, data := setup(t, objstoretest.FileStore(t), 64*bs, Options{ReadAhead: -1})
+	p := make([]byte, 100)
+	if _, err := c.ReadAt(t.Context(), "obj", p, 20*bs+10); err != nil || !bytes.Equal(p, data[20*bs+10:20*bs+110]) {
+		t.Fatal(err)
+	}
+	if src.reads.Load() != 1 || c.Stats().FetchedBytes != bs {
+		t.Errorf("cold read: %d GETs, %d bytes; want 1 GET of one block", src.reads.Load(), c.Stats().FetchedBytes)
+	}
+	// The same block again is a hit; a read spanning two blocks fetches
+	// only the missing one.
+	if _, err := c.ReadAt(t.Context(), "obj", p, 20*bs+500); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ReadAt(t.Context(), "obj", p, 21*bs-50); err != nil || !bytes.Equal(p, data[21*bs-50:21*bs+50]) {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); src.reads.Load() != 2 || s.Misses != 2 || s.Hits != 2 {
+		t.Errorf("after re-reads: %d GETs, stats %+v", src.reads.Load(), s)
+	}
+}
+
+// TestConcurrentMissesShareOneGET: many readers of one cold block cause
+// one GET.
+func TestConcurrentMissesShareOneGET(t *testing.T) {
+	c, src, data := setup(t, objstoretest.FileStore(t), 4*bs, Options{ReadAhead: -1})
+	src.delay = 50 * time.Millisecond
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			p := make([]byte, 1000)
+			if _, err := c.ReadAt(t.Context(), "obj", p, bs+int64(i)*100); err != nil || !bytes.Equal(p, data[bs+i*100:bs+i*100+1000]) {
+				t.Errorf("reader %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := src.reads.Load(); got != 1 {
+		t.Errorf("%d GETs for one block, want 1", got)
+	}
+}
+
+// TestSequentialReadAhead: after two sequential reads, the following
+// blocks are already in flight or fetched when the reader gets there.
+func TestSequentialReadAhead(t *testing.T) {
+	c, src, data := setup(t, objstoretest.FileStore(t), 32*bs, Options{ReadAhead: 4})
+	src.delay = 5 * time.Millisecond
+	p := make([]byte, bs)
+	for i := range 32 {
+		if _, err := c.ReadAt(t.Context(), "obj", p, int64(i)*bs); err != nil || !bytes.Equal(p, data[i*bs:(i+1)*bs]) {
+			t.Fatalf("block %d: %v", i, err)
+		}
+	}
+	s := c.Stats()
+	if s.Misses > 2 || s.Prefetches < 28 {
+		t.Errorf("sequential scan: %+v; want at most 2 demand misses, the rest read ahead", s)
+	}
+	if got := src.reads.Load(); got != 32 {
+		t.Errorf("%d GETs for 32 blocks (read-ahead must not fetch twice or past the end)", got)
+	}
+}
+
+// TestAdviseStaysInRange: advised read-ahead never fetches past the range
+// end (the neighbouring streams of an L0 object).
+func TestAdviseStaysInRange(t *testing.T) {
+	c, src, _ := setup(t, objstoretest.FileStore(t), 32*bs, Options{ReadAhead: 8})
+	c.Advise("obj", 2*bs+10, 5*bs+1) // blocks 2..5
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Stats().FetchedBytes < 4*bs && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	p := make([]byte, 3*bs)
+	if _, err := c.ReadAt(t.Context(), "obj", p, 2*bs+10); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := src.reads.Load(); got != 4 {
+		t.Errorf("%d GETs, want the 4 advised blocks", got)
+	}
+	if s := c.Stats(); s.Misses != 0 {
+		t.Errorf("advised blocks missed: %+v", s)
+	}
+}
+
+// TestErrorsAreNotCached: a failed read (object not there yet) is retried
+// against the store next time.
+func TestErrorsAreNotCached(t *testing.T) {
+	store := objstoretest.FileStore(t)
+	c, _, _ := setup(t, store, bs, Options{})
+	p := make([]byte, 10)
+	if _, err := c.ReadAt(t.Context(), "later", p, 0); !objstore.IsNotExist(err) {
+		t.Fatalf("want ErrNotExist, got %v", err)
+	}
+	if err := objstoretest.Put(t.Context(), store, "later", []byte("0123456789"), objstore.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.ReadAt(t.Context(), "later", p, 0); n != 10 || err != nil || string(p) != "0123456789" {
+		t.Errorf("after create: %d %v %q", n, err, p)
+	}
+}
+
+func TestCancelledReader(t *testing.T) {
+	c, src, _ := setup(t, objstoretest.FileStore(t), 4*bs, Options{ReadAhead: -1})
+	src.delay = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := c.ReadAt(ctx, "obj", make([]byte, 10), 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("want deadline exceeded, got %v", err)
+	}
+	// The fetch went on without the reader and serves the next one.
+	time.Sleep(300 * time.Millisecond)
+	if _, err := c.ReadAt(t.Context(), "obj", make([]byte, 10), 0); err != nil || src.reads.Load() != 1 {
+		t.Errorf("second reader: %v, %d GETs", err, src.reads.Load())
+	}
+}
+
+func TestCloseIsIdempotent(t *testing.T) {
+	c, _, _ := setup(t, objstoretest.FileStore(t), 4*bs, Options{})
+	c.Advise("obj", 0, 4*bs)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ReadAt(t.Context(), "obj", make([]byte, 1), 0); err == nil {
+		t.Errorf("read after Close succeeded")
+	}
+}

@@ -1,0 +1,180 @@
+// Package objstore is PicoMQ's port to object storage: one narrow interface,
+// Store, with a local-filesystem implementation (file://) and an
+// S3-compatible one (s3://, via minio-go), chosen by URL with Open.
+//
+// The interface holds only what tiering needs, so that every implementation
+// can honour exactly the same contract, checked by one acceptance suite
+// (package objstoretest) that runs against each of them, MinIO included:
+//
+//   - ranged reads (ReadAt), safe to call in parallel, never partial unless
+//     the object ends first;
+//   - create-whose-Close-commits: bytes written to a Writer are invisible to
+//     every other call until Close returns nil, and a crash or Abort before
+//     that leaves nothing behind;
+//   - conditional create (CreateOptions.IfNotExists): Close fails with
+//     ErrExists if the key already exists, atomically, so two owners racing
+//     to commit the same object can never both succeed (S3 "If-None-Match: *",
+//     a hard link on the filesystem);
+//   - list by prefix in lexical key order, idempotent delete, stat.
+//
+// # Keys
+//
+// A key is a slash-separated path of 1 to 1024 bytes of valid UTF-8 without
+// control characters or backslashes, whose components are non-empty and do
+// not begin with '.' (so "." and ".." can never escape a directory, and the
+// file store can keep its temporary files in a dot directory no key can
+// name). The same rule applies to every implementation so that a key valid
+// on one is valid on all; anything else fails with ErrInvalidKey.
+//
+// # URLs
+//
+//	file:///abs/path                  a directory (created if missing)
+//	file://relative/path              relative to the working directory
+//	s3://bucket[/prefix]?endpoint=http://127.0.0.1:9000&region=us-east-1
+//
+// s3 query parameters: endpoint (host[:port] or a URL whose scheme picks
+// TLS; default the AWS endpoint), region (default us-east-1), path_style
+// (default true when an endpoint is given, as MinIO and most S3-compatible
+// servers need). Credentials come from the standard AWS chain
+// (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN], the shared
+// credentials file and AWS_PROFILE, then EC2/ECS instance roles), never from
+// the URL, so a URL can be logged. A prefix scopes every key, which lets
+// several clusters or test runs share one bucket.
+//
+// # Errors
+//
+// Implementations wrap the package's sentinels so callers classify with
+// errors.Is: ErrNotExist, ErrExists, ErrInvalidKey, ErrPermission. Anything
+// else (network, 5xx, throttling) is presumed transient; IsPermanent tells
+// a retry loop when to stop.
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Store is an object store. All methods are safe for concurrent use.
+//
+// Objects are immutable once committed, except that a plain Create may
+// replace an object as a whole; readers see either the old or the new
+// object, never a mix (tiering never replaces objects: names are unique).
+type Store interface {
+	// ReadAt reads len(p) bytes of the object key starting at byte off. It
+	// has io.ReaderAt's contract: n < len(p) only with a non-nil error, and
+	// io.EOF (with the bytes that exist) when the object ends first, which
+	// includes off >= size. A missing object is ErrNotExist. len(p) == 0
+	// returns 0, nil without I/O. Calls may run in parallel on one key.
+	ReadAt(ctx context.Context, key string, p []byte, off int64) (n int, err error)
+
+	// Create starts writing the object key. Nothing is visible until the
+	// Writer's Close returns nil; Close is the commit point, and with
+	// opts.IfNotExists it fails with ErrExists if the key exists by then.
+	// ctx bounds the writer's whole life, commit included.
+	Create(ctx context.Context, key string, opts CreateOptions) (Writer, error)
+
+	// Stat returns the object's attributes, or ErrNotExist.
+	Stat(ctx context.Context, key string) (Attributes, error)
+
+	// List yields the objects whose keys start with prefix (a plain string
+	// prefix, not necessarily ending in '/'), in ascending byte order of key.
+	// An error ends the sequence. Objects created or deleted during a listing
+	// may or may not appear.
+	List(ctx context.Context, prefix string) iter.Seq2[Attributes, error]
+
+	// Delete removes the object key. Deleting a missing object succeeds, so a
+	// delete that is retried after a crash or a lost response is harmless.
+	Delete(ctx context.Context, key string) error
+
+	// Close releases the store's resources. Writers and in-flight calls must
+	// have finished first.
+	Close() error
+}
+
+// Writer receives the bytes of one object. Close commits them; Abort
+// discards them. It is not safe for concurrent use.
+type Writer interface {
+	io.Writer
+	// Close commits the object. After an error nothing was committed
+	// (except on an ambiguous network failure of a remote store, where the
+	// object may or may not exist; an IfNotExists retry then meets
+	// ErrExists, which callers resolve by comparing contents).
+	Close() error
+	// Abort discards everything written. It is a no-op after Close.
+	Abort() error
+}
+
+// CreateOptions modify Create.
+type CreateOptions struct {
+	// IfNotExists makes the commit fail with ErrExists when an object of the
+	// same key exists, atomically with respect to other commits.
+	IfNotExists bool
+}
+
+// Attributes describe a committed object.
+type Attributes struct {
+	Key          string
+	Size         int64
+	LastModified time.Time
+}
+
+var (
+	// ErrNotExist: the object (or the bucket) does not exist.
+	ErrNotExist = errors.New("objstore: object does not exist")
+	// ErrExists: a conditional create found the key already committed.
+	ErrExists = errors.New("objstore: object already exists")
+	// ErrInvalidKey: the key breaks the rules in the package documentation.
+	ErrInvalidKey = errors.New("objstore: invalid key")
+	// ErrPermission: the store refused the credentials or the operation.
+	ErrPermission = errors.New("objstore: permission denied")
+	// ErrClosed: the Writer was already closed or aborted.
+	ErrClosed = errors.New("objstore: writer closed")
+)
+
+// IsNotExist reports whether err means that the object does not exist.
+func IsNotExist(err error) bool { return errors.Is(err, ErrNotExist) }
+
+// IsPermanent reports whether retrying the same call cannot help: a typed
+// outcome (missing, exists, bad key, no permission, closed writer) or a
+// cancelled or expired context. Everything else — connection errors,
+// timeouts, 5xx, throttling — is worth a retry with backoff.
+func IsPermanent(err error) bool {
+	return errors.Is(err, ErrNotExist) || errors.Is(err, ErrExists) ||
+		errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrPermission) ||
+		errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
+
+// Open opens the store a URL names (see the package documentation). It
+// may do I/O: the S3 store checks that its bucket exists, so a wrong
+// endpoint, bucket or credential fails here rather than at the first upload.
+func Open(ctx context.Context, rawURL string) (Store, error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, fmt.Errorf("objstore: %q: want file:///path or s3://bucket?endpoint=…", rawURL)
+	}
+	switch scheme {
+	case "file":
+		// Everything after "file://" is the path, so that both the RFC form
+		// file:///abs and the common file://./rel mean what they say.
+		path, err := url.PathUnescape(rest)
+		if err != nil || path == "" {
+			return nil, fmt.Errorf("objstore: %q: bad file path", rawURL)
+		}
+		return NewFileStore(path)
+	case "s3":
+		opts, err := parseS3URL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return NewS3Store(ctx, opts)
+	default:
+		return nil, fmt.Errorf("objstore: %q: unknown scheme %q (want file or s3)", rawURL, scheme)
+	}
+}

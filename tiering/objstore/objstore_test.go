@@ -1,0 +1,117 @@
+package objstore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/PicoMQ/picomq/tiering/objstore"
+	"github.com/PicoMQ/picomq/tiering/objstore/objstoretest"
+)
+
+func TestFileStore(t *testing.T) {
+	objstoretest.Run(t, objstoretest.FileStore)
+}
+
+// TestS3Store runs the same suite against MinIO. Under CI it fails rather
+// than skips when MinIO is not configured.
+func TestS3Store(t *testing.T) {
+	objstoretest.Run(t, objstoretest.S3FromEnv(t))
+}
+
+func TestOpenURLs(t *testing.T) {
+	dir := t.TempDir()
+	s, err := objstore.Open(t.Context(), "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := objstoretest.Put(t.Context(), s, "k", []byte("v"), objstore.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "k")); err != nil {
+		t.Errorf("file:// root is not %s: %v", dir, err)
+	}
+	for _, bad := range []string{
+		"", "/no/scheme", "ftp://x", "s3://", "s3://bucket?endpoint=x&bogus=1",
+		"s3://user:pw@bucket", "s3://bucket?path_style=maybe", "s3://bucket/bad//prefix?endpoint=http://127.0.0.1:1",
+		"s3://bucket?endpoint=ftp://host",
+	} {
+		if _, err := objstore.Open(context.Background(), bad); err == nil {
+			t.Errorf("Open(%q) succeeded", bad)
+		}
+	}
+	// Credentials never end up in an error message.
+	_, err = objstore.Open(t.Context(), "s3://user:secretpw@bucket")
+	if err == nil || strings.Contains(err.Error(), "secretpw") {
+		t.Errorf("error leaks the password: %v", err)
+	}
+}
+
+func TestOpenS3MissingBucket(t *testing.T) {
+	e := objstoretest.LookupS3Env(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", e.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", e.SecretKey)
+	_, err := objstore.Open(t.Context(), objstoretest.S3Env{Endpoint: e.Endpoint, Bucket: "no-such-bucket-" + objstoretest.RandomHex(4)}.URL("p"))
+	if !objstore.IsNotExist(err) {
+		t.Errorf("missing bucket: %v, want ErrNotExist", err)
+	}
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
+	_, err = objstore.Open(t.Context(), e.URL("p"))
+	if !errors.Is(err, objstore.ErrPermission) {
+		t.Errorf("wrong secret: %v, want ErrPermission", err)
+	}
+}
+
+// TestFileStoreCrashLeftovers: temporary files of an interrupted write are
+// never listed, and a fresh store removes old ones.
+func TestFileStoreCrashLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	s, err := objstore.NewFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Create(t.Context(), "a/b", objstore.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("half")); err != nil {
+		t.Fatal(err)
+	}
+	// "Crash": the writer is never closed or aborted.
+	for a, err := range s.List(t.Context(), "") {
+		t.Errorf("listed %v %v", a, err)
+	}
+	tmps, _ := os.ReadDir(filepath.Join(dir, ".tmp"))
+	if len(tmps) != 1 {
+		t.Fatalf("want 1 temp file, got %d", len(tmps))
+	}
+	old := filepath.Join(dir, ".tmp", tmps[0].Name())
+	if err := os.Chtimes(old, timeLongAgo, timeLongAgo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := objstore.NewFileStore(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("stale temp file survived reopen: %v", err)
+	}
+}
+
+// TestFileStoreDeletePrunesDirs: deleting the last object of a stream
+// leaves no empty directories behind.
+func TestFileStoreDeletePrunesDirs(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := objstore.NewFileStore(dir)
+	if err := objstoretest.Put(t.Context(), s, "streams/1/0", []byte("x"), objstore.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(t.Context(), "streams/1/0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "streams")); !os.IsNotExist(err) {
+		t.Errorf("empty directories left: %v", err)
+	}
+}

@@ -1,0 +1,306 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+)
+
+// RangeReader is how segment reads objects: a ranged read with io.ReaderAt
+// semantics. objstore.Store implements it, and so does the block cache
+// (package cache), which is what the read path should pass.
+type RangeReader interface {
+	ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error)
+}
+
+// Advisor is implemented by RangeReaders that profit from knowing a
+// sequential read's extent in advance (the block cache: read-ahead). Reads
+// of a stream's range advise the rest of the range after their first
+// chunk arrives, so read-ahead never delays the first batch.
+type Advisor interface {
+	Advise(key string, off, end int64)
+}
+
+// DefaultTailRead is how many bytes Open reads from the end of an object
+// in its first request. It covers the trailer and the footer of any
+// ordinary object (an 8 MiB object with a few thousand streams), so Open is
+// one GET; a larger footer costs exactly one more.
+const DefaultTailRead = 64 << 10
+
+// Reader reads the streams of one object. It is immutable after Open and
+// safe for concurrent use.
+type Reader struct {
+	src    RangeReader
+	key    string
+	size   int64
+	footer *Footer
+}
+
+// Open reads and validates the trailer and footer of the object key of
+// the given size (the size belongs in the registry next to the key; Stat
+// returns it otherwise).
+func Open(ctx context.Context, src RangeReader, key string, size int64) (*Reader, error) {
+	if size < TrailerSize {
+		return nil, corruptf(key, 0, "object of %d bytes is smaller than a trailer", size)
+	}
+	n := min(size, DefaultTailRead)
+	tail := make([]byte, n)
+	if err := readFull(ctx, src, key, tail, size-n); err != nil {
+		return nil, err
+	}
+	t, err := ParseTrailer(tail[n-TrailerSize:], size)
+	if err != nil {
+		return nil, withKey(err, key)
+	}
+	var footer []byte
+	if int64(t.FooterLen)+TrailerSize <= n {
+		footer = tail[n-TrailerSize-int64(t.FooterLen) : n-TrailerSize]
+	} else {
+		footer = make([]byte, t.FooterLen)
+		if err := readFull(ctx, src, key, footer, int64(t.DataLen)); err != nil {
+			return nil, err
+		}
+	}
+	if got := crc32c(footer); got != t.FooterCRC {
+		return nil, corruptf(key, int64(t.DataLen), "footer CRC %08x, trailer says %08x", got, t.FooterCRC)
+	}
+	f, err := DecodeFooter(footer, int64(t.DataLen))
+	if err != nil {
+		return nil, withKey(err, key)
+	}
+	return &Reader{src: src, key: key, size: size, footer: f}, nil
+}
+
+// readFull reads exactly len(p) bytes at off; an object ending early is
+// corruption (its size was promised), any other error is passed on
+// (wrapped) so callers can tell a missing object or a network failure from
+// bad bytes.
+func readFull(ctx context.Context, src RangeReader, key string, p []byte, off int64) error {
+	n, err := src.ReadAt(ctx, key, p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return corruptf(key, off+int64(n), "object ends after %d of %d bytes read at %d (truncated)", n, len(p), off)
+	}
+	return fmt.Errorf("segment: read %q [%d, +%d): %w", key, off, len(p), err)
+}
+
+func withKey(err error, key string) error {
+	var ce *CorruptionError
+	if errors.As(err, &ce) {
+		ce.Key = key
+	}
+	return err
+}
+
+// Key returns the object's key.
+func (r *Reader) Key() string { return r.key }
+
+// Size returns the object's size.
+func (r *Reader) Size() int64 { return r.size }
+
+// Footer returns the decoded footer.
+func (r *Reader) Footer() *Footer { return r.footer }
+
+// Streams returns the entries of every stream in the object.
+func (r *Reader) Streams() []StreamEntry { return r.footer.Streams() }
+
+func (r *Reader) stream(id uint64) (*streamIndex, bool) {
+	ss := r.footer.streams
+	i := sort.Search(len(ss), func(i int) bool { return ss[i].Stream >= id })
+	if i == len(ss) || ss[i].Stream != id {
+		return nil, false
+	}
+	return &ss[i], true
+}
+
+// Stream returns the entry of stream id, if the object holds it.
+func (r *Reader) Stream(id uint64) (StreamEntry, bool) {
+	s, ok := r.stream(id)
+	if !ok {
+		return StreamEntry{}, false
+	}
+	return s.StreamEntry, true
+}
+
+// Batches is the result of a read: whole batches, concatenated as stored.
+// The first batch may start before the offset asked for (a batch is never
+// split, exactly as a Kafka fetch returns it); callers skip its leading
+// records.
+type Batches struct {
+	Data        []byte
+	FirstOffset int64 // base offset of the first batch in Data
+	NextOffset  int64 // offset after the last record in Data
+	Count       int   // number of batches
+}
+
+// ReadBatches returns the batches of stream holding offset and after it,
+// at least one batch and then as many as fit in maxBytes (<= 0: to the end
+// of the stream's range). It uses the batch index to start at most
+// IndexInterval bytes before the wanted batch.
+func (r *Reader) ReadBatches(ctx context.Context, stream uint64, offset int64, maxBytes int) (Batches, error) {
+	s, ok := r.stream(stream)
+	if !ok {
+		return Batches{}, fmt.Errorf("%w: object %q has no stream %d", ErrOffsetOutOfRange, r.key, stream)
+	}
+	if offset < s.FirstOffset || offset > s.LastOffset {
+		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, r.key, s.FirstOffset, s.LastOffset, stream, offset)
+	}
+	// The last index entry at or before offset.
+	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].Offset > offset }) - 1
+	e := s.index[i]
+	return readRange(ctx, r.src, r.key, s.StreamEntry, e.Pos, e.Offset, offset, maxBytes)
+}
+
+// OffsetForTimestamp returns the first offset of stream in this object
+// whose batch maxTimestamp is >= ts (Kafka ListOffsets by time), found
+// with the index and one scan of at most IndexInterval bytes; ok is false
+// if every batch is older.
+func (r *Reader) OffsetForTimestamp(ctx context.Context, stream uint64, ts int64) (offset int64, ok bool, err error) {
+	s, found := r.stream(stream)
+	if !found || s.MaxTimestamp < ts {
+		return 0, false, nil
+	}
+	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].MaxTimestamp >= ts })
+	e := s.index[i]
+	end := s.End()
+	if i+1 < len(s.index) {
+		end = s.index[i+1].Pos
+	}
+	span := s.StreamEntry
+	var found2 int64 = -1
+	err = scan(ctx, r.src, r.key, span, e.Pos, e.Offset, end, end-e.Pos, func(b []byte, bi batchInfo) bool {
+		if bi.maxTS >= ts {
+			found2 = bi.baseOffset
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	if found2 < 0 {
+		return 0, false, corruptf(r.key, e.Pos, "index promises a timestamp >= %d that no batch has", ts)
+	}
+	return found2, true, nil
+}
+
+// ReadStream reads like Reader.ReadBatches without the footer, from the
+// start of the stream's range as the registry describes it: one ranged
+// read when offset is near e.FirstOffset, which is the case for
+// sequential catch-up, so the first record of a cold read costs a single
+// GET. For an offset deep inside a large range, Open the object and use
+// its index instead.
+func ReadStream(ctx context.Context, src RangeReader, key string, e StreamEntry, offset int64, maxBytes int) (Batches, error) {
+	if offset < e.FirstOffset || offset > e.LastOffset {
+		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.FirstOffset, e.LastOffset, e.Stream, offset)
+	}
+	return readRange(ctx, src, key, e, e.Start, e.FirstOffset, offset, maxBytes)
+}
+
+func readRange(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, base, offset int64, maxBytes int) (Batches, error) {
+	out := Batches{FirstOffset: -1}
+	// Read what the caller wants plus what the index may make us skip.
+	hint := int64(maxBytes) + DefaultIndexInterval
+	if maxBytes <= 0 {
+		hint = e.End() - pos
+	}
+	err := scan(ctx, src, key, e, pos, base, e.End(), hint, func(b []byte, bi batchInfo) bool {
+		if bi.lastOffset < offset {
+			return true
+		}
+		if out.Count > 0 && maxBytes > 0 && len(out.Data)+len(b) > maxBytes {
+			return false
+		}
+		if out.Count == 0 {
+			out.FirstOffset = bi.baseOffset
+		}
+		out.Data = append(out.Data, b...)
+		out.NextOffset = bi.lastOffset + 1
+		out.Count++
+		return maxBytes <= 0 || len(out.Data) < maxBytes
+	})
+	if err != nil {
+		return Batches{}, err
+	}
+	if out.Count == 0 {
+		return Batches{}, corruptf(key, pos, "stream %d: no batch holds offset %d although the index says so", e.Stream, offset)
+	}
+	return out, nil
+}
+
+// scan walks the batches of e from byte pos (where the batch with base
+// offset base starts) until stop or until fn returns false, verifying
+// every batch before handing it to fn. Reads are chunked, so a scan is a
+// few large ranged reads, not one per batch.
+func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, base, stop, hint int64, fn func([]byte, batchInfo) bool) error {
+	end := e.End()
+	var buf []byte
+	var bufPos int64
+	advised := false
+	// window returns [p, p+n) from buf, reading a new chunk when needed.
+	window := func(p, n int64) ([]byte, error) {
+		if p >= bufPos && p+n <= bufPos+int64(len(buf)) {
+			return buf[p-bufPos : p-bufPos+n], nil
+		}
+		if p+n > end {
+			return nil, corruptf(key, p, "stream %d: batch of %d bytes crosses the end of its range at %d", e.Stream, n, end)
+		}
+		want := min(max(n, chunkSize(min(hint, stop-p))), end-p)
+		nb := make([]byte, want)
+		if err := readFull(ctx, src, key, nb, p); err != nil {
+			return nil, err
+		}
+		buf, bufPos = nb, p
+		if adv, ok := src.(Advisor); ok && !advised && p+want < stop {
+			adv.Advise(key, p+want, stop)
+			advised = true
+		}
+		return buf[:n], nil
+	}
+	expect := base
+	for pos < stop {
+		hdr, err := window(pos, batchHeaderMinimum)
+		if err != nil {
+			return err
+		}
+		n, err := batchSize(hdr)
+		if err != nil {
+			return corruptf(key, pos, "stream %d: %v", e.Stream, err)
+		}
+		b, err := window(pos, n)
+		if err != nil {
+			return err
+		}
+		bi, err := checkBatch(b)
+		if err != nil {
+			return corruptf(key, pos, "stream %d: %v", e.Stream, err)
+		}
+		if bi.baseOffset != expect {
+			return corruptf(key, pos, "stream %d: batch base offset %d, want %d", e.Stream, bi.baseOffset, expect)
+		}
+		if bi.lastOffset > e.LastOffset {
+			return corruptf(key, pos, "stream %d: batch ends at offset %d past the range's last offset %d", e.Stream, bi.lastOffset, e.LastOffset)
+		}
+		pos += n
+		expect = bi.lastOffset + 1
+		if !fn(b, bi) {
+			return nil
+		}
+	}
+	if pos == end && expect != e.LastOffset+1 {
+		return corruptf(key, pos, "stream %d: range ends at offset %d, index says %d", e.Stream, expect-1, e.LastOffset)
+	}
+	return nil
+}
+
+// chunkSize is how much a scan reads at once: about what the caller
+// wants, at least enough to amortise a request, at most 1 MiB so the first
+// batch of a cold read never waits for a huge transfer.
+func chunkSize(want int64) int64 {
+	const minChunk, maxChunk = 16 << 10, 1 << 20
+	return min(max(want, minChunk), maxChunk)
+}

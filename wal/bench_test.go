@@ -1,0 +1,126 @@
+package wal
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// benchDir is where benchmarks put their files: $PICOMQ_BENCH_DIR when set
+// (to measure a particular disk), else a temporary directory. The WAL and
+// the fdatasync baseline must use the same one for the comparison to mean
+// anything.
+func benchDir(b *testing.B) string {
+	base := os.Getenv("PICOMQ_BENCH_DIR")
+	if base == "" {
+		return b.TempDir()
+	}
+	dir, err := os.MkdirTemp(base, "walbench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// percentileMicros returns the q-quantile of lat in microseconds; it sorts
+// lat.
+func percentileMicros(lat []time.Duration, q float64) float64 {
+	if len(lat) == 0 {
+		return 0
+	}
+	slices.Sort(lat)
+	return float64(lat[int(q*float64(len(lat)-1))]) / float64(time.Microsecond)
+}
+
+// BenchmarkAppend measures acknowledged appends of a 100-byte payload from 1,
+// 16 and 256 concurrent appenders, each timing every Append it makes.
+func BenchmarkAppend(b *testing.B) {
+	for _, appenders := range []int{1, 16, 256} {
+		b.Run(fmt.Sprintf("appenders=%d", appenders), func(b *testing.B) {
+			w, _, err := Open(Options{Dir: benchDir(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			data := payload(1, 100)
+			lat := make([][]time.Duration, appenders)
+			for i := range lat {
+				lat[i] = make([]time.Duration, 0, b.N/appenders+1)
+			}
+			var issued atomic.Int64
+			var wg sync.WaitGroup
+			ctx := context.Background()
+			before := w.Stats()
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			for i := range appenders {
+				wg.Go(func() {
+					l := lat[i]
+					for issued.Add(1) <= int64(b.N) {
+						t0 := time.Now()
+						if _, err := w.Append(ctx, data); err != nil {
+							b.Error(err)
+							return
+						}
+						l = append(l, time.Since(t0))
+					}
+					lat[i] = l
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			after := w.Stats()
+			all := slices.Concat(lat...)
+			b.ReportMetric(float64(len(all))/elapsed.Seconds(), "appends/s")
+			b.ReportMetric(percentileMicros(all, 0.50), "p50-ack-µs")
+			b.ReportMetric(percentileMicros(all, 0.99), "p99-ack-µs")
+			if groups := after.Groups - before.Groups; groups > 0 {
+				b.ReportMetric(float64(after.Entries-before.Entries)/float64(groups), "entries/group")
+			}
+		})
+	}
+}
+
+// BenchmarkFdatasyncBaseline is what durability costs without group commit:
+// append 100 bytes, fdatasync, repeat, in the directory BenchmarkAppend
+// uses.
+func BenchmarkFdatasyncBaseline(b *testing.B) {
+	f, err := os.Create(filepath.Join(benchDir(b), "baseline"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	data := payload(1, 100)
+	lat := make([]time.Duration, 0, b.N)
+	fd := int(f.Fd())
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := f.Write(data); err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.Fdatasync(fd); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
+	b.ReportMetric(percentileMicros(lat, 0.50), "p50-µs")
+	b.ReportMetric(percentileMicros(lat, 0.99), "p99-µs")
+}
