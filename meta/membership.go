@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -38,6 +39,11 @@ type Session struct {
 	done      chan struct{}
 	cancel    context.CancelFunc
 	closeOnce sync.Once
+	// renewedAt (unix ns) and ttl (s) of the last keep-alive answer: a node
+	// can tell its lease may have expired before etcd tells it, e.g.
+	// after a long pause, and stop acknowledging writes at once.
+	renewedAt atomic.Int64
+	ttl       atomic.Int64
 }
 
 func (r *Registry) memberKey(id string) string { return r.prefix + "members/" + id }
@@ -81,14 +87,30 @@ func (r *Registry) Join(ctx context.Context, m Member, ttl time.Duration) (*Sess
 		return nil, fmt.Errorf("meta: keep lease alive: %w", err)
 	}
 	s := &Session{cli: r.cli, lease: grant.ID, key: key, createRev: resp.Header.Revision, done: make(chan struct{}), cancel: cancel}
+	s.renewedAt.Store(time.Now().UnixNano())
+	s.ttl.Store(grant.TTL)
 	go func() {
 		// The keep-alive channel closes when the lease expires, is
 		// revoked, or etcd stays unreachable past the TTL.
-		for range ka {
+		for resp := range ka {
+			s.renewedAt.Store(time.Now().UnixNano())
+			s.ttl.Store(resp.TTL)
 		}
 		s.closeOnce.Do(func() { close(s.done) })
 	}()
 	return s, nil
+}
+
+// Valid reports whether the lease is certainly still alive: the last renewal
+// is younger than its TTL minus a safety margin for clock-rate drift. A node
+// that is not Valid must not acknowledge writes.
+func (s *Session) Valid() bool {
+	if s.Lost() {
+		return false
+	}
+	age := time.Since(time.Unix(0, s.renewedAt.Load()))
+	ttl := time.Duration(s.ttl.Load()) * time.Second
+	return age < ttl-ttl/5
 }
 
 // Done is closed when the session is over (lease lost or Close called).

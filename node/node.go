@@ -130,6 +130,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		Logger:            log,
 		DefaultDurability: cfg.Durability,
 		Registerer:        promReg,
+		Cluster:           reg,
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
 			Manifests:    reg,
@@ -143,7 +144,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		return nil, err
 	}
 	n.members.onLost = n.svc.Fence
-	n.members.onJoined = n.svc.Unfence
+	n.members.onJoined = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := n.svc.Rejoined(ctx); err != nil {
+			log.Error("re-checking stream ownership after rejoin failed; staying fenced", "err", err)
+		}
+	}
 	bg, cancel := context.WithCancel(context.Background())
 	n.bgCancel = cancel
 	n.flusherDone = make(chan struct{})
@@ -166,6 +173,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	router.HandleFunc("/readyz", n.readyz)
+	router.HandleFunc("/_sys/drain", n.drain).Methods(http.MethodPost)
+	router.HandleFunc("/_sys/cluster", n.clusterInfo).Methods(http.MethodGet)
 	if cfg.Protocol == ProtocolDurableStreams {
 		ds.New(n.svc, ds.Config{
 			BaseURL:         cfg.AdvertiseURL,
@@ -178,7 +187,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, LongPollTimeout: cfg.LongPollTimeout,
 			SSETimeout: cfg.SSETimeout, Logger: log}).Register(router)
 	}
-	handler := httpx.Instrument(router, routeLabel, httpx.NewMetrics(promReg), log)
+	servedBy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Which node answered: history reads may be served by any node.
+		w.Header().Set("Pico-Served-By", cfg.NodeID)
+		router.ServeHTTP(w, r)
+	})
+	handler := httpx.Instrument(servedBy, routeLabel, httpx.NewMetrics(promReg), log)
 
 	n.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -238,6 +252,17 @@ func (n *Node) Served() <-chan error { return n.served }
 // etcd. Long-polls are cut by the context deadline.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.log.Info("shutting down")
+	// Hand owned streams to other live nodes first, while the listener
+	// still answers (with redirects) — a rolling restart loses nothing and
+	// clients move on at once. Alone in the cluster, the final flush at
+	// close is all there is to do.
+	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+	if moved, derr := n.svc.Drain(dctx); derr != nil {
+		n.log.Info("drain on shutdown incomplete; streams stay owned by this node until it returns or its lease expires", "moved", moved, "reason", derr)
+	} else {
+		n.log.Info("drained", "moved", moved)
+	}
+	dcancel()
 	err := n.server.Shutdown(ctx)
 	if err != nil {
 		n.log.Warn("in-flight requests did not finish in time; closing", "err", err)

@@ -238,6 +238,8 @@ func classify(err error) (status int, code string, ok bool) {
 		return http.StatusBadRequest, wire.CodeOffsetOutOfRange, true
 	case errors.Is(err, stream.ErrInvalidArgument), errors.Is(err, record.ErrInvalid):
 		return http.StatusBadRequest, wire.CodeBadRequest, true
+	case errors.Is(err, stream.ErrRedirect):
+		return http.StatusTemporaryRedirect, httpx.CodeRedirect, true
 	case errors.Is(err, stream.ErrUnavailable):
 		return http.StatusServiceUnavailable, wire.CodeUnavailable, true
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -249,6 +251,7 @@ func classify(err error) (status int, code string, ok bool) {
 }
 
 func (h *Handler) serviceError(w http.ResponseWriter, r *http.Request, err error) {
+	httpx.SetRedirect(w, r, err)
 	status, code, ok := classify(err)
 	msg := err.Error()
 	if !ok {

@@ -193,6 +193,8 @@ func classify(err error) (status int, code string, ok bool) {
 		return http.StatusConflict, wire.CodeStreamClosed, true
 	case errors.Is(err, stream.ErrInvalidArgument), errors.Is(err, record.ErrInvalid):
 		return http.StatusBadRequest, wire.CodeBadRequest, true
+	case errors.Is(err, stream.ErrRedirect):
+		return http.StatusTemporaryRedirect, httpx.CodeRedirect, true
 	case errors.Is(err, stream.ErrUnavailable):
 		return http.StatusServiceUnavailable, wire.CodeUnavailable, true
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -214,6 +216,7 @@ func (h *Handler) errorDetail(w http.ResponseWriter, r *http.Request, err error)
 		d.Message = "internal error"
 	}
 	hd := w.Header()
+	httpx.SetRedirect(w, r, err)
 	var pe *stream.ProducerError
 	if errors.As(err, &pe) {
 		switch {
@@ -284,6 +287,9 @@ func describe(info stream.Info) streamJSON {
 }
 
 func setInfoHeaders(hd http.Header, info stream.Info) {
+	if info.Owner != "" {
+		hd.Set("Pico-Owner", info.Owner)
+	}
 	hd.Set(wire.HeaderNextOffset, strconv.FormatInt(info.NextOffset, 10))
 	hd.Set(wire.HeaderStartOffset, strconv.FormatInt(info.StartOffset, 10))
 	hd.Set(wire.HeaderStreamID, strconv.FormatUint(info.ID, 10))

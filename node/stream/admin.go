@@ -59,7 +59,7 @@ func (st *streamState) checkTrimmed(offset int64) error {
 
 // Configure applies ch to the stream and returns its new description.
 func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (Info, error) {
-	st, err := s.lookup(name)
+	st, err := s.lookup(ctx, name)
 	if err != nil {
 		return Info{}, err
 	}

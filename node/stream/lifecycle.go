@@ -150,7 +150,7 @@ func (s *Service) gate(st *streamState) error {
 // offset=now read touches the stream without reading) and returns the
 // stream's info.
 func (s *Service) Touch(ctx context.Context, name string) (Info, error) {
-	st, err := s.lookup(name)
+	st, err := s.lookup(ctx, name)
 	if err != nil {
 		return Info{}, err
 	}

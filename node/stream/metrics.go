@@ -23,6 +23,9 @@ type metrics struct {
 	flushErrors  prometheus.Counter
 	flushBytes   prometheus.Counter
 	flushSeconds prometheus.Histogram
+	claims       prometheus.Counter
+	claimSeconds prometheus.Histogram
+	handoffs     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,8 +44,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 	}
+	m.claims = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_stream_claims_total", Help: "Streams this node took over or adopted.",
+	})
+	m.claimSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "picomq_stream_claim_duration_seconds", Help: "Time to claim a stream and rebuild it from object storage.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
+	m.handoffs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_stream_handoffs_total", Help: "Streams this node handed to another node (drain).",
+	})
 	if reg != nil {
-		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds)
+		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds, m.claims, m.claimSeconds, m.handoffs)
 	}
 	return m
 }

@@ -66,6 +66,8 @@ type Config struct {
 	// after the flush holding the append is committed); streams may
 	// override it at create.
 	DefaultDurability string
+	// Cluster enables ownership routing (claims, redirects, drain).
+	Cluster Cluster
 	// Registerer receives the service's metrics (nil = not exported).
 	Registerer prometheus.Registerer
 	// DefaultReadBytes / MaxReadBytes bound the value bytes of one read
@@ -127,6 +129,9 @@ type Service struct {
 	flushNow chan struct{}
 	pending  atomic.Int64 // bytes appended since the last flush
 	metrics  *metrics
+
+	cluster Cluster // nil = single node without routing
+	routing routing
 }
 
 // streamState is the in-memory state of one stream owned by this node.
@@ -165,7 +170,10 @@ type streamState struct {
 	closed    bool // no append may be enqueued any more
 	// closedVisible: the close is durable, so readers may be told.
 	closedVisible bool
-	closedBy      *Producer // the producer batch that closed the stream, for dedup of its retries
+	closedBy      *Producer
+	// moving: ownership is being handed to another node; appends get 503
+	// until the handoff is done, then a redirect.
+	moving bool // the producer batch that closed the stream, for dedup of its retries
 	life          lifecycle // expiry, soft delete, fork references (lifecycle.go)
 }
 
@@ -235,6 +243,9 @@ type ReadResult struct {
 	StartOffset int64
 	// Closed is true when the stream is closed and this read reached its end.
 	Closed bool
+	// ServedRemotely: the stream is owned by another node and this read was
+	// answered from object storage here (history needs no redirect).
+	ServedRemotely bool
 	Stream Info
 }
 
@@ -251,6 +262,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		tcfg:     cfg.Tier,
 		flushNow: make(chan struct{}, 1),
 		metrics:  newMetrics(cfg.Registerer),
+		cluster:  cfg.Cluster,
 	}
 	s.registerGauges(cfg.Registerer)
 	all, err := reg.AllStreams(ctx)
@@ -258,7 +270,11 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		return nil, fmt.Errorf("stream: load registry: %w", err)
 	}
 	for _, m := range all {
-		s.insertLocked(m)
+		// Only streams this node owns are served from local state; the
+		// rest are routed (see routing.go).
+		if m.Owner == cfg.NodeID || m.Owner == "" {
+			s.insertLocked(m)
+		}
 	}
 	if s.tier != nil {
 		if err := s.loadManifests(ctx); err != nil {
@@ -357,6 +373,11 @@ func (s *Service) Ready() error {
 	if s.fenced != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, s.fenced)
 	}
+	if s.tcfg.Session != nil {
+		if sess := s.tcfg.Session(); sess == nil || !sess.Valid() {
+			return fmt.Errorf("%w: this node's etcd lease may have expired; not acknowledging writes", ErrUnavailable)
+		}
+	}
 	if s.tier != nil && s.tcfg.MaxWALBytes > 0 && s.pending.Load() > s.tcfg.MaxWALBytes {
 		return fmt.Errorf("%w: %d bytes wait for upload to object storage (limit %d); retry later", ErrUnavailable, s.pending.Load(), s.tcfg.MaxWALBytes)
 	}
@@ -441,6 +462,10 @@ func (s *Service) Create(ctx context.Context, name string, opts CreateOptions) (
 	if !created && opts.Durability != "" && opts.Durability != stored.Durability {
 		return Info{}, false, fmt.Errorf("%w: %q has durability %q, not %q", ErrConflict, name, stored.Durability, opts.Durability)
 	}
+	if !created && stored.Owner != s.cfg.NodeID {
+		// Identical config, owned elsewhere: answered here, no local state.
+		return infoFromMeta(stored), false, nil
+	}
 	s.mu.Lock()
 	st := s.byName[name]
 	if st == nil || st.info.ID != stored.ID {
@@ -480,7 +505,11 @@ func (st *streamState) infoLocked() Info {
 	}
 }
 
-func (s *Service) lookup(name string) (*streamState, error) {
+// lookup is the routing step: the stream's local state if this node owns
+// it (claiming or adopting it first if the registry says so), else a
+// *RedirectError naming the owner, ErrNotFound, or ErrUnavailable when the
+// registry cannot be asked.
+func (s *Service) lookup(ctx context.Context, name string) (*streamState, error) {
 	s.mu.RLock()
 	st := s.byName[name]
 	s.mu.RUnlock()
@@ -488,7 +517,10 @@ func (s *Service) lookup(name string) (*streamState, error) {
 		if err := ValidateName(name); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+		var err error
+		if st, err = s.route(ctx, name); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.gate(st); err != nil {
 		return nil, err
@@ -498,7 +530,7 @@ func (s *Service) lookup(name string) (*streamState, error) {
 
 // Head returns the stream's metadata and offsets.
 func (s *Service) Head(ctx context.Context, name string) (Info, error) {
-	st, err := s.lookup(name)
+	st, err := s.lookup(ctx, name)
 	if err != nil {
 		return Info{}, err
 	}
@@ -508,7 +540,7 @@ func (s *Service) Head(ctx context.Context, name string) (Info, error) {
 // Delete removes the stream from the registry and from this node. Its WAL
 // entries become garbage that replay skips and truncation reclaims.
 func (s *Service) Delete(ctx context.Context, name string) error {
-	st, err := s.lookup(name)
+	st, err := s.lookup(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -587,7 +619,7 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	if len(req.WriterSeq) > maxEntryString || (req.Producer != nil && len(req.Producer.ID) > maxEntryString) {
 		return AppendResult{}, fmt.Errorf("%w: producer id or writer sequence longer than %d bytes", ErrInvalidArgument, maxEntryString)
 	}
-	st, err := s.lookup(name)
+	st, err := s.lookup(ctx, name)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -607,6 +639,10 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	if st.deleted {
 		st.mu.Unlock()
 		return AppendResult{}, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if st.moving {
+		st.mu.Unlock()
+		return AppendResult{}, fmt.Errorf("%w: %s is moving to another node; retry", ErrUnavailable, name)
 	}
 	var ps *producerState
 	if req.Producer != nil {
@@ -774,8 +810,15 @@ func (s *Service) fail(err error) {
 // Read returns durable records starting at opts.Offset. Reading at the next
 // offset returns no records and UpToDate; beyond it is ErrOffsetOutOfRange.
 func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (ReadResult, error) {
-	st, err := s.lookup(name)
+	st, err := s.lookup(ctx, name)
 	if err != nil {
+		var re *RedirectError
+		if errors.As(err, &re) {
+			// History already in object storage is served by any node.
+			if res, ok, rerr := s.readRemote(ctx, name, opts); ok || rerr != nil {
+				return res, rerr
+			}
+		}
 		return ReadResult{}, err
 	}
 	st.life.touch(s.cfg.Now()) // a read resets a sliding TTL
@@ -785,6 +828,12 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 	if st.info.Fork != nil {
 		return s.readView(ctx, st, opts) // stitches in the source's history
 	}
+	return s.readState(ctx, st, opts)
+}
+
+// readState reads from a stream's chunk index (local or a remote view).
+func (s *Service) readState(ctx context.Context, st *streamState, opts ReadOptions) (ReadResult, error) {
+	name := st.info.Name
 	limit := opts.MaxRecords
 	if limit <= 0 {
 		limit = s.cfg.DefaultReadRecords
@@ -887,7 +936,7 @@ func (s *Service) chunkBatches(ctx context.Context, streamID uint64, c chunk, fr
 // the stream is closed or deleted, or ctx is done. It returns true if data is
 // available. Waiters cost one parked goroutine and no polling.
 func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool, error) {
-	st, err := s.lookup(name)
+	st, err := s.lookup(ctx, name)
 	if err != nil {
 		return false, err
 	}

@@ -138,54 +138,76 @@ func (st *streamState) restoreSnapshot(raw json.RawMessage) error {
 	return nil
 }
 
-// loadManifests rebuilds each stream's object chunks and state snapshot from
-// the committed manifests, before the WAL is replayed on top.
+// piece is one manifest entry of one stream.
+type piece struct {
+	ref         *ObjectRef
+	first, next int64
+	state       json.RawMessage
+	order       int // manifest order: later commits win ties
+}
+
+// indexManifests groups manifest entries by stream id.
+func indexManifests(ms []meta.Manifest) map[uint64][]piece {
+	per := map[uint64][]piece{}
+	for i, m := range ms {
+		for _, r := range m.Streams {
+			per[r.StreamID] = append(per[r.StreamID], piece{ref: refFromManifest(m.Object, r), first: r.First, next: r.Next, state: r.State, order: i})
+		}
+	}
+	return per
+}
+
+// applyPieces rebuilds a stream's object chunks and state snapshot from its
+// manifest entries. st.mu must be held (or st not yet shared).
+func (st *streamState) applyPieces(ps []piece) error {
+	sort.SliceStable(ps, func(a, b int) bool {
+		if ps[a].first != ps[b].first {
+			return ps[a].first < ps[b].first
+		}
+		return ps[a].order < ps[b].order
+	})
+	var latest piece
+	have := false
+	for _, p := range ps {
+		if p.next > p.first {
+			if p.next <= st.next {
+				continue // an older copy of a range already covered
+			}
+			if p.first != st.next {
+				return fmt.Errorf("stream: manifests of %s leave a gap: have [0,%d), next object range starts at %d", st.info.Name, st.next, p.first)
+			}
+			st.chunks = append(st.chunks, chunk{base: p.first, next: p.next, obj: p.ref})
+			st.next = p.next
+		}
+		// The newest state is the one with the highest end offset; among
+		// equal ends (state-only flushes, e.g. a close) the later commit.
+		if !have || p.next > latest.next || (p.next == latest.next && p.order >= latest.order) {
+			latest, have = p, true
+		}
+	}
+	st.hwm, st.uploaded = st.next, st.next
+	if have {
+		if err := st.restoreSnapshot(latest.state); err != nil {
+			return fmt.Errorf("stream %s: %w", st.info.Name, err)
+		}
+	}
+	return nil
+}
+
+// loadManifests rebuilds every loaded stream from the committed manifests,
+// before the WAL is replayed on top.
 func (s *Service) loadManifests(ctx context.Context) error {
 	ms, err := s.tcfg.Manifests.Manifests(ctx)
 	if err != nil {
 		return fmt.Errorf("stream: load manifests: %w", err)
 	}
-	type piece struct {
-		ref         *ObjectRef
-		first, next int64
-		state       json.RawMessage
-		order       int
-	}
-	per := map[uint64][]piece{}
-	for i, m := range ms {
-		for _, r := range m.Streams {
-			if s.byID[r.StreamID] == nil {
-				continue // deleted stream: garbage for the collector
-			}
-			per[r.StreamID] = append(per[r.StreamID], piece{ref: refFromManifest(m.Object, r), first: r.First, next: r.Next, state: r.State, order: i})
-		}
-	}
-	for id, ps := range per {
+	for id, ps := range indexManifests(ms) {
 		st := s.byID[id]
-		// The newest state is the one with the highest end offset; among
-		// equal ends (state-only flushes, e.g. a close) the later commit.
-		sort.SliceStable(ps, func(a, b int) bool {
-			if ps[a].first != ps[b].first {
-				return ps[a].first < ps[b].first
-			}
-			return ps[a].order < ps[b].order
-		})
-		var latest piece
-		for _, p := range ps {
-			if p.next > p.first {
-				if p.first != st.next {
-					return fmt.Errorf("stream: manifests of %s leave a gap: have [0,%d), next object range starts at %d", st.info.Name, st.next, p.first)
-				}
-				st.chunks = append(st.chunks, chunk{base: p.first, next: p.next, obj: p.ref})
-				st.next = p.next
-			}
-			if p.next > latest.next || (p.next == latest.next && p.order >= latest.order) {
-				latest = p
-			}
+		if st == nil {
+			continue // deleted, or owned by another node
 		}
-		st.hwm, st.uploaded = st.next, st.next
-		if err := st.restoreSnapshot(latest.state); err != nil {
-			return fmt.Errorf("stream %s: %w", st.info.Name, err)
+		if err := st.applyPieces(ps); err != nil {
+			return err
 		}
 	}
 	seq, err := s.tcfg.Manifests.MaxManifestSeq(ctx, s.cfg.NodeID)
@@ -260,6 +282,14 @@ type flushItem struct {
 func (s *Service) Flush(ctx context.Context) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
+	s.mu.RLock()
+	fenced := s.fenced
+	s.mu.RUnlock()
+	if fenced != nil {
+		// Without a live lease nothing may be committed; the data stays
+		// in the WAL until the node has rejoined and re-checked ownership.
+		return fmt.Errorf("flush: %w", fenced)
+	}
 
 	s.mu.RLock()
 	streams := make([]*streamState, 0, len(s.byID))

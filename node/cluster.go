@@ -1,0 +1,52 @@
+package node
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/PicoMQ/picomq/api/httpx"
+	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/sdk/wire"
+)
+
+// drain hands every stream this node owns to other live nodes
+// (POST /_sys/drain). The node keeps running and keeps serving history reads.
+func (n *Node) drain(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+	defer cancel()
+	moved, err := n.svc.Drain(ctx)
+	if err != nil {
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{
+			"moved": moved,
+			"error": wire.ErrorDetail{Code: wire.CodeUnavailable, Message: err.Error()},
+		})
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"moved": moved})
+}
+
+type clusterNode struct {
+	NodeID       string `json:"nodeId"`
+	AdvertiseURL string `json:"advertiseUrl"`
+	KafkaAddr    string `json:"kafkaAddr,omitempty"`
+}
+
+// clusterInfo lists the live members (GET /_sys/cluster).
+func (n *Node) clusterInfo(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	ms, err := meta.NewRegistry(n.etcd, registryPrefix).Members(ctx)
+	if err != nil {
+		httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "etcd unreachable: "+err.Error())
+		return
+	}
+	out := struct {
+		Nodes []clusterNode `json:"nodes"`
+		Self  string        `json:"self"`
+	}{Self: n.cfg.NodeID, Nodes: []clusterNode{}}
+	for _, m := range ms {
+		out.Nodes = append(out.Nodes, clusterNode{NodeID: m.NodeID, AdvertiseURL: m.AdvertiseURL, KafkaAddr: m.KafkaAddr})
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+}

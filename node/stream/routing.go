@@ -1,0 +1,414 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/PicoMQ/picomq/meta"
+)
+
+// ErrRedirect: the stream is served by another node; errors.As gives
+// *RedirectError with its URL. Frontends answer 307 to the same path there.
+var ErrRedirect = errors.New("stream: owned by another node")
+
+// RedirectError names the node that serves a stream.
+type RedirectError struct {
+	Name   string
+	NodeID string
+	URL    string // the node's advertise URL, no trailing slash
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("%v: %s is served by %s (%s)", ErrRedirect, e.Name, e.NodeID, e.URL)
+}
+
+func (e *RedirectError) Unwrap() error { return ErrRedirect }
+
+// Cluster is what routing needs from the registry beyond Registry.
+type Cluster interface {
+	Members(ctx context.Context) ([]meta.Member, error)
+	UpdateStream(ctx context.Context, name string, fn func(*meta.Stream) error) (meta.Stream, error)
+}
+
+// routeTimeout bounds the registry calls of one routing decision: a client
+// gets a clear 503 instead of hanging when etcd is unreachable.
+const routeTimeout = 3 * time.Second
+
+// membersTTL is how long a membership listing is reused. Ownership itself is
+// never taken from a cache: claims are compare-and-swap transactions.
+const membersTTL = 300 * time.Millisecond
+
+type routing struct {
+	mu         sync.Mutex
+	members    []meta.Member
+	membersAt  time.Time
+	inflight   map[string]*claimCall // per stream name: one claim at a time
+	manifests  []meta.Manifest
+	manifestAt time.Time
+}
+
+type claimCall struct {
+	done chan struct{}
+	st   *streamState
+	err  error
+}
+
+func (s *Service) liveMembers(ctx context.Context) ([]meta.Member, error) {
+	s.routing.mu.Lock()
+	if time.Since(s.routing.membersAt) < membersTTL {
+		ms := s.routing.members
+		s.routing.mu.Unlock()
+		return ms, nil
+	}
+	s.routing.mu.Unlock()
+	ms, err := s.cluster.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].NodeID < ms[j].NodeID })
+	s.routing.mu.Lock()
+	s.routing.members, s.routing.membersAt = ms, time.Now()
+	s.routing.mu.Unlock()
+	return ms, nil
+}
+
+// placement picks the node that should take over a stream whose owner is
+// gone: rendezvous hashing over the live members, so orphaned streams spread
+// evenly and every node computes the same answer without talking.
+func placement(name string, members []meta.Member) meta.Member {
+	var best meta.Member
+	var bestScore uint64
+	for _, m := range members {
+		h := fnv.New64a()
+		h.Write([]byte(m.NodeID))
+		h.Write([]byte{0})
+		h.Write([]byte(name))
+		if sc := h.Sum64(); best.NodeID == "" || sc > bestScore {
+			best, bestScore = m, sc
+		}
+	}
+	return best
+}
+
+// route resolves a stream this node has no local state for.
+func (s *Service) route(ctx context.Context, name string) (*streamState, error) {
+	if s.cluster == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	rctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	m, err := s.reg.GetStream(rctx, name)
+	if errors.Is(err, meta.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: registry unreachable: %v", ErrUnavailable, err)
+	}
+	if m.Owner == s.cfg.NodeID {
+		return s.claim(rctx, m, false)
+	}
+	members, err := s.liveMembers(rctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: registry unreachable: %v", ErrUnavailable, err)
+	}
+	for _, mb := range members {
+		if mb.NodeID == m.Owner {
+			return nil, &RedirectError{Name: name, NodeID: mb.NodeID, URL: mb.AdvertiseURL}
+		}
+	}
+	// The owner's lease is gone. The placement target claims it; anyone
+	// else redirects there, so a stream is never claimed twice at once.
+	target := placement(name, members)
+	if target.NodeID == "" {
+		return nil, fmt.Errorf("%w: no live node can take over %s", ErrUnavailable, name)
+	}
+	if target.NodeID != s.cfg.NodeID {
+		return nil, &RedirectError{Name: name, NodeID: target.NodeID, URL: target.AdvertiseURL}
+	}
+	return s.claim(rctx, m, true)
+}
+
+// claim takes ownership of m (bumping its epoch, conditioned on the record
+// not having changed) when takeover is set, then rebuilds the stream's state
+// from object storage. Concurrent requests for one stream share one claim.
+func (s *Service) claim(ctx context.Context, m meta.Stream, takeover bool) (*streamState, error) {
+	s.routing.mu.Lock()
+	if c, ok := s.routing.inflight[m.Name]; ok {
+		s.routing.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.st, c.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: claim of %s in progress", ErrUnavailable, m.Name)
+		}
+	}
+	if s.routing.inflight == nil {
+		s.routing.inflight = map[string]*claimCall{}
+	}
+	c := &claimCall{done: make(chan struct{})}
+	s.routing.inflight[m.Name] = c
+	s.routing.mu.Unlock()
+
+	c.st, c.err = s.doClaim(ctx, m, takeover)
+
+	s.routing.mu.Lock()
+	delete(s.routing.inflight, m.Name)
+	s.routing.mu.Unlock()
+	close(c.done)
+	return c.st, c.err
+}
+
+func (s *Service) doClaim(ctx context.Context, m meta.Stream, takeover bool) (*streamState, error) {
+	start := time.Now()
+	if takeover {
+		prevOwner, prevEpoch := m.Owner, m.Epoch
+		updated, err := s.cluster.UpdateStream(ctx, m.Name, func(cur *meta.Stream) error {
+			if cur.ID != m.ID || cur.Owner != prevOwner || cur.Epoch != prevEpoch {
+				return fmt.Errorf("%w: %s changed owner while claiming", meta.ErrConflict, m.Name)
+			}
+			cur.Owner = s.cfg.NodeID
+			cur.Epoch++
+			return nil
+		})
+		if err != nil {
+			if errors.Is(err, meta.ErrConflict) || errors.Is(err, meta.ErrNotFound) {
+				// Someone else won, or it was deleted: route again.
+				return nil, fmt.Errorf("%w: ownership of %s changed; retry", ErrUnavailable, m.Name)
+			}
+			return nil, fmt.Errorf("%w: claim %s: %v", ErrUnavailable, m.Name, err)
+		}
+		m = updated
+		s.cfg.Logger.Info("took over stream", "stream", m.Name, "from", prevOwner, "epoch", m.Epoch)
+	}
+	st, err := s.adopt(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.claims.Inc()
+	s.metrics.claimSeconds.Observe(time.Since(start).Seconds())
+	return st, nil
+}
+
+// adopt builds local state for a stream this node owns but has not loaded:
+// everything it holds is in object storage (a drained or dead previous
+// owner), so the manifests are the whole truth.
+func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error) {
+	ms, err := s.manifestsFresh(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: load manifests: %v", ErrUnavailable, err)
+	}
+	s.mu.Lock()
+	if st := s.byName[m.Name]; st != nil && st.info.ID == m.ID {
+		s.mu.Unlock()
+		return st, nil
+	}
+	st := s.insertLocked(m)
+	s.mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := st.applyPieces(indexManifests(ms)[m.ID]); err != nil {
+		s.unload(st)
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return st, nil
+}
+
+// manifestsFresh lists manifests, sharing one listing between the claims of
+// a burst (a node death orphans many streams at once).
+func (s *Service) manifestsFresh(ctx context.Context) ([]meta.Manifest, error) {
+	if s.tcfg.Manifests == nil {
+		return nil, nil
+	}
+	s.routing.mu.Lock()
+	if time.Since(s.routing.manifestAt) < 200*time.Millisecond {
+		ms := s.routing.manifests
+		s.routing.mu.Unlock()
+		return ms, nil
+	}
+	s.routing.mu.Unlock()
+	ms, err := s.tcfg.Manifests.Manifests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.routing.mu.Lock()
+	s.routing.manifests, s.routing.manifestAt = ms, time.Now()
+	s.routing.mu.Unlock()
+	return ms, nil
+}
+
+// unload drops a stream's local state (ownership moved away).
+func (s *Service) unload(st *streamState) {
+	s.mu.Lock()
+	if s.byName[st.info.Name] == st {
+		delete(s.byName, st.info.Name)
+	}
+	if s.byID[st.info.ID] == st {
+		delete(s.byID, st.info.ID)
+	}
+	s.mu.Unlock()
+}
+
+// infoFromMeta describes a stream this node does not serve.
+func infoFromMeta(m meta.Stream) Info {
+	return Info{Name: m.Name, ID: m.ID, ContentType: m.ContentType, CreatedAt: m.CreatedAt, Owner: m.Owner,
+		StartOffset: m.StartOffset, KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes}
+}
+
+// readRemote serves a read of a stream owned by another node when the
+// offset is already in object storage: a history read needs no redirect.
+// ok=false means the offset is not uploaded yet (the caller redirects).
+func (s *Service) readRemote(ctx context.Context, name string, opts ReadOptions) (ReadResult, bool, error) {
+	if s.tier == nil || s.tcfg.Manifests == nil {
+		return ReadResult{}, false, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	m, err := s.reg.GetStream(rctx, name)
+	if err != nil {
+		return ReadResult{}, false, nil
+	}
+	if opts.Offset < m.StartOffset {
+		return ReadResult{}, false, nil // the owner answers trims
+	}
+	ms, err := s.manifestsFresh(rctx)
+	if err != nil {
+		return ReadResult{}, false, nil
+	}
+	view := &streamState{info: m}
+	if err := view.applyPieces(indexManifests(ms)[m.ID]); err != nil || opts.Offset >= view.uploaded {
+		return ReadResult{}, false, nil
+	}
+	res, err := s.readState(ctx, view, opts)
+	if err != nil {
+		return ReadResult{}, true, err
+	}
+	// The owner may hold more than object storage: never claim the end.
+	res.UpToDate, res.Closed = false, false
+	res.ServedRemotely = true
+	return res, true, nil
+}
+
+// Drain hands every stream this node owns to other live nodes: appends to a
+// stream pause (503), everything is flushed to object storage with its
+// producer state, then ownership moves with epoch+1 and the stream is
+// unloaded, so later requests are redirected to the new owner. No
+// acknowledged record is lost: all of them are in object storage before the
+// new owner can accept anything. It returns the number of streams moved.
+func (s *Service) Drain(ctx context.Context) (int, error) {
+	if s.cluster == nil || s.tier == nil {
+		return 0, fmt.Errorf("%w: draining needs a cluster and object storage", ErrUnavailable)
+	}
+	s.routing.mu.Lock()
+	s.routing.membersAt = time.Time{} // fresh membership for placement
+	s.routing.mu.Unlock()
+	members, err := s.liveMembers(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	var others []meta.Member
+	for _, m := range members {
+		if m.NodeID != s.cfg.NodeID {
+			others = append(others, m)
+		}
+	}
+	if len(others) == 0 {
+		return 0, fmt.Errorf("%w: no other live node to hand streams to", ErrUnavailable)
+	}
+	s.mu.RLock()
+	streams := make([]*streamState, 0, len(s.byID))
+	for _, st := range s.byID {
+		streams = append(streams, st)
+	}
+	s.mu.RUnlock()
+	for _, st := range streams {
+		st.mu.Lock()
+		st.moving = true
+		st.mu.Unlock()
+	}
+	release := func() {
+		for _, st := range streams {
+			st.mu.Lock()
+			st.moving = false
+			st.mu.Unlock()
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		release()
+		return 0, fmt.Errorf("drain: flush: %w", err)
+	}
+	moved := 0
+	var errs []error
+	for _, st := range streams {
+		st.mu.Lock()
+		info, epoch, clean := st.info, st.info.Epoch, st.uploaded == st.next
+		st.mu.Unlock()
+		if !clean {
+			errs = append(errs, fmt.Errorf("%s: not fully uploaded", info.Name))
+			continue
+		}
+		target := placement(info.Name, others)
+		_, err := s.cluster.UpdateStream(ctx, info.Name, func(cur *meta.Stream) error {
+			if cur.ID != info.ID || cur.Owner != s.cfg.NodeID || cur.Epoch != epoch {
+				return fmt.Errorf("%w: %s is no longer ours", meta.ErrConflict, info.Name)
+			}
+			cur.Owner = target.NodeID
+			cur.Epoch++
+			return nil
+		})
+		if err != nil && !errors.Is(err, meta.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("%s: %w", info.Name, err))
+			continue
+		}
+		s.unload(st)
+		st.mu.Lock()
+		st.deleted = true // wakes and ends live reads: they reconnect and get redirected
+		close(st.wake)
+		st.wake = make(chan struct{})
+		close(st.upWake)
+		st.upWake = make(chan struct{})
+		st.mu.Unlock()
+		moved++
+		s.metrics.handoffs.Inc()
+		s.cfg.Logger.Info("handed stream over", "stream", info.Name, "to", target.NodeID, "epoch", epoch+1)
+	}
+	for _, st := range streams {
+		st.mu.Lock()
+		st.moving = false // streams that failed to move keep being served
+		st.mu.Unlock()
+	}
+	return moved, errors.Join(errs...)
+}
+
+// Rejoined is called after the node lost its lease and joined again with a
+// new one. Streams another node claimed in between are dropped (their local
+// state is stale); the rest are still ours and are served again.
+func (s *Service) Rejoined(ctx context.Context) error {
+	s.mu.RLock()
+	streams := make([]*streamState, 0, len(s.byID))
+	for _, st := range s.byID {
+		streams = append(streams, st)
+	}
+	s.mu.RUnlock()
+	for _, st := range streams {
+		m, err := s.reg.GetStream(ctx, st.info.Name)
+		if err != nil && !errors.Is(err, meta.ErrNotFound) {
+			return fmt.Errorf("rejoin: check ownership of %s: %w", st.info.Name, err)
+		}
+		if err != nil || m.ID != st.info.ID || m.Owner != s.cfg.NodeID || m.Epoch != st.info.Epoch {
+			s.cfg.Logger.Warn("stream was taken over while this node had no lease; dropping local state", "stream", st.info.Name)
+			s.unload(st)
+			st.mu.Lock()
+			st.deleted = true
+			close(st.wake)
+			st.wake = make(chan struct{})
+			st.mu.Unlock()
+		}
+	}
+	s.Unfence()
+	return nil
+}
