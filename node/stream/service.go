@@ -173,8 +173,8 @@ type streamState struct {
 	closedBy      *Producer
 	// moving: ownership is being handed to another node; appends get 503
 	// until the handoff is done, then a redirect.
-	moving bool // the producer batch that closed the stream, for dedup of its retries
-	life          lifecycle // expiry, soft delete, fork references (lifecycle.go)
+	moving bool      // the producer batch that closed the stream, for dedup of its retries
+	life   lifecycle // expiry, soft delete, fork references (lifecycle.go)
 }
 
 // chunk locates offsets [base, next) of a stream: either one batch in the
@@ -246,7 +246,7 @@ type ReadResult struct {
 	// ServedRemotely: the stream is owned by another node and this read was
 	// answered from object storage here (history needs no redirect).
 	ServedRemotely bool
-	Stream Info
+	Stream         Info
 }
 
 // Open loads every stream from the registry and replays the WAL into memory.
