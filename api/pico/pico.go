@@ -36,6 +36,7 @@ type Service interface {
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error)
 	WaitFor(ctx context.Context, name string, offset int64) (bool, error)
 	Head(ctx context.Context, name string) (stream.Info, error)
+	Describe(ctx context.Context, name string) (stream.Info, error)
 	Delete(ctx context.Context, name string) error
 	List(ctx context.Context, prefix, after string, limit int) ([]stream.Info, bool, error)
 	Configure(ctx context.Context, name string, ch stream.ConfigChange) (stream.Info, error)

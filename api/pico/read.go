@@ -94,6 +94,11 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	info, err := h.svc.Head(r.Context(), name)
+	if errors.Is(err, stream.ErrRedirect) && p.live == "" && p.hasOffset {
+		// History already in object storage may be served by this node;
+		// Read decides, and redirects if it cannot.
+		info, err = h.svc.Describe(r.Context(), name)
+	}
 	if err != nil {
 		h.writeServiceError(w, r, err)
 		return

@@ -412,3 +412,28 @@ func (s *Service) Rejoined(ctx context.Context) error {
 	s.Unfence()
 	return nil
 }
+
+// Describe returns a stream's registry description wherever it is owned
+// (no offsets unless this node serves it). Frontends use it to pick a
+// response format before a history read that any node may serve.
+func (s *Service) Describe(ctx context.Context, name string) (Info, error) {
+	s.mu.RLock()
+	st := s.byName[name]
+	s.mu.RUnlock()
+	if st != nil {
+		return st.snapshot(), nil
+	}
+	if err := ValidateName(name); err != nil {
+		return Info{}, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	m, err := s.reg.GetStream(rctx, name)
+	if errors.Is(err, meta.ErrNotFound) {
+		return Info{}, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: registry unreachable: %v", ErrUnavailable, err)
+	}
+	return infoFromMeta(m), nil
+}
