@@ -146,3 +146,15 @@ func newReadCache(store objstore.Store, bytes int64) segment.RangeReader {
 	_ = bytes
 	return store
 }
+
+// ListObjects implements stream.ObjectLister.
+func (t *tierAdapter) ListObjects(ctx context.Context, prefix string) ([]stream.ObjectInfo, error) {
+	var out []stream.ObjectInfo
+	for a, err := range t.store.List(ctx, prefix) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, stream.ObjectInfo{Key: a.Key, ModTime: a.LastModified})
+	}
+	return out, nil
+}

@@ -303,3 +303,57 @@ func TestObjectStoreDownLocalAcksContinue(t *testing.T) {
 		t.Fatalf("%d records after the store came back and the WAL was removed", len(recs))
 	}
 }
+
+// TestGCDeletesObjectsOfDeletedStreams: after a stream is deleted, the
+// objects that held only its data are removed from storage, and the
+// manifests with them; objects shared with a live stream stay.
+func TestGCDeletesObjectsOfDeletedStreams(t *testing.T) {
+	h := newTierHarness(t, stream.DurabilityObject)
+	ctx := context.Background()
+	for _, n := range []string{"/keep", "/drop"} {
+		if _, _, err := h.svc.Create(ctx, n, stream.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One object holding only /drop, then one shared by both.
+	if _, err := h.svc.Append(ctx, "/drop", []record.Record{{Value: []byte("d0")}}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, n := range []string{"/keep", "/drop"} {
+		wg.Add(1)
+		go func(n string) {
+			defer wg.Done()
+			if _, err := h.svc.Append(ctx, n, []record.Record{{Value: []byte("x")}}); err != nil {
+				t.Error(err)
+			}
+		}(n)
+	}
+	wg.Wait()
+	before, err := h.reg.Manifests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.svc.Delete(ctx, "/drop"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := h.svc.CollectGarbage(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := h.reg.Manifests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || len(after) >= len(before) {
+		t.Fatalf("gc deleted %d objects; manifests %d → %d", n, len(before), len(after))
+	}
+	for _, m := range after {
+		if _, err := os.Stat(filepath.Join(h.tier.dir, filepath.FromSlash(m.Object))); err != nil {
+			t.Fatalf("object %s of a remaining manifest is gone: %v", m.Object, err)
+		}
+	}
+	if recs := readAllRecords(t, h.svc, "/keep"); len(recs) != 1 {
+		t.Fatalf("/keep lost data to gc: %d records", len(recs))
+	}
+}

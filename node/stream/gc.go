@@ -1,0 +1,165 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/PicoMQ/picomq/meta"
+)
+
+// GCConfig tunes the object collector.
+type GCConfig struct {
+	// Interval between collection passes.
+	Interval time.Duration
+	// Grace is how long an object no manifest references must exist before
+	// it is deleted: an upload whose manifest is being committed right now
+	// is unreferenced for a moment and must survive.
+	Grace time.Duration
+}
+
+// ObjectLister is what the collector needs to find orphaned objects.
+type ObjectLister interface {
+	// ListObjects returns keys under prefix with their modification time.
+	ListObjects(ctx context.Context, prefix string) ([]ObjectInfo, error)
+}
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	Key     string
+	ModTime time.Time
+}
+
+// ManifestDeleter removes manifests whose objects were deleted.
+type ManifestDeleter interface {
+	DeleteManifests(ctx context.Context, keys []string) error
+}
+
+// CollectGarbage runs one pass over this node's manifests: an object whose
+// every stream range is dead (the stream was deleted, or the range lies
+// below the stream's start offset after a trim or retention) is deleted,
+// then its manifest. The order makes a crash harmless: a manifest whose
+// object is gone is dead anyway and is removed by the next pass; an object is
+// never deleted while a live range references it. A second sweep deletes
+// objects no manifest references (uploads whose commit failed, or a crash
+// after a commit that replaced manifests) once they are older than grace.
+// Each node collects only what it wrote, so nodes never race on a manifest.
+func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (deleted int, err error) {
+	if s.tier == nil || s.tcfg.Manifests == nil {
+		return 0, nil
+	}
+	// Manifests first, streams second: a stream created after the
+	// manifest listing cannot appear in it, so "absent from the streams
+	// listing" really means deleted.
+	ms, err := s.tcfg.Manifests.Manifests(ctx)
+	if err != nil {
+		return 0, err
+	}
+	all, err := s.reg.AllStreams(ctx)
+	if err != nil {
+		return 0, err
+	}
+	live := make(map[uint64]meta.Stream, len(all))
+	for _, m := range all {
+		live[m.ID] = m
+	}
+	referenced := map[string]bool{}
+	var deadKeys []string
+	for _, m := range ms {
+		referenced[m.Object] = true
+		if m.Node != s.cfg.NodeID {
+			continue
+		}
+		dead := true
+		for _, r := range m.Streams {
+			st, ok := live[r.StreamID]
+			if ok && r.Next > st.StartOffset {
+				dead = false
+				break
+			}
+			if ok && r.Next == r.First && r.Next >= st.StartOffset {
+				// A state-only entry of a live stream (e.g. its close)
+				// may be its only record of that state.
+				if s.latestStateEntry(ms, r.StreamID, m.Key) {
+					dead = false
+					break
+				}
+			}
+		}
+		if !dead {
+			continue
+		}
+		if err := s.tier.Delete(ctx, m.Object); err != nil {
+			return deleted, fmt.Errorf("gc: delete object %s: %w", m.Object, err)
+		}
+		deadKeys = append(deadKeys, m.Key)
+		deleted++
+	}
+	if len(deadKeys) > 0 {
+		if d, ok := s.tcfg.Manifests.(ManifestDeleter); ok {
+			if err := d.DeleteManifests(ctx, deadKeys); err != nil {
+				return deleted, fmt.Errorf("gc: delete manifests: %w", err)
+			}
+		}
+	}
+	if lister, ok := s.tier.(ObjectLister); ok {
+		objs, err := lister.ListObjects(ctx, "l0/"+s.cfg.NodeID+"/")
+		if err != nil {
+			return deleted, fmt.Errorf("gc: list objects: %w", err)
+		}
+		for _, o := range objs {
+			if referenced[o.Key] || time.Since(o.ModTime) < grace || !strings.HasPrefix(o.Key, "l0/"+s.cfg.NodeID+"/") {
+				continue
+			}
+			if err := s.tier.Delete(ctx, o.Key); err != nil {
+				return deleted, fmt.Errorf("gc: delete orphan %s: %w", o.Key, err)
+			}
+			deleted++
+		}
+	}
+	if deleted > 0 {
+		s.cfg.Logger.Info("object storage garbage collected", "objects", deleted)
+	}
+	return deleted, nil
+}
+
+// latestStateEntry reports whether the manifest key holds the newest state
+// snapshot of the stream (so deleting it would lose state).
+func (s *Service) latestStateEntry(ms []meta.Manifest, id uint64, key string) bool {
+	newest := ""
+	var newestNext int64 = -1
+	for _, m := range ms {
+		for _, r := range m.Streams {
+			if r.StreamID == id && r.Next >= newestNext {
+				newest, newestNext = m.Key, r.Next
+			}
+		}
+	}
+	return newest == key
+}
+
+// RunGC collects garbage every interval until ctx is done.
+func (s *Service) RunGC(ctx context.Context, cfg GCConfig) {
+	if s.tier == nil {
+		return
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Minute
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Minute
+	}
+	t := time.NewTicker(cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.CollectGarbage(ctx, cfg.Grace); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("garbage collection pass failed; will retry", "err", err)
+		}
+	}
+}
