@@ -156,6 +156,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	n.flusherDone = make(chan struct{})
 	go func() { n.svc.RunFlusher(bg); close(n.flusherDone) }()
 	go n.svc.RunGC(bg, stream.GCConfig{})
+	go n.svc.RunCompactor(bg, 10*time.Second, stream.CompactConfig{})
 	go n.members.run(bg)
 	if n.stopLife, err = n.svc.StartLifecycle(ctx, stream.LifecycleOptions{}); err != nil {
 		return nil, fmt.Errorf("stream lifecycle: %w", err)

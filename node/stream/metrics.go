@@ -26,6 +26,7 @@ type metrics struct {
 	claims       prometheus.Counter
 	claimSeconds prometheus.Histogram
 	handoffs     prometheus.Counter
+	compactions  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -54,8 +55,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.handoffs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "picomq_stream_handoffs_total", Help: "Streams this node handed to another node (drain).",
 	})
+	m.compactions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_compactions_total", Help: "Runs of flush objects merged into one object and one manifest.",
+	})
 	if reg != nil {
-		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds, m.claims, m.claimSeconds, m.handoffs)
+		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds, m.claims, m.claimSeconds, m.handoffs, m.compactions)
 	}
 	return m
 }

@@ -122,13 +122,15 @@ type Service struct {
 	bufPool sync.Pool
 	life    lifeSet // streams that can expire (lifecycle.go)
 
-	tier     Tier
-	tcfg     TierConfig
-	flushMu  sync.Mutex // one flush at a time
-	flushSeq uint64     // last manifest sequence number of this node
-	flushNow chan struct{}
-	pending  atomic.Int64 // bytes appended since the last flush
-	metrics  *metrics
+	tier      Tier
+	tcfg      TierConfig
+	flushMu   sync.Mutex // one flush at a time
+	seqMu     sync.Mutex
+	flushSeq  uint64     // last manifest sequence number of this node (flushes and compactions)
+	compactMu sync.Mutex // one compaction at a time
+	flushNow  chan struct{}
+	pending   atomic.Int64 // bytes appended since the last flush
+	metrics   *metrics
 
 	cluster Cluster // nil = single node without routing
 	routing routing

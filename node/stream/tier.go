@@ -348,8 +348,7 @@ func (s *Service) Flush(ctx context.Context) error {
 		}
 		ups = append(ups, u)
 	}
-	s.flushSeq++
-	seq := s.flushSeq
+	seq := s.nextSeq()
 	key := fmt.Sprintf("l0/%s/%020d-%08x", s.cfg.NodeID, seq, rand.Uint32())
 	start := time.Now()
 	ranges, objSize, err := s.tier.Upload(ctx, key, ups)

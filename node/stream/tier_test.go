@@ -357,3 +357,83 @@ func TestGCDeletesObjectsOfDeletedStreams(t *testing.T) {
 		t.Fatalf("/keep lost data to gc: %d records", len(recs))
 	}
 }
+
+// TestCompactionMergesFlushObjects: many small flush objects become one,
+// the manifests with them; reads (also after a restart without the WAL)
+// see the same records, and the replaced objects are deleted.
+func TestCompactionMergesFlushObjects(t *testing.T) {
+	h := newTierHarness(t, stream.DurabilityObject)
+	ctx := context.Background()
+	for _, n := range []string{"/a", "/b", "/gone"} {
+		if _, _, err := h.svc.Create(ctx, n, stream.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 30; i++ {
+		for _, n := range []string{"/a", "/b", "/gone"} {
+			if _, err := h.svc.AppendBatch(ctx, n, stream.AppendRequest{
+				Records:  []record.Record{{Value: []byte(fmt.Sprintf("%s-%d", n, i))}},
+				Producer: &stream.Producer{ID: "pico:x", Seq: uint64(i)},
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := h.svc.Delete(ctx, "/gone"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := h.reg.Manifests(ctx)
+	total := 0
+	for {
+		n, err := h.svc.Compact(ctx, stream.CompactConfig{MaxManifests: 2, DeleteDelay: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		total += n
+	}
+	after, _ := h.reg.Manifests(ctx)
+	if total == 0 || len(after) > 2 {
+		t.Fatalf("compaction replaced %d manifests: %d before, %d after", total, len(before), len(after))
+	}
+	check := func() {
+		for _, n := range []string{"/a", "/b"} {
+			recs := readAllRecords(t, h.svc, n)
+			if len(recs) != 30 {
+				t.Fatalf("%s: %d records after compaction", n, len(recs))
+			}
+			for i, r := range recs {
+				if string(r.Value) != fmt.Sprintf("%s-%d", n, i) {
+					t.Fatalf("%s offset %d = %q", n, i, r.Value)
+				}
+			}
+		}
+	}
+	check()
+	// Replaced objects disappear after the delay.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.tier.mu.Lock()
+		live := len(h.tier.index)
+		h.tier.mu.Unlock()
+		if live <= len(after) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d objects remain for %d manifests", live, len(after))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.close()
+	os.RemoveAll(h.dir)
+	h.open()
+	check()
+	dup, err := h.svc.AppendBatch(ctx, "/a", stream.AppendRequest{
+		Records: []record.Record{{Value: []byte("again")}}, Producer: &stream.Producer{ID: "pico:x", Seq: 29},
+	})
+	if err != nil || !dup.Duplicate || dup.FirstOffset != 29 {
+		t.Fatalf("producer state after compaction and restart: %+v %v", dup, err)
+	}
+}
