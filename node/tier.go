@@ -82,13 +82,13 @@ func (t *tierAdapter) ReadBatches(ctx context.Context, ref *stream.ObjectRef, fr
 		}
 		b, err := segment.ReadStream(ctx, t.src, ref.Key, e, from, maxBytes)
 		if err != nil {
-			return nil, err
+			return nil, missing(err)
 		}
 		return b.Data, nil
 	}
 	r, err := t.reader(ctx, ref.Key)
 	if err != nil {
-		return nil, err
+		return nil, missing(err)
 	}
 	b, err := r.ReadBatches(ctx, ref.StreamID, from, maxBytes)
 	if err != nil {
@@ -157,4 +157,12 @@ func (t *tierAdapter) ListObjects(ctx context.Context, prefix string) ([]stream.
 		out = append(out, stream.ObjectInfo{Key: a.Key, ModTime: a.LastModified})
 	}
 	return out, nil
+}
+
+// missing marks not-found errors so the stream service refreshes its index.
+func missing(err error) error {
+	if objstore.IsNotExist(err) {
+		return fmt.Errorf("%w: %v", stream.ErrObjectMissing, err)
+	}
+	return err
 }

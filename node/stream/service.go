@@ -835,6 +835,18 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 
 // readState reads from a stream's chunk index (local or a remote view).
 func (s *Service) readState(ctx context.Context, st *streamState, opts ReadOptions) (ReadResult, error) {
+	res, err := s.readChunks(ctx, st, opts)
+	if errors.Is(err, ErrObjectMissing) && st.hwm > 0 {
+		// Compaction or the collector replaced the object after this
+		// read picked it: refresh the index from the manifests, once.
+		if rerr := s.refreshObjects(ctx, st); rerr == nil {
+			res, err = s.readChunks(ctx, st, opts)
+		}
+	}
+	return res, err
+}
+
+func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOptions) (ReadResult, error) {
 	name := st.info.Name
 	limit := opts.MaxRecords
 	if limit <= 0 {
@@ -873,6 +885,9 @@ func (s *Service) readState(ctx context.Context, st *streamState, opts ReadOptio
 			return ReadResult{}, err
 		}
 		data, err := s.chunkBatches(ctx, info.ID, c, res.NextOffset, maxBytes-bytes)
+		if errors.Is(err, ErrObjectMissing) {
+			return ReadResult{}, err
+		}
 		if err != nil {
 			return ReadResult{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
 		}

@@ -494,3 +494,38 @@ func (s *Service) Unfence() {
 	s.fenced = nil
 	s.mu.Unlock()
 }
+
+// ErrObjectMissing is what Tier.ReadBatches wraps when an object does not
+// exist (any more): the reader's index is stale, not the data lost.
+var ErrObjectMissing = errors.New("stream: object missing")
+
+// refreshObjects rebuilds the object part of a stream's index from fresh
+// manifests, keeping the WAL chunks above the uploaded watermark.
+func (s *Service) refreshObjects(ctx context.Context, st *streamState) error {
+	s.routing.mu.Lock()
+	s.routing.manifestAt = time.Time{}
+	s.routing.mu.Unlock()
+	ms, err := s.manifestsFresh(ctx)
+	if err != nil {
+		return err
+	}
+	fresh := &streamState{info: st.info}
+	if err := fresh.applyPieces(indexManifests(ms)[st.info.ID]); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.uploaded == 0 { // a remote view: it is rebuilt per read anyway
+		st.chunks = fresh.chunks
+		return nil
+	}
+	var objs []chunk
+	for _, c := range fresh.chunks {
+		if c.next <= st.uploaded {
+			objs = append(objs, c)
+		}
+	}
+	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].base >= st.uploaded })
+	st.chunks = append(objs, st.chunks[i:]...)
+	return nil
+}
