@@ -162,3 +162,45 @@ func (r *Registry) Members(ctx context.Context) ([]Member, error) {
 
 // LeaseID is the session's etcd lease (tests use it to simulate expiry).
 func (s *Session) LeaseID() clientv3.LeaseID { return s.lease }
+
+// Resume continues a session whose keep-alive stream broke (etcd was
+// unreachable for a while) but whose lease etcd still holds: etcd extends
+// leases when it restarts or elects a new leader, so after an etcd outage
+// the node usually never stopped being a member. Because the member key was
+// never deleted, no other node can have taken over this node's streams, and
+// the node may carry on with its state. If the lease or the key is gone,
+// Resume returns ErrLeaseLost and the node must Join afresh and re-check
+// which streams are still its own.
+func (r *Registry) Resume(ctx context.Context, old *Session) (*Session, error) {
+	ttl, err := r.cli.TimeToLive(ctx, old.lease)
+	if err != nil {
+		return nil, fmt.Errorf("meta: lease time-to-live: %w", err)
+	}
+	if ttl.TTL <= 0 {
+		return nil, ErrLeaseLost
+	}
+	g, err := r.cli.Get(ctx, old.key)
+	if err != nil {
+		return nil, fmt.Errorf("meta: read member key: %w", err)
+	}
+	if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != old.createRev || clientv3.LeaseID(g.Kvs[0].Lease) != old.lease {
+		return nil, ErrLeaseLost
+	}
+	kctx, cancel := context.WithCancel(context.Background())
+	ka, err := r.cli.KeepAlive(kctx, old.lease)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("meta: keep lease alive: %w", err)
+	}
+	s := &Session{cli: r.cli, lease: old.lease, key: old.key, createRev: old.createRev, done: make(chan struct{}), cancel: cancel}
+	s.renewedAt.Store(time.Now().UnixNano())
+	s.ttl.Store(ttl.GrantedTTL)
+	go func() {
+		for resp := range ka {
+			s.renewedAt.Store(time.Now().UnixNano())
+			s.ttl.Store(resp.TTL)
+		}
+		s.closeOnce.Do(func() { close(s.done) })
+	}()
+	return s, nil
+}

@@ -28,8 +28,9 @@ type membership struct {
 	leaseLog string // file remembering our lease, so a restart can revoke it
 	log      *slog.Logger
 	sess     atomic.Pointer[meta.Session]
-	onLost   func(error)
-	onJoined func()
+	onLost    func(error)
+	onJoined  func() // new lease: streams may have been taken over
+	onResumed func() // same lease: nothing changed hands
 }
 
 // join registers the node, first revoking the lease a previous run of this
@@ -66,7 +67,10 @@ func (m *membership) join(ctx context.Context) error {
 	}
 }
 
-// run watches the session until ctx is done, rejoining after a loss.
+// run watches the session until ctx is done. When the keep-alive stream
+// breaks it first tries to resume the same lease (after an etcd outage the
+// lease usually survived, and then nothing changed hands); only if the lease
+// is really gone does it join afresh and re-check stream ownership.
 func (m *membership) run(ctx context.Context) {
 	for {
 		sess := m.sess.Load()
@@ -81,19 +85,32 @@ func (m *membership) run(ctx context.Context) {
 		m.onLost(meta.ErrLeaseLost)
 		backoff := 200 * time.Millisecond
 		for ctx.Err() == nil {
-			if err := m.join(ctx); err == nil {
-				m.log.Info("rejoined the cluster with a new lease")
-				m.onJoined()
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			resumed, err := m.reg.Resume(rctx, sess)
+			cancel()
+			if err == nil {
+				m.sess.Store(resumed)
+				m.log.Info("etcd reachable again; resumed the same lease")
+				m.onResumed()
 				break
+			}
+			if errors.Is(err, meta.ErrLeaseLost) {
+				if err := m.join(ctx); err == nil {
+					m.log.Info("rejoined the cluster with a new lease")
+					m.onJoined()
+					break
+				} else {
+					m.log.Warn("rejoin failed; retrying", "err", err, "retry_in", backoff)
+				}
 			} else {
-				m.log.Warn("rejoin failed; retrying", "err", err, "retry_in", backoff)
+				m.log.Warn("etcd unreachable; node stays fenced", "err", err, "retry_in", backoff)
 			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 5*time.Second)
+			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
 }

@@ -144,6 +144,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		return nil, err
 	}
 	n.members.onLost = n.svc.Fence
+	n.members.onResumed = n.svc.Unfence
 	n.members.onJoined = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

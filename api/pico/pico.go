@@ -82,9 +82,10 @@ const (
 
 // Handler serves the Pico protocol.
 type Handler struct {
-	svc Service
-	cfg Config
-	lim batchLimits
+	svc   Service
+	cfg   Config
+	lim   batchLimits
+	pages pageCache // rendered live-read pages shared by SSE readers
 }
 
 // New returns a Pico handler over svc.
@@ -326,7 +327,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
 			fmt.Sprintf("%q is a Pico batch envelope, not a stream content type", ct))
 		return
 	}
-	opts := stream.CreateOptions{ContentType: ct}
+	opts := stream.CreateOptions{ContentType: ct, Durability: strings.ToLower(strings.TrimSpace(r.Header.Get(wire.HeaderDurability)))}
 	if t, ok := r.Header[wire.HeaderKafkaTopic]; ok {
 		topic := ""
 		if len(t) > 0 {

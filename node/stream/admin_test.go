@@ -14,7 +14,7 @@ import (
 )
 
 func strp(s string) *string { return &s }
-func i64p(n int64) *int64  { return &n }
+func i64p(n int64) *int64   { return &n }
 
 func TestValidateAndDeriveTopic(t *testing.T) {
 	for _, ok := range []string{"orders", "a.b_c-d", strings.Repeat("x", stream.MaxTopicLen), "_single"} {
@@ -28,11 +28,11 @@ func TestValidateAndDeriveTopic(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]string{
-		"/orders":       "orders",
-		"/orders/eu/1":  "orders.eu.1",
-		"/a_b/c-d":      "a_b.c-d",
-		"/a/b:c":        "", // ':' is no topic character
-		"/_sys/offsets": "", // reserved streams never get one
+		"/orders":                        "orders",
+		"/orders/eu/1":                   "orders.eu.1",
+		"/a_b/c-d":                       "a_b.c-d",
+		"/a/b:c":                         "", // ':' is no topic character
+		"/_sys/offsets":                  "", // reserved streams never get one
 		"/x/" + strings.Repeat("y", 300): "",
 	} {
 		got, ok := stream.DeriveTopic(name)

@@ -44,6 +44,15 @@ type ForkOptions struct {
 
 // isJSONType reports whether content type ct is JSON, whose records are one
 // value each.
+// logStart is the first offset of a stream's own log: 0, or a fork's fork
+// point (End).
+func logStart(m meta.Stream) int64 {
+	if m.Fork != nil {
+		return m.Fork.End
+	}
+	return 0
+}
+
 func isJSONType(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
@@ -203,7 +212,7 @@ func (s *Service) messageAt(ctx context.Context, st *streamState, off int64) (in
 		var count int64
 		var rec record.Record
 		found := false
-		err := s.walkOwn(ctx, sg.st, off, sg.hi, 1<<30, func(batch []byte, h record.BatchHeader) (bool, error) {
+		err := s.walkOwn(ctx, sg.st, off, sg.hi, 64<<10, func(batch []byte, h record.BatchHeader) (bool, error) {
 			if h.BaseOffset > off {
 				return false, nil
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -309,5 +310,43 @@ func TestForkExpiryInheritanceAndExpiredSource(t *testing.T) {
 	}
 	if _, err := registryRecord(t, h, "/src"); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("expired source after its last fork went: %v", err)
+	}
+}
+
+// TestForkReadsSourceFromObjectStorage: a fork's inherited history is read
+// through the source's chunk index wherever the batches live, so once the
+// source is flushed to object storage and the WAL is gone, the fork still
+// reads it — and new forks (sub-offsets included) resolve against objects.
+func TestForkReadsSourceFromObjectStorage(t *testing.T) {
+	h := newTierHarness(t, stream.DurabilityObject)
+	ctx := context.Background()
+	mustCreate(t, h.svc, "/src", stream.CreateOptions{Initial: recs("alpha")})
+	if _, err := h.svc.Append(ctx, "/src", recs("bravo")); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, h.svc, "/json", stream.CreateOptions{ContentType: "application/json", Initial: recs("1", "2", "3")})
+	mustCreate(t, h.svc, "/f1", stream.CreateOptions{Fork: fork("/src", 1, 2)})
+	if _, err := h.svc.Append(ctx, "/f1", recs("!")); err != nil {
+		t.Fatal(err)
+	}
+	// Every ack above waited for a committed flush; drop the WAL entirely.
+	h.close()
+	if err := os.RemoveAll(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	h.open()
+	if got := join(readValues(t, h.svc, "/f1", 0)); got != "alpha|br|!" {
+		t.Fatalf("fork after restart from objects reads %q", got)
+	}
+	mustCreate(t, h.svc, "/f2", stream.CreateOptions{Fork: fork("/src", 1, 3)})
+	mustCreate(t, h.svc, "/f3", stream.CreateOptions{Fork: fork("/json", 0, 2)})
+	if got := join(readValues(t, h.svc, "/f2", 0)); got != "alpha|bra" {
+		t.Fatalf("fork resolved against objects reads %q", got)
+	}
+	if got := join(readValues(t, h.svc, "/f3", 0)); got != "1|2" {
+		t.Fatalf("JSON fork resolved against objects reads %q", got)
+	}
+	if _, _, err := h.svc.Create(ctx, "/f4", stream.CreateOptions{Fork: fork("/json", 0, 4)}); !errors.Is(err, stream.ErrInvalidArgument) {
+		t.Fatalf("JSON sub-offset past a message in objects: %v", err)
 	}
 }

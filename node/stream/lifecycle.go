@@ -110,7 +110,9 @@ func (ls *lifeSet) snapshot() []*streamState {
 func (s *Service) initLifecycle(st *streamState) {
 	m := st.info
 	if m.Fork != nil {
-		st.next, st.hwm = m.Fork.End, m.Fork.End
+		// Nothing below the fork point is this stream's to write or
+		// upload: its own log (and its object ranges) start there.
+		st.next, st.hwm, st.uploaded = m.Fork.End, m.Fork.End, m.Fork.End
 	}
 	l := &st.life
 	l.ttl = time.Duration(m.TTLSeconds) * time.Second
@@ -558,15 +560,23 @@ func (s *Service) reconcile(ctx context.Context) error {
 			}
 		}
 	}
-	// 2. Recount fork references from the fork records themselves.
-	s.mu.RLock()
+	// 2. Recount fork references from the fork records themselves — all
+	// of them, wherever their forks are served — and repair the counts of
+	// the streams this node holds.
+	records, err := s.reg.AllStreams(ctx)
+	if err != nil {
+		return fmt.Errorf("stream: recount fork references: %w", err)
+	}
 	actual := make(map[uint64]int64)
+	for _, m := range records {
+		if m.Fork != nil {
+			actual[m.Fork.SourceID]++
+		}
+	}
+	s.mu.RLock()
 	live := make([]*streamState, 0, len(s.byID))
 	for _, st := range s.byID {
 		live = append(live, st)
-		if f := st.info.Fork; f != nil {
-			actual[f.SourceID]++
-		}
 	}
 	s.mu.RUnlock()
 	for _, st := range live {

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"crypto/sha256"
+	"encoding/binary"
 	"sort"
 	"sync"
 	"time"
@@ -50,6 +51,14 @@ type routing struct {
 	inflight   map[string]*claimCall // per stream name: one claim at a time
 	manifests  []meta.Manifest
 	manifestAt time.Time
+	listing    *listing // in-flight manifest listing, shared by concurrent claims
+}
+
+type listing struct {
+	started time.Time
+	done    chan struct{}
+	ms      []meta.Manifest
+	err     error
 }
 
 type claimCall struct {
@@ -84,11 +93,13 @@ func placement(name string, members []meta.Member) meta.Member {
 	var best meta.Member
 	var bestScore uint64
 	for _, m := range members {
-		h := fnv.New64a()
+		// SHA-256 mixes every input bit into the score; FNV alone left
+		// near-identical node ids with the same winner for most names.
+		h := sha256.New()
 		h.Write([]byte(m.NodeID))
 		h.Write([]byte{0})
 		h.Write([]byte(name))
-		if sc := h.Sum64(); best.NodeID == "" || sc > bestScore {
+		if sc := binary.BigEndian.Uint64(h.Sum(nil)); best.NodeID == "" || sc > bestScore {
 			best, bestScore = m, sc
 		}
 	}
@@ -198,7 +209,9 @@ func (s *Service) doClaim(ctx context.Context, m meta.Stream, takeover bool) (*s
 // everything it holds is in object storage (a drained or dead previous
 // owner), so the manifests are the whole truth.
 func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error) {
-	ms, err := s.manifestsFresh(ctx)
+	// The listing must start after ownership came here: a cached one could
+	// miss the previous owner's last flush (a drain's, say) and lose data.
+	ms, err := s.manifestsSince(ctx, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("%w: load manifests: %v", ErrUnavailable, err)
 	}
@@ -218,8 +231,40 @@ func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error
 	return st, nil
 }
 
-// manifestsFresh lists manifests, sharing one listing between the claims of
-// a burst (a node death orphans many streams at once).
+// manifestsSince lists manifests with a listing that started at or after
+// since, sharing one listing between the claims of a burst (a node death
+// orphans many streams at once).
+func (s *Service) manifestsSince(ctx context.Context, since time.Time) ([]meta.Manifest, error) {
+	if s.tcfg.Manifests == nil {
+		return nil, nil
+	}
+	s.routing.mu.Lock()
+	for s.routing.listing != nil {
+		l := s.routing.listing
+		s.routing.mu.Unlock()
+		<-l.done
+		s.routing.mu.Lock()
+		if !l.started.Before(since) && l.err == nil {
+			s.routing.mu.Unlock()
+			return l.ms, nil
+		}
+	}
+	l := &listing{started: time.Now(), done: make(chan struct{})}
+	s.routing.listing = l
+	s.routing.mu.Unlock()
+	l.ms, l.err = s.tcfg.Manifests.Manifests(ctx)
+	s.routing.mu.Lock()
+	s.routing.listing = nil
+	if l.err == nil {
+		s.routing.manifests, s.routing.manifestAt = l.ms, l.started
+	}
+	s.routing.mu.Unlock()
+	close(l.done)
+	return l.ms, l.err
+}
+
+// manifestsFresh lists manifests for reads of history (a listing up to
+// 200 ms old is fine there: at worst the read is redirected).
 func (s *Service) manifestsFresh(ctx context.Context) ([]meta.Manifest, error) {
 	if s.tcfg.Manifests == nil {
 		return nil, nil

@@ -466,6 +466,14 @@ func (s *Service) waitUploaded(ctx context.Context, st *streamState, end int64) 
 		if deleted {
 			return fmt.Errorf("%w: deleted while waiting for upload", ErrNotFound)
 		}
+		s.mu.RLock()
+		fenced := s.fenced
+		s.mu.RUnlock()
+		if fenced != nil {
+			// Without a lease the flush can never commit: fail now, the
+			// append is not acknowledged.
+			return fmt.Errorf("%w: %v", ErrUnavailable, fenced)
+		}
 		s.requestFlush()
 		select {
 		case <-wake:
@@ -481,11 +489,23 @@ func (s *Service) Fence(err error) { s.fence(err) }
 
 func (s *Service) fence(err error) {
 	s.mu.Lock()
-	if s.fenced == nil {
+	first := s.fenced == nil
+	if first {
 		s.fenced = err
 		s.cfg.Logger.Error("node lease lost; refusing appends until it rejoins", "err", err)
 	}
+	streams := make([]*streamState, 0, len(s.byID))
+	for _, st := range s.byID {
+		streams = append(streams, st)
+	}
 	s.mu.Unlock()
+	// Wake appends waiting for object durability: they fail now.
+	for _, st := range streams {
+		st.mu.Lock()
+		close(st.upWake)
+		st.upWake = make(chan struct{})
+		st.mu.Unlock()
+	}
 }
 
 // Unfence re-enables appends after the node rejoined with a new session.
@@ -509,7 +529,7 @@ func (s *Service) refreshObjects(ctx context.Context, st *streamState) error {
 	if err != nil {
 		return err
 	}
-	fresh := &streamState{info: st.info}
+	fresh := &streamState{info: st.info, next: logStart(st.info)} // a fork's own log starts at its fork point
 	if err := fresh.applyPieces(indexManifests(ms)[st.info.ID]); err != nil {
 		return err
 	}

@@ -29,6 +29,9 @@ const (
 	// HeaderKafkaTopic is the Kafka topic alias of the stream: on create it
 	// sets the alias (an empty value means none), on HEAD it reports it.
 	HeaderKafkaTopic = "Pico-Kafka-Topic"
+	// HeaderDurability on create chooses the stream's ack level: "local"
+	// (after the owner's WAL fsync) or "object" (after upload + commit).
+	HeaderDurability = "Pico-Durability"
 	// HeaderRetentionMs and HeaderRetentionBytes set a stream's retention on
 	// create (absent or 0 = unlimited).
 	HeaderRetentionMs    = "Pico-Retention-Ms"
