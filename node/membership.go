@@ -21,13 +21,13 @@ import (
 // lost. While there is no live session the stream service is fenced: the node
 // may have been declared dead, so it must not acknowledge or commit anything.
 type membership struct {
-	reg      *meta.Registry
-	cli      *clientv3.Client
-	member   meta.Member
-	ttl      time.Duration
-	leaseLog string // file remembering our lease, so a restart can revoke it
-	log      *slog.Logger
-	sess     atomic.Pointer[meta.Session]
+	reg       *meta.Registry
+	cli       *clientv3.Client
+	member    meta.Member
+	ttl       time.Duration
+	leaseLog  string // file remembering our lease, so a restart can revoke it
+	log       *slog.Logger
+	sess      atomic.Pointer[meta.Session]
 	onLost    func(error)
 	onJoined  func() // new lease: streams may have been taken over
 	onResumed func() // same lease: nothing changed hands

@@ -2,10 +2,10 @@ package stream
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
