@@ -9,6 +9,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // DialTimeout bounds establishing a connection to an etcd endpoint, and the
@@ -37,6 +39,14 @@ func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 		DialKeepAliveTimeout: 3 * time.Second,
 		PermitWithoutStream:  true,
 		Logger:               zap.NewNop(),
+		// Reconnect fast after an etcd outage: gRPC's default backoff
+		// grows to minutes, but leases are only seconds long. etcd gives
+		// every lease a fresh TTL when it comes back; a node must renew
+		// within it to keep its membership (and so its streams).
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
+			MinConnectTimeout: time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("meta: dial etcd %v: %w", endpoints, err)

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/tiering"
+	"github.com/PicoMQ/picomq/tiering/cache"
 	"github.com/PicoMQ/picomq/tiering/objstore"
 	"github.com/PicoMQ/picomq/tiering/segment"
 )
@@ -16,7 +19,9 @@ import (
 // objects in an objstore.Store, read through the block cache.
 type tierAdapter struct {
 	store objstore.Store
-	src   segment.RangeReader // the cache in front of store
+	cache *cache.Cache // in front of store for every read
+	src   segment.RangeReader
+	up    *tiering.Uploader
 	log   *slog.Logger
 
 	mu      sync.Mutex
@@ -35,41 +40,44 @@ func openTier(ctx context.Context, cfg Config, log *slog.Logger) (*tierAdapter, 
 	if err != nil {
 		return nil, err
 	}
-	return &tierAdapter{store: store, src: newReadCache(store, cfg.CacheBytes), log: log, readers: map[string]*segment.Reader{}}, nil
+	c, err := cache.New(store, cache.Options{MaxBytes: max(cfg.CacheBytes, 1<<20)})
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("read cache: %w", err)
+	}
+	up := tiering.NewUploader(store, tiering.UploaderOptions{
+		// A few quick attempts per flush; the flush loop backs off further
+		// and keeps the data in the WAL meanwhile.
+		MaxAttempts: 3,
+		OnRetry: func(key string, attempt int, err error, wait time.Duration) {
+			log.Warn("object upload failed; retrying", "key", key, "attempt", attempt, "err", err, "wait", wait)
+		},
+	})
+	return &tierAdapter{store: store, cache: c, src: c, up: up, log: log, readers: map[string]*segment.Reader{}}, nil
 }
 
-// Upload implements stream.Tier.
+// Upload implements stream.Tier. The uploader retries transient errors and
+// recognises a lost response (the object exists with our bytes).
 func (t *tierAdapter) Upload(ctx context.Context, key string, streams []stream.UploadStream) ([]stream.ObjectRef, int64, error) {
-	w, err := t.store.Create(ctx, key, objstore.CreateOptions{IfNotExists: true})
-	if err != nil {
-		return nil, 0, err
-	}
-	sw := segment.NewWriter(w, segment.WriterOptions{})
+	sbs := make([]tiering.StreamBatches, 0, len(streams))
 	for _, s := range streams {
-		for _, b := range s.Batches {
-			if err := sw.Append(s.StreamID, b); err != nil {
-				_ = w.Abort()
-				return nil, 0, fmt.Errorf("stream %d: %w", s.StreamID, err)
-			}
+		if len(s.Batches) > 0 {
+			sbs = append(sbs, tiering.StreamBatches{Stream: s.StreamID, Batches: s.Batches})
 		}
 	}
-	info, err := sw.Finish()
+	u, err := t.up.Upload(ctx, key, sbs)
 	if err != nil {
-		_ = w.Abort()
 		return nil, 0, err
 	}
-	if err := w.Close(); err != nil {
-		return nil, 0, err
-	}
-	refs := make([]stream.ObjectRef, 0, len(info.Streams))
-	for _, e := range info.Streams {
+	refs := make([]stream.ObjectRef, 0, len(u.Streams))
+	for _, e := range u.Streams {
 		refs = append(refs, stream.ObjectRef{
 			Key: key, StreamID: e.Stream, First: e.FirstOffset, Next: e.NextOffset(),
 			Offset: e.Start, Length: e.Length, CRC: e.CRC, Batches: e.Batches,
 			FirstTimestamp: e.FirstTimestamp, MaxTimestamp: e.MaxTimestamp,
 		})
 	}
-	return refs, info.Size, nil
+	return refs, u.Size, nil
 }
 
 // ReadBatches implements stream.Tier.
@@ -137,14 +145,10 @@ func (t *tierAdapter) Delete(ctx context.Context, key string) error {
 	return err
 }
 
-// Close releases the store.
-func (t *tierAdapter) Close() error { return t.store.Close() }
-
-// newReadCache puts the block cache in front of the store. Until the cache
-// lands, reads go straight to the store.
-func newReadCache(store objstore.Store, bytes int64) segment.RangeReader {
-	_ = bytes
-	return store
+// Close releases the cache and the store.
+func (t *tierAdapter) Close() error {
+	t.cache.Close()
+	return t.store.Close()
 }
 
 // ListObjects implements stream.ObjectLister.
