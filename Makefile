@@ -8,7 +8,7 @@ PKGS     := ./...
 FUZZTIME ?= 10s
 BENCHTIME ?= 2s
 
-.PHONY: all build run test test-race unit e2e fuzz bench lint fmt clean
+.PHONY: all build run test test-race unit e2e fuzz bench bench-ds lint fmt clean cluster cluster-down cluster-report minio minio-stop
 
 all: build
 
@@ -19,9 +19,22 @@ build:
 run: build
 	./$(BIN) serve --data-dir $(DATA_DIR)
 
+# A MinIO started by deploy/local-minio.sh (`make minio`) is used by the
+# tests and benchmarks when it is running, unless the environment already
+# names an S3 endpoint (CI does); the e2e tests get the cached MinIO binary.
+S3_ENV = $(if $(PICOMQ_S3_ENDPOINT),,$(shell deploy/local-minio.sh env 2>/dev/null))
+MINIO_BIN_ENV = $(if $(PICOMQ_MINIO_BIN),,$(shell deploy/local-minio.sh built 2>/dev/null && echo PICOMQ_MINIO_BIN=$$(deploy/local-minio.sh bin)))
+
 ## test: lint + every test, the crash and e2e tests included (what CI runs)
 test: lint
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+	$(S3_ENV) $(MINIO_BIN_ENV) $(GO) test -count=1 -timeout 20m $(PKGS)
+
+## minio: start a loopback MinIO for tests and benchmarks (docs/storage.md); minio-stop stops it
+minio:
+	deploy/local-minio.sh start
+
+minio-stop:
+	deploy/local-minio.sh stop
 
 unit:
 	$(GO) test -count=1 -short $(PKGS)
@@ -31,6 +44,21 @@ test-race:
 
 e2e:
 	$(GO) test -count=1 -v -timeout 20m ./e2e/...
+
+## cluster: 3 nodes + etcd + MinIO on loopback (data in ./cluster-data); prints the URLs
+cluster:
+	deploy/local-cluster.sh up
+
+## cluster-down: stop exactly the processes `make cluster` started
+cluster-down:
+	deploy/local-cluster.sh down
+
+## cluster-report: the kill -9 takeover test, its report in REPORT_DIR (docs/operations.md)
+REPORT_DIR ?= reports
+cluster-report:
+	$(MINIO_BIN_ENV) PICOMQ_REPORT_DIR=$(abspath $(REPORT_DIR)) \
+	  $(GO) test -count=1 -v -timeout 10m -run '^TestClusterOwnerKill$$' ./e2e/; \
+	  status=$$?; cat $(REPORT_DIR)/cluster-takeover.txt 2>/dev/null; exit $$status
 
 ## fuzz: every fuzz target for FUZZTIME each (go test runs one target at a time)
 fuzz:
@@ -45,14 +73,23 @@ fuzz:
 ## bench: hot-path benchmarks next to their same-run baselines
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./wal/ | tee /tmp/picomq-bench-wal.txt
-	$(GO) test -run '^$$' -bench . -benchmem ./node/record/ ./api/pico/
+	$(GO) test -run '^$$' -bench . -benchmem ./node/record/ ./api/pico/ ./sdk/wire/codec/
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./sdk/go/ | tee /tmp/picomq-bench-sdk.txt
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/bench/ | tee /tmp/picomq-bench-pico.txt
+	$(S3_ENV) $(GO) test -run '^$$' -bench . -benchtime 10x ./tiering/ | tee /tmp/picomq-bench-tiering.txt
+	$(MAKE) bench-ds
+
+## bench-ds: Durable Streams appends (100 B JSON, 1 and 32 writers) vs the Node reference server, same run
+BENCH_DS_DURATION ?= 10s
+bench-ds: build
+	$(GO) run ./e2e/dsbench -picomq $(BIN) -duration $(BENCH_DS_DURATION) | tee /tmp/picomq-bench-ds.txt
 
 lint:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS); \
-	  else echo "staticcheck not installed (go install honnef.co/go/tools/cmd/staticcheck@v0.7.0); skipped"; fi
+	  else echo "staticcheck not installed (go install honnef.co/go/tools/cmd/staticcheck@v0.8.2); skipped"; fi
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -3,13 +3,16 @@
 # the same one CI starts (.ci/run uses this script).
 #
 #   deploy/local-minio.sh build            build the pinned MinIO into the tool cache (~10 min cold)
+#   deploy/local-minio.sh built            exit status: is the binary there already?
+#   deploy/local-minio.sh bin              print the binary's path
 #   deploy/local-minio.sh start [--export] build if needed, start, create the bucket; prints the
 #                                          PICOMQ_S3_* settings (as `export` lines with --export)
 #   deploy/local-minio.sh env [--export]   the settings, only if this state dir's MinIO answers
 #   deploy/local-minio.sh stop             stop exactly the MinIO this state dir started
 #   deploy/local-minio.sh clean            stop, then delete its data
 #
-# Settings (environment): PICOMQ_MINIO_STATE (state dir: data, pid, log, env;
+# Settings (environment): PICOMQ_MINIO_BIN (the MinIO binary; default: the pinned build in
+# the tool cache), PICOMQ_MINIO_STATE (state dir: data, pid, log, env;
 # default ~/.local/state/picomq-minio), PICOMQ_MINIO_PORT (first port tried,
 # default 19000; the console takes port+1), PICOMQ_MINIO_BUCKET (picomq-test).
 #
@@ -18,7 +21,7 @@ set -euo pipefail
 
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 TOOLS="${PICOMQ_TOOLS:-$HOME/.cache/picomq-tools}"
-MINIO_BIN="$TOOLS/minio-$MINIO_VERSION/minio"
+MINIO_BIN="${PICOMQ_MINIO_BIN:-$TOOLS/minio-$MINIO_VERSION/minio}" # the e2e tests read the same variable
 STATE="${PICOMQ_MINIO_STATE:-${XDG_STATE_HOME:-$HOME/.local/state}/picomq-minio}"
 FIRST_PORT="${PICOMQ_MINIO_PORT:-19000}"
 BUCKET="${PICOMQ_MINIO_BUCKET:-picomq-test}"
@@ -113,9 +116,11 @@ stop() {
 
 case "${1:-}" in
   build) build ;;
+  built) [ -x "$MINIO_BIN" ] ;;
+  bin) echo "$MINIO_BIN" ;;
   start) start "${2:-}" ;;
   env) if running; then print_env "${2:-}"; fi ;;
   stop) stop ;;
   clean) stop; rm -rf "$STATE" ;;
-  *) sed -n '2,17p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,20p' "$0" >&2; exit 2 ;;
 esac

@@ -105,7 +105,7 @@ func TestSingleNodeTour(t *testing.T) {
 		code             string
 	}{
 		{"POST", "/orders/1042", "application/json", `{"broken`, 400, "bad_request"},
-		{"POST", "/orders/1042", "text/plain", `hello`, 415, "unsupported_media_type"},
+		{"POST", "/orders/1042", "text/plain", `hello`, 409, "content_type_mismatch"},
 		{"POST", "/nope", "application/json", `{}`, 404, "stream_not_found"},
 		{"GET", "/nope", "", "", 404, "stream_not_found"},
 		{"GET", "/orders/1042?offset=abc", "", "", 400, "invalid_offset"},

@@ -37,14 +37,18 @@
 // Measured on the development VM (ext4 on virtio): a single appender's p50
 // ack latency was 20-25% lower in a zero-filled segment than in a growing
 // file, and 64 KiB write+fdatasync ran ~900/s into a zero-filled file
-// against ~450/s appending and ~270/s into an fallocate'd one. fallocate is
-// therefore not used. The price is writing every segment twice, and
-// zero-filling a whole segment at once while commits run halved 256-appender
-// throughput for as long as it lasted, so the next segment is filled in 1 MiB
-// steps paced by the active one (prealloc.go) and rotation takes it however
-// far it got. A record that does not fit in the rest of a segment goes to the
-// next one; one larger than a whole segment gets a segment of its own,
-// extending the file.
+// against ~450/s appending and ~270/s into an fallocate'd one, so fallocate
+// is not used. The price is writing every segment twice, and zeros written
+// while commits run slow the commits down (with 256 appenders, by up to a
+// third while a whole segment was being filled). Spreading the fill out did
+// not help measurably; what helps is not competing at all. So the next
+// segment is filled only while the writer is idle (prealloc.go), and a
+// rotation takes it however far the fill got: a lightly loaded log, whose
+// latency is one fdatasync, gets preallocated segments; a saturated one,
+// whose groups amortise the metadata update over many entries, extends its
+// segments as it writes them. Open fills a new log's first segment in full.
+// A record that does not fit in the rest of a segment goes to the next one;
+// one larger than a whole segment gets a segment of its own.
 //
 // # Record
 //

@@ -140,6 +140,7 @@ type WAL struct {
 	curEnd   int64
 	curDirty bool // written since the last fdatasync
 	next     *prepared
+	idle     *idleGate // lets the next segment's zero-fill use the writer's idle time
 
 	// segMu guards the segment table and the durable point, which ReadAt
 	// reads without contending with Enqueue on mu.
@@ -268,6 +269,7 @@ func open(opts Options, sync func(*os.File) error) (_ *WAL, rep RecoveryReport, 
 		q:       &batch{},
 		spare:   &batch{},
 		done:    make(chan struct{}),
+		idle:    newIdleGate(),
 	}
 	w.work.L = &w.mu
 	w.space.L = &w.mu
@@ -286,7 +288,7 @@ func open(opts Options, sync func(*os.File) error) (_ *WAL, rep RecoveryReport, 
 	if len(w.segs) == 0 {
 		// The first segment is filled before Open returns: a new node's
 		// first appends should not pay for growing the file.
-		w.prepare(1, w.segSize)
+		w.prepare(1, nil)
 		<-w.next.done
 		f, size, err := w.next.finish()
 		w.next = nil
@@ -305,7 +307,7 @@ func open(opts Options, sync func(*os.File) error) (_ *WAL, rep RecoveryReport, 
 	w.curEnd = w.cur.end
 	w.durSeg, w.durEnd = w.cur.num, w.cur.end
 	w.tailSeg, w.tailOff, w.tailSeed = w.cur.num, w.cur.end, segmentSeed(w.cur.num)
-	w.prepare(w.cur.num+1, preallocPace*w.curEnd)
+	w.prepare(w.cur.num+1, w.idle)
 	go w.run()
 	w.log.Info("wal: opened", "dir", w.dir, "segments", rep.Segments, "entries", rep.Entries,
 		"active_segment", w.cur.num, "active_offset", w.curEnd)
@@ -503,7 +505,9 @@ func (w *WAL) run() {
 		}
 		for w.q.n == 0 && !w.closed {
 			w.writerIdle = true
+			w.idle.set(true)
 			w.work.Wait()
+			w.idle.set(false)
 			w.writerIdle = false
 		}
 		if w.q.n == 0 { // closed, and everything enqueued before Close is written
@@ -553,7 +557,6 @@ func (w *WAL) commit(b *batch) error {
 	w.durSeg, w.durEnd = w.cur.num, w.curEnd
 	w.cur.size = max(w.cur.size, w.curEnd) // records past a short preallocation extend the file
 	w.segMu.Unlock()
-	w.next.pace(w.curEnd)
 
 	c := &w.ctr
 	c.entries.Add(uint64(b.n))
@@ -608,7 +611,7 @@ func (w *WAL) rotate(seg uint64) error {
 	w.segs = append(w.segs, s)
 	w.segMu.Unlock()
 	w.cur, w.curEnd = s, 0
-	w.prepare(seg+1, 0)
+	w.prepare(seg+1, w.idle)
 	if err := syncDir(w.dir); err != nil {
 		return err
 	}

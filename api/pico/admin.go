@@ -84,7 +84,14 @@ func (h *Handler) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, wire.PathStreams)
 	switch r.Method {
 	case http.MethodGet:
+		// Any node answers, so an operator never needs to find the owner
+		// first; only the owner knows the next offset (-1 elsewhere).
 		info, err := h.svc.Head(r.Context(), name)
+		if errors.Is(err, stream.ErrRedirect) {
+			if info, err = h.svc.Describe(r.Context(), name); err == nil {
+				info.NextOffset = -1
+			}
+		}
 		if err != nil {
 			h.writeServiceError(w, r, err)
 			return

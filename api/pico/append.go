@@ -152,10 +152,11 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 // readBody reads the request body into dst, at most limit bytes. With a
-// Content-Length the buffer is sized once.
+// Content-Length the buffer is sized once (one spare byte, so seeing EOF
+// does not grow it).
 func readBody(w http.ResponseWriter, r *http.Request, dst []byte, limit int64) ([]byte, error) {
-	if r.ContentLength > 0 && int64(cap(dst)) < r.ContentLength {
-		dst = make([]byte, 0, r.ContentLength)
+	if r.ContentLength > 0 && int64(cap(dst)) <= r.ContentLength {
+		dst = make([]byte, 0, r.ContentLength+1)
 	}
 	rd := http.MaxBytesReader(w, r.Body, limit)
 	for {

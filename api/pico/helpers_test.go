@@ -22,14 +22,14 @@ import (
 // etcd) behind a real loopback listener, so live reads, flushing and
 // connection handling are exercised as in production.
 type server struct {
-	t   *testing.T
+	t   testing.TB
 	env *streamtest.Env
 	cfg Config
 	srv *httptest.Server
 	URL string
 }
 
-func newServer(t *testing.T, cfg Config, scfg stream.Config) *server {
+func newServer(t testing.TB, cfg Config, scfg stream.Config) *server {
 	t.Helper()
 	s := &server{t: t, env: streamtest.New(t, scfg), cfg: cfg}
 	s.start()
@@ -58,7 +58,7 @@ type resp struct {
 	Body   []byte
 }
 
-func (r resp) json(t *testing.T, v any) {
+func (r resp) json(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.Body, v); err != nil {
 		t.Fatalf("body %q is not the expected JSON: %v", r.Body, err)
@@ -99,7 +99,7 @@ func (s *server) try(ctx context.Context, method, path string, body []byte, head
 	return resp{Status: res.StatusCode, Header: res.Header, Body: b}, nil
 }
 
-func wantStatus(t *testing.T, r resp, status int, what string) {
+func wantStatus(t testing.TB, r resp, status int, what string) {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("%s: status %d, want %d; body %s", what, r.Status, status, strings.TrimSpace(string(r.Body)))
@@ -108,7 +108,7 @@ func wantStatus(t *testing.T, r resp, status int, what string) {
 
 // wantError checks status and the JSON error body's code (and that a
 // message is present), and returns the decoded detail.
-func wantError(t *testing.T, r resp, status int, code, what string) wire.ErrorDetail {
+func wantError(t testing.TB, r resp, status int, code, what string) wire.ErrorDetail {
 	t.Helper()
 	wantStatus(t, r, status, what)
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, wire.MediaJSON) {
@@ -122,7 +122,7 @@ func wantError(t *testing.T, r resp, status int, code, what string) wire.ErrorDe
 	return body.Error
 }
 
-func wantHeader(t *testing.T, r resp, name, value, what string) {
+func wantHeader(t testing.TB, r resp, name, value, what string) {
 	t.Helper()
 	if got := r.Header.Get(name); got != value {
 		t.Fatalf("%s: %s = %q, want %q (headers %v)", what, name, got, value, r.Header)
@@ -161,8 +161,6 @@ func (s *server) create(name, ct string, headers ...string) resp {
 	}
 	return r
 }
-
-func strp(s string) *string { return &s }
 
 // within fails the test if f does not return within d.
 func within(t *testing.T, d time.Duration, what string, f func()) {

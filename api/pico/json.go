@@ -2,7 +2,6 @@ package pico
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 
@@ -136,5 +135,3 @@ func estimateSize(recs []record.Record) int {
 	}
 	return n
 }
-
-func jsonValid(b []byte) bool { return json.Valid(b) }

@@ -83,7 +83,7 @@ type sseEvent struct {
 }
 
 type sseClient struct {
-	t      *testing.T
+	t      testing.TB
 	resp   *http.Response
 	rd     *bufio.Reader
 	events chan sseEvent

@@ -78,8 +78,10 @@ func queryNonNegative(q url.Values, key string) (int64, bool, error) {
 // be answered from a cached response of the same URL.
 func (h *Handler) nextCursor(client string) string {
 	cur := h.cfg.Now().UnixNano() / int64(h.cfg.CursorInterval)
-	if c, err := strconv.ParseInt(client, 10, 64); err == nil && c >= cur && c < 1<<62 {
-		cur = c + 1
+	if client != "" {
+		if c, err := strconv.ParseInt(client, 10, 64); err == nil && c >= cur && c < 1<<62 {
+			cur = c + 1
+		}
 	}
 	return strconv.FormatInt(cur, 10)
 }

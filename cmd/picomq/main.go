@@ -1,6 +1,6 @@
 // Command picomq is PicoMQ's one binary: `picomq serve` runs a node; the
-// client subcommands (create, append, read, tail, ls, rm) arrive with the Go
-// SDK and are built on it.
+// client subcommands (create, append, read, tail, ls, rm, describe) are
+// built on the Go SDK (client.go, docs/cli.md).
 package main
 
 import (
@@ -21,7 +21,8 @@ Usage:
   picomq serve [flags]    run a node (picomq serve -h lists the flags)
   picomq version          print the version
 
-Docs: docs/configuration.md, docs/api.md
+` + clientUsage + `
+Docs: docs/configuration.md, docs/api.md, docs/cli.md
 `
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -39,6 +40,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stderr)
+	case "create", "append", "read", "tail", "ls", "rm", "describe":
+		return runClient(args[0], args[1:], env{
+			stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv,
+			stderrTTY: isTerminal(os.Stderr),
+		})
 	case "version", "--version":
 		fmt.Fprintln(stdout, "picomq", version)
 		return 0

@@ -110,6 +110,18 @@ type Writer interface {
 	Abort() error
 }
 
+// RangeStreamer is an optional Store capability: a byte range as a stream,
+// for readers that spread one large ranged GET over buffers they own (the
+// block cache splits read-ahead runs into blocks without copying). Both
+// implementations here provide it; callers fall back to ReadAt without it.
+type RangeStreamer interface {
+	// ReadRange streams up to length bytes of key from off; fewer (down to
+	// none) if the object ends first. A missing object is ErrNotExist. A
+	// stream cut short of what the store promised fails with
+	// io.ErrUnexpectedEOF, never a silent early EOF. The caller closes it.
+	ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error)
+}
+
 // CreateOptions modify Create.
 type CreateOptions struct {
 	// IfNotExists makes the commit fail with ErrExists when an object of the

@@ -60,7 +60,10 @@ type S3Store struct {
 	desc      string
 }
 
-var _ Store = (*S3Store)(nil)
+var (
+	_ Store         = (*S3Store)(nil)
+	_ RangeStreamer = (*S3Store)(nil)
+)
 
 func parseS3URL(raw string) (S3Options, error) {
 	u, err := url.Parse(raw)
@@ -205,7 +208,7 @@ func (s *S3Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (
 	defer body.Close()
 	// How many bytes the server promised: the range it chose, from
 	// Content-Range, so a connection cut short is an error, not an EOF.
-	start, want, total, ok := parseContentRange(hdr.Get("Content-Range"))
+	start, want, _, ok := parseContentRange(hdr.Get("Content-Range"))
 	if !ok {
 		// 200 with the whole object: the server ignored the range.
 		if _, err := io.CopyN(io.Discard, body, off); err != nil {
@@ -231,11 +234,84 @@ func (s *S3Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (
 		return n, fmt.Errorf("objstore: read %q: %d of %d bytes: %w", key, n, want, io.ErrUnexpectedEOF)
 	}
 	if n < len(p) {
-		_ = total
 		return n, io.EOF
 	}
 	return n, nil
 }
+
+// ReadRange is part of the RangeStreamer interface. It is one ranged GET
+// whose body is handed over as it arrives.
+func (s *S3Store) ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if off < 0 || length < 0 {
+		return nil, fmt.Errorf("objstore: read %q: negative offset or length", key)
+	}
+	if length == 0 {
+		return io.NopCloser(strings.NewReader("")), nil
+	}
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(off, off+length-1); err != nil {
+		return nil, fmt.Errorf("objstore: read %q: %w", key, err)
+	}
+	body, _, hdr, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
+	if err != nil {
+		var er minio.ErrorResponse
+		if errors.As(err, &er) && (er.Code == "InvalidRange" || er.StatusCode == http.StatusRequestedRangeNotSatisfiable) {
+			return io.NopCloser(strings.NewReader("")), nil
+		}
+		return nil, s.mapErr("read", key, err)
+	}
+	start, want, _, ok := parseContentRange(hdr.Get("Content-Range"))
+	if !ok {
+		// The server ignored the range: skip to off, stop after length.
+		if _, err := io.CopyN(io.Discard, body, off); err != nil {
+			body.Close()
+			if errors.Is(err, io.EOF) {
+				return io.NopCloser(strings.NewReader("")), nil
+			}
+			return nil, fmt.Errorf("objstore: read %q: %w", key, err)
+		}
+		return struct {
+			io.Reader
+			io.Closer
+		}{io.LimitReader(body, length), body}, nil
+	}
+	if start != off || want > length {
+		body.Close()
+		return nil, fmt.Errorf("objstore: read %q: server sent range %d+%d for request %d+%d", key, start, want, off, length)
+	}
+	return &exactBody{rc: body, left: want, key: key}, nil
+}
+
+// exactBody turns a body that ends before its Content-Range promised into
+// io.ErrUnexpectedEOF.
+type exactBody struct {
+	rc   io.ReadCloser
+	left int64
+	key  string
+}
+
+func (b *exactBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if errors.Is(err, io.EOF) && b.left > 0 {
+		return n, fmt.Errorf("objstore: read %q: body ended %d bytes early: %w", b.key, b.left, io.ErrUnexpectedEOF)
+	}
+	if err == nil && b.left == 0 {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (b *exactBody) Close() error { return b.rc.Close() }
 
 // parseContentRange parses "bytes first-last/total" into (first, length,
 // total).

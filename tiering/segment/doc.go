@@ -75,6 +75,24 @@
 // (errors.Is ErrCorrupt) naming the object and byte position; corrupt bytes
 // are never returned as data.
 //
+// # Reading
+//
+// Three ways in, by what the caller knows:
+//
+//   - ReadStream(src, key, entry, offset, maxBytes): the registry's
+//     StreamEntry is enough; reads from the start of the stream's range
+//     (one GET when offset is near the start, the common catch-up case).
+//   - Open(src, key, size) then Reader.ReadBatches / Reader.Cursor /
+//     Reader.OffsetForTimestamp: the footer's index puts a read at any
+//     offset within IndexInterval bytes of its batch (one GET for the
+//     trailer and footer, one for the data).
+//   - NewCursor / Reader.Cursor then Cursor.Next: a sequential reader that
+//     keeps its byte position between chunks.
+//
+// Reads through a RangeReader that is also an Advisor (the block cache)
+// announce the rest of the range they are reading after the first chunk,
+// which turns on read-ahead without delaying the first batch.
+//
 // # Concurrency
 //
 // A Writer is for one goroutine. A Reader is immutable after Open and safe

@@ -127,6 +127,8 @@ func (r *Reader) Stream(id uint64) (StreamEntry, bool) {
 }
 
 // Batches is the result of a read: whole batches, concatenated as stored.
+// Data is owned by the caller (it may share memory only with nothing else
+// the package keeps).
 // The first batch may start before the offset asked for (a batch is never
 // split, exactly as a Kafka fetch returns it); callers skip its leading
 // records.
@@ -152,7 +154,8 @@ func (r *Reader) ReadBatches(ctx context.Context, stream uint64, offset int64, m
 	// The last index entry at or before offset.
 	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].Offset > offset }) - 1
 	e := s.index[i]
-	return readRange(ctx, r.src, r.key, s.StreamEntry, e.Pos, e.Offset, offset, maxBytes)
+	b, _, _, err := readRange(ctx, r.src, r.key, s.StreamEntry, e.Pos, e.Offset, offset, maxBytes)
+	return b, err
 }
 
 // OffsetForTimestamp returns the first offset of stream in this object
@@ -172,12 +175,12 @@ func (r *Reader) OffsetForTimestamp(ctx context.Context, stream uint64, ts int64
 	}
 	span := s.StreamEntry
 	var found2 int64 = -1
-	err = scan(ctx, r.src, r.key, span, e.Pos, e.Offset, end, end-e.Pos, func(b []byte, bi batchInfo) bool {
+	_, _, err = scan(ctx, r.src, r.key, span, e.Pos, e.Offset, end, end-e.Pos, func(b []byte, bi batchInfo) (bool, bool) {
 		if bi.maxTS >= ts {
 			found2 = bi.baseOffset
-			return false
+			return false, false
 		}
-		return true
+		return true, true
 	})
 	if err != nil {
 		return 0, false, err
@@ -190,53 +193,134 @@ func (r *Reader) OffsetForTimestamp(ctx context.Context, stream uint64, ts int64
 
 // ReadStream reads like Reader.ReadBatches without the footer, from the
 // start of the stream's range as the registry describes it: one ranged
-// read when offset is near e.FirstOffset, which is the case for
-// sequential catch-up, so the first record of a cold read costs a single
-// GET. For an offset deep inside a large range, Open the object and use
-// its index instead.
+// read when offset is near e.FirstOffset, so the first record of a cold
+// read costs a single GET. For an offset deep inside a large range, Open
+// the object and use its index instead; to read a range piece by piece,
+// use a Cursor.
 func ReadStream(ctx context.Context, src RangeReader, key string, e StreamEntry, offset int64, maxBytes int) (Batches, error) {
 	if offset < e.FirstOffset || offset > e.LastOffset {
 		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.FirstOffset, e.LastOffset, e.Stream, offset)
 	}
-	return readRange(ctx, src, key, e, e.Start, e.FirstOffset, offset, maxBytes)
+	b, _, _, err := readRange(ctx, src, key, e, e.Start, e.FirstOffset, offset, maxBytes)
+	return b, err
 }
 
-func readRange(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, base, offset int64, maxBytes int) (Batches, error) {
+// Cursor reads one stream's range of one object sequentially, chunk by
+// chunk, remembering the byte position between calls: the shape of a
+// consumer catching up. It is not safe for concurrent use.
+type Cursor struct {
+	src    RangeReader
+	key    string
+	e      StreamEntry
+	pos    int64 // byte position of the next batch
+	base   int64 // its base offset
+	offset int64 // first offset the caller wants
+}
+
+// NewCursor returns a cursor at offset of the range e of object key. It
+// starts at the range's first batch (no footer needed) and skips batches
+// before offset on the first Next.
+func NewCursor(src RangeReader, key string, e StreamEntry, offset int64) (*Cursor, error) {
+	if offset < e.FirstOffset || offset > e.LastOffset {
+		return nil, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.FirstOffset, e.LastOffset, e.Stream, offset)
+	}
+	return &Cursor{src: src, key: key, e: e, pos: e.Start, base: e.FirstOffset, offset: offset}, nil
+}
+
+// Cursor returns a cursor at offset of stream, positioned with the index
+// so that it starts at most IndexInterval bytes before offset.
+func (r *Reader) Cursor(stream uint64, offset int64) (*Cursor, error) {
+	s, ok := r.stream(stream)
+	if !ok {
+		return nil, fmt.Errorf("%w: object %q has no stream %d", ErrOffsetOutOfRange, r.key, stream)
+	}
+	c, err := NewCursor(r.src, r.key, s.StreamEntry, offset)
+	if err != nil {
+		return nil, err
+	}
+	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].Offset > offset }) - 1
+	c.pos, c.base = s.index[i].Pos, s.index[i].Offset
+	return c, nil
+}
+
+// Next returns the next batches, at least one and then as many as fit in
+// maxBytes (<= 0: the rest of the range), or io.EOF after the range's last
+// batch.
+func (c *Cursor) Next(ctx context.Context, maxBytes int) (Batches, error) {
+	if c.pos >= c.e.End() {
+		return Batches{}, io.EOF
+	}
+	b, pos, base, err := readRange(ctx, c.src, c.key, c.e, c.pos, c.base, max(c.offset, c.base), maxBytes)
+	if err != nil {
+		return Batches{}, err
+	}
+	c.pos, c.base = pos, base
+	return b, nil
+}
+
+// readRange collects the batches of e holding offset and after, from the
+// batch at byte pos with base offset base; it returns where it stopped.
+func readRange(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, base, offset int64, maxBytes int) (Batches, int64, int64, error) {
 	out := Batches{FirstOffset: -1}
 	// Read what the caller wants plus what the index may make us skip.
 	hint := int64(maxBytes) + DefaultIndexInterval
 	if maxBytes <= 0 {
 		hint = e.End() - pos
 	}
-	err := scan(ctx, src, key, e, pos, base, e.End(), hint, func(b []byte, bi batchInfo) bool {
+	// The batches taken are consecutive bytes of the object, and usually
+	// all in one window buffer: collect them as slices of the windows and
+	// copy only if they span several (most reads then copy nothing).
+	var parts [][]byte
+	size := 0
+	pos, base, err := scan(ctx, src, key, e, pos, base, e.End(), hint, func(b []byte, bi batchInfo) (bool, bool) {
 		if bi.lastOffset < offset {
-			return true
+			return true, true
 		}
-		if out.Count > 0 && maxBytes > 0 && len(out.Data)+len(b) > maxBytes {
-			return false
+		if out.Count > 0 && maxBytes > 0 && size+len(b) > maxBytes {
+			return false, false
 		}
 		if out.Count == 0 {
 			out.FirstOffset = bi.baseOffset
 		}
-		out.Data = append(out.Data, b...)
+		if k := len(parts) - 1; k >= 0 && adjacent(parts[k], b) {
+			parts[k] = parts[k][:len(parts[k])+len(b)]
+		} else {
+			parts = append(parts, b)
+		}
+		size += len(b)
 		out.NextOffset = bi.lastOffset + 1
 		out.Count++
-		return maxBytes <= 0 || len(out.Data) < maxBytes
+		return true, maxBytes <= 0 || size < maxBytes
 	})
 	if err != nil {
-		return Batches{}, err
+		return Batches{}, 0, 0, err
 	}
 	if out.Count == 0 {
-		return Batches{}, corruptf(key, pos, "stream %d: no batch holds offset %d although the index says so", e.Stream, offset)
+		return Batches{}, 0, 0, corruptf(key, pos, "stream %d: no batch holds offset %d although the index says so", e.Stream, offset)
 	}
-	return out, nil
+	if len(parts) == 1 {
+		out.Data = parts[0]
+	} else {
+		out.Data = make([]byte, 0, size)
+		for _, p := range parts {
+			out.Data = append(out.Data, p...)
+		}
+	}
+	return out, pos, base, nil
+}
+
+// adjacent reports whether b starts right where a ends in the same array.
+func adjacent(a, b []byte) bool {
+	return cap(a) > len(a) && len(b) > 0 && &a[:len(a)+1][len(a)] == &b[0]
 }
 
 // scan walks the batches of e from byte pos (where the batch with base
-// offset base starts) until stop or until fn returns false, verifying
-// every batch before handing it to fn. Reads are chunked, so a scan is a
-// few large ranged reads, not one per batch.
-func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, base, stop, hint int64, fn func([]byte, batchInfo) bool) error {
+// offset base starts) until stop or until fn says no more, verifying every
+// batch before handing it to fn. fn returns whether it consumed the batch
+// and whether to go on; scan returns the position and base offset of the
+// first batch not consumed. Reads are chunked, so a scan is a few large
+// ranged reads, not one per batch.
+func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, base, stop, hint int64, fn func([]byte, batchInfo) (consumed, more bool)) (int64, int64, error) {
 	end := e.End()
 	var buf []byte
 	var bufPos int64
@@ -265,36 +349,39 @@ func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, 
 	for pos < stop {
 		hdr, err := window(pos, batchHeaderMinimum)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		n, err := batchSize(hdr)
 		if err != nil {
-			return corruptf(key, pos, "stream %d: %v", e.Stream, err)
+			return 0, 0, corruptf(key, pos, "stream %d: %v", e.Stream, err)
 		}
 		b, err := window(pos, n)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		bi, err := checkBatch(b)
 		if err != nil {
-			return corruptf(key, pos, "stream %d: %v", e.Stream, err)
+			return 0, 0, corruptf(key, pos, "stream %d: %v", e.Stream, err)
 		}
 		if bi.baseOffset != expect {
-			return corruptf(key, pos, "stream %d: batch base offset %d, want %d", e.Stream, bi.baseOffset, expect)
+			return 0, 0, corruptf(key, pos, "stream %d: batch base offset %d, want %d", e.Stream, bi.baseOffset, expect)
 		}
 		if bi.lastOffset > e.LastOffset {
-			return corruptf(key, pos, "stream %d: batch ends at offset %d past the range's last offset %d", e.Stream, bi.lastOffset, e.LastOffset)
+			return 0, 0, corruptf(key, pos, "stream %d: batch ends at offset %d past the range's last offset %d", e.Stream, bi.lastOffset, e.LastOffset)
 		}
-		pos += n
-		expect = bi.lastOffset + 1
-		if !fn(b, bi) {
-			return nil
+		consumed, more := fn(b, bi)
+		if consumed {
+			pos += n
+			expect = bi.lastOffset + 1
+		}
+		if !more {
+			return pos, expect, nil
 		}
 	}
 	if pos == end && expect != e.LastOffset+1 {
-		return corruptf(key, pos, "stream %d: range ends at offset %d, index says %d", e.Stream, expect-1, e.LastOffset)
+		return 0, 0, corruptf(key, pos, "stream %d: range ends at offset %d, index says %d", e.Stream, expect-1, e.LastOffset)
 	}
-	return nil
+	return pos, expect, nil
 }
 
 // chunkSize is how much a scan reads at once: about what the caller

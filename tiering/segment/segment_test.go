@@ -227,13 +227,17 @@ func TestWriterRejects(t *testing.T) {
 	bad := bytes.Clone(good)
 	bad[len(bad)-1] ^= 1
 	cases := map[string]func(w *Writer) error{
-		"bad CRC":     func(w *Writer) error { return w.Append(1, bad) },
-		"short":       func(w *Writer) error { return w.Append(1, good[:40]) },
-		"truncated":   func(w *Writer) error { return w.Append(1, good[:len(good)-1]) },
-		"gap":         func(w *Writer) error { _ = w.Append(1, good); return w.Append(1, segmenttest.Batch(3, 1, 1, 1)) },
-		"overlap":     func(w *Writer) error { _ = w.Append(1, good); return w.Append(1, segmenttest.Batch(1, 1, 1, 1)) },
-		"descending":  func(w *Writer) error { _ = w.Append(5, good); return w.Append(4, good) },
-		"interleaved": func(w *Writer) error { _ = w.Append(1, good); _ = w.Append(2, good); return w.Append(1, segmenttest.Batch(2, 1, 1, 1)) },
+		"bad CRC":    func(w *Writer) error { return w.Append(1, bad) },
+		"short":      func(w *Writer) error { return w.Append(1, good[:40]) },
+		"truncated":  func(w *Writer) error { return w.Append(1, good[:len(good)-1]) },
+		"gap":        func(w *Writer) error { _ = w.Append(1, good); return w.Append(1, segmenttest.Batch(3, 1, 1, 1)) },
+		"overlap":    func(w *Writer) error { _ = w.Append(1, good); return w.Append(1, segmenttest.Batch(1, 1, 1, 1)) },
+		"descending": func(w *Writer) error { _ = w.Append(5, good); return w.Append(4, good) },
+		"interleaved": func(w *Writer) error {
+			_ = w.Append(1, good)
+			_ = w.Append(2, good)
+			return w.Append(1, segmenttest.Batch(2, 1, 1, 1))
+		},
 	}
 	for name, fn := range cases {
 		w := NewWriter(io.Discard, WriterOptions{})
@@ -298,8 +302,27 @@ func TestCorruptionNeverServed(t *testing.T) {
 				}
 				for _, read := range []func() (Batches, error){
 					func() (Batches, error) { return r.ReadBatches(context.Background(), id, e.FirstOffset, 0) },
-					func() (Batches, error) { return ReadStream(context.Background(), memObject(data), "k", e, e.FirstOffset, 0) },
+					func() (Batches, error) {
+						return ReadStream(context.Background(), memObject(data), "k", e, e.FirstOffset, 0)
+					},
 					func() (Batches, error) { return r.ReadBatches(context.Background(), id, e.LastOffset, 0) },
+					func() (Batches, error) {
+						c, err := NewCursor(memObject(data), "k", e, e.FirstOffset)
+						if err != nil {
+							return Batches{}, err
+						}
+						var all Batches
+						for {
+							b, err := c.Next(context.Background(), 100)
+							if err == io.EOF {
+								return all, nil
+							}
+							if err != nil {
+								return Batches{}, err
+							}
+							all.Data = append(all.Data, b.Data...)
+						}
+					},
 				} {
 					got, err := read()
 					if err != nil {
@@ -352,5 +375,56 @@ func TestMissingObjectIsNotCorruption(t *testing.T) {
 	_, err := Open(t.Context(), store, "nope", 1000)
 	if !objstore.IsNotExist(err) || errors.Is(err, ErrCorrupt) {
 		t.Errorf("missing object: %v", err)
+	}
+}
+
+func TestCursor(t *testing.T) {
+	streams := threeStreams()
+	data, info := build(t, WriterOptions{IndexInterval: 500}, streams...)
+	r, err := Open(t.Context(), memObject(data), "k", int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range info.Streams {
+		all := bytes.Join(streams[i].batches, nil)
+		for _, maxBytes := range []int{1, 700, 5000, 0} {
+			c, err := NewCursor(memObject(data), "k", e, e.FirstOffset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []byte
+			next := e.FirstOffset
+			for {
+				b, err := c.Next(t.Context(), maxBytes)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b.FirstOffset != next || (maxBytes > 0 && b.Count > 1 && len(b.Data) > maxBytes) {
+					t.Fatalf("stream %d maxBytes %d: batches [%d, %d) count %d size %d, expected start %d", e.Stream, maxBytes, b.FirstOffset, b.NextOffset, b.Count, len(b.Data), next)
+				}
+				next = b.NextOffset
+				got = append(got, b.Data...)
+			}
+			if !bytes.Equal(got, all) || next != e.NextOffset() {
+				t.Errorf("stream %d maxBytes %d: cursor read %d bytes up to %d, want %d up to %d", e.Stream, maxBytes, len(got), next, len(all), e.NextOffset())
+			}
+		}
+		// A cursor from the index at a middle offset starts at the batch
+		// holding it.
+		mid := (e.FirstOffset + e.LastOffset) / 2
+		c, err := r.Cursor(e.Stream, mid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Next(t.Context(), 1)
+		if err != nil || b.FirstOffset > mid || b.NextOffset <= mid {
+			t.Errorf("Reader.Cursor(%d): [%d, %d) %v", mid, b.FirstOffset, b.NextOffset, err)
+		}
+	}
+	if _, err := NewCursor(memObject(data), "k", info.Streams[0], -1); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Errorf("cursor before range: %v", err)
 	}
 }

@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Delete", testDelete},
 		{"OddKeys", testOddKeys},
 		{"CancelledContext", testCancelledContext},
+		{"ReadRange", testReadRange},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -483,6 +484,33 @@ func testCancelledContext(t *testing.T, s objstore.Store) {
 	}
 }
 
+func testReadRange(t *testing.T, s objstore.Store) {
+	rs, ok := s.(objstore.RangeStreamer)
+	if !ok {
+		t.Skip("store does not implement RangeStreamer")
+	}
+	ctx := t.Context()
+	data := payload(300_000, 5)
+	mustPut(t, s, "rr/obj", data)
+	size := int64(len(data))
+	for _, c := range []struct{ off, n, want int64 }{
+		{0, size, size}, {100, 1000, 1000}, {size - 10, 100, 10}, {size, 10, 0}, {size + 5, 10, 0}, {7, 0, 0},
+	} {
+		rc, err := rs.ReadRange(ctx, "rr/obj", c.off, c.n)
+		if err != nil {
+			t.Fatalf("ReadRange(%d, %d): %v", c.off, c.n, err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || int64(len(got)) != c.want || (c.want > 0 && !bytes.Equal(got, data[c.off:c.off+c.want])) {
+			t.Errorf("ReadRange(%d, %d): %d bytes, %v; want %d", c.off, c.n, len(got), err, c.want)
+		}
+	}
+	if _, err := rs.ReadRange(ctx, "rr/missing", 0, 10); !objstore.IsNotExist(err) {
+		t.Errorf("ReadRange missing: %v", err)
+	}
+}
+
 // S3Env holds the MinIO (or S3) settings tests read from the environment.
 type S3Env struct {
 	Endpoint, AccessKey, SecretKey, Bucket string
@@ -546,8 +574,7 @@ func S3FromEnv(t *testing.T) NewStore {
 	}
 }
 
-// FileStore returns a NewStore that opens a file store in a fresh
-// temporary directory.
+// FileStore is a NewStore: a file store in a fresh temporary directory.
 func FileStore(t *testing.T) objstore.Store {
 	s, err := objstore.NewFileStore(t.TempDir())
 	if err != nil {

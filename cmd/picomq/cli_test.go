@@ -1,0 +1,521 @@
+package main
+
+// CLI tests run the real binary, built in TestMain (PICOMQ_TEST_BIN points
+// at a prebuilt one), against real `picomq serve` processes.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	picomq "github.com/PicoMQ/picomq/sdk/go"
+)
+
+var (
+	cliBin  string
+	tmpRoot string
+	servers = map[string]string{} // protocol -> URL
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	var err error
+	if tmpRoot, err = os.MkdirTemp("", "picomq-cli-test"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmpRoot)
+	if cliBin = os.Getenv("PICOMQ_TEST_BIN"); cliBin == "" {
+		cliBin = filepath.Join(tmpRoot, "picomq")
+		build := exec.Command("go", "build", "-o", cliBin, ".")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "cli tests: building picomq:", err)
+			return 1
+		}
+	}
+	for _, proto := range []string{"pico", "durable-streams"} {
+		srv, err := startServer(proto)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cli tests:", err)
+			return 1
+		}
+		defer srv.kill()
+		servers[proto] = srv.url
+	}
+	return m.Run()
+}
+
+type server struct {
+	url    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+func (s *server) kill() {
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.exited
+}
+
+func startServer(proto string) (*server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir, err := os.MkdirTemp(tmpRoot, "data")
+	if err != nil {
+		return nil, err
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(cliBin, "serve", "--data-dir", dir, "--http-addr", addr, "--kafka-addr", "off",
+		"--protocol", proto, "--log-level", "warn", "--sse-timeout", "2s")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{url: "http://" + addr, cmd: cmd, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(s.exited) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(s.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s, nil
+			}
+		}
+		select {
+		case <-s.exited:
+			return nil, fmt.Errorf("picomq serve exited: %s", logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return nil, fmt.Errorf("picomq serve not ready after 60s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli runs the binary with args against the server of proto.
+func cli(t *testing.T, proto, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(cliBin, args...)
+	cmd.Env = append(os.Environ(), "PICOMQ_SERVER="+servers[proto], "PICOMQ_PROTOCOL="+proto, "PICOMQ_TOKEN=")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func (r result) want(t *testing.T, code int, what string) result {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("%s: exit %d, want %d\nstdout: %s\nstderr: %s", what, r.code, code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+var nameN struct {
+	sync.Mutex
+	n int
+}
+
+func streamName(t *testing.T) string {
+	nameN.Lock()
+	defer nameN.Unlock()
+	nameN.n++
+	return fmt.Sprintf("/cli/%s/%d-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano()%1e9, nameN.n)
+}
+
+func jsonLines(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestCLIRoundTrip(t *testing.T) {
+	for _, proto := range []string{"pico", "durable-streams"} {
+		t.Run(proto, func(t *testing.T) {
+			name := streamName(t)
+			pos := func(n int) string {
+				if proto == "pico" {
+					return fmt.Sprint(n)
+				}
+				return fmt.Sprintf("%016d_%016d", 0, n)
+			}
+			r := cli(t, proto, "", "create", name, "--content-type", "text/plain").want(t, 0, "create")
+			if !strings.HasPrefix(r.stdout, "created "+name) {
+				t.Fatalf("create printed %q", r.stdout)
+			}
+			r = cli(t, proto, "", "create", "--json", name, "--content-type", "text/plain").want(t, 0, "identical create")
+			if m := jsonLines(t, r.stdout); m[0]["created"] != false || m[0]["contentType"] != "text/plain" {
+				t.Fatalf("identical create: %s", r.stdout)
+			}
+			cli(t, proto, "", "create", name, "--content-type", "application/json").want(t, exitConflict, "create with another type")
+
+			// Line by line: empty lines skipped, CRLF and a last line
+			// without newline handled.
+			r = cli(t, proto, "one\r\ntwo\n\nthree", "append", name, "--json").want(t, 0, "append")
+			// Over Durable Streams a byte stream has no record boundaries:
+			// the producer's batch of three lines is one message.
+			stored := 3
+			if proto != "pico" {
+				stored = 1
+			}
+			if m := jsonLines(t, r.stdout); m[0]["records"] != float64(3) || m[0]["first"] != pos(0) || m[0]["next"] != pos(stored) {
+				t.Fatalf("append printed %s", r.stdout)
+			}
+			r = cli(t, proto, "", "read", name).want(t, 0, "read")
+			want := "one\ntwo\nthree\n"
+			if proto != "pico" {
+				want = "one\r\ntwo\nthree\n" // the input's bytes, each line ended
+			}
+			if r.stdout != want {
+				t.Fatalf("read printed %q", r.stdout)
+			}
+			r = cli(t, proto, "", "read", name, "--json").want(t, 0, "read --json")
+			recs := jsonLines(t, r.stdout)
+			if proto == "pico" {
+				if len(recs) != 3 || recs[2]["value"] != "three" || recs[2]["position"] != pos(2) || recs[0]["timestamp"] == nil {
+					t.Fatalf("read --json: %s", r.stdout)
+				}
+				r = cli(t, proto, "", "read", name, "--from", "1", "--limit", "1").want(t, 0, "read --from --limit")
+				if r.stdout != "two\n" {
+					t.Fatalf("read --from 1 --limit 1: %q", r.stdout)
+				}
+				r = cli(t, proto, "", "tail", "-n", "2", name).want(t, 0, "tail -n 2")
+				if r.stdout != "two\nthree\n" {
+					t.Fatalf("tail -n 2: %q", r.stdout)
+				}
+			} else {
+				// A Durable Streams byte stream keeps the input's bytes.
+				if len(recs) != 1 || recs[0]["value"] != want || recs[0]["position"] != "-1" {
+					t.Fatalf("read --json: %s", r.stdout)
+				}
+				r = cli(t, proto, "", "tail", "-n", "1", name).want(t, 0, "tail -n 1")
+				if r.stdout != want {
+					t.Fatalf("tail -n 1: %q", r.stdout)
+				}
+			}
+			cli(t, proto, "a whole\nbody\n", "append", "--whole", name).want(t, 0, "append --whole")
+			r = cli(t, proto, "", "describe", name, "--json").want(t, 0, "describe")
+			if m := jsonLines(t, r.stdout); m[0]["next"] != pos(stored+1) || m[0]["contentType"] != "text/plain" {
+				t.Fatalf("describe: %s", r.stdout)
+			}
+			r = cli(t, proto, "", "describe", name).want(t, 0, "describe (human)")
+			if !strings.Contains(r.stdout, "next:") || !strings.Contains(r.stdout, pos(stored+1)) {
+				t.Fatalf("describe: %s", r.stdout)
+			}
+
+			if proto == "pico" {
+				r = cli(t, proto, "", "ls", "--json", "--prefix", name).want(t, 0, "ls")
+				if m := jsonLines(t, r.stdout); len(m) != 1 || m[0]["name"] != name {
+					t.Fatalf("ls: %s", r.stdout)
+				}
+				r = cli(t, proto, "", "ls", name).want(t, 0, "ls (human)")
+				if !strings.Contains(r.stdout, "NAME") || !strings.Contains(r.stdout, name) {
+					t.Fatalf("ls: %s", r.stdout)
+				}
+			} else {
+				cli(t, proto, "", "ls").want(t, exitUnsupported, "ls over Durable Streams")
+				cli(t, proto, "x\n", "append", name, "--key", "k").want(t, exitUnsupported, "a key over Durable Streams")
+			}
+
+			cli(t, proto, "", "rm", name).want(t, 0, "rm")
+			cli(t, proto, "", "rm", name).want(t, exitNotFound, "rm of a missing stream")
+			cli(t, proto, "", "rm", "--force", name).want(t, 0, "rm --force of a missing stream")
+			cli(t, proto, "", "read", name).want(t, exitNotFound, "read of a missing stream")
+			cli(t, proto, "x\n", "append", name).want(t, exitNotFound, "append to a missing stream")
+		})
+	}
+}
+
+func TestCLIKeysAndBinary(t *testing.T) {
+	name := streamName(t)
+	cli(t, "pico", "", "create", name).want(t, 0, "create")
+	cli(t, "pico", "a\nb\n", "append", name, "--key", "user-7").want(t, 0, "append --key")
+	cli(t, "pico", "\xff\x00", "append", name, "--whole").want(t, 0, "append binary")
+	r := cli(t, "pico", "", "read", name, "--json").want(t, 0, "read")
+	recs := jsonLines(t, r.stdout)
+	if len(recs) != 3 || recs[0]["key"] != "user-7" || recs[2]["valueEncoding"] != "base64" || recs[2]["value"] != "/wA=" {
+		t.Fatalf("read --json: %s", r.stdout)
+	}
+}
+
+func TestCLIUsageAndErrors(t *testing.T) {
+	cli(t, "pico", "", "read").want(t, exitUsage, "read without a name")
+	cli(t, "pico", "", "read", "no-slash").want(t, exitUsage, "a name without /")
+	cli(t, "pico", "", "read", "/a", "--bogus").want(t, exitUsage, "unknown flag")
+	cli(t, "pico", "", "read", "/a", "--protocol", "kafka").want(t, exitUsage, "bad protocol")
+	cli(t, "pico", "", "read", "/a", "--limit", "-1").want(t, exitUsage, "negative limit")
+	cli(t, "pico", "", "frobnicate").want(t, exitUsage, "unknown command")
+	cli(t, "pico", "", "read", "/a", "--server", "http://127.0.0.1:1").want(t, exitUnavailable, "unreachable server")
+	cli(t, "pico", "", "read", "-h").want(t, exitOK, "help")
+}
+
+// TestCLIAppendLarge: a large input goes through the batching producer in
+// a handful of requests; without a terminal on stderr there is no
+// progress output.
+func TestCLIAppendLarge(t *testing.T) {
+	name := streamName(t)
+	cli(t, "pico", "", "create", name).want(t, 0, "create")
+	var in strings.Builder
+	const n = 50000
+	for i := range n {
+		fmt.Fprintf(&in, "record number %d\n", i)
+	}
+	r := cli(t, "pico", in.String(), "append", name, "--json").want(t, 0, "append")
+	if m := jsonLines(t, r.stdout); m[0]["records"] != float64(n) || m[0]["next"] != fmt.Sprint(n) {
+		t.Fatalf("append: %s", r.stdout)
+	}
+	if r.stderr != "" {
+		t.Fatalf("stderr is not a terminal, yet append wrote %q", r.stderr)
+	}
+	r = cli(t, "pico", "", "tail", "-n", "1", name).want(t, 0, "tail")
+	if r.stdout != fmt.Sprintf("record number %d\n", n-1) {
+		t.Fatalf("last record %q", r.stdout)
+	}
+}
+
+// TestCLITailFollow: tail -f prints records as they are appended and exits
+// 0 on SIGINT.
+func TestCLITailFollow(t *testing.T) {
+	for _, proto := range []string{"pico", "durable-streams"} {
+		t.Run(proto, func(t *testing.T) {
+			name := streamName(t)
+			cli(t, proto, "", "create", name, "--content-type", "application/json").want(t, 0, "create")
+			cli(t, proto, `{"n":0}`+"\n", "append", name).want(t, 0, "append")
+
+			cmd := exec.Command(cliBin, "tail", "-f", "-n", "1", name)
+			cmd.Env = append(os.Environ(), "PICOMQ_SERVER="+servers[proto], "PICOMQ_PROTOCOL="+proto)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			lines := make(chan string, 100)
+			go func() {
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+				close(lines)
+				exited <- cmd.Wait()
+			}()
+			defer cmd.Process.Kill()
+			expect := func(want string) {
+				t.Helper()
+				select {
+				case l := <-lines:
+					if l != want {
+						t.Fatalf("tail -f printed %q, want %q", l, want)
+					}
+				case <-time.After(15 * time.Second):
+					t.Fatalf("tail -f did not print %q within 15s; stderr: %s", want, stderr.String())
+				}
+			}
+			expect(`{"n":0}`) // the last existing record: tail is following now
+			for i := 1; i <= 3; i++ {
+				cli(t, proto, fmt.Sprintf(`{"n":%d}`, i)+"\n", "append", name).want(t, 0, "append")
+				expect(fmt.Sprintf(`{"n":%d}`, i))
+			}
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			for range lines {
+			}
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Fatalf("tail -f after SIGINT: %v; stderr: %s", err, stderr.String())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("tail -f did not exit within 10s of SIGINT")
+			}
+		})
+	}
+}
+
+// TestCLIToken: the token (flag or env) reaches the server; what the CLI
+// writes, the SDK reads.
+func TestCLIToken(t *testing.T) {
+	// A recording proxy in front of the server checks the token arrives.
+	var mu sync.Mutex
+	var auths []string
+	target := servers["pico"]
+	px := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auths = append(auths, r.Header.Get("Authorization"))
+		mu.Unlock()
+		req, _ := http.NewRequest(r.Method, target+r.URL.RequestURI(), r.Body)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			http.Error(w, err.Error(), 502)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go px.Serve(ln)
+	defer px.Close()
+	name := streamName(t)
+	cmd := exec.Command(cliBin, "create", name, "--token", "tok-123", "--server", "http://"+ln.Addr().String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("create: %v %s", err, out)
+	}
+	cmd = exec.Command(cliBin, "append", name, "--server", "http://"+ln.Addr().String())
+	cmd.Env = append(os.Environ(), "PICOMQ_TOKEN=tok-env")
+	cmd.Stdin = strings.NewReader("x\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("append: %v %s", err, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(auths) < 2 || auths[0] != "Bearer tok-123" || auths[len(auths)-1] != "Bearer tok-env" {
+		t.Fatalf("Authorization headers seen: %q", auths)
+	}
+	c, _ := picomq.NewPico(servers["pico"])
+	page, err := c.Stream(name).Read(context.Background(), "0", picomq.ReadOptions{})
+	if err != nil || len(page.Records) != 1 || string(page.Records[0].Body) != "x" {
+		t.Fatalf("SDK read of the CLI's record: %+v %v", page, err)
+	}
+}
+
+// Unit tests of the CLI's helpers.
+
+func TestForEachLine(t *testing.T) {
+	var got []string
+	err := forEachLine(strings.NewReader("a\r\nb\n\nc"), false, func(l []byte) error {
+		got = append(got, string(l))
+		return nil
+	})
+	if err != nil || fmt.Sprintf("%q", got) != `["a" "b" "" "c"]` {
+		t.Fatalf("%q %v", got, err)
+	}
+	got = nil
+	forEachLine(strings.NewReader("a\nb"), true, func(l []byte) error {
+		got = append(got, string(l))
+		return nil
+	})
+	if fmt.Sprintf("%q", got) != `["a\n" "b"]` {
+		t.Fatalf("keeping newlines: %q", got)
+	}
+	long := strings.Repeat("x", maxLine+10) + "\n"
+	if err := forEachLine(strings.NewReader(long), false, func([]byte) error { return nil }); err == nil {
+		t.Fatal("a line above the limit was accepted")
+	}
+	mid := strings.Repeat("y", 200<<10) // longer than the reader's buffer
+	got = nil
+	forEachLine(strings.NewReader(mid+"\nz\n"), false, func(l []byte) error {
+		got = append(got, string(l))
+		return nil
+	})
+	if len(got) != 2 || got[0] != mid || got[1] != "z" {
+		t.Fatalf("long line split wrongly: %d lines", len(got))
+	}
+}
+
+func TestProgress(t *testing.T) {
+	var buf bytes.Buffer
+	clock := time.Unix(0, 0)
+	p := newProgress(&buf, true, "/s")
+	p.start, p.last, p.now = clock, clock, func() time.Time { return clock }
+	for range 256 {
+		p.add(10)
+	}
+	if buf.Len() != 0 {
+		t.Fatal("progress shown before a second passed")
+	}
+	clock = clock.Add(2 * time.Second)
+	for range 256 {
+		p.add(10)
+	}
+	p.done()
+	if out := buf.String(); !strings.Contains(out, "512 records") || !strings.Contains(out, "5.0 KiB") || !strings.HasSuffix(out, "\n") {
+		t.Fatalf("progress output %q", out)
+	}
+	buf.Reset()
+	q := newProgress(&buf, false, "/s")
+	q.start = time.Unix(0, 0)
+	for range 10000 {
+		q.add(10)
+	}
+	q.done()
+	if buf.Len() != 0 {
+		t.Fatalf("progress shown without a terminal: %q", buf.String())
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	for err, code := range map[error]int{
+		usagef("x"): exitUsage,
+		&picomq.ClientError{Kind: picomq.KindNotFound}:       exitNotFound,
+		&picomq.ClientError{Kind: picomq.KindFenced}:         exitConflict,
+		&picomq.ClientError{Kind: picomq.KindUnavailable}:    exitUnavailable,
+		&picomq.UnsupportedError{Op: "List"}:                 exitUnsupported,
+		errors.New("other"):                                  exitError,
+		&net.OpError{Op: "dial", Err: errors.New("refused")}: exitUnavailable,
+	} {
+		if got := exitCode(fmt.Errorf("wrapped: %w", err)); got != code {
+			t.Errorf("%v: exit %d, want %d", err, got, code)
+		}
+	}
+}

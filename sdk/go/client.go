@@ -1,0 +1,505 @@
+package picomq
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Version is the SDK's version, sent in the User-Agent header.
+const Version = "0.1.0"
+
+// Option configures a Client.
+type Option func(*config)
+
+type config struct {
+	token        string
+	hc           *http.Client
+	retry        RetryPolicy
+	userAgent    string
+	maxRedirects int
+}
+
+// WithToken sends "Authorization: Bearer token" on every request, and on
+// every hop of a redirect to another node.
+func WithToken(token string) Option {
+	return func(c *config) { c.token = token }
+}
+
+// WithHTTPClient makes the client send its requests through hc (its
+// Transport, Jar, Timeout). The SDK follows redirects itself, so hc's
+// CheckRedirect is not used. Do not set hc.Timeout if you use long-polls or
+// subscriptions; use contexts instead.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *config) { c.hc = hc }
+}
+
+// WithRetryPolicy sets how read-shaped operations (reads, HEAD, list,
+// describe) are retried on network errors and on 429/502/503/504. Appends,
+// creates and deletes are never retried; a Producer retries its batches
+// safely under its own sequence numbers, with this policy's backoff.
+func WithRetryPolicy(p RetryPolicy) Option {
+	return func(c *config) { c.retry = p }
+}
+
+// WithUserAgent replaces the User-Agent header.
+func WithUserAgent(ua string) Option {
+	return func(c *config) { c.userAgent = ua }
+}
+
+// WithMaxRedirects bounds the redirects followed for one request (default
+// 5; 0 disables following, so a 307 is returned as an error).
+func WithMaxRedirects(n int) Option {
+	return func(c *config) { c.maxRedirects = n }
+}
+
+// RetryPolicy says how often and how patiently to retry.
+type RetryPolicy struct {
+	// MaxAttempts counts the first attempt too: 1 means no retries.
+	MaxAttempts int
+	// InitialBackoff is the delay before the first retry; each further
+	// retry doubles it up to MaxBackoff. Delays are jittered (half to all
+	// of the nominal delay). A server's Retry-After is honoured up to
+	// MaxBackoff.
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+}
+
+// DefaultRetryPolicy is used when no WithRetryPolicy is given.
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 4, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second}
+
+// NoRetry disables retries of read-shaped operations.
+var NoRetry = RetryPolicy{MaxAttempts: 1}
+
+func (p RetryPolicy) normalized() RetryPolicy {
+	if p.MaxAttempts < 1 {
+		p.MaxAttempts = 1
+	}
+	if p.InitialBackoff <= 0 {
+		p.InitialBackoff = DefaultRetryPolicy.InitialBackoff
+	}
+	if p.MaxBackoff < p.InitialBackoff {
+		p.MaxBackoff = max(p.InitialBackoff, DefaultRetryPolicy.MaxBackoff)
+	}
+	return p
+}
+
+// delay is the wait before retry number attempt (1 = the first retry).
+func (p RetryPolicy) delay(attempt int, retryAfter time.Duration) time.Duration {
+	d := p.InitialBackoff
+	for i := 1; i < attempt && d < p.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, p.MaxBackoff)
+	d = d/2 + rand.N(d/2+1)
+	if ra := min(retryAfter, p.MaxBackoff); ra > d {
+		d = ra
+	}
+	return d
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// client implements Client for both protocols.
+type client struct {
+	proto        Protocol
+	base         *url.URL // scheme, host and path prefix ("" for Pico, "/v1/stream" for DS)
+	prefix       string   // base.Path without a trailing slash
+	origin       string   // scheme://host of base
+	token        string
+	hc           *http.Client
+	retry        RetryPolicy
+	userAgent    string
+	maxRedirects int
+}
+
+// NewPico returns a client for the Pico protocol at baseURL, a node's URL
+// such as "http://127.0.0.1:4437". It does no network I/O.
+func NewPico(baseURL string, opts ...Option) (Client, error) {
+	return newClient(ProtocolPico, baseURL, opts)
+}
+
+// NewDurableStreams returns a client for the Durable Streams protocol.
+// baseURL is a node's URL ("http://127.0.0.1:4437"), under which PicoMQ
+// serves streams at /v1/stream/; a URL with a path is taken as the stream
+// root itself (for other servers or proxies). It does no network I/O.
+func NewDurableStreams(baseURL string, opts ...Option) (Client, error) {
+	return newClient(ProtocolDurableStreams, baseURL, opts)
+}
+
+// New returns a client for protocol p; see NewPico and NewDurableStreams.
+func New(p Protocol, baseURL string, opts ...Option) (Client, error) {
+	if p != ProtocolPico && p != ProtocolDurableStreams {
+		return nil, fmt.Errorf("picomq: unknown protocol %d", p)
+	}
+	return newClient(p, baseURL, opts)
+}
+
+// ParseProtocol parses "pico" or "durable-streams" (also "ds").
+func ParseProtocol(s string) (Protocol, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "pico", "":
+		return ProtocolPico, nil
+	case "durable-streams", "ds":
+		return ProtocolDurableStreams, nil
+	}
+	return 0, fmt.Errorf("picomq: protocol %q: want pico or durable-streams", s)
+}
+
+func newClient(p Protocol, baseURL string, opts []Option) (*client, error) {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil {
+		return nil, fmt.Errorf("picomq: base URL %q: %v", baseURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("picomq: base URL %q: want http(s)://host[:port]", baseURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("picomq: base URL %q: no query, fragment or user info allowed", baseURL)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	if p == ProtocolDurableStreams && u.Path == "" {
+		u.Path = "/v1/stream"
+	}
+	cfg := config{retry: DefaultRetryPolicy, userAgent: "picomq-go/" + Version, maxRedirects: 5}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if strings.ContainsAny(cfg.token, "\r\n") {
+		return nil, errors.New("picomq: token contains a line break")
+	}
+	hc := cfg.hc
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		hc = &http.Client{Transport: tr}
+	}
+	// Redirects are followed by the SDK (see do): never by net/http, which
+	// drops Authorization on cross-host hops.
+	own := *hc
+	own.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &client{
+		proto:        p,
+		base:         u,
+		prefix:       u.Path,
+		origin:       u.Scheme + "://" + u.Host,
+		token:        cfg.token,
+		hc:           &own,
+		retry:        cfg.retry.normalized(),
+		userAgent:    cfg.userAgent,
+		maxRedirects: max(cfg.maxRedirects, 0),
+	}, nil
+}
+
+func (c *client) Protocol() Protocol { return c.proto }
+
+func (c *client) Beginning() string {
+	if c.proto == ProtocolDurableStreams {
+		return "-1"
+	}
+	return "0"
+}
+
+func (c *client) Close() error {
+	c.hc.CloseIdleConnections()
+	return nil
+}
+
+func (c *client) Stream(name string) Stream {
+	return &stream{c: c, name: name}
+}
+
+// dsOffsetDigits is the width of each half of PicoMQ's Durable Streams
+// offsets, "<generation>_<record offset>", both zero-padded.
+const dsOffsetDigits = 16
+
+func (c *client) PositionAt(offset int64) string {
+	if c.proto == ProtocolDurableStreams {
+		return fmt.Sprintf("%0*d_%0*d", dsOffsetDigits, 0, dsOffsetDigits, offset)
+	}
+	return strconv.FormatInt(offset, 10)
+}
+
+func (c *client) OffsetOf(position string) (int64, error) {
+	if c.proto == ProtocolDurableStreams {
+		if n, ok := dsRecordOffset(position); ok {
+			return n, nil
+		}
+		return 0, fmt.Errorf("picomq: position %q is not a PicoMQ Durable Streams offset", position)
+	}
+	n, err := strconv.ParseInt(position, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("picomq: position %q is not a Pico offset", position)
+	}
+	return n, nil
+}
+
+// dsRecordOffset parses PicoMQ's "<generation>_<record offset>" form
+// (generation 0).
+func dsRecordOffset(pos string) (int64, bool) {
+	gen, off, ok := strings.Cut(pos, "_")
+	if !ok || gen == "" || off == "" || len(gen) > dsOffsetDigits || len(off) > dsOffsetDigits {
+		return 0, false
+	}
+	for _, s := range []string{gen, off} {
+		for i := 0; i < len(s); i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return 0, false
+			}
+		}
+	}
+	g, _ := strconv.ParseInt(gen, 10, 64)
+	n, err := strconv.ParseInt(off, 10, 64)
+	if g != 0 || err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// call is one logical request. Its body is kept in memory so that it can be
+// sent again on a redirect or a retry.
+type call struct {
+	method string
+	path   string // under the client's prefix, unescaped ("/orders/1"); may be empty
+	query  url.Values
+	header http.Header
+	body   []byte
+	// retry marks read-shaped requests, which the retry policy may repeat.
+	retry bool
+	// owner is the stream's remembered owner node, if any: requests go
+	// there directly after a redirect taught the SDK where the stream
+	// lives.
+	owner *ownerCache
+}
+
+// ownerCache remembers the base URL a stream's requests were last
+// redirected to, so that steady traffic (a producer, a follower) does not
+// pay a redirect per request.
+type ownerCache struct {
+	mu  sync.Mutex
+	url string // scheme://host[/path] of the owner, no trailing slash
+}
+
+func (o *ownerCache) get() string {
+	if o == nil {
+		return ""
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.url
+}
+
+func (o *ownerCache) set(u string) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.url = u
+	o.mu.Unlock()
+}
+
+// requestURI is the path and query of cl under the prefix.
+func (c *client) requestURI(cl *call) string {
+	u := url.URL{Path: c.prefix + cl.path}
+	s := u.EscapedPath()
+	if s == "" {
+		s = "/"
+	}
+	if len(cl.query) > 0 {
+		s += "?" + cl.query.Encode()
+	}
+	return s
+}
+
+// do sends cl: following redirects (re-sending method, body and token to
+// every hop) and, for read-shaped calls, retrying per the retry policy. It
+// returns a response with a 2xx or 304 status; any other status becomes a
+// *ClientError. The caller closes the body.
+func (c *client) do(ctx context.Context, cl *call) (*http.Response, error) {
+	attempts := 1
+	if cl.retry {
+		attempts = c.retry.MaxAttempts
+	}
+	for attempt := 1; ; attempt++ {
+		resp, err := c.doOnce(ctx, cl)
+		if err == nil {
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx, err)
+		}
+		retryable, after := retryableError(err)
+		if !retryable || attempt >= attempts {
+			return nil, err
+		}
+		if err := sleepCtx(ctx, c.retry.delay(attempt, after)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ctxError returns the context's error, keeping the underlying network
+// error for the message.
+func ctxError(ctx context.Context, err error) error {
+	if errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return fmt.Errorf("%w (%v)", ctx.Err(), err)
+}
+
+// retryableError reports whether a failed request may be retried (when it
+// is safe to): network failures and overload or availability statuses.
+func retryableError(err error) (bool, time.Duration) {
+	var ce *ClientError
+	if errors.As(err, &ce) {
+		switch ce.Status {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true, ce.RetryAfter
+		}
+		return false, 0
+	}
+	var ue *UnsupportedError
+	if errors.As(err, &ue) || errors.Is(err, errRedirect) || errors.Is(err, errPermanent) {
+		return false, 0
+	}
+	return true, 0
+}
+
+// errRedirect marks redirect failures (loops, downgrades), which retrying
+// does not fix.
+var errRedirect = errors.New("picomq: redirect")
+
+// errPermanent marks requests that could not even be built.
+var errPermanent = errors.New("picomq: invalid request")
+
+func (c *client) doOnce(ctx context.Context, cl *call) (*http.Response, error) {
+	uri := c.requestURI(cl)
+	owner := cl.owner.get()
+	start := c.origin
+	if owner != "" {
+		start = owner
+	}
+	target := start + uri
+	redirected := false
+	for hop := 0; ; hop++ {
+		req, err := c.newRequest(ctx, cl, target)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errPermanent, err)
+		}
+		resp, err := c.hc.Do(req)
+		if err != nil {
+			if hop == 0 && owner != "" && isDialError(err) {
+				// The remembered owner is gone: nothing was sent, so
+				// start again at the configured node.
+				cl.owner.set("")
+				owner = ""
+				target = c.origin + uri
+				hop = -1
+				continue
+			}
+			return nil, err
+		}
+		switch resp.StatusCode {
+		case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+			loc := resp.Header.Get("Location")
+			drain(resp)
+			if hop >= c.maxRedirects {
+				return nil, fmt.Errorf("%w: %s %s: more than %d redirects", errRedirect, cl.method, target, c.maxRedirects)
+			}
+			next, err := req.URL.Parse(loc)
+			if loc == "" || err != nil || (next.Scheme != "http" && next.Scheme != "https") {
+				return nil, fmt.Errorf("%w: %s %s: bad Location %q", errRedirect, cl.method, target, loc)
+			}
+			if c.token != "" && req.URL.Scheme == "https" && next.Scheme != "https" {
+				return nil, fmt.Errorf("%w: %s %s: refusing to send the token from https to %s", errRedirect, cl.method, target, next.Redacted())
+			}
+			target = next.String()
+			redirected = true
+			continue
+		}
+		if redirected && cl.owner != nil {
+			// Remember the owner's base URL when the redirect kept the
+			// request URI (the server redirects to owner + same URI).
+			if base, ok := strings.CutSuffix(target, uri); ok {
+				cl.owner.set(base)
+			}
+		}
+		if resp.StatusCode >= 200 && resp.StatusCode < 300 || resp.StatusCode == http.StatusNotModified {
+			return resp, nil
+		}
+		var body []byte
+		if cl.method != http.MethodHead {
+			body, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		}
+		resp.Body.Close()
+		return nil, newClientError(cl.method, target, resp, body, c.proto)
+	}
+}
+
+func (c *client) newRequest(ctx context.Context, cl *call, target string) (*http.Request, error) {
+	var body io.Reader
+	if cl.body != nil {
+		body = bytes.NewReader(cl.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, cl.method, target, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range cl.header {
+		req.Header[k] = vs
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.userAgent != "" {
+		req.Header.Set("User-Agent", c.userAgent)
+	}
+	return req, nil
+}
+
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// drain discards a small rest of a body so the connection can be reused.
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}
+
+// maxPageBytes bounds a page body the SDK reads into memory.
+const maxPageBytes = 256 << 20
+
+func readAll(resp *http.Response) ([]byte, error) {
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxPageBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPageBytes {
+		return nil, fmt.Errorf("picomq: response body above %d bytes", maxPageBytes)
+	}
+	return b, nil
+}

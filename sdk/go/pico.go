@@ -1,0 +1,418 @@
+package picomq
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/PicoMQ/picomq/sdk/wire"
+	"github.com/PicoMQ/picomq/sdk/wire/codec"
+)
+
+// The Pico half of Stream. Reference: docs/api.md and api/pico.
+
+// streamJSON is the stream description of create, GET /_streams/{name} and
+// listings.
+type streamJSON struct {
+	Name           string    `json:"name"`
+	ID             uint64    `json:"id"`
+	ContentType    string    `json:"contentType"`
+	CreatedAt      time.Time `json:"createdAt"`
+	KafkaTopic     string    `json:"kafkaTopic"`
+	RetentionMs    int64     `json:"retentionMs"`
+	RetentionBytes int64     `json:"retentionBytes"`
+	StartOffset    int64     `json:"startOffset"`
+	NextOffset     int64     `json:"nextOffset"`
+	Closed         bool      `json:"closed"`
+	Owner          string    `json:"owner"`
+}
+
+func (j streamJSON) info() StreamInfo {
+	next := ""
+	if j.NextOffset >= 0 {
+		next = strconv.FormatInt(j.NextOffset, 10) // -1: asked a node that does not own it
+	}
+	return StreamInfo{
+		Name: j.Name, ContentType: j.ContentType,
+		Start: strconv.FormatInt(j.StartOffset, 10), Next: next,
+		Closed: j.Closed, ID: j.ID, CreatedAt: j.CreatedAt, KafkaTopic: j.KafkaTopic,
+		Retention: time.Duration(j.RetentionMs) * time.Millisecond, RetentionBytes: j.RetentionBytes,
+		Owner: j.Owner,
+	}
+}
+
+func decodeJSON(resp *http.Response, v any) error {
+	b, err := readAll(resp)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("picomq: %s %s: decoding the response: %v", resp.Request.Method, resp.Request.URL.Redacted(), err)
+	}
+	return nil
+}
+
+func (s *stream) picoCreate(ctx context.Context, contentType string, retention time.Duration, cfg createConfig) (CreateResult, error) {
+	switch {
+	case cfg.ttl != 0:
+		return CreateResult{}, unsupported(s.c.proto, "WithTTL", "use a retention period instead")
+	case !cfg.expiresAt.IsZero():
+		return CreateResult{}, unsupported(s.c.proto, "WithExpiresAt", "use a retention period instead")
+	case cfg.closed:
+		return CreateResult{}, unsupported(s.c.proto, "CreateClosed", "Pico streams cannot be closed")
+	case retention < 0 || cfg.retentionBytes < 0:
+		return CreateResult{}, fmt.Errorf("picomq: negative retention")
+	}
+	h := http.Header{}
+	if contentType == "" {
+		contentType = wire.MediaOctetStream
+	}
+	h.Set("Content-Type", contentType)
+	if retention > 0 {
+		h.Set(wire.HeaderRetentionMs, strconv.FormatInt(max(retention.Milliseconds(), 1), 10))
+	}
+	if cfg.retentionBytes > 0 {
+		h.Set(wire.HeaderRetentionBytes, strconv.FormatInt(cfg.retentionBytes, 10))
+	}
+	if cfg.kafkaTopic != nil {
+		h[wire.HeaderKafkaTopic] = []string{*cfg.kafkaTopic}
+	}
+	resp, err := s.c.do(ctx, &call{method: "PUT", path: s.name, header: h, owner: &s.owner})
+	if err != nil {
+		return CreateResult{}, err
+	}
+	created := resp.StatusCode == http.StatusCreated
+	var j streamJSON
+	if err := decodeJSON(resp, &j); err != nil {
+		return CreateResult{}, err
+	}
+	info := j.info()
+	s.setContentType(info.ContentType)
+	return CreateResult{Created: created, Info: info}, nil
+}
+
+// producerHeaders identify one producer batch.
+type producerHeaders struct {
+	id    string
+	epoch uint64
+	seq   uint64
+}
+
+// encodeBatch renders records as a Pico record codec frame.
+func encodeBatch(dst []byte, records []AppendRecord) []byte {
+	dst = codec.AppendFrameHeader(dst, len(records))
+	for i := range records {
+		dst = appendCodecRecord(dst, &records[i])
+	}
+	return dst
+}
+
+func appendCodecRecord(dst []byte, r *AppendRecord) []byte {
+	value := r.Body
+	if value == nil {
+		value = []byte{} // an empty value, not a null one
+	}
+	dst, start := codec.BeginRecord(dst, 0, 0, r.Key, value, len(r.Headers))
+	for _, h := range r.Headers {
+		dst = codec.AppendHeader(dst, h.Key, h.Value)
+	}
+	return codec.EndRecord(dst, start)
+}
+
+// encodedSize is the codec size of r.
+func encodedSize(r *AppendRecord) int {
+	n := codec.RecordOverhead + len(r.Key) + len(r.Body)
+	for _, h := range r.Headers {
+		n += codec.HeaderOverhead + len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// appendAckJSON is the body of a successful Pico append.
+type appendAckJSON struct {
+	Offset     int64 `json:"offset"`
+	NextOffset int64 `json:"nextOffset"`
+	Timestamp  int64 `json:"timestamp"`
+	Count      int   `json:"count"`
+	Duplicate  bool  `json:"duplicate"`
+}
+
+func (s *stream) picoAppend(ctx context.Context, records []AppendRecord, p *producerHeaders) (Ack, error) {
+	n := codec.FrameHeaderSize
+	for i := range records {
+		n += encodedSize(&records[i])
+	}
+	return s.picoAppendBody(ctx, encodeBatch(make([]byte, 0, n), records), len(records), p)
+}
+
+// picoAppendBody posts an encoded frame of count records.
+func (s *stream) picoAppendBody(ctx context.Context, body []byte, count int, p *producerHeaders) (Ack, error) {
+	h := http.Header{}
+	h.Set("Content-Type", wire.MediaBatch)
+	if p != nil {
+		h.Set(wire.HeaderProducerID, p.id)
+		h.Set(wire.HeaderProducerEpoch, strconv.FormatUint(p.epoch, 10))
+		h.Set(wire.HeaderProducerSeq, strconv.FormatUint(p.seq, 10))
+	}
+	resp, err := s.c.do(ctx, &call{method: "POST", path: s.name, header: h, body: body, owner: &s.owner})
+	if err != nil {
+		return Ack{}, err
+	}
+	var a appendAckJSON
+	if err := decodeJSON(resp, &a); err != nil {
+		return Ack{}, err
+	}
+	ack := Ack{Count: count, Duplicate: a.Duplicate || resp.Header.Get(wire.HeaderDuplicate) == "true"}
+	if a.Timestamp > 0 {
+		ack.Timestamp = time.UnixMilli(a.Timestamp)
+	}
+	if a.Offset >= 0 && a.NextOffset >= 0 {
+		ack.Start = strconv.FormatInt(a.Offset, 10)
+		ack.Next = strconv.FormatInt(a.NextOffset, 10)
+	}
+	return ack, nil
+}
+
+// picoPosition resolves a position for the query: "now" asks the server
+// for the stream's end; "" and "-1" mean the stream's start (the offset
+// parameter is left out, which follows trims).
+func (s *stream) picoPosition(ctx context.Context, from string) (string, error) {
+	switch from {
+	case "", "-1":
+		return "", nil
+	case PositionNow:
+		info, err := s.picoHead(ctx)
+		if err != nil {
+			return "", err
+		}
+		return info.Next, nil
+	}
+	if n, err := strconv.ParseInt(from, 10, 64); err != nil || n < 0 {
+		return "", &ClientError{Status: http.StatusBadRequest, Code: wire.CodeInvalidOffset, Kind: KindBadRequest,
+			Message: fmt.Sprintf("position %q is not a Pico position (a Next returned by a read, %q, or %q)", from, "0", PositionNow)}
+	}
+	return from, nil
+}
+
+func (s *stream) picoRead(ctx context.Context, from string, opts ReadOptions) (Page, error) {
+	off, err := s.picoPosition(ctx, from)
+	if err != nil {
+		return Page{}, err
+	}
+	q := url.Values{}
+	if off != "" {
+		q.Set(wire.QueryOffset, off)
+	}
+	q.Set(wire.QueryFormat, wire.FormatBinary)
+	if opts.Limit > 0 {
+		q.Set(wire.QueryLimit, strconv.Itoa(opts.Limit))
+	}
+	if opts.MaxBytes > 0 {
+		q.Set(wire.QueryMaxBytes, strconv.Itoa(opts.MaxBytes))
+	}
+	if opts.LongPoll {
+		q.Set(wire.QueryLive, wire.LiveLongPoll)
+		if opts.Cursor != "" {
+			q.Set(wire.QueryCursor, opts.Cursor)
+		}
+	}
+	resp, err := s.c.do(ctx, &call{method: "GET", path: s.name, query: q, retry: true, owner: &s.owner})
+	if err != nil {
+		return Page{}, err
+	}
+	h := resp.Header
+	page := Page{
+		Next:     h.Get(wire.HeaderNextOffset),
+		UpToDate: h.Get(wire.HeaderUpToDate) == "true",
+		Closed:   h.Get(wire.HeaderClosed) == "true",
+		Cursor:   h.Get(wire.HeaderCursor),
+	}
+	if resp.StatusCode == http.StatusNoContent {
+		drain(resp)
+		return page, nil
+	}
+	body, err := readAll(resp)
+	if err != nil {
+		return Page{}, err
+	}
+	recs, err := codec.Decode(body, nil, codec.Limits{})
+	if err != nil {
+		return Page{}, fmt.Errorf("picomq: GET %s: %w", s.name, err)
+	}
+	page.Records = make([]Record, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		out := Record{
+			Position:  strconv.FormatInt(r.Offset, 10),
+			Timestamp: time.UnixMilli(r.Timestamp),
+			Key:       r.Key,
+			Body:      r.Value,
+		}
+		if len(r.Headers) > 0 {
+			out.Headers = make([]Header, len(r.Headers))
+			for j, hd := range r.Headers {
+				out.Headers[j] = Header{Key: hd.Key, Value: hd.Value}
+			}
+		}
+		page.Records[i] = out
+	}
+	if page.Next == "" && len(recs) > 0 {
+		page.Next = strconv.FormatInt(recs[len(recs)-1].Offset+1, 10)
+	}
+	return page, nil
+}
+
+func (s *stream) picoHead(ctx context.Context) (StreamInfo, error) {
+	resp, err := s.c.do(ctx, &call{method: "HEAD", path: s.name, retry: true, owner: &s.owner})
+	if err != nil {
+		return StreamInfo{}, err
+	}
+	drain(resp)
+	h := resp.Header
+	info := StreamInfo{
+		Name:        s.name,
+		ContentType: h.Get("Content-Type"),
+		Start:       h.Get(wire.HeaderStartOffset),
+		Next:        h.Get(wire.HeaderNextOffset),
+		Closed:      h.Get(wire.HeaderClosed) == "true",
+		KafkaTopic:  h.Get(wire.HeaderKafkaTopic),
+		Owner:       h.Get("Pico-Owner"),
+	}
+	info.ID, _ = strconv.ParseUint(h.Get(wire.HeaderStreamID), 10, 64)
+	if ms, err := strconv.ParseInt(h.Get(wire.HeaderRetentionMs), 10, 64); err == nil {
+		info.Retention = time.Duration(ms) * time.Millisecond
+	}
+	info.RetentionBytes, _ = strconv.ParseInt(h.Get(wire.HeaderRetentionBytes), 10, 64)
+	s.setContentType(info.ContentType)
+	return info, nil
+}
+
+func (s *stream) picoDescribe(ctx context.Context) (StreamInfo, error) {
+	resp, err := s.c.do(ctx, &call{method: "GET", path: wire.PathStreams + s.name, retry: true})
+	if err != nil {
+		return StreamInfo{}, err
+	}
+	var j streamJSON
+	if err := decodeJSON(resp, &j); err != nil {
+		return StreamInfo{}, err
+	}
+	info := j.info()
+	s.setContentType(info.ContentType)
+	return info, nil
+}
+
+func (s *stream) picoTrim(ctx context.Context, before string) (StreamInfo, error) {
+	n, err := strconv.ParseInt(before, 10, 64)
+	if err != nil || n < 0 {
+		return StreamInfo{}, fmt.Errorf("picomq: Trim: %q is not a Pico position", before)
+	}
+	body, _ := json.Marshal(map[string]int64{"trimBefore": n})
+	h := http.Header{}
+	h.Set("Content-Type", wire.MediaMergePatch)
+	resp, err := s.c.do(ctx, &call{method: "PATCH", path: wire.PathStreams + s.name, header: h, body: body})
+	if err != nil {
+		return StreamInfo{}, err
+	}
+	var j streamJSON
+	if err := decodeJSON(resp, &j); err != nil {
+		return StreamInfo{}, err
+	}
+	return j.info(), nil
+}
+
+func (c *client) picoList(ctx context.Context, opts ListOptions) (ListPage, error) {
+	q := url.Values{}
+	if opts.Prefix != "" {
+		q.Set(wire.QueryPrefix, opts.Prefix)
+	}
+	if opts.Limit > 0 {
+		q.Set(wire.QueryLimit, strconv.Itoa(opts.Limit))
+	}
+	if opts.Cursor != "" {
+		q.Set(wire.QueryListCursor, opts.Cursor)
+	}
+	resp, err := c.do(ctx, &call{method: "GET", path: wire.PathStreams, query: q, retry: true})
+	if err != nil {
+		return ListPage{}, err
+	}
+	var l struct {
+		Streams    []streamJSON `json:"streams"`
+		NextCursor string       `json:"nextCursor"`
+	}
+	if err := decodeJSON(resp, &l); err != nil {
+		return ListPage{}, err
+	}
+	page := ListPage{NextCursor: l.NextCursor, Streams: make([]StreamInfo, len(l.Streams))}
+	for i, j := range l.Streams {
+		page.Streams[i] = j.info()
+	}
+	return page, nil
+}
+
+// jsonRecord is one record of a Pico JSON read (docs/api.md): keys and
+// values are UTF-8 text, or base64 when flagged.
+type jsonRecord struct {
+	Offset        int64           `json:"offset"`
+	Timestamp     int64           `json:"timestamp"`
+	Key           *string         `json:"key"`
+	KeyEncoding   string          `json:"keyEncoding"`
+	Value         json.RawMessage `json:"value"`
+	ValueEncoding string          `json:"valueEncoding"`
+	Headers       []struct {
+		Key           string  `json:"key"`
+		Value         *string `json:"value"`
+		ValueEncoding string  `json:"valueEncoding"`
+	} `json:"headers"`
+}
+
+func decodeText(s string, enc string) ([]byte, error) {
+	if enc == wire.EncodingBase64 {
+		return base64.StdEncoding.DecodeString(s)
+	}
+	return []byte(s), nil
+}
+
+// decodeJSONRecords decodes the records of a Pico JSON read (SSE data
+// events carry them).
+func decodeJSONRecords(data []byte) ([]Record, error) {
+	var in []jsonRecord
+	if err := json.Unmarshal(data, &in); err != nil {
+		return nil, err
+	}
+	out := make([]Record, len(in))
+	for i, r := range in {
+		rec := Record{Position: strconv.FormatInt(r.Offset, 10), Timestamp: time.UnixMilli(r.Timestamp)}
+		var err error
+		if r.Key != nil {
+			if rec.Key, err = decodeText(*r.Key, r.KeyEncoding); err != nil {
+				return nil, fmt.Errorf("record %d key: %v", r.Offset, err)
+			}
+		}
+		if len(r.Value) > 0 && !bytes.Equal(r.Value, []byte("null")) {
+			var v string
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				return nil, fmt.Errorf("record %d value: %v", r.Offset, err)
+			}
+			if rec.Body, err = decodeText(v, r.ValueEncoding); err != nil {
+				return nil, fmt.Errorf("record %d value: %v", r.Offset, err)
+			}
+		}
+		for _, h := range r.Headers {
+			hd := Header{Key: h.Key}
+			if h.Value != nil {
+				if hd.Value, err = decodeText(*h.Value, h.ValueEncoding); err != nil {
+					return nil, fmt.Errorf("record %d header %q: %v", r.Offset, h.Key, err)
+				}
+			}
+			rec.Headers = append(rec.Headers, hd)
+		}
+		out[i] = rec
+	}
+	return out, nil
+}

@@ -1,0 +1,556 @@
+package picomq
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/PicoMQ/picomq/sdk/wire"
+)
+
+// SubscribeOptions tune a Subscription.
+type SubscribeOptions struct {
+	// NoReconnect ends the subscription when its connection ends (the
+	// server ends SSE connections after --sse-timeout). By default the
+	// subscription reconnects from the last position it delivered, so no
+	// record is lost or repeated.
+	NoReconnect bool
+	// MaxRetries bounds consecutive failed connection attempts before the
+	// subscription gives up (0 = the client's RetryPolicy.MaxAttempts).
+	MaxRetries int
+}
+
+// EventType tells data events from control events.
+type EventType int
+
+const (
+	// EventData carries records.
+	EventData EventType = iota + 1
+	// EventControl carries the position after the events so far, and
+	// whether the reader is caught up or the stream closed.
+	EventControl
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventData:
+		return "data"
+	case EventControl:
+		return "control"
+	}
+	return "unknown"
+}
+
+// Event is one server-sent event of a subscription.
+type Event struct {
+	Type EventType
+	// Records are the records of a data event, in order.
+	Records []Record
+	// Next is the position after this event: resuming there neither loses
+	// nor repeats a record.
+	Next string
+	// UpToDate (control): the reader has everything appended so far.
+	UpToDate bool
+	// Closed (control): the stream is closed and fully delivered; it is
+	// the last event.
+	Closed bool
+	// Cursor (control): the server's live cursor.
+	Cursor string
+}
+
+// Subscription delivers a stream's records as they are appended, over
+// server-sent events. Receive from Events until it is closed, then check
+// Err:
+//
+//	sub, err := stream.Subscribe(ctx, client.Beginning(), picomq.SubscribeOptions{})
+//	…
+//	defer sub.Close()
+//	for ev := range sub.Events() {
+//		for _, rec := range ev.Records { … }
+//	}
+//	if err := sub.Err(); err != nil { … }
+//
+// A subscription ends when its context is cancelled, on Close, when a
+// closed stream has been delivered to its end, or on an error that
+// reconnecting cannot fix (the stream was deleted, reconnects kept failing).
+type Subscription struct {
+	s      *stream
+	opts   SubscribeOptions
+	events chan Event
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu         sync.Mutex
+	err        error
+	pos        string
+	cursor     string
+	reconnects int
+	jsonMode   bool // Durable Streams: the stream is application/json
+}
+
+// Events returns the channel of events. It is closed when the subscription
+// ends.
+func (sub *Subscription) Events() <-chan Event { return sub.events }
+
+// Err returns why the subscription ended: nil after Close, a cancelled
+// context or the end of a closed stream.
+func (sub *Subscription) Err() error {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.err
+}
+
+// Close ends the subscription and waits until its connection is closed.
+func (sub *Subscription) Close() error {
+	sub.cancel()
+	<-sub.done
+	return nil
+}
+
+// Position returns the position after the last event handed over on
+// Events: where a new subscription would resume. It may lag the event the
+// consumer just received by a moment (never run ahead of it); a consumer
+// that needs an exact resume point keeps the Next of the last event it
+// processed.
+func (sub *Subscription) Position() string {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.pos
+}
+
+// Reconnects returns how many times the subscription has reconnected.
+func (sub *Subscription) Reconnects() int {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.reconnects
+}
+
+func (s *stream) Subscribe(ctx context.Context, from string, opts SubscribeOptions) (*Subscription, error) {
+	if err := s.checkName(); err != nil {
+		return nil, err
+	}
+	if opts.MaxRetries <= 0 {
+		opts.MaxRetries = s.c.retry.MaxAttempts
+	}
+	sub := &Subscription{s: s, opts: opts, events: make(chan Event), done: make(chan struct{})}
+	if s.ds() {
+		if from == "" {
+			from = "-1"
+		}
+		ct := s.cachedContentType()
+		if ct == "" || from == PositionNow {
+			// "now" is resolved here, so that a reconnect before the
+			// first event cannot skip what was appended in between.
+			info, err := s.dsHead(ctx)
+			if err != nil {
+				return nil, err
+			}
+			ct = info.ContentType
+			if from == PositionNow {
+				from = info.Next
+			}
+		}
+		sub.jsonMode = isJSONType(ct)
+	} else {
+		var err error
+		if from, err = s.picoPosition(ctx, from); err != nil {
+			return nil, err
+		}
+	}
+	sub.pos = from
+	ctx, cancel := context.WithCancel(ctx)
+	sub.cancel = cancel
+	resp, err := sub.connect(ctx, false)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	go sub.run(ctx, resp)
+	return sub, nil
+}
+
+// connect opens the event stream at the current position.
+func (sub *Subscription) connect(ctx context.Context, resume bool) (*http.Response, error) {
+	s := sub.s
+	sub.mu.Lock()
+	pos, cursor := sub.pos, sub.cursor
+	sub.mu.Unlock()
+	q := url.Values{}
+	h := http.Header{}
+	h.Set("Accept", wire.MediaEventStream)
+	if s.ds() {
+		q.Set("offset", pos)
+		q.Set("live", "sse")
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+	} else {
+		if pos != "" {
+			q.Set(wire.QueryOffset, pos)
+			if resume {
+				h.Set("Last-Event-ID", pos)
+			}
+		}
+		q.Set(wire.QueryLive, wire.LiveSSE)
+		// The format parameter wins over Accept: the server's content
+		// negotiation refuses "Accept: text/event-stream" with 406.
+		q.Set(wire.QueryFormat, wire.FormatJSON)
+	}
+	// One attempt: run decides about retries, with its own budget.
+	resp, err := s.c.do(ctx, &call{method: "GET", path: s.name, query: q, header: h, owner: &s.owner})
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		drain(resp)
+		return nil, fmt.Errorf("picomq: subscribe %s: status %d, want 200", s.name, resp.StatusCode)
+	}
+	return resp, nil
+}
+
+func (sub *Subscription) finish(err error) {
+	sub.mu.Lock()
+	if sub.err == nil {
+		sub.err = err
+	}
+	sub.mu.Unlock()
+}
+
+// run reads events from resp and reconnects until the subscription ends.
+func (sub *Subscription) run(ctx context.Context, resp *http.Response) {
+	defer close(sub.done)
+	defer close(sub.events)
+	defer sub.cancel()
+	failures := 0
+	for {
+		delivered, closed, err := sub.read(ctx, resp)
+		resp.Body.Close()
+		if ctx.Err() != nil || closed {
+			return
+		}
+		if err != nil && !retryableStreamError(err) {
+			sub.finish(err)
+			return
+		}
+		if sub.opts.NoReconnect {
+			sub.finish(err)
+			return
+		}
+		if delivered {
+			failures = 0
+		} else {
+			failures++
+		}
+		// Reconnect, backing off while attempts fail.
+		for {
+			if failures > 0 {
+				if failures >= sub.opts.MaxRetries {
+					if err == nil {
+						err = errors.New("picomq: subscription: connections keep ending without events")
+					}
+					sub.finish(fmt.Errorf("picomq: subscription gave up after %d attempts: %w", failures, err))
+					return
+				}
+				if sleepCtx(ctx, sub.s.c.retry.delay(failures, retryAfterOf(err))) != nil {
+					return
+				}
+			}
+			resp, err = sub.connect(ctx, true)
+			if ctx.Err() != nil {
+				if err == nil {
+					resp.Body.Close()
+				}
+				return
+			}
+			if err == nil {
+				break
+			}
+			if !retryableStreamError(err) {
+				sub.finish(err)
+				return
+			}
+			failures++
+		}
+		sub.mu.Lock()
+		sub.reconnects++
+		sub.mu.Unlock()
+	}
+}
+
+func retryAfterOf(err error) time.Duration {
+	var ce *ClientError
+	if errors.As(err, &ce) {
+		return ce.RetryAfter
+	}
+	return 0
+}
+
+// retryableStreamError: what a reconnect may fix.
+func retryableStreamError(err error) bool {
+	ok, _ := retryableError(err)
+	return ok
+}
+
+// read delivers the events of one connection. It reports whether any event
+// was delivered, and whether the stream's end was reached (closed).
+func (sub *Subscription) read(ctx context.Context, resp *http.Response) (delivered, closed bool, err error) {
+	s := sub.s
+	base64Data := s.ds() && resp.Header.Get(dsSSEEncoding) == "base64"
+	r := newSSEReader(resp.Body)
+	var pending []byte // Durable Streams: data waiting for its control event
+	havePending := false
+	for {
+		ev, err := r.next()
+		if err != nil {
+			if err == io.EOF {
+				return delivered, false, nil
+			}
+			return delivered, false, err
+		}
+		var out []Event
+		if s.ds() {
+			switch ev.event {
+			case "data":
+				pending, havePending = ev.data, true
+				if base64Data {
+					pending, err = base64.StdEncoding.DecodeString(string(stripNewlines(ev.data)))
+					if err != nil {
+						return delivered, false, fmt.Errorf("picomq: subscription: bad base64 data event: %v", err)
+					}
+				}
+				continue
+			case "control":
+				var c struct {
+					Next     string `json:"streamNextOffset"`
+					Cursor   string `json:"streamCursor"`
+					UpToDate bool   `json:"upToDate"`
+					Closed   bool   `json:"streamClosed"`
+				}
+				if err := json.Unmarshal(ev.data, &c); err != nil {
+					return delivered, false, fmt.Errorf("picomq: subscription: bad control event %q: %v", ev.data, err)
+				}
+				if havePending {
+					sub.mu.Lock()
+					from := sub.pos
+					sub.mu.Unlock()
+					recs, err := dsRecords(pending, sub.jsonMode, from, c.Next, s.c)
+					if err != nil {
+						return delivered, false, fmt.Errorf("picomq: subscription: %v", err)
+					}
+					if len(recs) > 0 {
+						out = append(out, Event{Type: EventData, Records: recs, Next: c.Next})
+					}
+					pending, havePending = nil, false
+				}
+				out = append(out, Event{Type: EventControl, Next: c.Next, UpToDate: c.UpToDate || c.Closed, Closed: c.Closed, Cursor: c.Cursor})
+			default:
+				continue
+			}
+		} else {
+			switch ev.event {
+			case wire.EventData:
+				recs, err := decodeJSONRecords(ev.data)
+				if err != nil {
+					return delivered, false, fmt.Errorf("picomq: subscription: bad data event: %v", err)
+				}
+				next := ev.id
+				if next == "" && len(recs) > 0 {
+					if n, err := strconv.ParseInt(recs[len(recs)-1].Position, 10, 64); err == nil {
+						next = strconv.FormatInt(n+1, 10)
+					}
+				}
+				out = append(out, Event{Type: EventData, Records: recs, Next: next})
+			case wire.EventControl:
+				var c struct {
+					NextOffset int64  `json:"nextOffset"`
+					UpToDate   bool   `json:"upToDate"`
+					Closed     bool   `json:"closed"`
+					Cursor     string `json:"cursor"`
+				}
+				if err := json.Unmarshal(ev.data, &c); err != nil {
+					return delivered, false, fmt.Errorf("picomq: subscription: bad control event %q: %v", ev.data, err)
+				}
+				out = append(out, Event{Type: EventControl, Next: strconv.FormatInt(c.NextOffset, 10), UpToDate: c.UpToDate, Closed: c.Closed, Cursor: c.Cursor})
+			case wire.EventError:
+				var eb wire.ErrorBody
+				_ = json.Unmarshal(ev.data, &eb)
+				ce := &ClientError{Status: statusOfCode(eb.Error.Code), Code: eb.Error.Code, Message: eb.Error.Message, Method: "GET", URL: s.name}
+				ce.Kind = kindOf(ce.Status, ce.Code)
+				return delivered, false, ce
+			default:
+				continue
+			}
+		}
+		for _, e := range out {
+			select {
+			case sub.events <- e:
+			case <-ctx.Done():
+				return delivered, false, ctx.Err()
+			}
+			delivered = true
+			sub.mu.Lock()
+			if e.Next != "" {
+				sub.pos = e.Next
+			}
+			if e.Cursor != "" {
+				sub.cursor = e.Cursor
+			}
+			sub.mu.Unlock()
+			if e.Closed {
+				return true, true, nil
+			}
+		}
+	}
+}
+
+// statusOfCode maps the error code of an SSE error event (which has no
+// status of its own) to the status the same error has on a plain response.
+func statusOfCode(code string) int {
+	switch code {
+	case wire.CodeNotFound:
+		return http.StatusNotFound
+	case wire.CodeUnavailable, wire.CodeRequestTimeout, wire.CodeServiceUnavailable:
+		return http.StatusServiceUnavailable
+	case wire.CodeOffsetTrimmed:
+		return http.StatusGone
+	case wire.CodeInternal:
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
+}
+
+func stripNewlines(b []byte) []byte {
+	if bytes.IndexAny(b, "\r\n") < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c != '\r' && c != '\n' {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// sseReader parses a text/event-stream (the WHATWG server-sent events
+// format): fields per line, events end at a blank line, lines end with LF,
+// CRLF or CR, comment lines start with a colon.
+type sseReader struct {
+	r     *bufio.Reader
+	lines [][]byte // lines split off the last read that are not consumed yet
+}
+
+type sseEvent struct {
+	event string
+	id    string
+	data  []byte
+}
+
+// maxSSELine bounds one line (a data event of a large page is one line).
+const maxSSELine = 64 << 20
+
+func newSSEReader(r io.Reader) *sseReader {
+	return &sseReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// line returns the next line without its terminator.
+func (p *sseReader) line() ([]byte, error) {
+	if len(p.lines) > 0 {
+		l := p.lines[0]
+		p.lines = p.lines[1:]
+		return l, nil
+	}
+	var buf []byte
+	for {
+		chunk, err := p.r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			buf = append(buf, chunk...)
+			if len(buf) > maxSSELine {
+				return nil, fmt.Errorf("picomq: server-sent event line above %d bytes", maxSSELine)
+			}
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && len(buf)+len(chunk) > 0 {
+				// An unterminated last line is dropped, as the format
+				// says: the event it belongs to never completed.
+				return nil, io.EOF
+			}
+			return nil, err
+		}
+		if buf != nil {
+			chunk = append(buf, chunk...)
+		} else {
+			chunk = bytes.Clone(chunk)
+		}
+		chunk = chunk[:len(chunk)-1] // the LF
+		if bytes.IndexByte(chunk, '\r') < 0 {
+			return chunk, nil
+		}
+		// CR alone also ends a line; CRLF leaves an empty tail.
+		parts := bytes.Split(chunk, []byte{'\r'})
+		if len(parts[len(parts)-1]) == 0 {
+			parts = parts[:len(parts)-1]
+		}
+		p.lines = parts[1:]
+		return parts[0], nil
+	}
+}
+
+// next returns the next complete event.
+func (p *sseReader) next() (sseEvent, error) {
+	var ev sseEvent
+	var data []byte
+	seen := false
+	for {
+		l, err := p.line()
+		if err != nil {
+			return sseEvent{}, err
+		}
+		if len(l) == 0 {
+			if !seen {
+				continue
+			}
+			if data != nil {
+				ev.data = data
+			}
+			if ev.event == "" {
+				ev.event = "message"
+			}
+			return ev, nil
+		}
+		if l[0] == ':' {
+			continue // a comment (keep-alive)
+		}
+		field, value, found := bytes.Cut(l, []byte{':'})
+		if found && len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+		switch string(field) {
+		case "event":
+			ev.event, seen = string(value), true
+		case "data":
+			if data != nil {
+				data = append(data, '\n')
+			} else {
+				data = []byte{}
+			}
+			data = append(data, value...)
+			seen = true
+		case "id":
+			if bytes.IndexByte(value, 0) < 0 {
+				ev.id, seen = string(value), true
+			}
+		}
+	}
+}

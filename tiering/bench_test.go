@@ -1,0 +1,197 @@
+package tiering
+
+import (
+	"context"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/PicoMQ/picomq/tiering/cache"
+	"github.com/PicoMQ/picomq/tiering/objstore"
+	"github.com/PicoMQ/picomq/tiering/objstore/objstoretest"
+	"github.com/PicoMQ/picomq/tiering/segment"
+	"github.com/PicoMQ/picomq/tiering/segment/segmenttest"
+)
+
+// benchStore is MinIO when PICOMQ_S3_ENDPOINT is set (make bench exports
+// it for a MinIO started by deploy/local-minio.sh), else a file store.
+func benchStore(b *testing.B) (objstore.Store, string) {
+	if os.Getenv("PICOMQ_S3_ENDPOINT") == "" {
+		s, err := objstore.NewFileStore(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s, "file"
+	}
+	e := objstoretest.LookupS3Env(b)
+	b.Setenv("AWS_ACCESS_KEY_ID", e.AccessKey)
+	b.Setenv("AWS_SECRET_ACCESS_KEY", e.SecretKey)
+	s, err := objstore.Open(context.Background(), e.URL("bench-"+objstoretest.RandomHex(6)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx := context.Background()
+		for a, err := range s.List(ctx, "") {
+			if err == nil {
+				_ = s.Delete(ctx, a.Key)
+			}
+		}
+		_ = s.Close()
+	})
+	return s, "minio"
+}
+
+type benchObject struct {
+	up Upload
+	e  segment.StreamEntry
+}
+
+// uploadStream writes one stream as objects of about objBytes each, in
+// batches of 16 records of 1000 bytes (~16 KiB, a typical producer batch).
+func uploadStream(b *testing.B, store objstore.Store, objects, objBytes int) []benchObject {
+	u := NewUploader(store, UploaderOptions{})
+	const perBatch, valueSize = 16, 1000
+	batchesPer := objBytes / (perBatch * (valueSize + 10))
+	var out []benchObject
+	var next int64
+	for range objects {
+		batches := segmenttest.Stream(next, batchesPer, perBatch, valueSize, time.Now().UnixMilli())
+		up, err := u.Upload(context.Background(), L1Key(1, next), []StreamBatches{{Stream: 1, Batches: batches}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, benchObject{up: up, e: up.Streams[0]})
+		next = up.Streams[0].NextOffset()
+	}
+	return out
+}
+
+// BenchmarkCatchUp compares a consumer catching up on a stream through an
+// empty block cache (cursor reads of 1 MiB, read-ahead, next object
+// advised) with a plain loop of one whole-object GET per object, in the
+// same run, alternating which goes first. Metrics: MB/s of each and their
+// ratio (target >= 1.0: the cache costs nothing and parallelism pays).
+func BenchmarkCatchUp(b *testing.B) {
+	store, kind := benchStore(b)
+	const objects, objBytes = 16, 4 << 20
+	objs := uploadStream(b, store, objects, objBytes)
+	var total int64
+	for _, o := range objs {
+		total += o.up.Size
+	}
+	b.Run(kind, func(b *testing.B) {
+		ctx := context.Background()
+		var plainT, cachedT time.Duration
+		for i := 0; b.Loop(); i++ {
+			plain := func() {
+				start := time.Now()
+				for _, o := range objs {
+					buf := make([]byte, o.up.Size)
+					if _, err := store.ReadAt(ctx, o.up.Key, buf, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				plainT += time.Since(start)
+			}
+			cached := func() {
+				c, err := cache.New(store, cache.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				for j, o := range objs {
+					if j+1 < len(objs) {
+						n := objs[j+1]
+						c.Advise(n.up.Key, n.e.Start, n.e.End())
+					}
+					cur, err := segment.NewCursor(c, o.up.Key, o.e, o.e.FirstOffset)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for {
+						_, err := cur.Next(ctx, 1<<20)
+						if err == io.EOF {
+							break
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				cachedT += time.Since(start)
+				_ = c.Close()
+			}
+			if i%2 == 0 {
+				plain()
+				cached()
+			} else {
+				cached()
+				plain()
+			}
+		}
+		n := float64(b.N)
+		pm := float64(total) * n / plainT.Seconds() / 1e6
+		cm := float64(total) * n / cachedT.Seconds() / 1e6
+		b.ReportMetric(pm, "plain-MB/s")
+		b.ReportMetric(cm, "cached-MB/s")
+		b.ReportMetric(cm/pm, "cached/plain")
+	})
+}
+
+// BenchmarkTimeToFirstRecord measures a cold read of a stream's first
+// batch through an empty cache (segment.ReadStream from the registry's
+// entry: one block GET), and a cold read at a middle offset that must
+// open the footer first (two GETs), against one ranged GET of exactly the
+// first batch's bytes — the least any reader could do. Metrics: ms of each
+// and the ratios (target <= 2).
+func BenchmarkTimeToFirstRecord(b *testing.B) {
+	store, kind := benchStore(b)
+	objs := uploadStream(b, store, 8, 4<<20)
+	b.Run(kind, func(b *testing.B) {
+		ctx := context.Background()
+		var getT, coldT, footerT time.Duration
+		for i := 0; b.Loop(); i++ {
+			o := objs[i%len(objs)]
+			first, err := segment.ReadStream(ctx, store, o.up.Key, o.e, o.e.FirstOffset, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, len(first.Data))
+
+			start := time.Now()
+			if _, err := store.ReadAt(ctx, o.up.Key, buf, o.e.Start); err != nil {
+				b.Fatal(err)
+			}
+			getT += time.Since(start)
+
+			c, _ := cache.New(store, cache.Options{})
+			start = time.Now()
+			if _, err := segment.ReadStream(ctx, c, o.up.Key, o.e, o.e.FirstOffset, 1); err != nil {
+				b.Fatal(err)
+			}
+			coldT += time.Since(start)
+			_ = c.Close()
+
+			c, _ = cache.New(store, cache.Options{})
+			start = time.Now()
+			r, err := segment.Open(ctx, c, o.up.Key, o.up.Size)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := r.ReadBatches(ctx, 1, (o.e.FirstOffset+o.e.LastOffset)/2, 1); err != nil {
+				b.Fatal(err)
+			}
+			footerT += time.Since(start)
+			_ = c.Close()
+		}
+		n := float64(b.N)
+		ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / n }
+		b.ReportMetric(ms(getT), "ranged-GET-ms")
+		b.ReportMetric(ms(coldT), "cold-first-ms")
+		b.ReportMetric(ms(footerT), "cold-footer-ms")
+		b.ReportMetric(coldT.Seconds()/getT.Seconds(), "cold/GET")
+		b.ReportMetric(footerT.Seconds()/getT.Seconds(), "footer/GET")
+	})
+}
