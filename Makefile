@@ -25,9 +25,21 @@ run: build
 S3_ENV = $(if $(PICOMQ_S3_ENDPOINT),,$(shell deploy/local-minio.sh env 2>/dev/null))
 MINIO_BIN_ENV = $(if $(PICOMQ_MINIO_BIN),,$(shell deploy/local-minio.sh built 2>/dev/null && echo PICOMQ_MINIO_BIN=$$(deploy/local-minio.sh bin)))
 
-## test: lint + every test, the crash and e2e tests included (what CI runs)
+## test: lint + every test, the crash, tiering, cluster and conformance tests included (what CI runs).
+## Without an S3 endpoint in the environment it builds MinIO once (~10 min, cached), starts a
+## loopback MinIO for the run and stops it afterwards, so nothing is skipped.
 test: lint
-	$(S3_ENV) $(MINIO_BIN_ENV) $(GO) test -count=1 -timeout 20m $(PKGS)
+	@set -e; started=; \
+	if [ -z "$$PICOMQ_S3_ENDPOINT" ] && [ -z "$$(deploy/local-minio.sh env 2>/dev/null)" ]; then \
+	  echo "== starting a loopback MinIO for the tests (deploy/local-minio.sh)"; \
+	  deploy/local-minio.sh start >/dev/null; started=1; \
+	fi; \
+	status=0; \
+	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
+	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
+	    $(GO) test -count=1 -timeout 25m $(PKGS) || status=$$?; \
+	if [ -n "$$started" ]; then deploy/local-minio.sh stop >/dev/null; fi; \
+	exit $$status
 
 ## minio: start a loopback MinIO for tests and benchmarks (docs/storage.md); minio-stop stops it
 minio:
