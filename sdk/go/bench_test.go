@@ -3,7 +3,6 @@ package picomq_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -113,7 +112,7 @@ func BenchmarkRawBatchAppend(b *testing.B) {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusOK {
-					b.Fatal(fmt.Sprintf("append: %d", resp.StatusCode))
+					b.Fatalf("append: %d", resp.StatusCode)
 				}
 				sent += n
 			}

@@ -430,7 +430,7 @@ func statusOfCode(code string) int {
 }
 
 func stripNewlines(b []byte) []byte {
-	if bytes.IndexAny(b, "\r\n") < 0 {
+	if !bytes.ContainsAny(b, "\r\n") {
 		return b
 	}
 	out := make([]byte, 0, len(b))
