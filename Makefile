@@ -89,6 +89,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./sdk/go/ | tee /tmp/picomq-bench-sdk.txt
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/bench/ | tee /tmp/picomq-bench-pico.txt
 	$(S3_ENV) $(GO) test -run '^$$' -bench . -benchtime 10x ./tiering/ | tee /tmp/picomq-bench-tiering.txt
+	$(GO) test -run '^$$' -bench PUTsPerGiB -benchtime 1x -timeout 20m ./node/ | tee /tmp/picomq-bench-puts.txt
 	$(MAKE) bench-ds
 
 ## bench-ds: Durable Streams appends (100 B JSON, 1 and 32 writers) vs the Node reference server, same run
