@@ -261,3 +261,27 @@ func TestSSETimeoutKeepAliveAndDelete(t *testing.T) {
 		t.Fatalf("after delete: %+v, want an error event", ev)
 	}
 }
+
+// TestSSEWithEventSourceAccept: browsers' EventSource sends
+// Accept: text/event-stream; that must open the SSE stream, not 406.
+func TestSSEWithEventSourceAccept(t *testing.T) {
+	s := newServer(t, Config{SSETimeout: 5 * time.Second}, stream.Config{})
+	s.create("/es", "text/plain")
+	s.do("POST", "/es", []byte("hi"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.URL+"/es?offset=0&live=sse", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	if r.StatusCode != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("status %d, content type %q", r.StatusCode, r.Header.Get("Content-Type"))
+	}
+	line, err := bufio.NewReader(r.Body).ReadString('\n')
+	if err != nil || line == "" {
+		t.Fatalf("no event: %q %v", line, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/PicoMQ/picomq/api/httpx"
@@ -105,7 +106,12 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
 		h.writeServiceError(w, r, err)
 		return
 	}
-	format, err := chooseFormat(r.URL.Query().Get(wire.QueryFormat), r.Header.Get("Accept"), info.ContentType)
+	accept := r.Header.Get("Accept")
+	if p.live == wire.LiveSSE && strings.Contains(accept, "text/event-stream") {
+		// EventSource always sends this Accept; SSE carries JSON records.
+		accept = ""
+	}
+	format, err := chooseFormat(r.URL.Query().Get(wire.QueryFormat), accept, info.ContentType)
 	if err != nil {
 		if errors.Is(err, errNotAcceptable) {
 			httpx.WriteError(w, http.StatusNotAcceptable, wire.CodeNotAcceptable, err.Error())

@@ -529,8 +529,11 @@ func (s *Service) refreshObjects(ctx context.Context, st *streamState) error {
 	if err != nil {
 		return err
 	}
-	fresh := &streamState{info: st.info, next: logStart(st.info)} // a fork's own log starts at its fork point
-	if err := fresh.applyPieces(indexManifests(ms)[st.info.ID]); err != nil {
+	st.mu.Lock()
+	info := st.info // retention and PATCH update it under the lock
+	st.mu.Unlock()
+	fresh := &streamState{info: info, next: logStart(info)} // a fork's own log starts at its fork point
+	if err := fresh.applyPieces(indexManifests(ms)[info.ID]); err != nil {
 		return err
 	}
 	st.mu.Lock()
