@@ -316,16 +316,7 @@ func (s *Service) readOwn(ctx context.Context, st *streamState, from, to int64, 
 // readView is Read for a fork: it stitches the source chain's records below
 // the fork point to the fork's own.
 func (s *Service) readView(ctx context.Context, st *streamState, opts ReadOptions) (ReadResult, error) {
-	limit := opts.MaxRecords
-	if limit <= 0 {
-		limit = s.cfg.DefaultReadRecords
-	}
-	limit = min(limit, s.cfg.MaxReadRecords)
-	maxBytes := opts.MaxBytes
-	if maxBytes <= 0 {
-		maxBytes = s.cfg.DefaultReadBytes
-	}
-	maxBytes = min(maxBytes, s.cfg.MaxReadBytes)
+	limit, maxBytes := s.readLimits(opts)
 
 	st.mu.Lock()
 	hwm := st.hwm

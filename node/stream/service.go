@@ -848,16 +848,7 @@ func (s *Service) readState(ctx context.Context, st *streamState, opts ReadOptio
 
 func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOptions) (ReadResult, error) {
 	name := st.info.Name
-	limit := opts.MaxRecords
-	if limit <= 0 {
-		limit = s.cfg.DefaultReadRecords
-	}
-	limit = min(limit, s.cfg.MaxReadRecords)
-	maxBytes := opts.MaxBytes
-	if maxBytes <= 0 {
-		maxBytes = s.cfg.DefaultReadBytes
-	}
-	maxBytes = min(maxBytes, s.cfg.MaxReadBytes)
+	limit, maxBytes := s.readLimits(opts)
 
 	st.mu.Lock()
 	hwm := st.hwm
@@ -974,4 +965,17 @@ func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool,
 			return false, nil
 		}
 	}
+}
+
+// readLimits applies the server defaults and caps to a read's limits.
+func (s *Service) readLimits(opts ReadOptions) (records, bytes int) {
+	records = opts.MaxRecords
+	if records <= 0 {
+		records = s.cfg.DefaultReadRecords
+	}
+	bytes = opts.MaxBytes
+	if bytes <= 0 {
+		bytes = s.cfg.DefaultReadBytes
+	}
+	return min(records, s.cfg.MaxReadRecords), min(bytes, s.cfg.MaxReadBytes)
 }
