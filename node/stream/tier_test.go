@@ -437,3 +437,35 @@ func TestCompactionMergesFlushObjects(t *testing.T) {
 		t.Fatalf("producer state after compaction and restart: %+v %v", dup, err)
 	}
 }
+
+// TestGCDeletesTrimmedObjects: objects holding only offsets below a stream's
+// start offset (after a trim) are deleted; reads above it are unaffected.
+func TestGCDeletesTrimmedObjects(t *testing.T) {
+	h := newTierHarness(t, stream.DurabilityObject)
+	ctx := context.Background()
+	if _, _, err := h.svc.Create(ctx, "/t", stream.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ { // object durability: one flush object each
+		if _, err := h.svc.Append(ctx, "/t", []record.Record{{Value: []byte(fmt.Sprint(i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := h.reg.Manifests(ctx)
+	trim := int64(2)
+	if _, err := h.svc.Configure(ctx, "/t", stream.ConfigChange{TrimBefore: &trim}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := h.svc.CollectGarbage(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := h.reg.Manifests(ctx)
+	if n != 2 || len(after) != len(before)-2 {
+		t.Fatalf("gc after trim to 2: deleted %d objects, manifests %d → %d", n, len(before), len(after))
+	}
+	page, err := h.svc.Read(ctx, "/t", stream.ReadOptions{Offset: 2})
+	if err != nil || len(page.Records) != 2 || string(page.Records[0].Value) != "2" {
+		t.Fatalf("read above the trim point: %+v %v", page.Records, err)
+	}
+}
