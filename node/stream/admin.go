@@ -99,6 +99,9 @@ func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (
 			m.RetentionBytes = *ch.RetentionBytes
 		}
 		if ch.TrimBefore != nil {
+			if floor := s.forkFloor(m.ID); *ch.TrimBefore > floor {
+				return fmt.Errorf("%w: trimBefore %d would cut below offset %d, where a fork of %s still reads", ErrConflict, *ch.TrimBefore, floor, m.Name)
+			}
 			m.StartOffset = max(m.StartOffset, *ch.TrimBefore)
 		}
 		return nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
 )
 
@@ -348,5 +349,31 @@ func TestForkReadsSourceFromObjectStorage(t *testing.T) {
 	}
 	if _, _, err := h.svc.Create(ctx, "/f4", stream.CreateOptions{Fork: fork("/json", 0, 4)}); !errors.Is(err, stream.ErrInvalidArgument) {
 		t.Fatalf("JSON sub-offset past a message in objects: %v", err)
+	}
+}
+
+// TestTrimStopsAtForkPoint: a source cannot be trimmed past the offset a
+// live fork still reads from it, and retention stops there too.
+func TestTrimStopsAtForkPoint(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	mustCreate(t, h.svc, "/tsrc", stream.CreateOptions{})
+	for i := 0; i < 5; i++ {
+		if _, err := h.svc.Append(ctx, "/tsrc", []record.Record{{Value: []byte{byte(i)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustCreate(t, h.svc, "/tfork", stream.CreateOptions{Fork: fork("/tsrc", 3, 0)})
+	four := int64(4)
+	if _, err := h.svc.Configure(ctx, "/tsrc", stream.ConfigChange{TrimBefore: &four}); !errors.Is(err, stream.ErrConflict) {
+		t.Fatalf("trim past the fork point: %v, want ErrConflict", err)
+	}
+	three := int64(3)
+	if _, err := h.svc.Configure(ctx, "/tsrc", stream.ConfigChange{TrimBefore: &three}); err != nil {
+		t.Fatalf("trim up to the fork point: %v", err)
+	}
+	page, err := h.svc.Read(ctx, "/tfork", stream.ReadOptions{})
+	if err != nil || len(page.Records) != 3 {
+		t.Fatalf("fork reads %d records after the source was trimmed to its fork point: %v", len(page.Records), err)
 	}
 }

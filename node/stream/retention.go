@@ -24,6 +24,7 @@ package stream
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
 
@@ -109,6 +110,7 @@ func (s *Service) retain(ctx context.Context, st *streamState, now time.Time) er
 		}
 		target = max(target, t)
 	}
+	target = min(target, s.forkFloor(id))
 	if target <= start {
 		return nil
 	}
@@ -208,4 +210,22 @@ func (s *Service) chunkMaxTimestamp(ctx context.Context, streamID uint64, c *chu
 		return nil
 	})
 	return ts, err
+}
+
+// forkFloor is the lowest offset of stream id that a live fork still reads
+// (its fork point): retention must not move the start offset past it, or
+// the objects under the fork's history would be collected. MaxInt64 when
+// nothing forks from the stream.
+func (s *Service) forkFloor(id uint64) int64 {
+	floor := int64(math.MaxInt64)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, st := range s.byID {
+		st.mu.Lock()
+		if f := st.info.Fork; f != nil && f.SourceID == id {
+			floor = min(floor, f.End)
+		}
+		st.mu.Unlock()
+	}
+	return floor
 }
