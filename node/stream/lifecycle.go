@@ -253,7 +253,7 @@ func (s *Service) sameConfig(stored meta.Stream, ct string, opts CreateOptions, 
 		return fmt.Errorf("%w: %s was deleted but its history is kept for its forks; the name is taken until they are gone", ErrConflict, stored.Name)
 	}
 	if stored.Deleting {
-		return fmt.Errorf("%w: %s is being deleted; retry", ErrUnavailable, stored.Name)
+		return fmt.Errorf("%w: %s", errBeingDeleted, stored.Name)
 	}
 	if !SameContentType(stored.ContentType, ct) {
 		return fmt.Errorf("%w: %q has content type %q, not %q", ErrConflict, stored.Name, stored.ContentType, ct)
@@ -619,3 +619,8 @@ func (s *Service) reconcile(ctx context.Context) error {
 	s.reap(ctx)
 	return nil
 }
+
+// errBeingDeleted: a create met the previous incarnation of the name while
+// its deletion (an expired TTL, a DELETE) is finishing. Create waits for it
+// rather than answering 503: the deletion is a few etcd transactions away.
+var errBeingDeleted = fmt.Errorf("%w: the previous stream of this name is being deleted", ErrUnavailable)

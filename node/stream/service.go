@@ -412,6 +412,22 @@ func baseMediaType(ct string) string {
 // is identical (created=false). A different existing configuration is
 // ErrConflict.
 func (s *Service) Create(ctx context.Context, name string, opts CreateOptions) (Info, bool, error) {
+	wait := 5 * time.Millisecond
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		info, created, err := s.create(ctx, name, opts)
+		if !errors.Is(err, errBeingDeleted) || time.Now().After(deadline) {
+			return info, created, err
+		}
+		select {
+		case <-ctx.Done():
+			return Info{}, false, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
+func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (Info, bool, error) {
 	if err := ValidateName(name); err != nil {
 		return Info{}, false, err
 	}
