@@ -80,15 +80,21 @@ func (r *Registry) Join(ctx context.Context, m Member, ttl time.Duration) (*Sess
 		_, _ = r.cli.Revoke(context.WithoutCancel(ctx), grant.ID)
 		return nil, fmt.Errorf("%w: node id %q is already registered by a live node", ErrConflict, m.NodeID)
 	}
+	return r.keepAlive(grant.ID, key, resp.Header.Revision, grant.TTL)
+}
+
+// keepAlive starts renewing lease in the background and returns the session
+// built on it: member key with creation revision createRev, TTL in seconds.
+func (r *Registry) keepAlive(lease clientv3.LeaseID, key string, createRev, ttl int64) (*Session, error) {
 	kctx, cancel := context.WithCancel(context.Background())
-	ka, err := r.cli.KeepAlive(kctx, grant.ID)
+	ka, err := r.cli.KeepAlive(kctx, lease)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("meta: keep lease alive: %w", err)
 	}
-	s := &Session{cli: r.cli, lease: grant.ID, key: key, createRev: resp.Header.Revision, done: make(chan struct{}), cancel: cancel}
+	s := &Session{cli: r.cli, lease: lease, key: key, createRev: createRev, done: make(chan struct{}), cancel: cancel}
 	s.renewedAt.Store(time.Now().UnixNano())
-	s.ttl.Store(grant.TTL)
+	s.ttl.Store(ttl)
 	go func() {
 		// The keep-alive channel closes when the lease expires, is
 		// revoked, or etcd stays unreachable past the TTL.
@@ -186,21 +192,5 @@ func (r *Registry) Resume(ctx context.Context, old *Session) (*Session, error) {
 	if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != old.createRev || clientv3.LeaseID(g.Kvs[0].Lease) != old.lease {
 		return nil, ErrLeaseLost
 	}
-	kctx, cancel := context.WithCancel(context.Background())
-	ka, err := r.cli.KeepAlive(kctx, old.lease)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("meta: keep lease alive: %w", err)
-	}
-	s := &Session{cli: r.cli, lease: old.lease, key: old.key, createRev: old.createRev, done: make(chan struct{}), cancel: cancel}
-	s.renewedAt.Store(time.Now().UnixNano())
-	s.ttl.Store(ttl.GrantedTTL)
-	go func() {
-		for resp := range ka {
-			s.renewedAt.Store(time.Now().UnixNano())
-			s.ttl.Store(resp.TTL)
-		}
-		s.closeOnce.Do(func() { close(s.done) })
-	}()
-	return s, nil
+	return r.keepAlive(old.lease, old.key, old.createRev, ttl.GrantedTTL)
 }

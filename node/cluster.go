@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/api/httpx"
-	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
@@ -36,7 +35,7 @@ type clusterNode struct {
 func (n *Node) clusterInfo(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
-	ms, err := meta.NewRegistry(n.etcd, registryPrefix).Members(ctx)
+	ms, err := n.reg.Members(ctx)
 	if err != nil {
 		httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "etcd unreachable: "+err.Error())
 		return

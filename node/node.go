@@ -42,6 +42,7 @@ type Node struct {
 	log    *slog.Logger
 	embed  *meta.Embedded
 	etcd   *clientv3.Client
+	reg    *meta.Registry
 	wal    *wal.WAL
 	svc    *stream.Service
 	ln     net.Listener
@@ -101,6 +102,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
 	reg := meta.NewRegistry(n.etcd, registryPrefix)
+	n.reg = reg
 
 	var report wal.RecoveryReport
 	n.wal, report, err = wal.Open(wal.Options{Dir: filepath.Join(cfg.DataDir, "wal"), Logger: log})

@@ -207,12 +207,7 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 	}
 	m := meta.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, Level: 1, CreatedAt: time.Now().UTC()}
 	for _, id := range ids {
-		ms := meta.ManifestStream{StreamID: id, First: spans[id][0], Next: spans[id][1], State: states[id]}
-		if r := byID[id]; r != nil {
-			ms.Offset, ms.Length, ms.CRC, ms.Batches = r.Offset, r.Length, r.CRC, r.Batches
-			ms.FirstTimestamp, ms.MaxTimestamp = r.FirstTimestamp, r.MaxTimestamp
-		}
-		m.Streams = append(m.Streams, ms)
+		m.Streams = append(m.Streams, manifestEntry(id, spans[id][0], spans[id][1], byID[id], states[id]))
 	}
 	replaced := make([]string, len(run))
 	oldObjects := map[string]bool{}
@@ -220,13 +215,8 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 		replaced[i] = r.Key
 		oldObjects[r.Object] = true
 	}
-	var sess *meta.Session
-	if s.tcfg.Session != nil {
-		sess = s.tcfg.Session()
-	}
-	if err := s.tcfg.Manifests.CommitManifest(ctx, sess, m, replaced); err != nil {
-		_ = s.tier.Delete(context.WithoutCancel(ctx), key)
-		return 0, fmt.Errorf("compact: commit: %w", err)
+	if err := s.commitObject(ctx, m, replaced); err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
 	}
 	// Point the served streams at the merged object.
 	for _, id := range ids {

@@ -64,6 +64,17 @@ func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (dele
 	for _, m := range all {
 		live[m.ID] = m
 	}
+	// The manifest holding each stream's newest state snapshot: a
+	// state-only entry there (e.g. a close) may be the only record of it.
+	newest := map[uint64]string{}
+	newestNext := map[uint64]int64{}
+	for _, m := range ms {
+		for _, r := range m.Streams {
+			if n, ok := newestNext[r.StreamID]; !ok || r.Next >= n {
+				newest[r.StreamID], newestNext[r.StreamID] = m.Key, r.Next
+			}
+		}
+	}
 	referenced := map[string]bool{}
 	var deadKeys []string
 	for _, m := range ms {
@@ -78,13 +89,9 @@ func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (dele
 				dead = false
 				break
 			}
-			if ok && r.Next == r.First && r.Next >= st.StartOffset {
-				// A state-only entry of a live stream (e.g. its close)
-				// may be its only record of that state.
-				if s.latestStateEntry(ms, r.StreamID, m.Key) {
-					dead = false
-					break
-				}
+			if ok && r.Next == r.First && r.Next >= st.StartOffset && newest[r.StreamID] == m.Key {
+				dead = false
+				break
 			}
 		}
 		if !dead {
@@ -122,21 +129,6 @@ func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (dele
 		s.cfg.Logger.Info("object storage garbage collected", "objects", deleted)
 	}
 	return deleted, nil
-}
-
-// latestStateEntry reports whether the manifest key holds the newest state
-// snapshot of the stream (so deleting it would lose state).
-func (s *Service) latestStateEntry(ms []meta.Manifest, id uint64, key string) bool {
-	newest := ""
-	var newestNext int64 = -1
-	for _, m := range ms {
-		for _, r := range m.Streams {
-			if r.StreamID == id && r.Next >= newestNext {
-				newest, newestNext = m.Key, r.Next
-			}
-		}
-	}
-	return newest == key
 }
 
 // RunGC collects garbage every interval until ctx is done.

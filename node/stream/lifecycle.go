@@ -456,16 +456,7 @@ func (s *Service) purge(ctx context.Context, st *streamState) error {
 		}
 		return fmt.Errorf("%w: registry delete %q: %v", ErrUnavailable, name, err)
 	}
-	s.mu.Lock()
-	if s.byName[name] == st {
-		delete(s.byName, name)
-	}
-	delete(s.byID, id)
-	s.mu.Unlock()
-	st.mu.Lock()
-	st.deleted = true
-	st.mu.Unlock()
-	st.wakeAll()
+	s.retire(st)
 	s.afterDelete(ctx, st)
 	return nil
 }
@@ -473,8 +464,7 @@ func (s *Service) purge(ctx context.Context, st *streamState) error {
 // wakeAll wakes the stream's long-poll waiters so they re-check its state.
 func (st *streamState) wakeAll() {
 	st.mu.Lock()
-	close(st.wake)
-	st.wake = make(chan struct{})
+	st.wakeReadersLocked()
 	st.mu.Unlock()
 }
 

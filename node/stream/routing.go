@@ -22,6 +22,8 @@ type RedirectError struct {
 	Name   string
 	NodeID string
 	URL    string // the node's advertise URL, no trailing slash
+
+	stream meta.Stream // the registry record routing decided on
 }
 
 func (e *RedirectError) Error() string {
@@ -129,7 +131,7 @@ func (s *Service) route(ctx context.Context, name string) (*streamState, error) 
 	}
 	for _, mb := range members {
 		if mb.NodeID == m.Owner {
-			return nil, &RedirectError{Name: name, NodeID: mb.NodeID, URL: mb.AdvertiseURL}
+			return nil, &RedirectError{Name: name, NodeID: mb.NodeID, URL: mb.AdvertiseURL, stream: m}
 		}
 	}
 	// The owner's lease is gone. The placement target claims it; anyone
@@ -139,7 +141,7 @@ func (s *Service) route(ctx context.Context, name string) (*streamState, error) 
 		return nil, fmt.Errorf("%w: no live node can take over %s", ErrUnavailable, name)
 	}
 	if target.NodeID != s.cfg.NodeID {
-		return nil, &RedirectError{Name: name, NodeID: target.NodeID, URL: target.AdvertiseURL}
+		return nil, &RedirectError{Name: name, NodeID: target.NodeID, URL: target.AdvertiseURL, stream: m}
 	}
 	return s.claim(rctx, m, true)
 }
@@ -263,27 +265,41 @@ func (s *Service) manifestsSince(ctx context.Context, since time.Time) ([]meta.M
 	return l.ms, l.err
 }
 
-// manifestsFresh lists manifests for reads of history (a listing up to
-// 200 ms old is fine there: at worst the read is redirected).
+// manifestsFresh lists manifests for reads of history: a listing up to
+// 200 ms old is fine there (at worst the read is redirected).
 func (s *Service) manifestsFresh(ctx context.Context) ([]meta.Manifest, error) {
-	if s.tcfg.Manifests == nil {
-		return nil, nil
-	}
 	s.routing.mu.Lock()
-	if time.Since(s.routing.manifestAt) < 200*time.Millisecond {
+	if s.routing.manifests != nil && time.Since(s.routing.manifestAt) < 200*time.Millisecond {
 		ms := s.routing.manifests
 		s.routing.mu.Unlock()
 		return ms, nil
 	}
 	s.routing.mu.Unlock()
-	ms, err := s.tcfg.Manifests.Manifests(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.routing.mu.Lock()
-	s.routing.manifests, s.routing.manifestAt = ms, time.Now()
-	s.routing.mu.Unlock()
-	return ms, nil
+	return s.manifestsSince(ctx, time.Now())
+}
+
+// retire drops a stream's local state for good (deleted, or served by
+// another node now): live reads and waiting appends wake, see it gone, and
+// the next request is routed afresh.
+func (s *Service) retire(st *streamState) {
+	s.unload(st)
+	st.mu.Lock()
+	st.deleted = true
+	st.wakeReadersLocked()
+	st.wakeUploadWaitersLocked()
+	st.mu.Unlock()
+}
+
+// wakeReadersLocked wakes everything waiting for the high watermark.
+func (st *streamState) wakeReadersLocked() {
+	close(st.wake)
+	st.wake = make(chan struct{})
+}
+
+// wakeUploadWaitersLocked wakes appends waiting for object durability.
+func (st *streamState) wakeUploadWaitersLocked() {
+	close(st.upWake)
+	st.upWake = make(chan struct{})
 }
 
 // unload drops a stream's local state (ownership moved away).
@@ -307,16 +323,12 @@ func infoFromMeta(m meta.Stream) Info {
 // readRemote serves a read of a stream owned by another node when the
 // offset is already in object storage: a history read needs no redirect.
 // ok=false means the offset is not uploaded yet (the caller redirects).
-func (s *Service) readRemote(ctx context.Context, name string, opts ReadOptions) (ReadResult, bool, error) {
+func (s *Service) readRemote(ctx context.Context, m meta.Stream, opts ReadOptions) (ReadResult, bool, error) {
 	if s.tier == nil || s.tcfg.Manifests == nil {
 		return ReadResult{}, false, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, routeTimeout)
 	defer cancel()
-	m, err := s.reg.GetStream(rctx, name)
-	if err != nil {
-		return ReadResult{}, false, nil
-	}
 	if opts.Offset < m.StartOffset {
 		return ReadResult{}, false, nil // the owner answers trims
 	}
@@ -409,14 +421,7 @@ func (s *Service) Drain(ctx context.Context) (int, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", info.Name, err))
 			continue
 		}
-		s.unload(st)
-		st.mu.Lock()
-		st.deleted = true // wakes and ends live reads: they reconnect and get redirected
-		close(st.wake)
-		st.wake = make(chan struct{})
-		close(st.upWake)
-		st.upWake = make(chan struct{})
-		st.mu.Unlock()
+		s.retire(st) // ends live reads: they reconnect and get redirected
 		moved++
 		s.metrics.handoffs.Inc()
 		s.cfg.Logger.Info("handed stream over", "stream", info.Name, "to", target.NodeID, "epoch", epoch+1)
@@ -446,12 +451,7 @@ func (s *Service) Rejoined(ctx context.Context) error {
 		}
 		if err != nil || m.ID != st.info.ID || m.Owner != s.cfg.NodeID || m.Epoch != st.info.Epoch {
 			s.cfg.Logger.Warn("stream was taken over while this node had no lease; dropping local state", "stream", st.info.Name)
-			s.unload(st)
-			st.mu.Lock()
-			st.deleted = true
-			close(st.wake)
-			st.wake = make(chan struct{})
-			st.mu.Unlock()
+			s.retire(st)
 		}
 	}
 	s.Unfence()

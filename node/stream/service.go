@@ -41,6 +41,10 @@ type Log interface {
 	Replay(fn func(pos wal.Pos, data []byte) error) error
 	Enqueue(data []byte) (*wal.Pending, error)
 	ReadAt(pos wal.Pos, dst []byte) ([]byte, error)
+	// RemoveSegmentsBefore and ActiveSegment let flushes truncate what
+	// object storage now holds.
+	RemoveSegmentsBefore(seg uint64) error
+	ActiveSegment() uint64
 }
 
 // Registry is what the service needs from the etcd registry.
@@ -574,17 +578,7 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 		}
 		return fmt.Errorf("%w: registry delete %q: %v", ErrUnavailable, name, err)
 	}
-	s.mu.Lock()
-	if s.byName[name] == st {
-		delete(s.byName, name)
-	}
-	delete(s.byID, st.info.ID)
-	s.mu.Unlock()
-	st.mu.Lock()
-	st.deleted = true
-	close(st.wake) // wake long-polls so they see the stream is gone
-	st.wake = make(chan struct{})
-	st.mu.Unlock()
+	s.retire(st)
 	s.afterDelete(ctx, st)
 	return nil
 }
@@ -810,8 +804,7 @@ func (st *streamState) advance(end int64, closes bool) {
 		if closes {
 			st.closedVisible = true
 		}
-		close(st.wake)
-		st.wake = make(chan struct{})
+		st.wakeReadersLocked()
 	}
 	st.mu.Unlock()
 }
@@ -833,7 +826,7 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 		var re *RedirectError
 		if errors.As(err, &re) {
 			// History already in object storage is served by any node.
-			if res, ok, rerr := s.readRemote(ctx, name, opts); ok || rerr != nil {
+			if res, ok, rerr := s.readRemote(ctx, re.stream, opts); ok || rerr != nil {
 				return res, rerr
 			}
 		}

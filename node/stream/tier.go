@@ -50,6 +50,37 @@ type ObjectRef struct {
 	MaxTimestamp   int64
 }
 
+// manifestEntry records offsets [first, next) of ref's stream and its state
+// snapshot; ref nil is a state-only entry (no bytes in the object).
+func manifestEntry(id uint64, first, next int64, ref *ObjectRef, state json.RawMessage) meta.ManifestStream {
+	ms := meta.ManifestStream{StreamID: id, First: first, Next: next, State: state}
+	if ref != nil {
+		ms.Offset, ms.Length, ms.CRC, ms.Batches = ref.Offset, ref.Length, ref.CRC, ref.Batches
+		ms.FirstTimestamp, ms.MaxTimestamp = ref.FirstTimestamp, ref.MaxTimestamp
+	}
+	return ms
+}
+
+// commitObject commits the manifest of an uploaded object, replacing the
+// manifests in replaces, fenced on the node's session. If the commit fails
+// the object is unreferenced and is deleted (best effort: an orphan only
+// costs space and the collector finds it); a lost lease fences the node.
+func (s *Service) commitObject(ctx context.Context, m meta.Manifest, replaces []string) error {
+	var sess *meta.Session
+	if s.tcfg.Session != nil {
+		sess = s.tcfg.Session()
+	}
+	err := s.tcfg.Manifests.CommitManifest(ctx, sess, m, replaces)
+	if err == nil {
+		return nil
+	}
+	_ = s.tier.Delete(context.WithoutCancel(ctx), m.Object)
+	if errors.Is(err, meta.ErrLeaseLost) {
+		s.fence(err)
+	}
+	return fmt.Errorf("commit manifest of %s: %w", m.Object, err)
+}
+
 func refFromManifest(key string, r meta.ManifestStream) *ObjectRef {
 	return &ObjectRef{Key: key, StreamID: r.StreamID, First: r.First, Next: r.Next, Offset: r.Offset, Length: r.Length,
 		CRC: r.CRC, Batches: r.Batches, FirstTimestamp: r.FirstTimestamp, MaxTimestamp: r.MaxTimestamp}
@@ -359,7 +390,7 @@ func (s *Service) Flush(ctx context.Context) error {
 	refs := make([]*ObjectRef, len(items))
 	ri := 0
 	for i, it := range items {
-		ms := meta.ManifestStream{StreamID: it.st.info.ID, First: it.base, Next: it.end, State: it.state}
+		var data *ObjectRef
 		ref := &ObjectRef{Key: key, StreamID: it.st.info.ID, First: it.base, Next: it.end}
 		if it.end > it.base {
 			// Streams with only state changes (a close) hold no bytes
@@ -369,25 +400,14 @@ func (s *Service) Flush(ctx context.Context) error {
 				return fmt.Errorf("flush: object %s does not describe stream %d", key, it.st.info.ID)
 			}
 			ref = &ranges[ri]
+			data = ref
 			ri++
-			ms.Offset, ms.Length, ms.CRC, ms.Batches = ref.Offset, ref.Length, ref.CRC, ref.Batches
-			ms.FirstTimestamp, ms.MaxTimestamp = ref.FirstTimestamp, ref.MaxTimestamp
 		}
 		refs[i] = ref
-		m.Streams = append(m.Streams, ms)
+		m.Streams = append(m.Streams, manifestEntry(it.st.info.ID, it.base, it.end, data, it.state))
 	}
-	var sess *meta.Session
-	if s.tcfg.Session != nil {
-		sess = s.tcfg.Session()
-	}
-	if err := s.tcfg.Manifests.CommitManifest(ctx, sess, m, nil); err != nil {
-		// The object is unreferenced: remove it (best effort; an orphan
-		// only costs space and is found by the collector).
-		_ = s.tier.Delete(context.WithoutCancel(ctx), key)
-		if errors.Is(err, meta.ErrLeaseLost) {
-			s.fence(err)
-		}
-		return fmt.Errorf("flush: commit manifest: %w", err)
+	if err := s.commitObject(ctx, m, nil); err != nil {
+		return fmt.Errorf("flush: %w", err)
 	}
 	for k, it := range items {
 		st := it.st
@@ -416,8 +436,7 @@ func (s *Service) Flush(ctx context.Context) error {
 				// snapshot; keep the WAL from the last one on.
 				st.walLow = st.lastPending.Pos().Segment
 			}
-			close(st.upWake)
-			st.upWake = make(chan struct{})
+			st.wakeUploadWaitersLocked()
 		}
 		st.mu.Unlock()
 	}
@@ -431,13 +450,7 @@ func (s *Service) Flush(ctx context.Context) error {
 
 // truncateWAL deletes WAL segments that hold nothing unflushed.
 func (s *Service) truncateWAL() {
-	w, ok := s.log.(interface {
-		RemoveSegmentsBefore(seg uint64) error
-		ActiveSegment() uint64
-	})
-	if !ok {
-		return
-	}
+	w := s.log
 	low := w.ActiveSegment()
 	s.mu.RLock()
 	for _, st := range s.byID {
@@ -502,8 +515,7 @@ func (s *Service) fence(err error) {
 	// Wake appends waiting for object durability: they fail now.
 	for _, st := range streams {
 		st.mu.Lock()
-		close(st.upWake)
-		st.upWake = make(chan struct{})
+		st.wakeUploadWaitersLocked()
 		st.mu.Unlock()
 	}
 }
@@ -522,10 +534,7 @@ var ErrObjectMissing = errors.New("stream: object missing")
 // refreshObjects rebuilds the object part of a stream's index from fresh
 // manifests, keeping the WAL chunks above the uploaded watermark.
 func (s *Service) refreshObjects(ctx context.Context, st *streamState) error {
-	s.routing.mu.Lock()
-	s.routing.manifestAt = time.Time{}
-	s.routing.mu.Unlock()
-	ms, err := s.manifestsFresh(ctx)
+	ms, err := s.manifestsSince(ctx, time.Now())
 	if err != nil {
 		return err
 	}
