@@ -880,10 +880,17 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 
 	res := ReadResult{NextOffset: opts.Offset, Stream: info, StartOffset: info.StartOffset}
 	bytes := 0
-	for _, c := range refs {
+	// An object chunk can hold far more than one read: chunkBatches returns
+	// about the bytes still wanted, and the chunk is read again from where
+	// that stopped until it is exhausted or the read is full. Moving on to
+	// the next chunk early would skip records.
+	full := false
+	for ci := 0; ci < len(refs) && !full; {
+		c := refs[ci]
 		if err := ctx.Err(); err != nil {
 			return ReadResult{}, err
 		}
+		before := res.NextOffset
 		data, err := s.chunkBatches(ctx, info.ID, c, res.NextOffset, maxBytes-bytes)
 		if errors.Is(err, ErrObjectMissing) {
 			return ReadResult{}, err
@@ -891,7 +898,6 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 		if err != nil {
 			return ReadResult{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
 		}
-		full := false
 		err = record.SplitBatches(data, func(batch []byte, h record.BatchHeader) error {
 			if full || h.LastOffset() < res.NextOffset {
 				return nil
@@ -915,13 +921,23 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 				bytes += size
 				res.NextOffset = r.Offset + 1
 			}
+			// A batch may end past its last record (offsets removed by
+			// Kafka compaction): the read has consumed it all the same.
+			if next := min(h.LastOffset()+1, hwm); next > res.NextOffset {
+				res.NextOffset = next
+			}
 			return nil
 		})
 		if err != nil {
 			return ReadResult{}, fmt.Errorf("%w: decode %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
 		}
-		if full {
-			break
+		switch {
+		case res.NextOffset >= min(c.next, hwm):
+			ci++ // chunk exhausted (or the visible part of it)
+		case res.NextOffset == before || bytes >= maxBytes:
+			// No progress, or the byte budget is spent: stop here rather
+			// than skip the rest of this chunk.
+			full = true
 		}
 	}
 	res.UpToDate = res.NextOffset >= hwm

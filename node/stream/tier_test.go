@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -76,7 +77,8 @@ func (d *dirTier) ReadBatches(ctx context.Context, ref *stream.ObjectRef, from i
 	}
 	data = data[r[0] : r[0]+r[1]]
 	// Skip batches that end before from, as the real reader does with its
-	// footer index.
+	// footer index, then return at least one batch and as many more as fit
+	// in maxBytes, as the real reader does.
 	for len(data) >= record.HeaderSize {
 		h, err := record.ParseHeader(data)
 		if err != nil {
@@ -87,7 +89,18 @@ func (d *dirTier) ReadBatches(ctx context.Context, ref *stream.ObjectRef, from i
 		}
 		data = data[h.Size():]
 	}
-	return data, nil
+	n := 0
+	for n < len(data) {
+		h, err := record.ParseHeader(data[n:])
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 && n+h.Size() > maxBytes {
+			break
+		}
+		n += h.Size()
+	}
+	return data[:n], nil
 }
 
 func (d *dirTier) Delete(ctx context.Context, key string) error {
@@ -107,6 +120,7 @@ type tierHarness struct {
 	w      *wal.WAL
 	svc    *stream.Service
 	durab  string
+	seal   time.Duration // seal age; 0 = 20ms
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -131,12 +145,16 @@ func (h *tierHarness) open() {
 		h.t.Fatal(err)
 	}
 	h.w = w
+	seal := h.seal
+	if seal == 0 {
+		seal = 20 * time.Millisecond
+	}
 	svc, err := stream.Open(context.Background(), stream.Config{
 		NodeID:            "n1",
 		DefaultDurability: h.durab,
 		Tier: stream.TierConfig{
 			Tier: h.tier, Manifests: h.reg, Session: func() *meta.Session { return h.sess },
-			SealMaxAge: 20 * time.Millisecond, SealMaxBytes: 1 << 20,
+			SealMaxAge: seal, SealMaxBytes: 1 << 20,
 		},
 	}, w, h.reg)
 	if err != nil {
@@ -467,5 +485,72 @@ func TestGCDeletesTrimmedObjects(t *testing.T) {
 	page, err := h.svc.Read(ctx, "/t", stream.ReadOptions{Offset: 2})
 	if err != nil || len(page.Records) != 2 || string(page.Records[0].Value) != "2" {
 		t.Fatalf("read above the trim point: %+v %v", page.Records, err)
+	}
+}
+
+// TestReadSpansLargeObjectChunks: after a restart every chunk of a stream
+// is a whole object range, much larger than one read. A read whose record
+// limit is not the binding one must continue inside the chunk it stopped
+// in, never jump to the next chunk and skip records.
+func TestReadSpansLargeObjectChunks(t *testing.T) {
+	h := newTierHarness(t, stream.DurabilityLocal)
+	h.close()
+	h.seal = time.Hour // flushes happen when the test says so
+	h.open()
+	ctx := context.Background()
+	const name = "/big"
+	if _, _, err := h.svc.Create(ctx, name, stream.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	value := bytes.Repeat([]byte("v"), 1000)
+	const flushes, batches, perBatch = 3, 12, 50
+	for f := 0; f < flushes; f++ {
+		for b := 0; b < batches; b++ {
+			recs := make([]record.Record, perBatch)
+			for i := range recs {
+				recs[i] = record.Record{Value: value}
+			}
+			if _, err := h.svc.AppendBatch(ctx, name, stream.AppendRequest{Records: recs}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// One object range of many batches per flush.
+		if err := h.svc.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.close()
+	if err := os.RemoveAll(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	h.open()
+	const total = flushes * batches * perBatch
+	for _, maxBytes := range []int{64 << 10, 1 << 20} {
+		next, reads := int64(0), 0
+		for {
+			page, err := h.svc.Read(ctx, name, stream.ReadOptions{Offset: next, MaxRecords: 10000, MaxBytes: maxBytes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads++
+			for _, r := range page.Records {
+				if r.Offset != next {
+					t.Fatalf("max bytes %d: record at offset %d, want %d (records skipped)", maxBytes, r.Offset, next)
+				}
+				next++
+			}
+			if page.NextOffset != next {
+				t.Fatalf("max bytes %d: next offset %d after record %d", maxBytes, page.NextOffset, next-1)
+			}
+			if page.UpToDate {
+				break
+			}
+			if reads > total {
+				t.Fatalf("max bytes %d: no progress at %d", maxBytes, next)
+			}
+		}
+		if next != total {
+			t.Fatalf("max bytes %d: read %d records, want %d", maxBytes, next, total)
+		}
 	}
 }
