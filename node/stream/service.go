@@ -887,6 +887,10 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	full := false
 	for ci := 0; ci < len(refs) && !full; {
 		c := refs[ci]
+		if res.NextOffset >= c.next {
+			ci++ // already read through an earlier chunk's object range
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return ReadResult{}, err
 		}
