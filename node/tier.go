@@ -138,6 +138,7 @@ func (t *tierAdapter) Delete(ctx context.Context, key string) error {
 	t.mu.Lock()
 	delete(t.readers, key)
 	t.mu.Unlock()
+	t.cache.Forget(key)
 	err := t.store.Delete(ctx, key)
 	if errors.Is(err, objstore.ErrNotExist) {
 		return nil

@@ -4,14 +4,16 @@
 // Objects are cut into fixed-size blocks (BlockSize, 128 KiB by default).
 // A block is identified by (object key, block index); tiering's objects are
 // immutable once committed, so a cached block never needs invalidation.
-// Blocks live in a ristretto cache whose cost is the block's byte length,
-// so MaxBytes bounds the memory the cache holds.
+// Missing blocks are fetched in runs: one ranged GET for consecutive
+// blocks, into one buffer. The run is the unit of memory: its blocks are
+// views of that buffer, it enters ristretto whole with its byte length as
+// cost, and it leaves whole, so MaxBytes bounds the memory the cache holds.
 //
-//	ReadAt(key, p, off)
-//	  │ blocks covering [off, off+len(p))
-//	  ├─ staged or cached? ── copy out
-//	  └─ otherwise ─ one ranged GET per run of consecutive missing blocks;
-//	                 concurrent readers of one block share one GET
+//	ReadAt(key, p, off)              Slice(key, off, min, max)
+//	  │ blocks covering the range      │ same lookup, then
+//	  ├─ resident? ── copy out         └─ the bytes lie in one run? ── alias it
+//	  └─ otherwise ─ one ranged GET per stretch of consecutive missing
+//	                 blocks; concurrent readers of one block share one GET
 //
 // A cold read therefore waits for the block(s) it touches, never for the
 // whole object. A reader that moves forward through an object (the catch-up
@@ -24,9 +26,16 @@
 // the range: an L0 object holds many streams, and fetching the neighbours'
 // bytes would waste bandwidth.
 //
-// Fetched blocks are kept in a small FIFO staging area as well as offered
+// Slice is the zero-copy path: a sequential scanner (segment's cursor)
+// takes the fetched runs themselves as its window buffers, so the bytes of
+// a catch-up are written once, by the network read, and never copied or
+// allocated again. Sliced memory is immutable and owned by the garbage
+// collector; a run that leaves the cache stays alive exactly as long as a
+// reader still holds a slice of it.
+//
+// Fetched runs are kept in a small FIFO staging area as well as offered
 // to ristretto: ristretto applies writes asynchronously and may decline a
-// block under its admission policy, and neither may make read-ahead useless
+// run under its admission policy, and neither may make read-ahead useless
 // or turn the next read of a just-fetched block into a second GET.
 //
 // A Cache is safe for concurrent use. It implements segment.RangeReader.
@@ -51,20 +60,16 @@ type Source interface {
 }
 
 // RangeStreamer is the optional Source capability (objstore.RangeStreamer)
-// that lets one GET fill many blocks without an intermediate copy.
+// that lets one GET stream straight into a run's buffer.
 type RangeStreamer interface {
 	ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error)
 }
 
-// readRun streams the range starting at off into bufs, in order, and
-// returns the bytes read; a range that ends early is not an error (the
+// readRun streams the range of len(buf) bytes starting at off into buf
+// and returns the bytes read; a range that ends early is not an error (the
 // object ended), a stream cut short is.
-func readRun(ctx context.Context, rs RangeStreamer, key string, off int64, bufs [][]byte) (int64, error) {
-	var total int64
-	for _, b := range bufs {
-		total += int64(len(b))
-	}
-	rc, err := rs.ReadRange(ctx, key, off, total)
+func readRun(ctx context.Context, rs RangeStreamer, key string, off int64, buf []byte) (int64, error) {
+	rc, err := rs.ReadRange(ctx, key, off, int64(len(buf)))
 	if err != nil {
 		return 0, err
 	}
@@ -73,17 +78,14 @@ func readRun(ctx context.Context, rs RangeStreamer, key string, off int64, bufs 
 	// was cut" as io.ErrUnexpectedEOF. A RangeStreamer ends a complete
 	// range with io.EOF and a cut one with another error.
 	var n int64
-	for _, b := range bufs {
-		for f := 0; f < len(b); {
-			m, err := rc.Read(b[f:])
-			f += m
-			n += int64(m)
-			if err == io.EOF {
-				return n, nil
-			}
-			if err != nil {
-				return n, err
-			}
+	for n < int64(len(buf)) {
+		m, err := rc.Read(buf[n:])
+		n += int64(m)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
 		}
 	}
 	return n, nil
@@ -166,24 +168,42 @@ type blockID struct {
 	idx int64
 }
 
-// block is an immutable fetched block; len(data) < BlockSize marks the
-// object's last block (or a block past its end).
-type block struct {
-	id   blockID
-	data []byte
-}
-
-// run is one GET covering consecutive blocks.
+// run is one GET: blocks [first, first+count) of key, fetched into one
+// buffer. It is created in flight (done open) and immutable once done.
 type run struct {
-	prefetch bool          // nobody waits for it yet; guarded by Cache.mu
+	key    string
+	first  int64
+	count  int64
+	rcKey  string
+	done   chan struct{} // closed when buf or err is set
+	buf    []byte        // the bytes received; shorter than count blocks at the object's end
+	err    error
+	blocks int64 // blocks it accounts for in the staging FIFO
+
+	// Guarded by Cache.mu.
+	prefetch bool          // nobody waits for it yet
 	promote  chan struct{} // closed when a reader starts waiting on a prefetch
+	staged   bool          // in the staging FIFO
+	cached   bool          // offered to ristretto and not let go of since
+	forgot   bool          // its object was forgotten while it was in flight
 }
 
-type fetch struct {
-	done chan struct{}
-	blk  *block
-	err  error
-	run  *run
+func (r *run) ready() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// block returns block idx of a done run; shorter than bs (or empty) at
+// and past the object's end. Its capacity ends with it, so appending to
+// it can never write into the next block.
+func (r *run) block(idx, bs int64) []byte {
+	lo := min((idx-r.first)*bs, int64(len(r.buf)))
+	hi := min(lo+bs, int64(len(r.buf)))
+	return r.buf[lo:hi:hi]
 }
 
 // seqState tracks one object's reader for read-ahead.
@@ -202,55 +222,59 @@ const maxSeqStates = 4096
 type Cache struct {
 	src  Source
 	opts Options
-	rc   *ristretto.Cache[string, *block]
+	rc   *ristretto.Cache[string, *run]
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	sem    chan struct{}
 
-	mu       sync.Mutex
-	inflight map[blockID]*fetch
-	staged   map[blockID]*block
-	order    []blockID // staging FIFO
-	seq      map[string]*seqState
-	closed   bool
+	mu           sync.Mutex
+	blocks       map[blockID]*run // in flight or resident
+	staging      []*run           // FIFO of recently fetched runs
+	stagedBlocks int64
+	seq          map[string]*seqState
+	closed       bool
 
-	runBufs sync.Pool // *[]byte of run GETs
+	// Runs ristretto let go of (evicted, rejected, replaced). Its callback
+	// may run inside calls made under mu, so it only queues them here,
+	// under a lock that guards nothing else; they are retired under mu.
+	exitMu sync.Mutex
+	exited []*run
 
 	hits, misses, joined, prefetches, requests, fetched atomic.Int64
-}
-
-// runBuf returns a pooled buffer of at least n bytes.
-func (c *Cache) runBuf(n int64) *[]byte {
-	if pb, ok := c.runBufs.Get().(*[]byte); ok && int64(cap(*pb)) >= n {
-		return pb
-	}
-	b := make([]byte, int64(c.opts.FetchBlocks)*c.opts.BlockSize)
-	return &b
 }
 
 // New returns a cache over src.
 func New(src Source, opts Options) (*Cache, error) {
 	opts.setDefaults()
 	blocks := max(opts.MaxBytes/opts.BlockSize, 1)
-	rc, err := ristretto.NewCache(&ristretto.Config[string, *block]{
+	c := &Cache{
+		src: src, opts: opts,
+		sem:    make(chan struct{}, opts.Parallelism),
+		blocks: map[blockID]*run{},
+		seq:    map[string]*seqState{},
+	}
+	rc, err := ristretto.NewCache(&ristretto.Config[string, *run]{
 		NumCounters:        max(10*blocks, 1000),
 		MaxCost:            opts.MaxBytes,
 		BufferItems:        64,
 		IgnoreInternalCost: true,
+		OnExit: func(r *run) {
+			if r == nil {
+				return
+			}
+			c.exitMu.Lock()
+			c.exited = append(c.exited, r)
+			c.exitMu.Unlock()
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Cache{
-		src: src, opts: opts, rc: rc, ctx: ctx, cancel: cancel,
-		sem:      make(chan struct{}, opts.Parallelism),
-		inflight: map[blockID]*fetch{},
-		staged:   map[blockID]*block{},
-		seq:      map[string]*seqState{},
-	}, nil
+	c.rc = rc
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
 }
 
 // Close stops background fetches, waits for them and drops the cache.
@@ -266,6 +290,10 @@ func (c *Cache) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	c.rc.Close()
+	c.mu.Lock()
+	clear(c.blocks)
+	c.staging = nil
+	c.mu.Unlock()
 	return nil
 }
 
@@ -280,29 +308,121 @@ func (c *Cache) Stats() Stats {
 // BlockSize returns the block size in use.
 func (c *Cache) BlockSize() int64 { return c.opts.BlockSize }
 
-func rcKey(id blockID) string { return id.key + "\x00" + strconv.FormatInt(id.idx, 10) }
-
-// presentLocked reports whether block id is in memory or being fetched.
-func (c *Cache) presentLocked(id blockID) bool {
-	if _, ok := c.inflight[id]; ok {
-		return true
+// retireExitedLocked applies ristretto's exits: a run neither cached nor
+// staged leaves the block map, and its memory goes once no reader holds it.
+func (c *Cache) retireExitedLocked() {
+	c.exitMu.Lock()
+	exited := c.exited
+	c.exited = nil
+	c.exitMu.Unlock()
+	for _, r := range exited {
+		r.cached = false
+		if !r.staged {
+			c.dropLocked(r)
+		}
 	}
-	if _, ok := c.staged[id]; ok {
-		return true
-	}
-	b, ok := c.rc.Get(rcKey(id))
-	return ok && b.id == id
 }
 
-// lookupLocked returns a block held in memory, or nil.
-func (c *Cache) lookupLocked(id blockID) *block {
-	if b, ok := c.staged[id]; ok {
-		return b
+// dropLocked removes r's blocks from the map (those still pointing to it).
+func (c *Cache) dropLocked(r *run) {
+	for i := range r.count {
+		id := blockID{r.key, r.first + i}
+		if c.blocks[id] == r {
+			delete(c.blocks, id)
+		}
 	}
-	if b, ok := c.rc.Get(rcKey(id)); ok && b.id == id {
-		return b
+}
+
+// acquire returns the done run holding each block of [first, last],
+// fetching missing blocks (one GET per stretch of up to FetchBlocks) and
+// waiting for those in flight.
+func (c *Cache) acquire(ctx context.Context, key string, first, last int64) ([]*run, error) {
+	runs := make([]*run, last-first+1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errors.New("cache: closed")
 	}
-	return nil
+	c.retireExitedLocked()
+	runStart := int64(-1)
+	flush := func(end int64) { // one GET for missing blocks [runStart, end)
+		if runStart >= 0 {
+			r := c.startRunLocked(key, runStart, end-runStart, false)
+			for idx := runStart; idx < end; idx++ {
+				runs[idx-first] = r
+			}
+			runStart = -1
+		}
+	}
+	var touched *run
+	for i := range runs {
+		idx := first + int64(i)
+		r := c.blocks[blockID{key, idx}]
+		if r == nil {
+			c.misses.Add(1)
+			if runStart < 0 {
+				runStart = idx
+			} else if idx-runStart == int64(c.opts.FetchBlocks) {
+				flush(idx)
+				runStart = idx
+			}
+			continue
+		}
+		flush(idx)
+		runs[i] = r
+		if !r.ready() {
+			if r.prefetch {
+				// Someone needs it now: let it skip the read-ahead queue.
+				r.prefetch = false
+				close(r.promote)
+			}
+			c.joined.Add(1)
+			continue
+		}
+		c.hits.Add(1)
+		if r != touched && r.cached {
+			c.rc.Get(r.rcKey) // tells the admission policy the run is in use
+			touched = r
+		}
+	}
+	flush(last + 1)
+	c.mu.Unlock()
+	var prev *run
+	for _, r := range runs {
+		if r == prev {
+			continue
+		}
+		prev = r
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	return runs, nil
+}
+
+// copyOut copies the bytes of key from off into p from the runs holding
+// blocks first...; it returns how many bytes the object had there.
+func (c *Cache) copyOut(runs []*run, first, off int64, p []byte) int {
+	bs := c.opts.BlockSize
+	n := 0
+	for i, r := range runs {
+		idx := first + int64(i)
+		b := r.block(idx, bs)
+		lo := max(off-idx*bs, 0)
+		if lo >= int64(len(b)) {
+			break
+		}
+		n += copy(p[n:], b[lo:])
+		if int64(len(b)) < bs {
+			break
+		}
+	}
+	return n
 }
 
 // ReadAt reads like objstore.Store.ReadAt, through the cache: io.ReaderAt
@@ -316,96 +436,70 @@ func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64) (in
 	}
 	bs := c.opts.BlockSize
 	first, last := off/bs, (off+int64(len(p))-1)/bs
-	blocks := make([]*block, last-first+1)
-	waits := make([]*fetch, len(blocks))
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return 0, errors.New("cache: closed")
+	runs, err := c.acquire(ctx, key, first, last)
+	if err != nil {
+		return 0, err
 	}
-	runStart := int64(-1)
-	flush := func(end int64) { // start a GET for missing blocks [runStart, end)
-		if runStart >= 0 {
-			for i, f := range c.startRunLocked(key, runStart, end-runStart, false) {
-				waits[runStart-first+int64(i)] = f
-			}
-			runStart = -1
-		}
-	}
-	for i := range blocks {
-		idx := first + int64(i)
-		id := blockID{key, idx}
-		if b := c.lookupLocked(id); b != nil {
-			flush(idx)
-			blocks[i] = b
-			c.hits.Add(1)
-			continue
-		}
-		if f, ok := c.inflight[id]; ok {
-			flush(idx)
-			if f.run.prefetch {
-				// Someone needs it now: let it skip the read-ahead queue.
-				f.run.prefetch = false
-				close(f.run.promote)
-			}
-			waits[i] = f
-			c.joined.Add(1)
-			continue
-		}
-		c.misses.Add(1)
-		if runStart < 0 {
-			runStart = idx
-		} else if idx-runStart == int64(c.opts.FetchBlocks) {
-			flush(idx)
-			runStart = idx
-		}
-	}
-	flush(last + 1)
-	c.mu.Unlock()
-	for i, f := range waits {
-		if f == nil {
-			continue
-		}
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-		if f.err != nil {
-			return 0, f.err
-		}
-		blocks[i] = f.blk
-	}
-	n := 0
-	eof := false
-	for i, b := range blocks {
-		start := (first + int64(i)) * bs
-		lo := max(off-start, 0)
-		if lo >= int64(len(b.data)) {
-			eof = true
-			break
-		}
-		n += copy(p[n:], b.data[lo:])
-		if int64(len(b.data)) < bs {
-			eof = n < len(p)
-			break
-		}
-	}
-	c.afterRead(key, first, last, blocks[len(blocks)-1])
-	if eof || n < len(p) {
+	n := c.copyOut(runs, first, off, p)
+	c.afterRead(key, first, last, int64(len(runs[len(runs)-1].block(last, bs))) < bs)
+	if n < len(p) {
 		return n, io.EOF
 	}
 	return n, nil
 }
 
+// Slice returns the bytes of key from off: at least atLeast of them, or
+// fewer with io.EOF where the object ends, and up to atMost when they
+// lie in memory one GET filled. Those are returned without copying: the
+// slice aliases the cache, and callers must not modify it (its capacity
+// ends with it, so an append copies). Only a range that straddles two
+// runs costs a copy of atLeast bytes.
+func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMost int) ([]byte, error) {
+	if off < 0 {
+		return nil, fmt.Errorf("cache: read %q: negative offset %d", key, off)
+	}
+	atLeast = max(atLeast, 1)
+	atMost = max(atMost, atLeast)
+	bs := c.opts.BlockSize
+	first, last := off/bs, (off+int64(atLeast)-1)/bs
+	runs, err := c.acquire(ctx, key, first, last)
+	if err != nil {
+		return nil, err
+	}
+	r := runs[0]
+	one := true
+	for _, o := range runs[1:] {
+		one = one && o == r
+	}
+	var out []byte
+	if one {
+		lo := min(off-r.first*bs, int64(len(r.buf)))
+		n := min(int64(len(r.buf))-lo, int64(atMost))
+		out = r.buf[lo : lo+n : lo+n]
+	} else {
+		out = make([]byte, atLeast)
+		n := c.copyOut(runs, first, off, out)
+		out = out[:n:n]
+	}
+	if len(out) < atLeast {
+		c.afterRead(key, first, last, true)
+		return out, io.EOF
+	}
+	end := (off + int64(len(out)) - 1) / bs
+	c.afterRead(key, first, end, false)
+	return out, nil
+}
+
 // startRunLocked starts one GET for blocks [first, first+count) of key
-// and returns their fetches. Called with c.mu held.
-func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) []*fetch {
-	r := &run{prefetch: prefetch, promote: make(chan struct{})}
-	fs := make([]*fetch, count)
-	for i := range fs {
-		fs[i] = &fetch{done: make(chan struct{}), run: r}
-		c.inflight[blockID{key, first + int64(i)}] = fs[i]
+// and returns its run. Called with c.mu held.
+func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *run {
+	r := &run{
+		key: key, first: first, count: count,
+		rcKey: key + "\x00" + strconv.FormatInt(first, 10),
+		done:  make(chan struct{}), prefetch: prefetch, promote: make(chan struct{}),
+	}
+	for i := range count {
+		c.blocks[blockID{key, first + i}] = r
 	}
 	if prefetch {
 		c.prefetches.Add(count)
@@ -420,94 +514,121 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) []
 				defer func() { <-c.sem }()
 			case <-r.promote:
 			case <-c.ctx.Done():
-				c.finish(key, first, fs, nil, 0, c.ctx.Err())
+				c.finish(r, nil, c.ctx.Err())
 				return
 			}
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.FetchTimeout)
 		defer cancel()
-		// Each block owns its memory, so that evicting a block frees it
-		// and MaxBytes stays an honest bound. A run is streamed straight
-		// into its blocks when the source can stream a range; otherwise it
-		// is read into a pooled buffer and copied out.
-		bs := c.opts.BlockSize
-		bufs := make([][]byte, count)
-		for i := range bufs {
-			bufs[i] = make([]byte, bs)
-		}
+		buf := make([]byte, count*c.opts.BlockSize)
 		var n int64
 		var err error
 		if rs, ok := c.src.(RangeStreamer); ok && count > 1 {
-			n, err = readRun(ctx, rs, key, first*bs, bufs)
-		} else if count == 1 {
-			var m int
-			m, err = c.src.ReadAt(ctx, key, bufs[0], first*bs)
-			n = int64(m)
+			n, err = readRun(ctx, rs, key, first*c.opts.BlockSize, buf)
 		} else {
-			pb := c.runBuf(count * bs)
 			var m int
-			m, err = c.src.ReadAt(ctx, key, (*pb)[:count*bs], first*bs)
+			m, err = c.src.ReadAt(ctx, key, buf, first*c.opts.BlockSize)
 			n = int64(m)
-			for i := range bufs {
-				copy(bufs[i], (*pb)[min(int64(i)*bs, n):min(int64(i+1)*bs, n)])
-			}
-			c.runBufs.Put(pb)
 		}
 		if errors.Is(err, io.EOF) {
-			err = nil // short (or empty) blocks mark the end of the object
+			err = nil // a short (or empty) run marks the end of the object
 		}
 		c.fetched.Add(n)
-		c.finish(key, first, fs, bufs, n, err)
+		buf = buf[:n]
+		if 2*n < int64(cap(buf)) {
+			// The object ended early in the run: keep only what arrived.
+			buf = append([]byte(nil), buf...)
+		}
+		c.finish(r, buf, err)
 	}()
-	return fs
+	return r
 }
 
-// finish hands the result of one run to its fetches, stages the blocks
-// and offers them to ristretto.
-func (c *Cache) finish(key string, first int64, fs []*fetch, bufs [][]byte, n int64, err error) {
+// finish completes a run: it stages it and offers it to ristretto, or on
+// error forgets it so the next reader asks the store again.
+func (c *Cache) finish(r *run, buf []byte, err error) {
 	bs := c.opts.BlockSize
 	c.mu.Lock()
-	for i, f := range fs {
-		id := blockID{key, first + int64(i)}
-		delete(c.inflight, id)
-		if err != nil {
-			f.err = err
-			continue
-		}
-		m := min(max(n-int64(i)*bs, 0), bs)
-		data := bufs[i][:m:m]
-		b := &block{id: id, data: data}
-		f.blk = b
-		// Every fetched block is staged: ristretto applies Sets
-		// asynchronously and may decline a new block under its admission
-		// policy, and neither may turn the next read of the block
-		// (read-ahead, or a scan reading a block in several chunks) into a
-		// second GET.
-		c.stageLocked(b)
-		if len(data) > 0 {
-			c.rc.Set(rcKey(id), b, int64(len(data)))
-		}
-		if int64(len(data)) < bs {
-			if st := c.seq[key]; st != nil && (st.end < 0 || id.idx+1 < st.end) {
-				st.end = id.idx + 1
+	switch {
+	case err != nil:
+		r.err = err
+		c.dropLocked(r)
+	case r.forgot:
+		r.buf = buf // for the readers already waiting; not kept
+	default:
+		r.buf = buf
+		if int64(len(buf)) < r.count*bs {
+			// The first short block is the object's last.
+			end := r.first + int64(len(buf))/bs + 1
+			if st := c.seq[r.key]; st != nil && (st.end < 0 || end < st.end) {
+				st.end = end
 			}
+		}
+		// Every run is staged: ristretto applies Sets asynchronously and
+		// may decline a run under its admission policy, and neither may
+		// turn the next read of a just-fetched block (read-ahead, or a
+		// scan reading a block in several chunks) into a second GET.
+		c.stageLocked(r)
+		if len(buf) > 0 {
+			r.cached = c.rc.Set(r.rcKey, r, int64(len(buf)))
 		}
 	}
 	c.mu.Unlock()
-	for _, f := range fs {
-		close(f.done)
-	}
+	close(r.done)
 }
 
-func (c *Cache) stageLocked(b *block) {
-	if _, ok := c.staged[b.id]; ok {
-		return
+// Forget drops every block of key: its object was deleted (retention,
+// compaction, garbage collection), so its bytes would only take the place
+// of live ones until evicted. Readers holding slices keep theirs.
+func (c *Cache) Forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	forgotten := map[*run]bool{}
+	for id, r := range c.blocks {
+		if id.key != key {
+			continue
+		}
+		delete(c.blocks, id)
+		if forgotten[r] {
+			continue
+		}
+		forgotten[r] = true
+		r.forgot = true
+		if r.cached {
+			r.cached = false
+			c.rc.Del(r.rcKey)
+		}
 	}
-	c.staged[b.id] = b
-	c.order = append(c.order, b.id)
-	for len(c.order) > c.opts.StagingBlocks {
-		delete(c.staged, c.order[0])
-		c.order = c.order[1:]
+	if len(forgotten) > 0 {
+		kept := c.staging[:0]
+		for _, r := range c.staging {
+			if forgotten[r] {
+				r.staged = false
+				c.stagedBlocks -= r.blocks
+				continue
+			}
+			kept = append(kept, r)
+		}
+		clear(c.staging[len(kept):])
+		c.staging = kept
+	}
+	delete(c.seq, key)
+}
+
+func (c *Cache) stageLocked(r *run) {
+	r.staged = true
+	r.blocks = max((int64(len(r.buf))+c.opts.BlockSize-1)/c.opts.BlockSize, 1)
+	c.staging = append(c.staging, r)
+	c.stagedBlocks += r.blocks
+	for c.stagedBlocks > int64(c.opts.StagingBlocks) && len(c.staging) > 1 {
+		o := c.staging[0]
+		c.staging[0] = nil
+		c.staging = c.staging[1:]
+		c.stagedBlocks -= o.blocks
+		o.staged = false
+		if !o.cached {
+			c.dropLocked(o)
+		}
 	}
 }
 
@@ -524,16 +645,20 @@ func (c *Cache) seqLocked(key string) *seqState {
 }
 
 // afterRead updates the read-ahead state of key after a read of blocks
-// [first, last] and issues read-ahead if the reader is sequential or
-// inside an advised range.
-func (c *Cache) afterRead(key string, first, last int64, lastBlk *block) {
+// [first, last] (ended: the object ends in block last) and issues
+// read-ahead if the reader is sequential or inside an advised range.
+func (c *Cache) afterRead(key string, first, last int64, ended bool) {
 	if c.opts.ReadAhead == 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.retireExitedLocked()
 	st := c.seqLocked(key)
-	if int64(len(lastBlk.data)) < c.opts.BlockSize {
+	if ended {
 		st.end = last + 1
 	}
 	sequential := st.next >= 0 && (first == st.next || first == st.next-1)
@@ -568,7 +693,7 @@ func (c *Cache) readAheadLocked(key string, st *seqState, from int64) {
 		}
 	}
 	for idx := max(from, st.ahead); idx < stop; idx++ {
-		if c.presentLocked(blockID{key, idx}) {
+		if c.blocks[blockID{key, idx}] != nil {
 			flush(idx)
 			continue
 		}

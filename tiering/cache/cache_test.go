@@ -247,3 +247,140 @@ func TestColdMultiBlockReadIsOneGET(t *testing.T) {
 		t.Errorf("re-reading the blocks cost %d more GETs", got-2)
 	}
 }
+
+// TestSliceSemantics: Slice returns the object's bytes from off, at least
+// atLeast of them unless the object ends first (then io.EOF), at most
+// atMost, over random ranges and both stores.
+func TestSliceSemantics(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			size := 7*bs + 999
+			c, _, data := setup(t, open(t), size, Options{FetchBlocks: 3})
+			rng := rand.New(rand.NewPCG(3, 4))
+			for range 300 {
+				off := rng.Int64N(int64(size) + 100)
+				atLeast := 1 + rng.IntN(2*bs)
+				atMost := atLeast + rng.IntN(4*bs)
+				got, err := c.Slice(t.Context(), "obj", off, atLeast, atMost)
+				avail := max(0, size-int(off))
+				if err != nil && err != io.EOF {
+					t.Fatalf("Slice(%d, %d, %d): %v", off, atLeast, atMost, err)
+				}
+				if (err == io.EOF) != (avail < atLeast) {
+					t.Fatalf("Slice(%d, %d, %d) = %d bytes, %v; %d available", off, atLeast, atMost, len(got), err, avail)
+				}
+				if len(got) < min(atLeast, avail) || len(got) > atMost || cap(got) != len(got) {
+					t.Fatalf("Slice(%d, %d, %d) = %d bytes (cap %d)", off, atLeast, atMost, len(got), cap(got))
+				}
+				if !bytes.Equal(got, data[off:off+int64(len(got))]) {
+					t.Fatalf("Slice(%d, %d, %d): wrong bytes", off, atLeast, atMost)
+				}
+			}
+		})
+	}
+}
+
+// TestSliceIsZeroCopy: bytes one GET fetched are lent, not copied: two
+// slices of the same run share memory, and a slice reaches to the end of
+// its run when the caller allows it.
+func TestSliceIsZeroCopy(t *testing.T) {
+	c, src, data := setup(t, objstoretest.FileStore(t), 16*bs, Options{ReadAhead: -1, FetchBlocks: 8})
+	// One cold multi-block read: one run of blocks 0..7.
+	if _, err := c.ReadAt(t.Context(), "obj", make([]byte, 8*bs), 0); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Slice(t.Context(), "obj", 100, 10, 16*bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Slice(t.Context(), "obj", 3*bs, 10, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != 8*bs-100 || !bytes.Equal(a, data[100:8*bs]) {
+		t.Fatalf("slice from 100 has %d bytes, want the rest of the run (%d)", len(a), 8*bs-100)
+	}
+	if &a[3*bs-100] != &b[0] {
+		t.Errorf("two slices of one run do not share memory: the cache copied")
+	}
+	if got := src.reads.Load(); got != 1 {
+		t.Errorf("%d GETs, want 1", got)
+	}
+	// Straddling two runs costs a copy of exactly what was asked for.
+	if _, err := c.ReadAt(t.Context(), "obj", make([]byte, bs), 8*bs); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Slice(t.Context(), "obj", 8*bs-10, 20, 1000)
+	if err != nil || len(s) != 20 || !bytes.Equal(s, data[8*bs-10:8*bs+10]) {
+		t.Fatalf("straddling slice: %d bytes, %v", len(s), err)
+	}
+}
+
+// residentBytes is the memory the cache holds: the distinct fetched runs
+// reachable from its block map.
+func residentBytes(c *Cache) int64 {
+	c.rc.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.retireExitedLocked()
+	seen := map[*run]bool{}
+	var n int64
+	for _, r := range c.blocks {
+		if !seen[r] && r.ready() {
+			seen[r] = true
+			n += int64(cap(r.buf))
+		}
+	}
+	return n
+}
+
+// TestMemoryBound: however much is read, the cache holds at most MaxBytes
+// in ristretto plus its staging FIFO, because runs enter and leave whole.
+func TestMemoryBound(t *testing.T) {
+	const maxBytes = 16 * bs
+	opts := Options{MaxBytes: maxBytes, FetchBlocks: 4, ReadAhead: 8}
+	c, _, data := setup(t, objstoretest.FileStore(t), 128*bs, opts)
+	opts.setDefaults()
+	bound := int64(maxBytes) + int64(opts.StagingBlocks)*bs
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 400 {
+		var off int64
+		if i < 200 {
+			off = int64(i%128) * bs // a sequential scan, twice
+		} else {
+			off = rng.Int64N(int64(len(data) - 3*bs)) // then random reads
+		}
+		p := make([]byte, 1+rng.IntN(3*bs))
+		if _, err := c.ReadAt(t.Context(), "obj", p, off); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 49 {
+			if got := residentBytes(c); got > bound {
+				t.Fatalf("after %d reads the cache holds %d bytes, bound %d", i+1, got, bound)
+			}
+		}
+	}
+}
+
+// TestForget: a forgotten object is fetched again on the next read, and
+// slices handed out before stay intact.
+func TestForget(t *testing.T) {
+	c, src, data := setup(t, objstoretest.FileStore(t), 4*bs, Options{ReadAhead: -1})
+	held, err := c.Slice(t.Context(), "obj", 0, bs, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Forget("obj")
+	if got := residentBytes(c); got != 0 {
+		t.Errorf("%d bytes resident after Forget", got)
+	}
+	if _, err := c.ReadAt(t.Context(), "obj", make([]byte, 10), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := src.reads.Load(); got != 2 {
+		t.Errorf("%d GETs, want the forgotten block fetched again", got)
+	}
+	if !bytes.Equal(held, data[:bs]) {
+		t.Errorf("a slice held across Forget changed")
+	}
+}

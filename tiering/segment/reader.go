@@ -23,6 +23,16 @@ type Advisor interface {
 	Advise(key string, off, end int64)
 }
 
+// Slicer is implemented by RangeReaders that hold fetched bytes in memory
+// and can lend them (the block cache). Slice returns at least atLeast
+// bytes from off (fewer, with io.EOF, where the object ends) and up to
+// atMost when they are at hand, without copying; the caller must not
+// modify them. Scans take these as their window buffers, so a catch-up
+// through the cache allocates and copies nothing per chunk.
+type Slicer interface {
+	Slice(ctx context.Context, key string, off int64, atLeast, atMost int) ([]byte, error)
+}
+
 // DefaultTailRead is how many bytes Open reads from the end of an object
 // in its first request. It covers the trailer and the footer of any
 // ordinary object (an 8 MiB object with a few thousand streams), so Open is
@@ -299,7 +309,9 @@ func readRange(ctx context.Context, src RangeReader, key string, e StreamEntry, 
 		return Batches{}, 0, 0, corruptf(key, pos, "stream %d: no batch holds offset %d although the index says so", e.Stream, offset)
 	}
 	if len(parts) == 1 {
-		out.Data = parts[0]
+		// Capped: the window may be the source's memory (Slicer), and an
+		// append by the caller must copy rather than write into it.
+		out.Data = parts[0][:len(parts[0]):len(parts[0])]
 	} else {
 		out.Data = make([]byte, 0, size)
 		for _, p := range parts {
@@ -334,10 +346,23 @@ func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, 
 			return nil, corruptf(key, p, "stream %d: batch of %d bytes crosses the end of its range at %d", e.Stream, n, end)
 		}
 		want := min(max(n, chunkSize(min(hint, stop-p))), end-p)
-		nb := make([]byte, want)
-		if err := readFull(ctx, src, key, nb, p); err != nil {
-			return nil, err
+		var nb []byte
+		if sl, ok := src.(Slicer); ok {
+			var err error
+			if nb, err = sl.Slice(ctx, key, p, int(n), int(want)); err != nil && !errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("segment: read %q [%d, +%d): %w", key, p, n, err)
+			}
+			if int64(len(nb)) < n {
+				return nil, corruptf(key, p+int64(len(nb)), "object ends after %d of %d bytes read at %d (truncated)", len(nb), n, p)
+			}
+			nb = nb[:min(int64(len(nb)), end-p)]
+		} else {
+			nb = make([]byte, want)
+			if err := readFull(ctx, src, key, nb, p); err != nil {
+				return nil, err
+			}
 		}
+		want = int64(len(nb))
 		buf, bufPos = nb, p
 		if adv, ok := src.(Advisor); ok && !advised && p+want < stop {
 			adv.Advise(key, p+want, stop)
