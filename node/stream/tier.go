@@ -23,7 +23,9 @@ type Tier interface {
 	Upload(ctx context.Context, key string, streams []UploadStream) ([]ObjectRef, int64, error)
 	// ReadBatches returns whole, CRC-verified batches of ref's stream,
 	// starting with the batch holding offset from, about maxBytes long (at
-	// least one batch).
+	// least one batch). The bytes may be the block cache's own memory,
+	// shared with other readers: never modify them (copy first, e.g. to
+	// rewrite a Kafka batch header).
 	ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error)
 	// Delete removes an object; deleting a missing object is not an error.
 	Delete(ctx context.Context, key string) error
