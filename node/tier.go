@@ -105,6 +105,11 @@ func (t *tierAdapter) ReadBatches(ctx context.Context, ref *stream.ObjectRef, fr
 	return b.Data, nil
 }
 
+// Prefetch implements stream.Prefetcher.
+func (t *tierAdapter) Prefetch(ref *stream.ObjectRef) {
+	t.cache.Advise(ref.Key, ref.Offset, ref.Offset+ref.Length)
+}
+
 func (t *tierAdapter) reader(ctx context.Context, key string) (*segment.Reader, error) {
 	t.mu.Lock()
 	r := t.readers[key]

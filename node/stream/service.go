@@ -944,9 +944,39 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 			full = true
 		}
 	}
+	s.prefetchNext(refs, res.NextOffset)
 	res.UpToDate = res.NextOffset >= hwm
 	res.Closed = res.UpToDate && info.Closed
 	return res, nil
+}
+
+// prefetchNext starts fetching the next object of a consumer catching up
+// through object chunks when its next read will soon cross into it (it
+// stopped in the last quarter of the current object's range), so the
+// read that crosses the boundary does not wait for a cold GET. Reads
+// within one object already advise the rest of its range.
+func (s *Service) prefetchNext(refs []chunk, next int64) {
+	pf, ok := s.tier.(Prefetcher)
+	if !ok {
+		return
+	}
+	i := sort.Search(len(refs), func(i int) bool { return refs[i].next > next })
+	if i >= len(refs) || refs[i].obj == nil {
+		return
+	}
+	cur := refs[i].obj
+	if 4*(cur.Next-next) > cur.Next-cur.First {
+		return
+	}
+	for _, c := range refs[i+1:] {
+		if c.obj == nil {
+			return // the WAL tail follows
+		}
+		if c.obj.Key != cur.Key {
+			pf.Prefetch(c.obj)
+			return
+		}
+	}
 }
 
 // chunkBatches returns whole batches of chunk c, starting with the one that

@@ -31,6 +31,13 @@ type Tier interface {
 	Delete(ctx context.Context, key string) error
 }
 
+// Prefetcher is an optional Tier capability: start fetching ref's range
+// because a reader is about to need it (the block cache's read-ahead). It
+// must not block.
+type Prefetcher interface {
+	Prefetch(ref *ObjectRef)
+}
+
 // UploadStream is one stream's contribution to an object.
 type UploadStream struct {
 	StreamID uint64

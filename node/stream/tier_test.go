@@ -29,6 +29,14 @@ type dirTier struct {
 	fail   bool
 	puts   int
 	delete int
+	keys   []string // uploaded, in order
+	pref   []string // Prefetch calls, in order
+}
+
+func (d *dirTier) Prefetch(ref *stream.ObjectRef) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pref = append(d.pref, ref.Key)
 }
 
 func (d *dirTier) Upload(ctx context.Context, key string, streams []stream.UploadStream) ([]stream.ObjectRef, int64, error) {
@@ -59,6 +67,7 @@ func (d *dirTier) Upload(ctx context.Context, key string, streams []stream.Uploa
 		d.index = map[string]map[uint64][2]int64{}
 	}
 	d.index[key] = idx
+	d.keys = append(d.keys, key)
 	d.puts++
 	return out, int64(len(data)), nil
 }
@@ -552,5 +561,20 @@ func TestReadSpansLargeObjectChunks(t *testing.T) {
 		if next != total {
 			t.Fatalf("max bytes %d: read %d records, want %d", maxBytes, next, total)
 		}
+	}
+	// The sequential reader got each following object prefetched before
+	// crossing into it, and never the first one.
+	h.tier.mu.Lock()
+	keys, pref := h.tier.keys, h.tier.pref
+	h.tier.mu.Unlock()
+	if len(keys) != flushes {
+		t.Fatalf("%d objects uploaded, want %d", len(keys), flushes)
+	}
+	seen := map[string]bool{}
+	for _, k := range pref {
+		seen[k] = true
+	}
+	if seen[keys[0]] || !seen[keys[1]] || !seen[keys[2]] {
+		t.Errorf("prefetched %v; want the 2nd and 3rd of %v", pref, keys)
 	}
 }
