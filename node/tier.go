@@ -73,7 +73,7 @@ func (t *tierAdapter) Upload(ctx context.Context, key string, streams []stream.U
 	for _, e := range u.Streams {
 		refs = append(refs, stream.ObjectRef{
 			Key: key, StreamID: e.Stream, First: e.FirstOffset, Next: e.NextOffset(),
-			Offset: e.Start, Length: e.Length, CRC: e.CRC, Batches: e.Batches,
+			Offset: e.Start, Length: e.Length, ObjectSize: u.Size, CRC: e.CRC, Batches: e.Batches,
 			FirstTimestamp: e.FirstTimestamp, MaxTimestamp: e.MaxTimestamp,
 		})
 	}
@@ -94,7 +94,7 @@ func (t *tierAdapter) ReadBatches(ctx context.Context, ref *stream.ObjectRef, fr
 		}
 		return b.Data, nil
 	}
-	r, err := t.reader(ctx, ref.Key)
+	r, err := t.reader(ctx, ref.Key, ref.ObjectSize)
 	if err != nil {
 		return nil, missing(err)
 	}
@@ -110,18 +110,23 @@ func (t *tierAdapter) Prefetch(ref *stream.ObjectRef) {
 	t.cache.Advise(ref.Key, ref.Offset, ref.Offset+ref.Length)
 }
 
-func (t *tierAdapter) reader(ctx context.Context, key string) (*segment.Reader, error) {
+// reader returns the open reader of object key of size bytes (0: unknown,
+// ask the store), opening its footer on first use.
+func (t *tierAdapter) reader(ctx context.Context, key string, size int64) (*segment.Reader, error) {
 	t.mu.Lock()
 	r := t.readers[key]
 	t.mu.Unlock()
 	if r != nil {
 		return r, nil
 	}
-	attrs, err := t.store.Stat(ctx, key)
-	if err != nil {
-		return nil, err
+	if size <= 0 {
+		attrs, err := t.store.Stat(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		size = attrs.Size
 	}
-	r, err = segment.Open(ctx, t.src, key, attrs.Size)
+	r, err := segment.Open(ctx, t.src, key, size)
 	if err != nil {
 		return nil, err
 	}

@@ -121,7 +121,7 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 				}
 				ends[r.StreamID] = r.Next
 			}
-			add[r.StreamID] = append(add[r.StreamID], rng{ref: refFromManifest(m.Object, r), state: r.State, order: i})
+			add[r.StreamID] = append(add[r.StreamID], rng{ref: refFromManifest(&m, r), state: r.State, order: i})
 		}
 		if !ok {
 			break

@@ -53,6 +53,7 @@ type ObjectRef struct {
 	StreamID       uint64
 	First, Next    int64 // offsets [First, Next)
 	Offset, Length int64 // byte range in the object
+	ObjectSize     int64 // the whole object's size (0: unknown), so a reader needs no HEAD
 	CRC            uint32
 	Batches        int
 	FirstTimestamp int64
@@ -90,9 +91,9 @@ func (s *Service) commitObject(ctx context.Context, m meta.Manifest, replaces []
 	return fmt.Errorf("commit manifest of %s: %w", m.Object, err)
 }
 
-func refFromManifest(key string, r meta.ManifestStream) *ObjectRef {
-	return &ObjectRef{Key: key, StreamID: r.StreamID, First: r.First, Next: r.Next, Offset: r.Offset, Length: r.Length,
-		CRC: r.CRC, Batches: r.Batches, FirstTimestamp: r.FirstTimestamp, MaxTimestamp: r.MaxTimestamp}
+func refFromManifest(m *meta.Manifest, r meta.ManifestStream) *ObjectRef {
+	return &ObjectRef{Key: m.Object, StreamID: r.StreamID, First: r.First, Next: r.Next, Offset: r.Offset, Length: r.Length,
+		ObjectSize: m.Size, CRC: r.CRC, Batches: r.Batches, FirstTimestamp: r.FirstTimestamp, MaxTimestamp: r.MaxTimestamp}
 }
 
 // Manifests is what the service needs from the registry for tiering.
@@ -191,7 +192,7 @@ func indexManifests(ms []meta.Manifest) map[uint64][]piece {
 	per := map[uint64][]piece{}
 	for i, m := range ms {
 		for _, r := range m.Streams {
-			per[r.StreamID] = append(per[r.StreamID], piece{ref: refFromManifest(m.Object, r), first: r.First, next: r.Next, state: r.State, order: i})
+			per[r.StreamID] = append(per[r.StreamID], piece{ref: refFromManifest(&m, r), first: r.First, next: r.Next, state: r.State, order: i})
 		}
 	}
 	return per

@@ -335,9 +335,10 @@ func (c *Cache) dropLocked(r *run) {
 
 // acquire returns the done run holding each block of [first, last],
 // fetching missing blocks (one GET per stretch of up to FetchBlocks) and
-// waiting for those in flight.
-func (c *Cache) acquire(ctx context.Context, key string, first, last int64) ([]*run, error) {
-	runs := make([]*run, last-first+1)
+// waiting for those in flight. Missing blocks up to fetchLast (>= last)
+// are fetched in the same GETs, but not waited for.
+func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast int64) ([]*run, error) {
+	runs := make([]*run, fetchLast-first+1)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -385,8 +386,9 @@ func (c *Cache) acquire(ctx context.Context, key string, first, last int64) ([]*
 			touched = r
 		}
 	}
-	flush(last + 1)
+	flush(fetchLast + 1)
 	c.mu.Unlock()
+	runs = runs[:last-first+1]
 	var prev *run
 	for _, r := range runs {
 		if r == prev {
@@ -436,7 +438,7 @@ func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64) (in
 	}
 	bs := c.opts.BlockSize
 	first, last := off/bs, (off+int64(len(p))-1)/bs
-	runs, err := c.acquire(ctx, key, first, last)
+	runs, err := c.acquire(ctx, key, first, last, last)
 	if err != nil {
 		return 0, err
 	}
@@ -462,7 +464,11 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMos
 	atMost = max(atMost, atLeast)
 	bs := c.opts.BlockSize
 	first, last := off/bs, (off+int64(atLeast)-1)/bs
-	runs, err := c.acquire(ctx, key, first, last)
+	// Blocks up to atMost that nobody has asked for yet are fetched with
+	// the first one: a cold scan gets the window it wants in one GET, lent
+	// whole, and does not wait on them beyond atLeast.
+	fetchLast := max(last, min((off+int64(atMost)-1)/bs, first+int64(c.opts.FetchBlocks)-1))
+	runs, err := c.acquire(ctx, key, first, last, fetchLast)
 	if err != nil {
 		return nil, err
 	}
