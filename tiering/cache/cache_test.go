@@ -384,3 +384,41 @@ func TestForget(t *testing.T) {
 		t.Errorf("a slice held across Forget changed")
 	}
 }
+
+// TestConcurrentReadersForgetAndEviction: readers, slicers, advisers and
+// Forget race on a cache much smaller than the object; every byte served
+// is the object's (run with -race).
+func TestConcurrentReadersForgetAndEviction(t *testing.T) {
+	c, _, data := setup(t, objstoretest.FileStore(t), 96*bs+77, Options{MaxBytes: 8 * bs, FetchBlocks: 4, ReadAhead: 8, StagingBlocks: 6})
+	size := int64(len(data))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			for range 150 {
+				off := rng.Int64N(size)
+				switch rng.IntN(5) {
+				case 0:
+					c.Forget("obj")
+				case 1:
+					c.Advise("obj", off, min(off+int64(rng.IntN(20*bs)), size))
+				case 2:
+					p := make([]byte, 1+rng.IntN(3*bs))
+					n, err := c.ReadAt(t.Context(), "obj", p, off)
+					if (err != nil && err != io.EOF) || !bytes.Equal(p[:n], data[off:off+int64(n)]) {
+						t.Errorf("ReadAt(%d, %d) = %d, %v or wrong bytes", off, len(p), n, err)
+						return
+					}
+				default:
+					atLeast := 1 + rng.IntN(bs)
+					s, err := c.Slice(t.Context(), "obj", off, atLeast, atLeast+rng.IntN(8*bs))
+					if (err != nil && err != io.EOF) || !bytes.Equal(s, data[off:off+int64(len(s))]) {
+						t.Errorf("Slice(%d) = %d bytes, %v or wrong bytes", off, len(s), err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
