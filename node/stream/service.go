@@ -134,7 +134,11 @@ type Service struct {
 	compactMu sync.Mutex // one compaction at a time
 	flushNow  chan struct{}
 	pending   atomic.Int64 // bytes appended since the last flush
-	metrics   *metrics
+	// pendingSince is when the oldest append not yet taken by a flush
+	// arrived (unix ns; 0 = none): the seal age counts from it.
+	pendingSince atomic.Int64
+	flushUrgent  atomic.Bool // an object-durability append waits for a flush
+	metrics      *metrics
 
 	cluster Cluster // nil = single node without routing
 	routing routing
@@ -776,8 +780,9 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	st.advance(end, req.Close)
 	if s.tier != nil {
 		if s.pending.Add(int64(len(buf))) >= s.tcfg.SealMaxBytes {
-			s.requestFlush()
+			s.requestFlush(false)
 		}
+		s.pendingSince.CompareAndSwap(0, time.Now().UnixNano())
 	}
 	if objectDurable {
 		if err := s.waitUploaded(ctx, st, end); err != nil {

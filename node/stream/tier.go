@@ -259,9 +259,13 @@ func (s *Service) loadManifests(ctx context.Context) error {
 	return nil
 }
 
-// requestFlush asks the flush loop to run soon (object-durability appends,
-// pending bytes above the seal size).
-func (s *Service) requestFlush() {
+// requestFlush asks the flush loop to run soon: pending bytes reached the
+// seal size (re-checked when the loop gets to it, since appends during a
+// flush keep asking), or, with urgent, an object-durability append waits.
+func (s *Service) requestFlush(urgent bool) {
+	if urgent {
+		s.flushUrgent.Store(true)
+	}
 	select {
 	case s.flushNow <- struct{}{}:
 	default:
@@ -274,20 +278,35 @@ func (s *Service) RunFlusher(ctx context.Context) {
 	if s.tier == nil {
 		return
 	}
-	tick := time.NewTicker(s.tcfg.SealMaxAge)
+	// The seal age counts from the oldest unflushed append, not from the
+	// last flush: a size-triggered flush is not followed by a small one
+	// when the ticker happens to fire. The ticker only sets the precision.
+	age := s.tcfg.SealMaxAge
+	tick := time.NewTicker(max(age/4, 5*time.Millisecond))
 	defer tick.Stop()
 	backoff := time.Duration(0)
 	for {
-		select {
-		case <-ctx.Done():
+		if ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+				since := s.pendingSince.Load()
+				if since == 0 || time.Since(time.Unix(0, since)) < age {
+					continue
+				}
+			case <-s.flushNow:
+				if !s.flushUrgent.Swap(false) && s.pending.Load() < s.tcfg.SealMaxBytes {
+					continue // a flush since the request took those bytes
+				}
+			}
+		}
+		if ctx.Err() != nil {
 			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := s.Flush(fctx); err != nil {
 				s.cfg.Logger.Warn("final flush failed; data stays in the WAL", "err", err)
 			}
 			cancel()
 			return
-		case <-tick.C:
-		case <-s.flushNow:
 		}
 		if err := s.Flush(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -341,6 +360,7 @@ func (s *Service) Flush(ctx context.Context) error {
 	sort.Slice(streams, func(i, j int) bool { return streams[i].info.ID < streams[j].info.ID })
 
 	pendingBefore := s.pending.Load()
+	snapshotAt := time.Now()
 	var items []flushItem
 	for _, st := range streams {
 		st.mu.Lock()
@@ -451,6 +471,13 @@ func (s *Service) Flush(ctx context.Context) error {
 		st.mu.Unlock()
 	}
 	s.pending.Add(-pendingBefore)
+	// Appends that came after the snapshot are younger than it; an append
+	// racing with this reset sets its own time (it adds to pending before
+	// it sets pendingSince, and this reads pending after the reset).
+	s.pendingSince.Store(0)
+	if s.pending.Load() > 0 {
+		s.pendingSince.CompareAndSwap(0, snapshotAt.UnixNano())
+	}
 	s.metrics.flushes.Inc()
 	s.metrics.flushBytes.Add(float64(size))
 	s.metrics.flushSeconds.Observe(time.Since(start).Seconds())
@@ -497,7 +524,7 @@ func (s *Service) waitUploaded(ctx context.Context, st *streamState, end int64) 
 			// append is not acknowledged.
 			return fmt.Errorf("%w: %v", ErrUnavailable, fenced)
 		}
-		s.requestFlush()
+		s.requestFlush(true)
 		select {
 		case <-wake:
 		case <-ctx.Done():

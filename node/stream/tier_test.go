@@ -30,6 +30,7 @@ type dirTier struct {
 	puts   int
 	delete int
 	keys   []string // uploaded, in order
+	sizes  []int    // their sizes
 	pref   []string // Prefetch calls, in order
 }
 
@@ -68,6 +69,7 @@ func (d *dirTier) Upload(ctx context.Context, key string, streams []stream.Uploa
 	}
 	d.index[key] = idx
 	d.keys = append(d.keys, key)
+	d.sizes = append(d.sizes, len(data))
 	d.puts++
 	return out, int64(len(data)), nil
 }
@@ -130,6 +132,7 @@ type tierHarness struct {
 	svc    *stream.Service
 	durab  string
 	seal   time.Duration // seal age; 0 = 20ms
+	sealB  int64         // seal size; 0 = 1 MiB
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -154,16 +157,19 @@ func (h *tierHarness) open() {
 		h.t.Fatal(err)
 	}
 	h.w = w
-	seal := h.seal
+	seal, sealB := h.seal, h.sealB
 	if seal == 0 {
 		seal = 20 * time.Millisecond
+	}
+	if sealB == 0 {
+		sealB = 1 << 20
 	}
 	svc, err := stream.Open(context.Background(), stream.Config{
 		NodeID:            "n1",
 		DefaultDurability: h.durab,
 		Tier: stream.TierConfig{
 			Tier: h.tier, Manifests: h.reg, Session: func() *meta.Session { return h.sess },
-			SealMaxAge: seal, SealMaxBytes: 1 << 20,
+			SealMaxAge: seal, SealMaxBytes: sealB,
 		},
 	}, w, h.reg)
 	if err != nil {
@@ -576,5 +582,50 @@ func TestReadSpansLargeObjectChunks(t *testing.T) {
 	}
 	if seen[keys[0]] || !seen[keys[1]] || !seen[keys[2]] {
 		t.Errorf("prefetched %v; want the 2nd and 3rd of %v", pref, keys)
+	}
+}
+
+// TestSealBySizeMakesFullObjects: under steady appends with the age out of
+// the way, every object but the last holds at least --seal-max-bytes:
+// appends arriving during a flush must not trigger a small follow-up
+// flush, and the age counts from the oldest unflushed append.
+func TestSealBySizeMakesFullObjects(t *testing.T) {
+	h := newTierHarness(t, stream.DurabilityLocal)
+	h.close()
+	h.seal, h.sealB = time.Hour, 64<<10
+	h.open()
+	ctx := context.Background()
+	if _, _, err := h.svc.Create(ctx, "/seal", stream.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	value := bytes.Repeat([]byte("s"), 1000)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Go(func() {
+			for i := 0; i < 60; i++ {
+				recs := make([]record.Record, 4)
+				for k := range recs {
+					recs[k] = record.Record{Value: value}
+				}
+				if _, err := h.svc.AppendBatch(ctx, "/seal", stream.AppendRequest{Records: recs}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	h.close() // the final flush takes the rest
+	h.tier.mu.Lock()
+	sizes := h.tier.sizes
+	h.tier.mu.Unlock()
+	if len(sizes) < 5 {
+		t.Fatalf("%d objects for ~1 MiB with a 64 KiB seal size", len(sizes))
+	}
+	for i, n := range sizes[:len(sizes)-1] {
+		if n < 60<<10 {
+			t.Errorf("object %d of %d holds %d bytes, below the seal size: %v", i, len(sizes), n, sizes)
+			break
+		}
 	}
 }
