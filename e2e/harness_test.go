@@ -95,7 +95,13 @@ func startNodeEnv(t testing.TB, dataDir string, env []string, extra ...string) *
 	args := append([]string{"serve", "--data-dir", dataDir, "--http-addr", addr, "--kafka-addr", "off", "--node-id", "e2e"}, extra...)
 	p := &proc{t: t, URL: "http://" + addr, dataDir: dataDir, args: args, env: env, logs: &syncBuffer{}, exited: make(chan struct{})}
 	p.start()
-	t.Cleanup(func() { p.kill() })
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			logs := p.logs.String()
+			t.Logf("node %s log (last 8 KiB):\n%s", p.URL, logs[max(0, len(logs)-8192):])
+		}
+	})
 	return p
 }
 

@@ -321,9 +321,11 @@ func readRange(ctx context.Context, src RangeReader, key string, e StreamEntry, 
 	return out, pos, base, nil
 }
 
-// adjacent reports whether b starts right where a ends in the same array.
+// adjacent reports whether b starts right where a ends and a's capacity
+// covers it, so a can be extended over b. Windows lent by a Slicer may
+// alias one another's memory while a's capacity ends before b does.
 func adjacent(a, b []byte) bool {
-	return cap(a) > len(a) && len(b) > 0 && &a[:len(a)+1][len(a)] == &b[0]
+	return cap(a)-len(a) >= len(b) && len(b) > 0 && &a[:len(a)+1][len(a)] == &b[0]
 }
 
 // scan walks the batches of e from byte pos (where the batch with base

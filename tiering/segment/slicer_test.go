@@ -143,3 +143,47 @@ func TestSlicerSourceCorruptionNeverServed(t *testing.T) {
 		t.Errorf("truncated object: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestSlicerWindowsOverlap: a scan's next window starts inside the memory
+// of the previous one when a batch straddles the window end; batches from
+// the two windows are adjacent in memory but the first window's capacity
+// ends early, and joining them must copy, not reslice past it.
+func TestSlicerWindowsOverlap(t *testing.T) {
+	batches := segmenttest.Stream(0, 200, 4, 700, 1000) // ~570 KiB
+	data, info := build(t, WriterOptions{}, testStream{id: 1, batches: batches})
+	want := bytes.Join(batches, nil)
+	e := info.Streams[0]
+	for _, maxBytes := range []int{40 << 10, 100 << 10, 0} {
+		src := &memRuns{data: data, runSize: len(data)}
+		c, err := NewCursor(src, "k", e, e.FirstOffset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		for {
+			b, err := c.Next(t.Context(), maxBytes)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, b.Data...)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("maxBytes %d: cursor read differs", maxBytes)
+		}
+		got, err = nil, nil
+		for off := e.FirstOffset; off <= e.LastOffset; {
+			b, err := ReadStream(t.Context(), src, "k", e, off, maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, b.Data...)
+			off = b.NextOffset
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("maxBytes %d: ReadStream pages differ", maxBytes)
+		}
+	}
+}
