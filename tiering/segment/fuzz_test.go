@@ -17,7 +17,7 @@ import (
 // no panic; every failure is ErrCorrupt (never a wrong-type error, never
 // data); a footer that decodes re-encodes to a footer that decodes to the
 // same value; every successful read returns batches inside the claimed
-// range. Seeds are in testdata/fuzz/FuzzOpen (regenerate with
+// range; reads through a Slicer match plain reads. Seeds are in testdata/fuzz/FuzzOpen (regenerate with
 // PICOMQ_WRITE_FUZZ_SEEDS=1 go test -run TestFuzzSeeds).
 func FuzzOpen(f *testing.F) {
 	for _, s := range fuzzSeeds(f) {
@@ -51,6 +51,15 @@ func FuzzOpen(f *testing.F) {
 				}
 				if got.FirstOffset > off || got.NextOffset <= off || got.NextOffset > e.NextOffset() {
 					t.Fatalf("ReadBatches(%d) = [%d, %d) outside [%d, %d]", off, got.FirstOffset, got.NextOffset, e.FirstOffset, e.LastOffset)
+				}
+			}
+			// The zero-copy path (windows lent by a Slicer, as the block
+			// cache does) serves exactly what plain reads serve.
+			for _, maxBytes := range []int{100, 4096} {
+				plain, perr := ReadStream(ctx, memObject(data), "fuzz", e, e.FirstOffset, maxBytes)
+				lent, lerr := ReadStream(ctx, &memRuns{data: data, runSize: 64}, "fuzz", e, e.FirstOffset, maxBytes)
+				if (perr == nil) != (lerr == nil) || string(plain.Data) != string(lent.Data) {
+					t.Fatalf("stream %d maxBytes %d: plain read (%v) and lent read (%v) differ", e.Stream, maxBytes, perr, lerr)
 				}
 			}
 		}
