@@ -78,7 +78,7 @@ fuzz:
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
 	    echo "== $$pkg $$t"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s $$pkg; \
 	  done; \
 	done
 
