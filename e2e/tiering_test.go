@@ -164,6 +164,10 @@ func TestTieringToMinIO(t *testing.T) {
 			}
 		}
 	}
+	// All of it came from MinIO through the block cache.
+	if got := metric(t, n.URL, "picomq_cache_fetched_bytes_total"); got < float64(total) {
+		t.Errorf("cache fetched %v bytes from object storage, want at least the %d written", got, total)
+	}
 }
 
 // TestMinIOOutage stops MinIO during appends: local-durability appends keep

@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/PicoMQ/picomq/tiering/cache"
 	"github.com/PicoMQ/picomq/wal"
 )
 
@@ -23,4 +24,18 @@ func registerWALMetrics(reg prometheus.Registerer, w *wal.WAL) {
 	counter("picomq_wal_commit_groups_total", "Group commits (one write + one fdatasync each).", func(s wal.Stats) float64 { return float64(s.Groups) })
 	counter("picomq_wal_syncs_total", "fdatasync calls.", func(s wal.Stats) float64 { return float64(s.Syncs) })
 	counter("picomq_wal_sync_seconds_total", "Time spent in fdatasync.", func(s wal.Stats) float64 { return s.SyncTime.Seconds() })
+}
+
+// registerCacheMetrics exposes the object-read block cache's counters, read
+// at scrape time from cache.Stats.
+func registerCacheMetrics(reg prometheus.Registerer, c *cache.Cache) {
+	counter := func(name, help string, f func(cache.Stats) float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(c.Stats()) }))
+	}
+	counter("picomq_cache_hit_blocks_total", "Object blocks served from the cache.", func(s cache.Stats) float64 { return float64(s.Hits) })
+	counter("picomq_cache_miss_blocks_total", "Object blocks a reader had to fetch.", func(s cache.Stats) float64 { return float64(s.Misses) })
+	counter("picomq_cache_joined_blocks_total", "Object blocks a reader waited for while a fetch (often read-ahead) was in flight.", func(s cache.Stats) float64 { return float64(s.Joined) })
+	counter("picomq_cache_prefetch_blocks_total", "Object blocks fetched by read-ahead.", func(s cache.Stats) float64 { return float64(s.Prefetches) })
+	counter("picomq_cache_requests_total", "Ranged GETs sent to object storage by the cache.", func(s cache.Stats) float64 { return float64(s.Requests) })
+	counter("picomq_cache_fetched_bytes_total", "Bytes received from object storage by the cache.", func(s cache.Stats) float64 { return float64(s.FetchedBytes) })
 }

@@ -168,6 +168,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWALMetrics(promReg, n.wal)
+	if n.tier != nil {
+		registerCacheMetrics(promReg, n.tier.cache)
+	}
 
 	// SkipClean: stream names are validated, never silently rewritten by a
 	// redirect to a "cleaned" path that might name another stream.

@@ -555,6 +555,7 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 func (c *Cache) finish(r *run, buf []byte, err error) {
 	bs := c.opts.BlockSize
 	c.mu.Lock()
+	c.retireExitedLocked() // the Sets of earlier runs evicted some
 	switch {
 	case err != nil:
 		r.err = err
