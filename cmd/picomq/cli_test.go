@@ -199,7 +199,14 @@ func TestCLIRoundTrip(t *testing.T) {
 
 			// Line by line: empty lines skipped, CRLF and a last line
 			// without newline handled.
-			r = cli(t, proto, "one\r\ntwo\n\nthree", "append", name, "--json").want(t, 0, "append")
+			// A long linger keeps the three lines in one batch (stdin's EOF
+			// sends it at once); without it the producer may send the first
+			// line alone before the others are read.
+			start := time.Now()
+			r = cli(t, proto, "one\r\ntwo\n\nthree", "append", name, "--json", "--linger", "30s").want(t, 0, "append")
+			if d := time.Since(start); d > 20*time.Second {
+				t.Fatalf("append waited %v: closing the producer must not wait for the linger", d)
+			}
 			// Over Durable Streams a byte stream has no record boundaries:
 			// the producer's batch of three lines is one message.
 			stored := 3
