@@ -79,9 +79,13 @@ func uploadStream(b *testing.B, store objstore.Store, stream uint64, objects, ob
 // pass the cache forgets the set it is about to read (Forget, as when
 // objects are deleted), so every byte of a timed pass is fetched from the
 // store (checked: the pass fails otherwise) while the other set stays
-// cached. A new cache per pass would measure the Go heap growing from
-// nothing instead — page faults on fresh memory, which on this class of
-// VM cost more than the transfer — not the steady state a node runs in.
+// cached. The target applies to this steady state.
+//
+// The fresh-cache sub-benchmark runs first and builds a new cache per
+// pass: the first fill of a node's cache, in a process whose heap has not
+// grown yet, so fetched bytes land on freshly faulted pages — on this
+// class of VM that costs more than the transfer. It is reported for
+// transparency, not held to the target.
 func BenchmarkCatchUp(b *testing.B) {
 	store, kind := benchStore(b)
 	const sets, objects, objBytes = 2, 16, 4 << 20
@@ -97,12 +101,8 @@ func BenchmarkCatchUp(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
-	c, err := cache.New(store, cache.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	catchUp := func(objs []benchObject) {
+	var c *cache.Cache // the long-lived cache, built after the fresh-cache runs
+	catchUp := func(c *cache.Cache, objs []benchObject) {
 		for j, o := range objs {
 			if j+1 < len(objs) {
 				n := objs[j+1]
@@ -123,10 +123,7 @@ func BenchmarkCatchUp(b *testing.B) {
 			}
 		}
 	}
-	for _, objs := range all { // steady state: both sets cached
-		catchUp(objs)
-	}
-	b.Run(kind, func(b *testing.B) {
+	run := func(b *testing.B, fresh bool) {
 		var plainT, cachedT time.Duration
 		for i := 0; b.Loop(); i++ {
 			objs := all[i%sets]
@@ -141,12 +138,20 @@ func BenchmarkCatchUp(b *testing.B) {
 				plainT += time.Since(start)
 			}
 			cached := func() {
+				c := c
+				if fresh {
+					var err error
+					if c, err = cache.New(store, cache.Options{}); err != nil {
+						b.Fatal(err)
+					}
+					defer c.Close()
+				}
 				for _, o := range objs {
 					c.Forget(o.up.Key)
 				}
 				before := c.Stats().FetchedBytes
 				start := time.Now()
-				catchUp(objs)
+				catchUp(c, objs)
 				cachedT += time.Since(start)
 				// Cold: the stream's whole range came from the store (the
 				// footers are not read, so total is an upper bound).
@@ -168,7 +173,17 @@ func BenchmarkCatchUp(b *testing.B) {
 		b.ReportMetric(pm, "plain-MB/s")
 		b.ReportMetric(cm, "cached-MB/s")
 		b.ReportMetric(cm/pm, "cached/plain")
-	})
+	}
+	b.Run(kind+"/fresh-cache", func(b *testing.B) { run(b, true) })
+	var err error
+	if c, err = cache.New(store, cache.Options{}); err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for _, objs := range all { // steady state: both sets cached
+		catchUp(c, objs)
+	}
+	b.Run(kind, func(b *testing.B) { run(b, false) })
 }
 
 // BenchmarkTimeToFirstRecord measures a cold read of a stream's first
