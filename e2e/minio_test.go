@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"os"
@@ -107,6 +108,15 @@ func (m *minioServer) stop() {
 }
 
 // runCurl sends a signed GET to MinIO.
+// curlPut uploads data as the object at url (tests that damage or
+// restore objects behind PicoMQ's back).
+func curlPut(m *minioServer, url string, data []byte) ([]byte, error) {
+	cmd := exec.Command("curl", "-sf", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", m.Access+":"+m.Secret,
+		"-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "--data-binary", "@-", url)
+	cmd.Stdin = bytes.NewReader(data)
+	return cmd.CombinedOutput()
+}
+
 func runCurl(m *minioServer, url string) ([]byte, error) {
 	return exec.Command("curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", m.Access+":"+m.Secret,
 		"-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", url).CombinedOutput()

@@ -26,9 +26,14 @@ func registerWALMetrics(reg prometheus.Registerer, w *wal.WAL) {
 	counter("picomq_wal_sync_seconds_total", "Time spent in fdatasync.", func(s wal.Stats) float64 { return s.SyncTime.Seconds() })
 }
 
-// registerCacheMetrics exposes the object-read block cache's counters, read
-// at scrape time from cache.Stats.
-func registerCacheMetrics(reg prometheus.Registerer, c *cache.Cache) {
+// registerTierMetrics exposes the object-read block cache's counters, read
+// at scrape time from cache.Stats, and corrupt objects met by reads.
+func registerTierMetrics(reg prometheus.Registerer, t *tierAdapter) {
+	c := t.cache
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "picomq_corrupt_objects_total",
+		Help: "Distinct objects whose bytes failed their CRC on read (reads of them fail with 503).",
+	}, func() float64 { return float64(t.corruptObjects.Load()) }))
 	counter := func(name, help string, f func(cache.Stats) float64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(c.Stats()) }))
 	}

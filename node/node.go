@@ -169,7 +169,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWALMetrics(promReg, n.wal)
 	if n.tier != nil {
-		registerCacheMetrics(promReg, n.tier.cache)
+		registerTierMetrics(promReg, n.tier)
 	}
 
 	// SkipClean: stream names are validated, never silently rewritten by a

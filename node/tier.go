@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/PicoMQ/picomq/node/stream"
@@ -23,6 +24,9 @@ type tierAdapter struct {
 	src   segment.RangeReader
 	up    *tiering.Uploader
 	log   *slog.Logger
+	// corrupt holds the keys of objects already reported corrupt.
+	corrupt        sync.Map
+	corruptObjects atomic.Int64
 
 	mu      sync.Mutex
 	readers map[string]*segment.Reader // opened footers, for deep reads
@@ -82,6 +86,25 @@ func (t *tierAdapter) Upload(ctx context.Context, key string, streams []stream.U
 
 // ReadBatches implements stream.Tier.
 func (t *tierAdapter) ReadBatches(ctx context.Context, ref *stream.ObjectRef, from int64, maxBytes int) ([]byte, error) {
+	data, err := t.readBatches(ctx, ref, from, maxBytes)
+	if errors.Is(err, segment.ErrCorrupt) {
+		// Do not keep the bad bytes: the next read fetches them again, so
+		// a damaged transfer or a restored object heals by itself.
+		t.cache.Forget(ref.Key)
+		t.mu.Lock()
+		delete(t.readers, ref.Key)
+		t.mu.Unlock()
+		// Readers get a 503 naming the object; the operator must hear of it
+		// once per object, not once per read.
+		if _, seen := t.corrupt.LoadOrStore(ref.Key, true); !seen {
+			t.corruptObjects.Add(1)
+			t.log.Error("object storage returned a corrupt object; reads of its ranges fail until it is restored", "object", ref.Key, "stream_id", ref.StreamID, "err", err)
+		}
+	}
+	return data, err
+}
+
+func (t *tierAdapter) readBatches(ctx context.Context, ref *stream.ObjectRef, from int64, maxBytes int) ([]byte, error) {
 	if ref.Length <= smallRange || from <= ref.First {
 		e := segment.StreamEntry{
 			Stream: ref.StreamID, FirstOffset: ref.First, LastOffset: ref.Next - 1,
