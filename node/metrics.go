@@ -14,7 +14,7 @@ func registerWALMetrics(reg prometheus.Registerer, w *wal.WAL) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(w.Stats()) }))
 	}
 	counter := func(name, help string, f func(wal.Stats) float64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(w.Stats()) }))
+		registerCounter(reg, name, help, func() float64 { return f(w.Stats()) })
 	}
 	gauge("picomq_wal_segments", "WAL segment files on disk.", func(s wal.Stats) float64 { return float64(s.Segments) })
 	gauge("picomq_wal_disk_bytes", "Bytes of WAL segment files, preallocation included.", func(s wal.Stats) float64 { return float64(s.DiskBytes) })
@@ -29,13 +29,10 @@ func registerWALMetrics(reg prometheus.Registerer, w *wal.WAL) {
 // registerTierMetrics exposes the object-read block cache's counters, read
 // at scrape time from cache.Stats, and corrupt objects met by reads.
 func registerTierMetrics(reg prometheus.Registerer, t *tierAdapter) {
-	c := t.cache
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "picomq_corrupt_objects_total",
-		Help: "Distinct objects whose bytes failed their CRC on read (reads of them fail with 503).",
-	}, func() float64 { return float64(t.corruptObjects.Load()) }))
+	registerCounter(reg, "picomq_corrupt_objects_total", "Distinct objects whose bytes failed their CRC on read (reads of them fail with 503).",
+		func() float64 { return float64(t.corruptObjects.Load()) })
 	counter := func(name, help string, f func(cache.Stats) float64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(c.Stats()) }))
+		registerCounter(reg, name, help, func() float64 { return f(t.cache.Stats()) })
 	}
 	counter("picomq_cache_hit_blocks_total", "Object blocks served from the cache.", func(s cache.Stats) float64 { return float64(s.Hits) })
 	counter("picomq_cache_miss_blocks_total", "Object blocks a reader had to fetch.", func(s cache.Stats) float64 { return float64(s.Misses) })
@@ -43,4 +40,9 @@ func registerTierMetrics(reg prometheus.Registerer, t *tierAdapter) {
 	counter("picomq_cache_prefetch_blocks_total", "Object blocks fetched by read-ahead.", func(s cache.Stats) float64 { return float64(s.Prefetches) })
 	counter("picomq_cache_requests_total", "Ranged GETs sent to object storage by the cache.", func(s cache.Stats) float64 { return float64(s.Requests) })
 	counter("picomq_cache_fetched_bytes_total", "Bytes received from object storage by the cache.", func(s cache.Stats) float64 { return float64(s.FetchedBytes) })
+}
+
+// registerCounter registers a counter read at scrape time from f.
+func registerCounter(reg prometheus.Registerer, name, help string, f func() float64) {
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
 }

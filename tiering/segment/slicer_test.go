@@ -41,6 +41,32 @@ func (m *memRuns) Slice(_ context.Context, _ string, off int64, atLeast, atMost 
 	return p, nil
 }
 
+// readCursor reads stream range e of src through a cursor, maxBytes at a
+// time, checking that no returned data has capacity over the source and
+// that appending to it leaves the source alone.
+func readCursor(t *testing.T, src RangeReader, e StreamEntry, maxBytes int) []byte {
+	t.Helper()
+	c, err := NewCursor(src, "k", e, e.FirstOffset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for {
+		b, err := c.Next(t.Context(), maxBytes)
+		if err == io.EOF {
+			return got
+		}
+		if err != nil {
+			t.Fatalf("stream %d maxBytes %d: %v", e.Stream, maxBytes, err)
+		}
+		if cap(b.Data) != len(b.Data) {
+			t.Fatalf("maxBytes %d: Data has spare capacity %d over the source", maxBytes, cap(b.Data)-len(b.Data))
+		}
+		_ = append(b.Data, 0xFF) // must copy, not write into the source
+		got = append(got, b.Data...)
+	}
+}
+
 // TestSlicerSourceReadsAlike: every read shape returns the same bytes
 // through a Slicer as through plain reads, whatever the run size, and the
 // data handed out can be appended to without writing into the source.
@@ -57,26 +83,7 @@ func TestSlicerSourceReadsAlike(t *testing.T) {
 		for i, e := range info.Streams {
 			all := bytes.Join(streams[i].batches, nil)
 			for _, maxBytes := range []int{1, 700, 5000, 0} {
-				c, err := NewCursor(src, "k", e, e.FirstOffset)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var got []byte
-				for {
-					b, err := c.Next(t.Context(), maxBytes)
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						t.Fatalf("run size %d stream %d: %v", runSize, e.Stream, err)
-					}
-					if cap(b.Data) != len(b.Data) {
-						t.Fatalf("run size %d: Data has spare capacity %d over the source", runSize, cap(b.Data)-len(b.Data))
-					}
-					_ = append(b.Data, 0xFF) // must copy, not write into the source
-					got = append(got, b.Data...)
-				}
-				if !bytes.Equal(got, all) {
+				if got := readCursor(t, src, e, maxBytes); !bytes.Equal(got, all) {
 					t.Fatalf("run size %d stream %d maxBytes %d: cursor read differs", runSize, e.Stream, maxBytes)
 				}
 			}
@@ -155,25 +162,10 @@ func TestSlicerWindowsOverlap(t *testing.T) {
 	e := info.Streams[0]
 	for _, maxBytes := range []int{40 << 10, 100 << 10, 0} {
 		src := &memRuns{data: data, runSize: len(data)}
-		c, err := NewCursor(src, "k", e, e.FirstOffset)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []byte
-		for {
-			b, err := c.Next(t.Context(), maxBytes)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, b.Data...)
-		}
-		if !bytes.Equal(got, want) {
+		if got := readCursor(t, src, e, maxBytes); !bytes.Equal(got, want) {
 			t.Fatalf("maxBytes %d: cursor read differs", maxBytes)
 		}
-		got, err = nil, nil
+		var got []byte
 		for off := e.FirstOffset; off <= e.LastOffset; {
 			b, err := ReadStream(t.Context(), src, "k", e, off, maxBytes)
 			if err != nil {
