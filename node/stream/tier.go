@@ -115,6 +115,10 @@ type TierConfig struct {
 	// append is this old, or this many bytes are pending.
 	SealMaxAge   time.Duration
 	SealMaxBytes int64
+	// MaxFlushBytes bounds one flush object, cut between streams (0:
+	// eight seals, at least 64 MiB): after an outage the backlog goes up
+	// as a series of bounded objects.
+	MaxFlushBytes int64
 	// MaxWALBytes bounds the WAL while object storage is unavailable:
 	// above it appends fail with ErrUnavailable (503 + Retry-After) rather
 	// than filling the disk.
@@ -259,6 +263,15 @@ func (s *Service) loadManifests(ctx context.Context) error {
 	return nil
 }
 
+// maxFlushBytes bounds the record bytes of one flush object (a stream
+// larger than that still goes whole): eight seals, at least 64 MiB.
+func (s *Service) maxFlushBytes() int64 {
+	if s.tcfg.MaxFlushBytes > 0 {
+		return s.tcfg.MaxFlushBytes
+	}
+	return max(8*s.tcfg.SealMaxBytes, 64<<20)
+}
+
 // requestFlush asks the flush loop to run soon: pending bytes reached the
 // seal size (re-checked when the loop gets to it, since appends during a
 // flush keep asking), or, with urgent, an object-durability append waits.
@@ -301,9 +314,22 @@ func (s *Service) RunFlusher(ctx context.Context) {
 			}
 		}
 		if ctx.Err() != nil {
+			// Flush until nothing is pending (a backlog takes several
+			// bounded objects), while each flush makes progress.
 			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := s.Flush(fctx); err != nil {
-				s.cfg.Logger.Warn("final flush failed; data stays in the WAL", "err", err)
+			for before := int64(-1); ; {
+				pending := s.pending.Load()
+				if pending == before {
+					break
+				}
+				before = pending
+				if err := s.Flush(fctx); err != nil {
+					s.cfg.Logger.Warn("final flush failed; data stays in the WAL", "err", err)
+					break
+				}
+				if s.pending.Load() == 0 {
+					break
+				}
 			}
 			cancel()
 			return
@@ -361,6 +387,7 @@ func (s *Service) Flush(ctx context.Context) error {
 
 	pendingBefore := s.pending.Load()
 	snapshotAt := time.Now()
+	capped := false
 	var items []flushItem
 	for _, st := range streams {
 		st.mu.Lock()
@@ -388,9 +415,18 @@ func (s *Service) Flush(ctx context.Context) error {
 			}
 		}
 	}
+	// One object holds at most maxFlushBytes, cut between streams (a
+	// stream's range and its state snapshot always travel together), so
+	// the backlog of a long object-store outage is uploaded as a series of
+	// bounded objects instead of one that must fit in memory twice.
 	ups := make([]UploadStream, 0, len(items))
-	var size int64
-	for _, it := range items {
+	var size, entryBytes int64
+	for k, it := range items {
+		if k > 0 && size >= s.maxFlushBytes() {
+			items = items[:k]
+			capped = true
+			break
+		}
 		u := UploadStream{StreamID: it.st.info.ID, First: it.base, Next: it.end}
 		for _, c := range it.refs {
 			if c.obj != nil {
@@ -406,6 +442,7 @@ func (s *Service) Flush(ctx context.Context) error {
 			}
 			u.Batches = append(u.Batches, e.batch)
 			size += int64(len(e.batch))
+			entryBytes += int64(len(data))
 		}
 		ups = append(ups, u)
 	}
@@ -470,7 +507,14 @@ func (s *Service) Flush(ctx context.Context) error {
 		}
 		st.mu.Unlock()
 	}
-	s.pending.Add(-pendingBefore)
+	if capped {
+		// Only the streams taken are flushed: their WAL entries leave
+		// the pending count, and the rest goes in the next flush, now.
+		s.pending.Add(-entryBytes)
+		s.requestFlush(true)
+	} else {
+		s.pending.Add(-pendingBefore)
+	}
 	// Appends that came after the snapshot are younger than it; an append
 	// racing with this reset sets its own time (it adds to pending before
 	// it sets pendingSince, and this reads pending after the reset).

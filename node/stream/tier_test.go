@@ -133,6 +133,7 @@ type tierHarness struct {
 	durab  string
 	seal   time.Duration // seal age; 0 = 20ms
 	sealB  int64         // seal size; 0 = 1 MiB
+	maxObj int64         // MaxFlushBytes; 0 = default
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -169,7 +170,7 @@ func (h *tierHarness) open() {
 		DefaultDurability: h.durab,
 		Tier: stream.TierConfig{
 			Tier: h.tier, Manifests: h.reg, Session: func() *meta.Session { return h.sess },
-			SealMaxAge: seal, SealMaxBytes: sealB,
+			SealMaxAge: seal, SealMaxBytes: sealB, MaxFlushBytes: h.maxObj,
 		},
 	}, w, h.reg)
 	if err != nil {
@@ -626,6 +627,60 @@ func TestSealBySizeMakesFullObjects(t *testing.T) {
 		if n < 60<<10 {
 			t.Errorf("object %d of %d holds %d bytes, below the seal size: %v", i, len(sizes), n, sizes)
 			break
+		}
+	}
+}
+
+// TestBacklogFlushesInBoundedObjects: after an object-store outage the
+// backlog of many streams goes up as several objects of about
+// MaxFlushBytes (cut between streams), not as one huge object, and every
+// record comes back from them after a restart without the WAL.
+func TestBacklogFlushesInBoundedObjects(t *testing.T) {
+	h := newTierHarness(t, stream.DurabilityLocal)
+	h.close()
+	h.maxObj = 32 << 10
+	h.open()
+	ctx := context.Background()
+	h.tier.mu.Lock()
+	h.tier.fail = true // object storage down
+	h.tier.mu.Unlock()
+	const streams, perStream = 12, 10
+	value := bytes.Repeat([]byte("b"), 1000)
+	for s := 0; s < streams; s++ {
+		name := fmt.Sprintf("/backlog/%d", s)
+		if _, _, err := h.svc.Create(ctx, name, stream.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < perStream; i++ {
+			if _, err := h.svc.AppendBatch(ctx, name, stream.AppendRequest{Records: []record.Record{{Value: value}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h.tier.mu.Lock()
+	h.tier.fail = false
+	h.tier.mu.Unlock()
+	h.close() // the final flushes upload the whole backlog
+	h.tier.mu.Lock()
+	sizes := h.tier.sizes
+	h.tier.mu.Unlock()
+	total := 0
+	for _, n := range sizes {
+		total += n
+		if n > 32<<10+perStream*1100 {
+			t.Errorf("object of %d bytes: more than the cap plus one stream", n)
+		}
+	}
+	if len(sizes) < 3 || total < streams*perStream*1000 {
+		t.Fatalf("backlog of %d streams went up as %d objects of %v", streams, len(sizes), sizes)
+	}
+	if err := os.RemoveAll(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	h.open()
+	for s := 0; s < streams; s++ {
+		if recs := readAllRecords(t, h.svc, fmt.Sprintf("/backlog/%d", s)); len(recs) != perStream {
+			t.Fatalf("stream %d: %d records after restart without WAL, want %d", s, len(recs), perStream)
 		}
 	}
 }
