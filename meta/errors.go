@@ -14,6 +14,11 @@ var (
 	// older or newer incarnation of the name.
 	ErrConflict = errors.New("meta: conflict")
 
+	// ErrCommitUnknown: a write's request failed in transit (context ended,
+	// connection lost) and reading back could not prove it was applied.
+	// It may still have been, so nothing it references may be deleted.
+	ErrCommitUnknown = errors.New("meta: commit outcome unknown")
+
 	// ErrTopicTaken: the Kafka topic alias a create or update asked for
 	// already belongs to another stream. Nothing was written.
 	ErrTopicTaken = errors.New("meta: kafka topic alias taken")

@@ -76,7 +76,18 @@ func (r *Registry) CommitManifest(ctx context.Context, sess *Session, m Manifest
 	}
 	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
-		return fmt.Errorf("meta: commit manifest %s: %w", key, err)
+		// The transaction may have been applied with only its response
+		// lost (or ctx ended after it was sent). Read the key back: our
+		// exact manifest there means it was committed. Anything else
+		// stays unknown — it may yet be applied — and the caller must not
+		// delete the object it references.
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		g, gerr := r.cli.Get(gctx, key)
+		if gerr == nil && len(g.Kvs) == 1 && string(g.Kvs[0].Value) == string(val) {
+			return nil
+		}
+		return fmt.Errorf("%w: manifest %s: %v", ErrCommitUnknown, key, err)
 	}
 	if !resp.Succeeded {
 		if sess.Lost() {

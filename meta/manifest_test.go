@@ -86,3 +86,37 @@ func TestCommitManifestFencedByLease(t *testing.T) {
 		t.Fatalf("after delete: %+v", all)
 	}
 }
+
+// TestCommitManifestOutcomeUnknown: a commit whose request fails in transit
+// is resolved by reading the key back — our manifest there is a success
+// (the response was lost, not the write) — and is otherwise reported as
+// ErrCommitUnknown, never as a plain failure the caller could take as
+// "not committed" and delete the object for.
+func TestCommitManifestOutcomeUnknown(t *testing.T) {
+	cli := metatest.StartEtcd(t)
+	reg := meta.NewRegistry(cli, "/u/")
+	ctx := context.Background()
+	sess, err := reg.Join(ctx, meta.Member{NodeID: "n1"}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	m := meta.Manifest{Node: "n1", Seq: 1, Object: "l0/n1/1", Streams: []meta.ManifestStream{{StreamID: 7, First: 0, Next: 10, Length: 100}}}
+	if err := reg.CommitManifest(cancelled, sess, m, nil); !errors.Is(err, meta.ErrCommitUnknown) {
+		t.Fatalf("commit that never left: %v, want ErrCommitUnknown", err)
+	}
+	if err := reg.CommitManifest(ctx, sess, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The same manifest again through a failing request: the read-back
+	// finds it, so this is the lost-response case and succeeds.
+	if err := reg.CommitManifest(cancelled, sess, m, nil); err != nil {
+		t.Fatalf("commit whose manifest is there: %v, want success", err)
+	}
+	// A different manifest under that key is no proof of anything.
+	m.Object = "l0/n1/other"
+	if err := reg.CommitManifest(cancelled, sess, m, nil); !errors.Is(err, meta.ErrCommitUnknown) {
+		t.Fatalf("different manifest there: %v, want ErrCommitUnknown", err)
+	}
+}

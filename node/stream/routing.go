@@ -285,6 +285,10 @@ func (s *Service) retire(st *streamState) {
 	s.unload(st)
 	st.mu.Lock()
 	st.deleted = true
+	// Its unflushed bytes will never be flushed here: they leave the
+	// node's pending count (and the seal-size trigger) now.
+	s.pending.Add(-st.unflushed)
+	st.unflushed = 0
 	st.wakeReadersLocked()
 	st.wakeUploadWaitersLocked()
 	st.mu.Unlock()

@@ -168,6 +168,10 @@ type streamState struct {
 	// lastPending is the most recent WAL write, so a flush can wait until
 	// everything it snapshots is durable.
 	lastPending *wal.Pending
+	// unflushed is the WAL bytes of this stream not yet in a committed
+	// flush: updated with st.next, so a flush knows exactly how much of
+	// Service.pending its snapshot takes away.
+	unflushed int64
 	// wake is closed (and replaced) whenever hwm advances, so long-polls
 	// of exactly this stream wake up without polling.
 	wake    chan struct{}
@@ -302,8 +306,12 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 			skipped++ // the stream was deleted after this entry was written
 			return nil
 		}
-		if err := st.replay(pos, &e); err != nil {
+		applied, err := st.replay(pos, &e)
+		if err != nil {
 			return fmt.Errorf("entry at %+v of stream %q: %w", pos, st.info.Name, err)
+		}
+		if applied {
+			st.unflushed += int64(len(data))
 		}
 		replayed++
 		return nil
@@ -311,25 +319,34 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 	if err != nil {
 		return nil, fmt.Errorf("stream: replay WAL: %w", err)
 	}
+	// Recovered entries not yet in object storage are pending from now:
+	// they are flushed within one seal age even if no append follows.
+	for _, st := range s.byID {
+		s.pending.Add(st.unflushed)
+	}
+	if s.pending.Load() > 0 {
+		s.pendingSince.Store(time.Now().UnixNano())
+	}
 	cfg.Logger.Info("stream service recovered", "streams", len(all), "batches", replayed, "skipped_deleted", skipped)
 	return s, nil
 }
 
-// replay applies one recovered entry to the stream's in-memory state.
-func (st *streamState) replay(pos wal.Pos, e *entry) error {
+// replay applies one recovered entry to the stream's in-memory state; it
+// reports false for an entry already in object storage.
+func (st *streamState) replay(pos wal.Pos, e *entry) (bool, error) {
 	first, next, ts := st.next, st.next, int64(0)
 	if e.hasBatch() {
 		h, err := record.ParseHeader(e.batch)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if h.BaseOffset < st.uploaded {
 			// Already in object storage, and its facts are in the
 			// manifest's state snapshot; the WAL was not truncated yet.
-			return nil
+			return false, nil
 		}
 		if h.BaseOffset != st.next {
-			return fmt.Errorf("base offset %d, want %d", h.BaseOffset, st.next)
+			return false, fmt.Errorf("base offset %d, want %d", h.BaseOffset, st.next)
 		}
 		count := h.LastOffsetDelta + 1
 		st.chunks = append(st.chunks, chunk{base: h.BaseOffset, next: h.BaseOffset + int64(count), pos: pos})
@@ -359,7 +376,7 @@ func (st *streamState) replay(pos wal.Pos, e *entry) error {
 			st.closedBy = &p
 		}
 	}
-	return nil
+	return true, nil
 }
 
 func (s *Service) insertLocked(m meta.Stream) *streamState {
@@ -742,6 +759,7 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	if st.walLow == 0 {
 		st.walLow = pending.Pos().Segment
 	}
+	st.unflushed += int64(len(buf))
 	st.lastPending = pending
 	objectDurable := s.tier != nil && st.durability(s.cfg.DefaultDurability) == DurabilityObject
 	st.next = end

@@ -72,19 +72,28 @@ func manifestEntry(id uint64, first, next int64, ref *ObjectRef, state json.RawM
 }
 
 // commitObject commits the manifest of an uploaded object, replacing the
-// manifests in replaces, fenced on the node's session. If the commit fails
-// the object is unreferenced and is deleted (best effort: an orphan only
-// costs space and the collector finds it); a lost lease fences the node.
+// manifests in replaces, fenced on the node's session. If the commit
+// certainly failed the object is unreferenced and is deleted (best effort:
+// an orphan only costs space and the collector finds it); if its outcome
+// is unknown the object stays, since a manifest may reference it; a lost
+// lease fences the node.
 func (s *Service) commitObject(ctx context.Context, m meta.Manifest, replaces []string) error {
 	var sess *meta.Session
 	if s.tcfg.Session != nil {
 		sess = s.tcfg.Session()
 	}
-	err := s.tcfg.Manifests.CommitManifest(ctx, sess, m, replaces)
+	// Once the object is uploaded, the commit is not abandoned halfway
+	// because the flush was cancelled (shutdown): it is one etcd
+	// transaction, bounded on its own.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := s.tcfg.Manifests.CommitManifest(cctx, sess, m, replaces)
 	if err == nil {
 		return nil
 	}
-	_ = s.tier.Delete(context.WithoutCancel(ctx), m.Object)
+	if !errors.Is(err, meta.ErrCommitUnknown) {
+		_ = s.tier.Delete(context.WithoutCancel(ctx), m.Object)
+	}
 	if errors.Is(err, meta.ErrLeaseLost) {
 		s.fence(err)
 	}
@@ -359,6 +368,9 @@ type flushItem struct {
 	refs    []chunk
 	state   json.RawMessage
 	pending *wal.Pending
+	// unflushed is st.unflushed at the snapshot: what this flush takes
+	// off Service.pending once committed.
+	unflushed int64
 }
 
 // Flush uploads every stream's unflushed data as one object, commits its
@@ -385,7 +397,6 @@ func (s *Service) Flush(ctx context.Context) error {
 	s.mu.RUnlock()
 	sort.Slice(streams, func(i, j int) bool { return streams[i].info.ID < streams[j].info.ID })
 
-	pendingBefore := s.pending.Load()
 	snapshotAt := time.Now()
 	capped := false
 	var items []flushItem
@@ -395,7 +406,7 @@ func (s *Service) Flush(ctx context.Context) error {
 			st.mu.Unlock()
 			continue
 		}
-		it := flushItem{st: st, base: st.uploaded, end: st.next, state: st.snapshotLocked(), pending: st.lastPending}
+		it := flushItem{st: st, base: st.uploaded, end: st.next, state: st.snapshotLocked(), pending: st.lastPending, unflushed: st.unflushed}
 		i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > st.uploaded })
 		it.refs = append(it.refs, st.chunks[i:]...)
 		st.mu.Unlock()
@@ -420,7 +431,7 @@ func (s *Service) Flush(ctx context.Context) error {
 	// the backlog of a long object-store outage is uploaded as a series of
 	// bounded objects instead of one that must fit in memory twice.
 	ups := make([]UploadStream, 0, len(items))
-	var size, entryBytes int64
+	var size int64
 	for k, it := range items {
 		if k > 0 && size >= s.maxFlushBytes() {
 			items = items[:k]
@@ -442,7 +453,6 @@ func (s *Service) Flush(ctx context.Context) error {
 			}
 			u.Batches = append(u.Batches, e.batch)
 			size += int64(len(e.batch))
-			entryBytes += int64(len(data))
 		}
 		ups = append(ups, u)
 	}
@@ -476,9 +486,14 @@ func (s *Service) Flush(ctx context.Context) error {
 	if err := s.commitObject(ctx, m, nil); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
+	var flushed int64
 	for k, it := range items {
 		st := it.st
 		st.mu.Lock()
+		if !st.deleted { // retire already took a deleted stream's bytes off
+			st.unflushed -= it.unflushed
+			flushed += it.unflushed
+		}
 		if st.uploaded == it.base && !st.deleted {
 			// Replace the WAL chunks of [base, end) by one object chunk.
 			i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > it.base })
@@ -507,13 +522,9 @@ func (s *Service) Flush(ctx context.Context) error {
 		}
 		st.mu.Unlock()
 	}
+	s.pending.Add(-flushed)
 	if capped {
-		// Only the streams taken are flushed: their WAL entries leave
-		// the pending count, and the rest goes in the next flush, now.
-		s.pending.Add(-entryBytes)
-		s.requestFlush(true)
-	} else {
-		s.pending.Add(-pendingBefore)
+		s.requestFlush(true) // the streams left out go in the next flush, now
 	}
 	// Appends that came after the snapshot are younger than it; an append
 	// racing with this reset sets its own time (it adds to pending before
