@@ -85,11 +85,16 @@ start() {
     log "MinIO not healthy after 30 s"; kill "$pid"; exit 1
   fi
   # Create the bucket (200 new, 409 already ours). Signed with curl's
-  # SigV4 so no extra client is needed.
+  # SigV4 so no extra client is needed. "Live" is not "ready": a MinIO
+  # still initialising answers 503, so retry for up to 30 s.
   local code
-  code=$(curl -s -o "$STATE/mkbucket.out" -w '%{http_code}' -X PUT \
-    --aws-sigv4 "aws:amz:us-east-1:s3" --user "$ACCESS_KEY:$SECRET_KEY" \
-    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$endpoint/$BUCKET")
+  for i in $(seq 1 300); do
+    code=$(curl -s -o "$STATE/mkbucket.out" -w '%{http_code}' -X PUT \
+      --aws-sigv4 "aws:amz:us-east-1:s3" --user "$ACCESS_KEY:$SECRET_KEY" \
+      -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$endpoint/$BUCKET")
+    if [ "$code" = 200 ] || [ "$code" = 409 ]; then break; fi
+    sleep 0.1
+  done
   if [ "$code" != 200 ] && [ "$code" != 409 ]; then
     log "creating bucket $BUCKET failed: HTTP $code"; cat "$STATE/mkbucket.out" >&2; kill "$pid"; exit 1
   fi

@@ -49,13 +49,21 @@ func startMinio(t testing.TB) *minioServer {
 		Access: "picomq-e2e", Secret: "picomq-e2e-secret", Bucket: "picomq-e2e", logs: &syncBuffer{}}
 	m.start()
 	t.Cleanup(m.stop)
-	// Create the bucket with a signed request.
-	out, err := exec.Command("curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", m.Access+":"+m.Secret,
-		"-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-X", "PUT", m.URL()+"/"+m.Bucket).CombinedOutput()
-	if err != nil {
-		t.Fatalf("create bucket: %v %s", err, out)
+	// Create the bucket with a signed request. "Live" is not "ready": a
+	// MinIO that has just started may still answer 503 while it
+	// initialises, so retry for a while.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.Command("curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", m.Access+":"+m.Secret,
+			"-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-X", "PUT", m.URL()+"/"+m.Bucket).CombinedOutput()
+		if err == nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create bucket: %v %s\n%s", err, out, m.logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return m
 }
 
 func (m *minioServer) URL() string { return "http://" + m.addr }
@@ -107,7 +115,6 @@ func (m *minioServer) stop() {
 	m.started = false
 }
 
-// runCurl sends a signed GET to MinIO.
 // curlPut uploads data as the object at url (tests that damage or
 // restore objects behind PicoMQ's back).
 func curlPut(m *minioServer, url string, data []byte) ([]byte, error) {
@@ -117,6 +124,7 @@ func curlPut(m *minioServer, url string, data []byte) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
+// runCurl sends a signed GET to MinIO.
 func runCurl(m *minioServer, url string) ([]byte, error) {
 	return exec.Command("curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", m.Access+":"+m.Secret,
 		"-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", url).CombinedOutput()
