@@ -85,7 +85,7 @@ func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (
 		}
 	}
 	id := st.info.ID
-	stored, err := s.updateConfig(ctx, name, func(m *meta.Stream) error {
+	stored, err := s.updateRecord(ctx, name, func(m *meta.Stream) error {
 		if m.ID != id {
 			return fmt.Errorf("%w: %s was replaced by a newer stream of the same name", ErrNotFound, name)
 		}
@@ -123,34 +123,6 @@ func (st *streamState) applyConfig(m meta.Stream) {
 	st.info.RetentionBytes = m.RetentionBytes
 	st.info.StartOffset = max(st.info.StartOffset, m.StartOffset)
 	st.mu.Unlock()
-}
-
-// updateConfig is a conditional read-modify-write of a stream record that
-// keeps the classification of topic conflicts (ErrTopicConflict) and of
-// errors returned by fn.
-func (s *Service) updateConfig(ctx context.Context, name string, fn func(*meta.Stream) error) (meta.Stream, error) {
-	u, ok := s.reg.(interface {
-		UpdateStream(ctx context.Context, name string, fn func(*meta.Stream) error) (meta.Stream, error)
-	})
-	if !ok {
-		return meta.Stream{}, fmt.Errorf("%w: the registry cannot update streams", ErrUnavailable)
-	}
-	var fnErr error
-	stored, err := u.UpdateStream(ctx, name, func(m *meta.Stream) error {
-		fnErr = fn(m)
-		return fnErr
-	})
-	switch {
-	case err == nil:
-		return stored, nil
-	case fnErr != nil:
-		return meta.Stream{}, fnErr
-	case errors.Is(err, meta.ErrTopicTaken):
-		return meta.Stream{}, fmt.Errorf("%w: %v", ErrTopicConflict, err)
-	case errors.Is(err, meta.ErrNotFound):
-		return meta.Stream{}, fmt.Errorf("%w: %s", ErrNotFound, name)
-	}
-	return meta.Stream{}, fmt.Errorf("%w: registry update %q: %v", ErrUnavailable, name, err)
 }
 
 // List returns up to limit streams whose names start with prefix and sort

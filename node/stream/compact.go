@@ -277,25 +277,18 @@ func (s *Service) RunCompactor(ctx context.Context, interval time.Duration, cfg 
 	if s.tier == nil {
 		return
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for ctx.Err() == nil {
+	every(ctx, interval, func(ctx context.Context) {
+		for ctx.Err() == nil { // until a pass finds nothing to merge
 			n, err := s.Compact(ctx, cfg)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.cfg.Logger.Warn("compaction failed; will retry", "err", err)
 				}
-				break
+				return
 			}
 			if n == 0 {
-				break
+				return
 			}
 		}
-	}
+	})
 }

@@ -142,16 +142,9 @@ func (s *Service) RunGC(ctx context.Context, cfg GCConfig) {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Minute
 	}
-	t := time.NewTicker(cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, cfg.Interval, func(ctx context.Context) {
 		if _, err := s.CollectGarbage(ctx, cfg.Grace); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("garbage collection pass failed; will retry", "err", err)
 		}
-	}
+	})
 }

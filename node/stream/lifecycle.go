@@ -366,6 +366,8 @@ func (s *Service) releaseRef(ctx context.Context, name string, id uint64) error 
 var errStale = errors.New("stream: registry record belongs to another incarnation")
 
 // updateRecord is a conditional read-modify-write of a registry record.
+// An error from fn is returned as is; a topic alias taken by another
+// stream is ErrTopicConflict.
 func (s *Service) updateRecord(ctx context.Context, name string, fn func(*meta.Stream) error) (meta.Stream, error) {
 	u, ok := s.reg.(interface {
 		UpdateStream(ctx context.Context, name string, fn func(*meta.Stream) error) (meta.Stream, error)
@@ -379,14 +381,16 @@ func (s *Service) updateRecord(ctx context.Context, name string, fn func(*meta.S
 		return fnErr
 	})
 	switch {
-	case fnErr != nil && err != nil:
+	case err == nil:
+		return stored, nil
+	case fnErr != nil:
 		return meta.Stream{}, fnErr
+	case errors.Is(err, meta.ErrTopicTaken):
+		return meta.Stream{}, fmt.Errorf("%w: %v", ErrTopicConflict, err)
 	case errors.Is(err, meta.ErrNotFound):
 		return meta.Stream{}, fmt.Errorf("%w: %s", ErrNotFound, name)
-	case err != nil:
-		return meta.Stream{}, fmt.Errorf("%w: registry update %q: %v", ErrUnavailable, name, err)
 	}
-	return stored, nil
+	return meta.Stream{}, fmt.Errorf("%w: registry update %q: %v", ErrUnavailable, name, err)
 }
 
 // beginDelete is the first step of every delete: one conditional registry
@@ -504,22 +508,7 @@ func (s *Service) StartLifecycle(ctx context.Context, opts LifecycleOptions) (st
 	if err := s.reconcile(ctx); err != nil {
 		return nil, err
 	}
-	rctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(opts.ReapInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-				s.reap(rctx)
-			}
-		}
-	}()
-	return func() { cancel(); <-done }, nil
+	return background(func(ctx context.Context) { every(ctx, opts.ReapInterval, s.reap) }), nil
 }
 
 // reap makes expiry durable for every stream that has expired.
@@ -536,12 +525,7 @@ func (s *Service) reap(ctx context.Context) {
 
 // reconcile brings registry and memory back in line after a crash.
 func (s *Service) reconcile(ctx context.Context) error {
-	s.mu.RLock()
-	all := make([]*streamState, 0, len(s.byID))
-	for _, st := range s.byID {
-		all = append(all, st)
-	}
-	s.mu.RUnlock()
+	all := s.loaded()
 	// 1. Finish deletes that were decided but not done.
 	for _, st := range all {
 		if st.info.Deleting {
@@ -563,12 +547,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 			actual[m.Fork.SourceID]++
 		}
 	}
-	s.mu.RLock()
-	live := make([]*streamState, 0, len(s.byID))
-	for _, st := range s.byID {
-		live = append(live, st)
-	}
-	s.mu.RUnlock()
+	live := s.loaded()
 	for _, st := range live {
 		st.life.mu.Lock()
 		have := st.life.refs

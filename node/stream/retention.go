@@ -47,22 +47,7 @@ func (s *Service) StartRetention(opts RetentionOptions) (stop func()) {
 	if opts.Interval <= 0 {
 		opts.Interval = 10 * time.Second
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(opts.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				s.ApplyRetention(ctx)
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
+	return background(func(ctx context.Context) { every(ctx, opts.Interval, s.ApplyRetention) })
 }
 
 // ApplyRetention runs one retention pass over every stream now. The loop
@@ -114,7 +99,7 @@ func (s *Service) retain(ctx context.Context, st *streamState, now time.Time) er
 	if target <= start {
 		return nil
 	}
-	stored, err := s.updateConfig(ctx, name, func(m *meta.Stream) error {
+	stored, err := s.updateRecord(ctx, name, func(m *meta.Stream) error {
 		if m.ID != id {
 			return ErrNotFound // replaced; its successor has its own retention
 		}

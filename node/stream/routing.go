@@ -380,12 +380,7 @@ func (s *Service) Drain(ctx context.Context) (int, error) {
 	if len(others) == 0 {
 		return 0, fmt.Errorf("%w: no other live node to hand streams to", ErrUnavailable)
 	}
-	s.mu.RLock()
-	streams := make([]*streamState, 0, len(s.byID))
-	for _, st := range s.byID {
-		streams = append(streams, st)
-	}
-	s.mu.RUnlock()
+	streams := s.loaded()
 	for _, st := range streams {
 		st.mu.Lock()
 		st.moving = true
@@ -442,12 +437,7 @@ func (s *Service) Drain(ctx context.Context) (int, error) {
 // new one. Streams another node claimed in between are dropped (their local
 // state is stale); the rest are still ours and are served again.
 func (s *Service) Rejoined(ctx context.Context) error {
-	s.mu.RLock()
-	streams := make([]*streamState, 0, len(s.byID))
-	for _, st := range s.byID {
-		streams = append(streams, st)
-	}
-	s.mu.RUnlock()
+	streams := s.loaded()
 	for _, st := range streams {
 		m, err := s.reg.GetStream(ctx, st.info.Name)
 		if err != nil && !errors.Is(err, meta.ErrNotFound) {

@@ -379,6 +379,49 @@ func (st *streamState) replay(pos wal.Pos, e *entry) (bool, error) {
 	return true, nil
 }
 
+// every calls fn every interval until ctx is done: the shape of the
+// service's periodic passes (GC, compaction, retention, TTL reaping).
+func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn(ctx)
+		}
+	}
+}
+
+// background runs loop in a goroutine until the returned stop is called;
+// stop waits for loop to return.
+func background(loop func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		loop(ctx)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// loaded returns the streams this node holds in memory now, so callers
+// can work on each without holding s.mu.
+func (s *Service) loaded() []*streamState {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.loadedLocked()
+}
+
+func (s *Service) loadedLocked() []*streamState {
+	streams := make([]*streamState, 0, len(s.byID))
+	for _, st := range s.byID {
+		streams = append(streams, st)
+	}
+	return streams
+}
+
 func (s *Service) insertLocked(m meta.Stream) *streamState {
 	st := &streamState{info: m, wake: make(chan struct{}), upWake: make(chan struct{})}
 	s.initLifecycle(st)

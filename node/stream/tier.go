@@ -389,12 +389,7 @@ func (s *Service) Flush(ctx context.Context) error {
 		return fmt.Errorf("flush: %w", fenced)
 	}
 
-	s.mu.RLock()
-	streams := make([]*streamState, 0, len(s.byID))
-	for _, st := range s.byID {
-		streams = append(streams, st)
-	}
-	s.mu.RUnlock()
+	streams := s.loaded()
 	sort.Slice(streams, func(i, j int) bool { return streams[i].info.ID < streams[j].info.ID })
 
 	snapshotAt := time.Now()
@@ -599,10 +594,7 @@ func (s *Service) fence(err error) {
 		s.fenced = err
 		s.cfg.Logger.Error("node lease lost; refusing appends until it rejoins", "err", err)
 	}
-	streams := make([]*streamState, 0, len(s.byID))
-	for _, st := range s.byID {
-		streams = append(streams, st)
-	}
+	streams := s.loadedLocked()
 	s.mu.Unlock()
 	// Wake appends waiting for object durability: they fail now.
 	for _, st := range streams {
