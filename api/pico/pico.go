@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -86,6 +87,9 @@ type Handler struct {
 	cfg   Config
 	lim   batchLimits
 	pages pageCache // rendered live-read pages shared by SSE readers
+
+	routerOnce sync.Once // ServeHTTP's own router, built on first use
+	router     *mux.Router
 }
 
 // New returns a Pico handler over svc.
@@ -140,9 +144,11 @@ func (h *Handler) Register(r *mux.Router) {
 
 // ServeHTTP serves the Pico routes alone, for tests and embedding.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	router := mux.NewRouter().SkipClean(true)
-	h.Register(router)
-	router.ServeHTTP(w, r)
+	h.routerOnce.Do(func() {
+		h.router = mux.NewRouter().SkipClean(true)
+		h.Register(h.router)
+	})
+	h.router.ServeHTTP(w, r)
 }
 
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
