@@ -8,16 +8,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
 var picomqBin string
@@ -29,9 +29,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	picomqBin = filepath.Join(dir, "picomq")
-	build := exec.Command("go", "build", "-o", picomqBin, "github.com/PicoMQ/picomq/cmd/picomq")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := testproc.Build(picomqBin, testproc.Picomq); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: building picomq:", err)
 		os.Exit(1)
 	}
@@ -43,12 +41,11 @@ func TestMain(m *testing.M) {
 // freeAddr returns a loopback address that was free a moment ago.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // proc is one running picomq process.
@@ -64,22 +61,7 @@ type proc struct {
 	exitErr error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testproc.SyncBuffer
 
 // startNode runs `picomq serve` on a fresh loopback port with dataDir and
 // waits until /readyz answers 200.
@@ -118,24 +100,8 @@ func (p *proc) start() {
 		p.exitErr = p.cmd.Wait()
 		close(p.exited)
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-p.exited:
-			p.t.Fatalf("picomq exited during start: %v\n%s", p.exitErr, p.logs.String())
-		default:
-		}
-		resp, err := http.Get(p.URL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("picomq not ready after 60s\n%s", p.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testproc.WaitReady(p.URL+"/readyz", p.exited, 60*time.Second); err != nil {
+		p.t.Fatalf("picomq: %v\n%s", err, p.logs.String())
 	}
 }
 

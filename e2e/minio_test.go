@@ -3,12 +3,13 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
 // minioServer is a MinIO process owned by one test, so the test can stop
@@ -88,21 +89,10 @@ func (m *minioServer) start() {
 	}
 	m.exited = make(chan struct{})
 	go func() { _ = m.cmd.Wait(); close(m.exited) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(m.URL() + "/minio/health/live")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				m.started = true
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("minio not live after 60s\n%s", m.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := testproc.WaitReady(m.URL()+"/minio/health/live", m.exited, 60*time.Second); err != nil {
+		m.t.Fatalf("minio: %v\n%s", err, m.logs.String())
 	}
+	m.started = true
 }
 
 // stop kills MinIO (SIGKILL: an outage, not a maintenance window).

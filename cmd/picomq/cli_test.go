@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PicoMQ/picomq/internal/testproc"
 	picomq "github.com/PicoMQ/picomq/sdk/go"
 )
 
@@ -44,9 +45,7 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(tmpRoot)
 	if cliBin = os.Getenv("PICOMQ_TEST_BIN"); cliBin == "" {
 		cliBin = filepath.Join(tmpRoot, "picomq")
-		build := exec.Command("go", "build", "-o", cliBin, ".")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
+		if err := testproc.Build(cliBin, "."); err != nil {
 			fmt.Fprintln(os.Stderr, "cli tests: building picomq:", err)
 			return 1
 		}
@@ -75,46 +74,29 @@ func (s *server) kill() {
 }
 
 func startServer(proto string) (*server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	dir, err := os.MkdirTemp(tmpRoot, "data")
 	if err != nil {
 		return nil, err
 	}
-	var logs bytes.Buffer
+	logs := &testproc.SyncBuffer{}
 	cmd := exec.Command(cliBin, "serve", "--data-dir", dir, "--http-addr", addr, "--kafka-addr", "off",
 		"--protocol", proto, "--log-level", "warn", "--sse-timeout", "2s")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	s := &server{url: "http://" + addr, cmd: cmd, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.exited) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(s.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return s, nil
-			}
-		}
-		select {
-		case <-s.exited:
-			return nil, fmt.Errorf("picomq serve exited: %s", logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.kill()
-			return nil, fmt.Errorf("picomq serve not ready after 60s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testproc.WaitReady(s.url+"/readyz", s.exited, 60*time.Second); err != nil {
+		s.kill()
+		return nil, fmt.Errorf("picomq serve: %v\n%s", err, logs.String())
 	}
+	return s, nil
 }
 
 type result struct {

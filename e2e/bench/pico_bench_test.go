@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PicoMQ/picomq/internal/testproc"
 	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/sdk/wire/codec"
@@ -49,10 +49,7 @@ func picomqBinary(b *testing.B) string {
 			return
 		}
 		binPath = filepath.Join(dir, "picomq")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/PicoMQ/picomq/cmd/picomq").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		buildErr = testproc.Build(binPath, testproc.Picomq)
 	})
 	if buildErr != nil {
 		b.Fatal(buildErr)
@@ -89,17 +86,15 @@ type node struct {
 
 func startNode(b *testing.B, extra ...string) *node {
 	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testproc.FreeAddr()
 	if err != nil {
 		b.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	args := append([]string{"serve", "--data-dir", benchDir(b), "--http-addr", addr, "--kafka-addr", "off",
 		"--node-id", "bench", "--log-level", "warn"}, extra...)
 	cmd := exec.Command(picomqBinary(b), args...)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &testproc.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -114,20 +109,10 @@ func startNode(b *testing.B, extra ...string) *node {
 			_ = cmd.Process.Kill()
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(n.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return n
-			}
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("picomq not ready:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testproc.WaitReady(n.url+"/readyz", nil, 60*time.Second); err != nil {
+		b.Fatalf("picomq: %v\n%s", err, logs.String())
 	}
+	return n
 }
 
 // cpuSeconds is the user+system CPU time of a process, from /proc.

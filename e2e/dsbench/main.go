@@ -38,6 +38,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
 func main() {
@@ -259,22 +261,7 @@ type process struct {
 	done chan struct{}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testproc.SyncBuffer
 
 // startProcess runs a server. If ready is non-nil it is closed when the
 // process prints a line starting with "listening".
@@ -314,29 +301,9 @@ func (p *process) stop() {
 	}
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+var freeAddr = testproc.FreeAddr
 
-func waitReady(url string) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return errors.New("not ready after 60s")
-}
+func waitReady(url string) error { return testproc.WaitReady(url, nil, 60*time.Second) }
 
 // installPackages installs the pinned npm packages into the user cache dir
 // (shared with the conformance test), reusing an install of the same lock.

@@ -8,7 +8,6 @@ package picomq_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PicoMQ/picomq/internal/testproc"
 	picomq "github.com/PicoMQ/picomq/sdk/go"
 )
 
@@ -61,7 +61,7 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(binDir)
 	if picomqBin = os.Getenv("PICOMQ_TEST_BIN"); picomqBin == "" {
 		picomqBin = filepath.Join(binDir, "picomq")
-		if err := goBuild(picomqBin, "github.com/PicoMQ/picomq/cmd/picomq"); err != nil {
+		if err := testproc.Build(picomqBin, testproc.Picomq); err != nil {
 			fmt.Fprintln(os.Stderr, "sdk tests: building picomq:", err)
 			return 1
 		}
@@ -104,12 +104,6 @@ func testMain(m *testing.M) int {
 	return code
 }
 
-func goBuild(out, pkg string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	return cmd.Run()
-}
-
 func tail(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -117,32 +111,9 @@ func tail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+var freeAddr = testproc.FreeAddr
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testproc.SyncBuffer
 
 // server is one `picomq serve` child process.
 type server struct {
@@ -186,7 +157,7 @@ func startServer(addr string, extra ...string) (*server, error) {
 		s.exitErr = s.cmd.Wait()
 		close(s.exited)
 	}()
-	if err := waitReady(s.URL, s.exited, 60*time.Second); err != nil {
+	if err := testproc.WaitReady(s.URL+"/readyz", s.exited, 60*time.Second); err != nil {
 		s.kill()
 		return nil, fmt.Errorf("picomq %v: %v (exit: %v)\n%s", args, err, s.exitErr, s.logs.String())
 	}
@@ -207,30 +178,6 @@ func startTestServer(t testing.TB, addr string, extra ...string) *server {
 		}
 	})
 	return s
-}
-
-// waitReady polls url/readyz until it answers 200.
-func waitReady(base string, exited <-chan struct{}, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	c := http.Client{Timeout: 2 * time.Second}
-	for {
-		select {
-		case <-exited:
-			return errors.New("exited during start")
-		default:
-		}
-		resp, err := c.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready after %v (last: %v)", within, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func (s *server) kill() {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PicoMQ/picomq/internal/testproc"
 	picomq "github.com/PicoMQ/picomq/sdk/go"
 )
 
@@ -36,7 +37,7 @@ func etcdBinary(t *testing.T) string {
 			return
 		}
 		etcdBin = filepath.Join(binDir, "etcd")
-		etcdErr = goBuild(etcdBin, "github.com/PicoMQ/picomq/e2e/cmd/etcd")
+		etcdErr = testproc.Build(etcdBin, "github.com/PicoMQ/picomq/e2e/cmd/etcd")
 	})
 	if etcdErr != nil {
 		t.Fatalf("building etcd: %v", etcdErr)

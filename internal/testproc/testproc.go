@@ -1,0 +1,86 @@
+// Package testproc holds what every black-box test harness of this module
+// needs to run real processes (picomq, MinIO, etcd, the reference server)
+// on loopback: a build of the binary, a free port, a log buffer that
+// readers may share with the process, and a readiness wait. It imports
+// only the standard library, so any package's tests may use it — the
+// SDK's included, which must not import server code.
+package testproc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// Picomq is the import path of the picomq binary.
+const Picomq = "github.com/PicoMQ/picomq/cmd/picomq"
+
+// Build runs `go build -o out pkg`, its output on stderr.
+func Build(out, pkg string) error {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s: %w", pkg, err)
+	}
+	return nil
+}
+
+// FreeAddr returns a loopback address that was free a moment ago.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// WaitReady polls url until it answers 200, the process exits (exited is
+// closed; nil means never), or within has passed.
+func WaitReady(url string, exited <-chan struct{}, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	c := http.Client{Timeout: 2 * time.Second}
+	for {
+		select {
+		case <-exited:
+			return errors.New("exited during start")
+		default:
+		}
+		resp, err := c.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %v (last: %v)", url, within, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// SyncBuffer is a bytes.Buffer a child process writes to while the test
+// reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
