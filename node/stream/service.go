@@ -843,7 +843,9 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 		if s.pending.Add(int64(len(buf))) >= s.tcfg.SealMaxBytes {
 			s.requestFlush(false)
 		}
-		s.pendingSince.CompareAndSwap(0, time.Now().UnixNano())
+		if s.pendingSince.Load() == 0 { // read the clock once per flush, not per append
+			s.pendingSince.CompareAndSwap(0, time.Now().UnixNano())
+		}
 	}
 	if objectDurable {
 		if err := s.waitUploaded(ctx, st, end); err != nil {
