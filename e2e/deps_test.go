@@ -37,7 +37,8 @@ func TestImportRules(t *testing.T) {
 		{"meta", []string{"api", "kafka", "node", "wal", "tiering"}, "metadata knows no frontend, wiring or storage"},
 		{"api", []string{"wal", "tiering", "meta", "kafka"}, "frontends call the stream service only"},
 		{"kafka", []string{"wal", "tiering", "meta", "api"}, "frontends call the stream service only"},
-		{"sdk", []string{"api", "kafka", "node", "wal", "tiering", "meta", "cmd", "e2e"}, "the SDK imports no server package"},
+		{"sdk", []string{"api", "kafka", "node", "wal", "tiering", "meta", "cmd", "e2e", "client"}, "the shared wire vocabulary imports no server or client package"},
+		{"client", []string{"api", "kafka", "node", "wal", "tiering", "meta", "cmd", "e2e"}, "clients import no server package"},
 	}
 	checked := 0
 	for dec.More() {

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/testproc"
-	picomq "github.com/PicoMQ/picomq/sdk/go"
+	picomq "github.com/PicoMQ/picomq/client/go"
 )
 
 var (

@@ -1,7 +1,7 @@
 package main
 
 // The client subcommands: create, append, read, tail, ls, rm, describe. They
-// are built on the Go SDK (sdk/go) and speak either protocol. docs/cli.md is
+// are built on the Go SDK (client/go) and speak either protocol. docs/cli.md is
 // the reference, exit codes included.
 
 import (
@@ -23,7 +23,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	picomq "github.com/PicoMQ/picomq/sdk/go"
+	picomq "github.com/PicoMQ/picomq/client/go"
 )
 
 // Exit codes of the client subcommands (docs/cli.md).

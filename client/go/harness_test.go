@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/testproc"
-	picomq "github.com/PicoMQ/picomq/sdk/go"
+	picomq "github.com/PicoMQ/picomq/client/go"
 )
 
 // exampleAddr is where the examples expect a Pico node: the address in the

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/testproc"
-	picomq "github.com/PicoMQ/picomq/sdk/go"
+	picomq "github.com/PicoMQ/picomq/client/go"
 )
 
 // The redirect test runs a real two-node cluster: an etcd daemon (built

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"testing"
 
-	picomq "github.com/PicoMQ/picomq/sdk/go"
+	picomq "github.com/PicoMQ/picomq/client/go"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/sdk/wire/codec"
 )
@@ -18,7 +18,7 @@ import (
 // in between. The raw loop is the ceiling of a one-in-flight producer; the
 // gap between the two is the SDK's cost.
 //
-//	go test -run '^$' -bench . ./sdk/go/   (or: make bench)
+//	go test -run '^$' -bench . ./client/go/   (or: make bench)
 
 var benchSizes = []struct {
 	name string

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	picomq "github.com/PicoMQ/picomq/sdk/go"
+	picomq "github.com/PicoMQ/picomq/client/go"
 )
 
 func serverURL(p picomq.Protocol) string {

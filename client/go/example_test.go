@@ -7,7 +7,7 @@ import (
 	"log"
 	"strconv"
 
-	picomq "github.com/PicoMQ/picomq/sdk/go"
+	picomq "github.com/PicoMQ/picomq/client/go"
 )
 
 // The examples run in `go test` against a real `picomq serve` on

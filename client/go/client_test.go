@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	picomq "github.com/PicoMQ/picomq/sdk/go"
+	picomq "github.com/PicoMQ/picomq/client/go"
 )
 
 func TestCreateAppendReadHeadDelete(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	picomq "github.com/PicoMQ/picomq/sdk/go"
+	picomq "github.com/PicoMQ/picomq/client/go"
 )
 
 // collector receives a subscription's records in a goroutine, each with
