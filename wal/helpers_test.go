@@ -164,3 +164,14 @@ func (g *syncGate) calls() int {
 	defer g.mu.Unlock()
 	return g.n
 }
+
+// awaitPrepared waits until the background zero-fill of the next segment
+// is complete, so a test that counts disk bytes does not depend on whether
+// the filler or the next rotation came first. It must be called only while
+// no append is in flight: the writer touches w.next only inside a commit,
+// and an idle writer lets the fill run to the end.
+func awaitPrepared(w *WAL) {
+	if p := w.next; p != nil {
+		<-p.done
+	}
+}

@@ -27,6 +27,7 @@ func buildLog(t *testing.T, segSize int64, sizes []int) (string, []entry) {
 			t.Fatal(err)
 		}
 		all = append(all, entry{pos, data})
+		awaitPrepared(w) // every segment fully preallocated: damage to its padding is at a fixed place
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)

@@ -609,6 +609,7 @@ func TestRemoveSegmentsBefore(t *testing.T) {
 			t.Fatal(err)
 		}
 		all = append(all, entry{pos, data})
+		awaitPrepared(w) // every segment fully preallocated: DiskBytes below is exact
 	}
 	active := w.ActiveSegment() // 40 entries of 913 bytes, 4 per segment: 10 segments
 	if active != 10 {
@@ -700,6 +701,7 @@ func TestStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		payloadBytes += uint64(n)
+		awaitPrepared(w) // segment 2 fully preallocated before the rotation into it
 	}
 	st := w.Stats()
 	if st.Entries != uint64(len(sizes)) || st.PayloadBytes != payloadBytes ||
