@@ -26,8 +26,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/PicoMQ/picomq/internal/testproc"
 	picomq "github.com/PicoMQ/picomq/client/go"
+	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
 // exampleAddr is where the examples expect a Pico node: the address in the

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/PicoMQ/picomq/internal/testproc"
 	picomq "github.com/PicoMQ/picomq/client/go"
+	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
 // The redirect test runs a real two-node cluster: an etcd daemon (built

@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/PicoMQ/picomq/internal/testproc"
 	picomq "github.com/PicoMQ/picomq/client/go"
+	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
 var (
