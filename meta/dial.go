@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -12,6 +13,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 )
+
+// DialOption adjusts the etcd client configuration of Dial.
+type DialOption func(*clientv3.Config)
+
+// WithTLS dials etcd over TLS: tc carries the CA that verifies etcd and,
+// for clusters that require client certificates, this node's certificate.
+func WithTLS(tc *tls.Config) DialOption {
+	return func(c *clientv3.Config) { c.TLS = tc }
+}
 
 // DialTimeout bounds establishing a connection to an etcd endpoint, and the
 // health probe in Dial when the caller's context has no deadline.
@@ -28,11 +38,11 @@ const DialTimeout = 5 * time.Second
 // zap logging is discarded; its retry warnings would otherwise go to stderr
 // on every transient failure, and every failure is returned to the caller
 // anyway.
-func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+func Dial(ctx context.Context, endpoints []string, opts ...DialOption) (*clientv3.Client, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("meta: dial etcd: %w: no endpoints", ErrInvalid)
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          DialTimeout,
 		DialKeepAliveTime:    5 * time.Second,
@@ -47,7 +57,11 @@ func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
 			MinConnectTimeout: time.Second,
 		})},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("meta: dial etcd %v: %w", endpoints, err)
 	}

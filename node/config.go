@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,65 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	LogFormat       string
+
+	// Security (docs/security.md).
+	AuthTokens     string // token file; empty = no authentication
+	InsecureNoAuth bool   // allow a non-loopback listener without auth
+	TLSCert        string // PEM certificate chain for the listeners
+	TLSKey         string // PEM private key for the listeners
+	H2C            Toggle // cleartext HTTP/2 (prior knowledge); auto = on when the HTTP listener is loopback
+	EtcdCA         string // CA bundle to verify external etcd
+	EtcdCert       string // client certificate presented to etcd
+	EtcdKey        string // its key
+	S3CA           string // CA bundle to verify an https S3 endpoint
+
+	// Limits (docs/security.md#limits).
+	MaxHeaderBytes         int
+	MaxConnections         int
+	MaxRecordBytes         int
+	MaxBatchRecords        int
+	MaxInflightAppendBytes int64
+	ReadHeaderTimeout      time.Duration
+	BodyTimeout            time.Duration
+	IdleTimeout            time.Duration
+}
+
+// Toggle is a boolean flag with a third state, auto (not given), whose
+// meaning the flag's documentation defines. `--h2c` alone means on.
+type Toggle struct {
+	set, on bool
+}
+
+// On resolves the toggle, with auto meaning def.
+func (t Toggle) On(def bool) bool {
+	if !t.set {
+		return def
+	}
+	return t.on
+}
+
+// IsBoolFlag lets the flag package accept `--h2c` without a value.
+func (t *Toggle) IsBoolFlag() bool { return true }
+
+func (t *Toggle) String() string {
+	if t == nil || !t.set {
+		return "auto"
+	}
+	return strconv.FormatBool(t.on)
+}
+
+// Set parses true/false (any strconv.ParseBool form) or auto.
+func (t *Toggle) Set(v string) error {
+	if v == "auto" {
+		*t = Toggle{}
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("want true, false or auto")
+	}
+	*t = Toggle{set: true, on: b}
+	return nil
 }
 
 // Protocols a stream listener can serve.
@@ -54,6 +114,15 @@ const (
 	defaultShutdownTimeout  = 30 * time.Second
 	envPrefix               = "PICOMQ_"
 	maxLongPollTimeoutLimit = 5 * time.Minute
+
+	defaultMaxHeaderBytes         = 64 << 10
+	defaultMaxConnections         = 4096
+	defaultMaxRecordBytes         = 1 << 20
+	defaultMaxBatchRecords        = 10000
+	defaultMaxInflightAppendBytes = 256 << 20
+	defaultReadHeaderTimeout      = 10 * time.Second
+	defaultBodyTimeout            = 60 * time.Second
+	defaultIdleTimeout            = 120 * time.Second
 )
 
 // ErrHelp is returned when -h/--help was asked for; usage has been printed.
@@ -91,6 +160,23 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long SIGTERM waits for in-flight requests")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
+	fs.StringVar(&cfg.AuthTokens, "auth-tokens", "", "token file (hashes and scopes, docs/security.md); reloaded on SIGHUP")
+	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "serve a non-loopback listener without authentication")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) for the HTTP and Kafka listeners; reloaded on SIGHUP")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.Var(&cfg.H2C, "h2c", "cleartext HTTP/2 with prior knowledge: true, false or auto (on when --http-addr is loopback)")
+	fs.StringVar(&cfg.EtcdCA, "etcd-ca", "", "PEM CA bundle to verify external etcd (https endpoints)")
+	fs.StringVar(&cfg.EtcdCert, "etcd-cert", "", "PEM client certificate presented to etcd")
+	fs.StringVar(&cfg.EtcdKey, "etcd-key", "", "PEM key of --etcd-cert")
+	fs.StringVar(&cfg.S3CA, "s3-ca", "", "PEM CA bundle to verify an https S3 endpoint")
+	fs.IntVar(&cfg.MaxHeaderBytes, "max-header-bytes", defaultMaxHeaderBytes, "largest request header block in bytes (431 above it)")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", defaultMaxConnections, "concurrent connections per listener; more are closed at accept")
+	fs.IntVar(&cfg.MaxRecordBytes, "max-record-bytes", defaultMaxRecordBytes, "largest record (key + value + headers) in bytes")
+	fs.IntVar(&cfg.MaxBatchRecords, "max-batch-records", defaultMaxBatchRecords, "most records in one append")
+	fs.Int64Var(&cfg.MaxInflightAppendBytes, "max-inflight-append-bytes", defaultMaxInflightAppendBytes, "memory all appends being received may hold; beyond it appends wait, then get 503")
+	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a client has to send its request headers (and TLS handshake)")
+	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", defaultBodyTimeout, "time a client has to send a request body")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", defaultIdleTimeout, "how long an idle keep-alive connection stays open")
 
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -104,20 +190,28 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	if !set["config"] {
 		configFile = getenv(envPrefix + "CONFIG")
 	}
-	var file map[string]any
+	var raw, file map[string]any
 	if configFile != "" {
 		b, err := os.ReadFile(configFile)
 		if err != nil {
 			return Config{}, fmt.Errorf("config file: %w", err)
 		}
-		if err := yaml.Unmarshal(b, &file); err != nil {
+		if err := yaml.Unmarshal(b, &raw); err != nil {
 			return Config{}, fmt.Errorf("config file %s: %w", configFile, err)
 		}
 	}
-	for key := range file {
-		if key == "config" || fs.Lookup(key) == nil {
+	// Keys are flag names; snake_case spellings (auth_tokens) are accepted
+	// too, since most YAML tooling writes those.
+	file = make(map[string]any, len(raw))
+	for key, v := range raw {
+		name := strings.ReplaceAll(key, "_", "-")
+		if name == "config" || fs.Lookup(name) == nil {
 			return Config{}, fmt.Errorf("config file %s: unknown key %q", configFile, key)
 		}
+		if _, dup := file[name]; dup {
+			return Config{}, fmt.Errorf("config file %s: key %q given twice (as %s and with underscores)", configFile, key, name)
+		}
+		file[name] = v
 	}
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -193,7 +287,11 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.AdvertiseURL == "" {
-		c.AdvertiseURL = "http://" + c.HTTPAddr
+		scheme := "http://"
+		if c.TLSCert != "" {
+			scheme = "https://"
+		}
+		c.AdvertiseURL = scheme + c.HTTPAddr
 	} else if u, err := url.Parse(c.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--advertise-url %q: want an absolute http(s) URL", c.AdvertiseURL)
 	}
@@ -248,5 +346,67 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}
+	return c.validateSecurity()
+}
+
+// validateSecurity checks the security settings: paired files, limits, and
+// that a listener reachable from other hosts has authentication.
+func (c *Config) validateSecurity() error {
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key: give both or neither")
+	}
+	if (c.EtcdCert == "") != (c.EtcdKey == "") {
+		return errors.New("--etcd-cert and --etcd-key: give both or neither")
+	}
+	if (c.EtcdCA != "" || c.EtcdCert != "") && len(c.EtcdEndpoints) == 0 {
+		return errors.New("--etcd-ca/--etcd-cert: only for external etcd (--etcd-endpoints); the embedded etcd listens on loopback")
+	}
+	if c.AuthTokens != "" && c.InsecureNoAuth {
+		return errors.New("--insecure-no-auth: contradicts --auth-tokens; give one")
+	}
+	if c.AuthTokens == "" && !c.InsecureNoAuth {
+		if !isLoopbackAddr(c.HTTPAddr) {
+			return fmt.Errorf("--http-addr %s is not loopback and authentication is off: give --auth-tokens FILE (docs/security.md), or --insecure-no-auth to serve anyone who can reach it", c.HTTPAddr)
+		}
+		if c.KafkaAddr != "off" && !isLoopbackAddr(c.KafkaAddr) {
+			return fmt.Errorf("--kafka-addr %s is not loopback and authentication is off: give --auth-tokens FILE (docs/security.md), or --insecure-no-auth to serve anyone who can reach it", c.KafkaAddr)
+		}
+	}
+	if c.MaxHeaderBytes < 4<<10 || c.MaxHeaderBytes > 16<<20 {
+		return fmt.Errorf("--max-header-bytes %d: want between 4096 and %d", c.MaxHeaderBytes, 16<<20)
+	}
+	if c.MaxConnections < 1 {
+		return fmt.Errorf("--max-connections %d: want at least 1", c.MaxConnections)
+	}
+	if c.MaxRecordBytes < 1<<10 || int64(c.MaxRecordBytes) > c.MaxAppendBytes {
+		return fmt.Errorf("--max-record-bytes %d: want between 1024 and --max-append-bytes (%d)", c.MaxRecordBytes, c.MaxAppendBytes)
+	}
+	if c.MaxBatchRecords < 1 || c.MaxBatchRecords > 1_000_000 {
+		return fmt.Errorf("--max-batch-records %d: want between 1 and 1000000", c.MaxBatchRecords)
+	}
+	if c.MaxInflightAppendBytes < c.MaxAppendBytes {
+		return fmt.Errorf("--max-inflight-append-bytes %d: must be at least --max-append-bytes (%d)", c.MaxInflightAppendBytes, c.MaxAppendBytes)
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		return fmt.Errorf("--read-header-timeout %s: want > 0", c.ReadHeaderTimeout)
+	}
+	if c.BodyTimeout < 0 || c.IdleTimeout < 0 {
+		return errors.New("--body-timeout/--idle-timeout: must not be negative (0 = no limit)")
+	}
 	return nil
+}
+
+// isLoopbackAddr reports whether a host:port listens on loopback only:
+// a loopback IP or "localhost". An empty host or 0.0.0.0 is every
+// interface.
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -9,13 +9,16 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -27,6 +30,7 @@ import (
 	"github.com/PicoMQ/picomq/api/ds"
 	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/api/pico"
+	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -48,6 +52,10 @@ type Node struct {
 	ln     net.Listener
 	server *http.Server
 	served chan error
+
+	tokens *auth.Store   // nil when authentication is off
+	certs  *certReloader // nil without --tls-cert
+	tlsCfg *tls.Config   // the listeners' TLS (Kafka uses it too); nil without --tls-cert
 
 	members     *membership
 	tier        *tierAdapter
@@ -75,6 +83,19 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		return nil, err
 	}
 	n = &Node{cfg: cfg, log: log, served: make(chan error, 1)}
+	// Credentials first: a bad token file or certificate fails start-up
+	// before anything is opened.
+	if cfg.AuthTokens != "" {
+		if n.tokens, err = auth.Load(cfg.AuthTokens); err != nil {
+			return nil, fmt.Errorf("--auth-tokens: %w", err)
+		}
+	}
+	if cfg.TLSCert != "" {
+		if n.certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return nil, err
+		}
+		n.tlsCfg = n.certs.serverTLS()
+	}
 	defer func() {
 		if err != nil {
 			n.closeStorage()
@@ -97,7 +118,17 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		endpoints = n.embed.Endpoints()
 		log.Info("embedded etcd started", "endpoints", endpoints)
 	}
-	n.etcd, err = meta.Dial(ctx, endpoints)
+	var dialOpts []meta.DialOption
+	if len(cfg.EtcdEndpoints) > 0 {
+		tc, err := etcdTLS(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if tc != nil {
+			dialOpts = append(dialOpts, meta.WithTLS(tc))
+		}
+	}
+	n.etcd, err = meta.Dial(ctx, endpoints, dialOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
@@ -193,26 +224,56 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		}).Register(router)
 	} else {
 		pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, LongPollTimeout: cfg.LongPollTimeout,
+			MaxRecordBytes: cfg.MaxRecordBytes, MaxBatchRecords: cfg.MaxBatchRecords,
 			SSETimeout: cfg.SSETimeout, Logger: log}).Register(router)
+	}
+	var inner http.Handler = newAppendBudget(cfg.MaxInflightAppendBytes, cfg.MaxAppendBytes, cfg.BodyTimeout).wrap(router)
+	if n.tokens != nil {
+		inner = newGuard(n.tokens, cfg.Protocol, promReg).wrap(inner)
 	}
 	servedBy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Which node answered: history reads may be served by any node.
 		w.Header().Set("Pico-Served-By", cfg.NodeID)
-		router.ServeHTTP(w, r)
+		inner.ServeHTTP(w, r)
 	})
 	handler := httpx.Instrument(servedBy, routeLabel, httpx.NewMetrics(promReg), log)
 
-	n.ln, err = net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("--http-addr %s: %w", cfg.HTTPAddr, err)
 	}
+	refused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_http_connections_refused_total",
+		Help: "Connections to the HTTP listener closed at accept because --max-connections were open.",
+	})
+	promReg.MustRegister(refused)
+	n.ln = newLimitListener(ln, cfg.MaxConnections, refused)
+	h2c := cfg.H2C.On(isLoopbackAddr(cfg.HTTPAddr))
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	protocols.SetUnencryptedHTTP2(h2c && n.tlsCfg == nil)
 	n.server = &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Protocols:         protocols,
+		TLSConfig:         n.tlsCfg,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream:     1 << 20,
+			MaxReceiveBufferPerConnection: 4 << 20,
+		},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	go func() { n.served <- n.server.Serve(n.ln) }()
+	logSecurity(log, cfg, h2c && n.tlsCfg == nil)
+	go func() {
+		if n.tlsCfg != nil {
+			n.served <- n.server.ServeTLS(n.ln, "", "")
+			return
+		}
+		n.served <- n.server.Serve(n.ln)
+	}()
 	if cfg.KafkaAddr != "off" {
 		log.Warn("the Kafka listener is not in this build yet; --kafka-addr is accepted but nothing listens", "kafka_addr", cfg.KafkaAddr)
 	}
@@ -338,11 +399,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-	case err := <-n.served:
-		_ = n.closeStorage()
-		return fmt.Errorf("http server: %w", err)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for serving := true; serving; {
+		select {
+		case <-hup:
+			// SIGHUP re-reads the token file and the TLS certificate.
+			if err := n.Reload(); err != nil {
+				log.Error("reload on SIGHUP failed; the previous tokens/certificate stay in force", "err", err)
+			}
+		case <-ctx.Done():
+			serving = false
+		case err := <-n.served:
+			_ = n.closeStorage()
+			return fmt.Errorf("http server: %w", err)
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()

@@ -40,7 +40,15 @@ const smallRange = 1 << 20
 const maxOpenReaders = 1024
 
 func openTier(ctx context.Context, cfg Config, log *slog.Logger) (*tierAdapter, error) {
-	store, err := objstore.Open(ctx, cfg.ObjectStore)
+	var opts []objstore.Option
+	if cfg.S3CA != "" {
+		pool, err := loadCAPool("--s3-ca", cfg.S3CA)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, objstore.WithRootCAs(pool))
+	}
+	store, err := objstore.Open(ctx, cfg.ObjectStore, opts...)
 	if err != nil {
 		return nil, err
 	}

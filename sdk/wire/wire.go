@@ -168,6 +168,11 @@ const (
 	CodeProducerEpochSeq    = "producer_epoch_seq"
 	CodeStreamClosed        = "stream_closed"
 	CodeContentTypeMismatch = "content_type_mismatch"
+	// Authentication and overload (docs/security.md).
+	CodeUnauthorized = "unauthorized" // 401: no token, or one the server does not know
+	CodeForbidden    = "forbidden"    // 403: the token's scopes do not cover the request
+	CodeRateLimited  = "rate_limited" // 429: the token's request rate is exhausted; see Retry-After
+	CodeOverloaded   = "overloaded"   // 503: too many append bytes in flight; see Retry-After
 )
 
 // ErrorBody is the JSON shape of every error response.

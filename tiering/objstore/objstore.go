@@ -51,6 +51,7 @@ package objstore
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -163,10 +164,19 @@ func IsPermanent(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
+// Option adjusts how Open connects to a remote store.
+type Option func(*S3Options)
+
+// WithRootCAs verifies an https S3 endpoint against pool instead of the
+// system roots (a private CA).
+func WithRootCAs(pool *x509.CertPool) Option {
+	return func(o *S3Options) { o.RootCAs = pool }
+}
+
 // Open opens the store a URL names (see the package documentation). It
 // may do I/O: the S3 store checks that its bucket exists, so a wrong
 // endpoint, bucket or credential fails here rather than at the first upload.
-func Open(ctx context.Context, rawURL string) (Store, error) {
+func Open(ctx context.Context, rawURL string, opts ...Option) (Store, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
 		return nil, fmt.Errorf("objstore: %q: want file:///path or s3://bucket?endpoint=…", rawURL)
@@ -181,11 +191,14 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		}
 		return NewFileStore(path)
 	case "s3":
-		opts, err := parseS3URL(rawURL)
+		s3opts, err := parseS3URL(rawURL)
 		if err != nil {
 			return nil, err
 		}
-		return NewS3Store(ctx, opts)
+		for _, o := range opts {
+			o(&s3opts)
+		}
+		return NewS3Store(ctx, s3opts)
 	default:
 		return nil, fmt.Errorf("objstore: %q: unknown scheme %q (want file or s3)", rawURL, scheme)
 	}

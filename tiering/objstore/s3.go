@@ -3,6 +3,8 @@ package objstore
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +44,8 @@ type S3Options struct {
 	MaxRetries int
 	// Transport overrides the HTTP transport (tests, proxies).
 	Transport http.RoundTripper
+	// RootCAs verifies an https endpoint (default: the system roots).
+	RootCAs *x509.CertPool
 }
 
 // S3Store is a Store on an S3-compatible service.
@@ -141,6 +145,12 @@ func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
 		// Parallel block reads and prefetches share one host: keep enough
 		// idle connections that read-ahead does not redial.
 		t.MaxIdleConnsPerHost = 64
+		if o.RootCAs != nil {
+			if t.TLSClientConfig == nil {
+				t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			}
+			t.TLSClientConfig.RootCAs = o.RootCAs
+		}
 		transport = t
 	}
 	var creds *credentials.Credentials

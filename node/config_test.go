@@ -1,0 +1,97 @@
+package node
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func parseWith(t *testing.T, yaml string, args ...string) (Config, error) {
+	t.Helper()
+	if yaml != "" {
+		f := filepath.Join(t.TempDir(), "picomq.yaml")
+		if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", f)
+	}
+	return ParseServeFlags(append(args, "--data-dir", t.TempDir()), func(string) string { return "" }, io.Discard)
+}
+
+// TestConfigSecurityKeys: the security settings are read from flags and
+// from YAML under both the flag name and its snake_case spelling.
+func TestConfigSecurityKeys(t *testing.T) {
+	for _, style := range []string{"-", "_"} {
+		k := func(s string) string { return strings.ReplaceAll(s, "-", style) }
+		y := k("auth-tokens") + ": /etc/picomq/tokens.yaml\n" +
+			k("tls-cert") + ": /c.pem\n" + k("tls-key") + ": /k.pem\n" +
+			"h2c: false\n" +
+			k("etcd-endpoints") + ": [https://10.0.0.1:2379]\n" +
+			k("etcd-ca") + ": /ca.pem\n" + k("etcd-cert") + ": /ec.pem\n" + k("etcd-key") + ": /ek.pem\n" +
+			k("s3-ca") + ": /s3ca.pem\n" + k("http-addr") + ": 0.0.0.0:4437\n" +
+			k("max-connections") + ": 100\n"
+		cfg, err := parseWith(t, y)
+		if err != nil {
+			t.Fatalf("style %q: %v", style, err)
+		}
+		if cfg.AuthTokens != "/etc/picomq/tokens.yaml" || cfg.TLSCert != "/c.pem" || cfg.TLSKey != "/k.pem" ||
+			cfg.EtcdCA != "/ca.pem" || cfg.EtcdCert != "/ec.pem" || cfg.EtcdKey != "/ek.pem" || cfg.S3CA != "/s3ca.pem" ||
+			cfg.H2C.On(true) || cfg.MaxConnections != 100 {
+			t.Fatalf("style %q: config not read: %+v", style, cfg)
+		}
+		if cfg.AdvertiseURL != "https://0.0.0.0:4437" {
+			t.Fatalf("default advertise URL with TLS = %q, want https", cfg.AdvertiseURL)
+		}
+	}
+	if _, err := parseWith(t, "auth-tokens: a\nauth_tokens: b\nhttp-addr: 127.0.0.1:1\n"); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("both spellings of one key: err = %v", err)
+	}
+}
+
+// TestConfigRefusesOpenListenerWithoutAuth: a listener other hosts can
+// reach needs --auth-tokens or an explicit --insecure-no-auth.
+func TestConfigRefusesOpenListenerWithoutAuth(t *testing.T) {
+	cases := []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--http-addr", "127.0.0.1:4437"}, true},
+		{[]string{"--http-addr", "localhost:4437"}, true},
+		{[]string{"--http-addr", "[::1]:4437"}, true},
+		{[]string{"--http-addr", "0.0.0.0:4437"}, false},
+		{[]string{"--http-addr", ":4437"}, false},
+		{[]string{"--http-addr", "127.0.0.1:4437", "--kafka-addr", "0.0.0.0:9092"}, false},
+		{[]string{"--http-addr", "0.0.0.0:4437", "--insecure-no-auth"}, true},
+		{[]string{"--http-addr", "0.0.0.0:4437", "--auth-tokens", "/t.yaml"}, true},
+		{[]string{"--auth-tokens", "/t.yaml", "--insecure-no-auth"}, false},
+		{[]string{"--tls-cert", "/c.pem"}, false},
+		{[]string{"--etcd-ca", "/ca.pem"}, false},
+	}
+	for _, c := range cases {
+		_, err := parseWith(t, "", c.args...)
+		if (err == nil) != c.ok {
+			t.Errorf("%v: err = %v, want ok=%v", c.args, err, c.ok)
+		}
+	}
+}
+
+func TestToggleH2C(t *testing.T) {
+	for _, c := range []struct {
+		args     []string
+		loopback bool
+		want     bool
+	}{
+		{nil, true, true}, {nil, false, false},
+		{[]string{"--h2c"}, false, true}, {[]string{"--h2c=false"}, true, false}, {[]string{"--h2c=auto"}, true, true},
+	} {
+		cfg, err := parseWith(t, "", c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.H2C.On(c.loopback); got != c.want {
+			t.Errorf("%v loopback=%v: h2c %v, want %v", c.args, c.loopback, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,384 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/PicoMQ/picomq/api/ds"
+	"github.com/PicoMQ/picomq/api/httpx"
+	"github.com/PicoMQ/picomq/auth"
+	"github.com/PicoMQ/picomq/sdk/wire"
+)
+
+// access is what a request needs: a level on a stream name (or name
+// prefix), authentication only (level 0), or nothing at all (public).
+type access struct {
+	public bool
+	level  auth.Level
+	name   string
+}
+
+// classify maps a request onto the access it needs. The rules are the
+// table in docs/security.md; the stream name is derived exactly as the
+// protocol handlers derive it, so the checked name is the served one.
+func classify(protocol string, r *http.Request) access {
+	p := r.URL.Path
+	switch p {
+	case "/healthz", "/readyz":
+		return access{public: true}
+	case "/_sys/drain":
+		return access{level: auth.Admin, name: "/"}
+	}
+	if r.Method == http.MethodOptions {
+		// CORS preflight carries no credentials by design and reveals
+		// nothing; the request that follows is checked.
+		return access{public: true}
+	}
+	name := p
+	if protocol == ProtocolDurableStreams {
+		rest, ok := strings.CutPrefix(p, ds.Prefix)
+		if !ok || !strings.HasPrefix(rest, "/") {
+			return access{} // any valid token; the handler answers 404
+		}
+		name = rest
+	} else if strings.HasPrefix(p, "/_") {
+		switch {
+		case p == wire.PathStreams:
+			prefix := r.URL.Query().Get(wire.QueryPrefix)
+			if prefix == "" {
+				prefix = "/"
+			}
+			return access{level: auth.Read, name: prefix}
+		case strings.HasPrefix(p, wire.PathStreams+"/"):
+			name = strings.TrimPrefix(p, wire.PathStreams)
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				return access{level: auth.Read, name: name}
+			}
+			return access{level: auth.Admin, name: name}
+		}
+		return access{} // /metrics, /_sys/cluster, unknown /_ routes
+	}
+	if p == "/metrics" {
+		return access{}
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		return access{level: auth.Read, name: name}
+	case http.MethodPost, http.MethodPut:
+		return access{level: auth.Write, name: name}
+	case http.MethodDelete:
+		return access{level: auth.Admin, name: name}
+	}
+	return access{}
+}
+
+// bearer extracts the token of an "Authorization: Bearer" header.
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// guard authenticates and authorises every request when a token file is
+// configured, and applies the token's rate limit.
+type guard struct {
+	checker  auth.Checker
+	protocol string
+	denied   *prometheus.CounterVec
+}
+
+func newGuard(checker auth.Checker, protocol string, reg prometheus.Registerer) *guard {
+	g := &guard{checker: checker, protocol: protocol, denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "picomq_auth_denied_total",
+		Help: "HTTP requests refused by authentication (401), authorisation (403) or a token rate limit (429).",
+	}, []string{"code"})}
+	reg.MustRegister(g.denied)
+	return g
+}
+
+func (g *guard) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		need := classify(g.protocol, r)
+		if need.public {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p, err := g.checker.Authenticate(bearer(r))
+		if err != nil {
+			g.denied.WithLabelValues("401").Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="picomq"`)
+			msg := "a bearer token is required (Authorization: Bearer …)"
+			if errors.Is(err, auth.ErrInvalidToken) {
+				msg = "the bearer token is not valid"
+			}
+			httpx.WriteError(w, http.StatusUnauthorized, wire.CodeUnauthorized, msg)
+			return
+		}
+		if need.level != 0 && !p.Allows(need.level, need.name) {
+			g.denied.WithLabelValues("403").Inc()
+			httpx.WriteError(w, http.StatusForbidden, wire.CodeForbidden,
+				fmt.Sprintf("token %q has no %s scope covering %q", p.Name, need.level, need.name))
+			return
+		}
+		if ok, wait := p.Take(time.Now()); !ok {
+			g.denied.WithLabelValues("429").Inc()
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			httpx.WriteError(w, http.StatusTooManyRequests, wire.CodeRateLimited,
+				fmt.Sprintf("token %q is over its request rate; retry after %s", p.Name, wait.Round(time.Millisecond)))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// appendBudget bounds the memory held by request bodies being received
+// and gives slow senders a deadline. A body's weight is its
+// Content-Length, or the largest allowed body when it is chunked, so the
+// sum of weights bounds what the handlers can have read into memory.
+// When the budget is spent a request waits (back-pressure: its body stays
+// in the kernel and in the client); after maxWait it gets 503 +
+// Retry-After instead of an unbounded queue.
+type appendBudget struct {
+	total, maxBody int64
+	bodyTimeout    time.Duration
+	maxWait        time.Duration
+
+	mu      sync.Mutex
+	used    int64
+	freed   chan struct{} // closed and replaced whenever bytes are released
+	waiting atomic.Int64
+}
+
+func newAppendBudget(total, maxBody int64, bodyTimeout time.Duration) *appendBudget {
+	return &appendBudget{total: total, maxBody: maxBody, bodyTimeout: bodyTimeout, maxWait: 5 * time.Second, freed: make(chan struct{})}
+}
+
+func (b *appendBudget) acquire(ctx context.Context, n int64) bool {
+	timer := time.NewTimer(b.maxWait)
+	defer timer.Stop()
+	b.waiting.Add(1)
+	defer b.waiting.Add(-1)
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.total {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		ch := b.freed
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (b *appendBudget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	close(b.freed)
+	b.freed = make(chan struct{})
+	b.mu.Unlock()
+}
+
+func (b *appendBudget) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if b.bodyTimeout > 0 {
+			// Stops a client that trickles its body; reads (long-polls,
+			// SSE) are not affected, their caps are their own.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.bodyTimeout))
+		}
+		n := b.maxBody
+		if r.ContentLength >= 0 && r.ContentLength < n {
+			n = r.ContentLength
+		}
+		if n == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !b.acquire(r.Context(), n) {
+			w.Header().Set("Retry-After", "1")
+			httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeOverloaded,
+				"too many append bytes in flight on this node; retry shortly")
+			return
+		}
+		defer b.release(n)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitListener closes connections beyond max at once, so a flood of idle
+// connections costs one accept each and cannot grow memory past the
+// limit; connections already open keep being served.
+type limitListener struct {
+	net.Listener
+	slots   chan struct{}
+	refused prometheus.Counter
+}
+
+func newLimitListener(ln net.Listener, max int, refused prometheus.Counter) net.Listener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, max), refused: refused}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+			l.refused.Inc()
+			_ = c.Close()
+		}
+	}
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// certReloader serves the certificate in force and swaps in a new one on
+// Reload, so a renewed certificate is picked up without a restart;
+// handshakes in progress keep the old one.
+type certReloader struct {
+	certFile, keyFile string
+	cur               atomic.Pointer[tls.Certificate]
+}
+
+func newCertReloader(certFile, keyFile string) (*certReloader, error) {
+	c := &certReloader{certFile: certFile, keyFile: keyFile}
+	if err := c.Reload(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Reload reads the pair again; on error the old certificate stays.
+func (c *certReloader) Reload() error {
+	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	if err != nil {
+		return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	c.cur.Store(&cert)
+	return nil
+}
+
+func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.cur.Load(), nil }
+
+// serverTLS is the listeners' TLS configuration: TLS 1.2+, HTTP/2 first.
+func (c *certReloader) serverTLS() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: c.get, NextProtos: []string{"h2", "http/1.1"}}
+}
+
+// loadCAPool reads a PEM bundle for verifying a server.
+func loadCAPool(flag, file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s %s: no PEM certificates in it", flag, file)
+	}
+	return pool, nil
+}
+
+// etcdTLS is the client TLS configuration for external etcd, or nil when
+// none of --etcd-ca/--etcd-cert is set (plain, or https with the system
+// roots when an endpoint says https://).
+func etcdTLS(cfg Config) (*tls.Config, error) {
+	https := false
+	for _, e := range cfg.EtcdEndpoints {
+		https = https || strings.HasPrefix(e, "https://")
+	}
+	if cfg.EtcdCA == "" && cfg.EtcdCert == "" && !https {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.EtcdCA != "" {
+		pool, err := loadCAPool("--etcd-ca", cfg.EtcdCA)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = pool
+	}
+	if cfg.EtcdCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.EtcdCert, cfg.EtcdKey)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// Reload re-reads the token file and the TLS certificate (SIGHUP). Each
+// keeps its old contents when the new ones do not load; the error says
+// which failed.
+func (n *Node) Reload() error {
+	var errs []error
+	if n.tokens != nil {
+		if err := n.tokens.Reload(); err != nil {
+			errs = append(errs, err)
+		} else {
+			n.log.Info("token file reloaded", "file", n.tokens.Path(), "tokens", n.tokens.Len())
+		}
+	}
+	if n.certs != nil {
+		if err := n.certs.Reload(); err != nil {
+			errs = append(errs, err)
+		} else {
+			n.log.Info("TLS certificate reloaded", "cert", n.certs.certFile)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// logSecurity says at start-up how the listener is protected.
+func logSecurity(log *slog.Logger, cfg Config, h2c bool) {
+	authMode := "off (loopback only)"
+	switch {
+	case cfg.AuthTokens != "":
+		authMode = "tokens from " + cfg.AuthTokens
+	case cfg.InsecureNoAuth:
+		authMode = "off (--insecure-no-auth)"
+		log.Warn("authentication is off on a listener other hosts may reach (--insecure-no-auth)")
+	}
+	log.Info("listener security", "auth", authMode, "tls", cfg.TLSCert != "", "h2c", h2c)
+}
