@@ -27,6 +27,11 @@ type Config struct {
 	AdvertiseURL    string
 	Protocol        string
 	KafkaAddr       string
+	// KafkaAdvertiseAddr is what Metadata tells Kafka clients to connect
+	// to (default: the bound Kafka address).
+	KafkaAdvertiseAddr string
+	KafkaAutoCreate    bool
+	KafkaMaxFrameBytes int64
 	EtcdEndpoints   []string
 	ObjectStore     string
 	SealMaxBytes    int64
@@ -146,6 +151,9 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.StringVar(&cfg.AdvertiseURL, "advertise-url", "", "URL other nodes redirect clients to (default http://<http-addr>)")
 	fs.StringVar(&cfg.Protocol, "protocol", ProtocolPico, "stream listener protocol: pico or durable-streams")
 	fs.StringVar(&cfg.KafkaAddr, "kafka-addr", defaultKafkaAddr, "Kafka listener address, or off")
+	fs.StringVar(&cfg.KafkaAdvertiseAddr, "kafka-advertise-addr", "", "host:port Kafka clients are told to connect to (default: the bound --kafka-addr)")
+	fs.BoolVar(&cfg.KafkaAutoCreate, "kafka-auto-create-topics", false, "create unknown topics (1 partition) on Kafka Metadata and Produce")
+	fs.Int64Var(&cfg.KafkaMaxFrameBytes, "kafka-max-frame-bytes", 100<<20, "largest Kafka request accepted; larger ones close the connection")
 	fs.StringVar(&etcd, "etcd-endpoints", "", "comma-separated external etcd endpoints (empty = embedded etcd in the data dir)")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object store URL: file:///path or s3://bucket?endpoint=…&region=… (default file://<data-dir>/objects)")
 	fs.Int64Var(&cfg.SealMaxBytes, "seal-max-bytes", 8<<20, "flush pending stream data to object storage once this many bytes are pending")
@@ -280,6 +288,17 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.KafkaAddr); err != nil {
 			return fmt.Errorf("--kafka-addr %q: %v (or off)", c.KafkaAddr, err)
 		}
+	}
+	if c.KafkaAdvertiseAddr != "" {
+		if _, _, err := net.SplitHostPort(c.KafkaAdvertiseAddr); err != nil {
+			return fmt.Errorf("--kafka-advertise-addr %q: want host:port: %v", c.KafkaAdvertiseAddr, err)
+		}
+	}
+	if c.KafkaMaxFrameBytes == 0 {
+		c.KafkaMaxFrameBytes = 100 << 20
+	}
+	if c.KafkaMaxFrameBytes < 1<<20 || c.KafkaMaxFrameBytes > 1<<30 {
+		return fmt.Errorf("--kafka-max-frame-bytes %d: want between %d and %d", c.KafkaMaxFrameBytes, 1<<20, 1<<30)
 	}
 	for _, e := range c.EtcdEndpoints {
 		if _, _, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(e, "http://"), "https://")); err != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/api/pico"
 	"github.com/PicoMQ/picomq/auth"
+	"github.com/PicoMQ/picomq/kafka"
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -63,6 +64,10 @@ type Node struct {
 	flusherDone chan struct{}
 	stopLife    func() // stops the stream expiry reaper
 	stopRetain  func() // stops the retention loop
+
+	kafkaLn     net.Listener // nil when --kafka-addr off
+	kafka       *kafka.Server
+	kafkaServed chan error
 }
 
 // NewLogger builds the process logger from the config.
@@ -143,9 +148,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	log.Info("write-ahead log opened", "segments", report.Segments, "entries", report.Entries,
 		"torn_segment", report.TornSegment, "torn_bytes", report.TornBytes)
 
+	// The Kafka listener is bound before joining, so the membership
+	// record carries the address it really got (port 0 in tests).
+	kafkaAdvertise, err := n.listenKafka()
+	if err != nil {
+		return nil, err
+	}
 	n.members = &membership{
 		reg: reg, cli: n.etcd, ttl: cfg.LeaseTTL, log: log,
-		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: cfg.KafkaAddr, StartedAt: time.Now().UTC()},
+		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: kafkaAdvertise, StartedAt: time.Now().UTC()},
 		leaseLog: filepath.Join(cfg.DataDir, "node-lease"),
 	}
 	if err := n.members.join(ctx); err != nil {
@@ -274,8 +285,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		}
 		n.served <- n.server.Serve(n.ln)
 	}()
-	if cfg.KafkaAddr != "off" {
-		log.Warn("the Kafka listener is not in this build yet; --kafka-addr is accepted but nothing listens", "kafka_addr", cfg.KafkaAddr)
+	if err := n.serveKafka(ctx); err != nil {
+		return nil, err
 	}
 	log.Info("picomq node serving", "node_id", cfg.NodeID, "http", n.ln.Addr().String(),
 		"protocol", cfg.Protocol, "advertise_url", cfg.AdvertiseURL, "data_dir", cfg.DataDir)
@@ -337,6 +348,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.log.Warn("in-flight requests did not finish in time; closing", "err", err)
 		_ = n.server.Close()
 	}
+	n.closeKafka(ctx)
 	n.svc.Close()
 	if cerr := n.closeStorage(); cerr != nil {
 		err = errors.Join(err, cerr)
@@ -349,6 +361,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 
 func (n *Node) closeStorage() error {
 	var errs []error
+	if n.kafka == nil && n.kafkaLn != nil {
+		_ = n.kafkaLn.Close() // bound but never served (start-up failed)
+	}
 	if n.stopLife != nil {
 		n.stopLife()
 		n.stopLife = nil

@@ -159,11 +159,9 @@ func (s *Service) List(ctx context.Context, prefix, after string, limit int) ([]
 		if listHidden(m) {
 			continue
 		}
-		out = append(out, Info{
-			Name: m.Name, ID: m.ID, ContentType: m.ContentType, CreatedAt: m.CreatedAt, Owner: m.Owner,
-			StartOffset: m.StartOffset, NextOffset: -1,
-			KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes,
-		})
+		info := infoFromMeta(m)
+		info.NextOffset = -1
+		out = append(out, info)
 	}
 	return out, more, nil
 }

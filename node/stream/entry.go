@@ -26,6 +26,9 @@ const (
 	flagWriterSeq = 1 << 1
 	flagClose     = 1 << 2
 	flagNoBatch   = 1 << 3
+	// flagRecordSeq: the producer uses Kafka's per-record sequences
+	// (Producer.PerRecord); seq is the batch's first record's.
+	flagRecordSeq = 1 << 4
 
 	entryFixedSize = 10
 	maxEntryString = 1 << 12
@@ -47,6 +50,9 @@ func appendEntryHeader(dst []byte, streamID uint64, p *Producer, writerSeq strin
 	var flags byte
 	if p != nil {
 		flags |= flagProducer
+		if p.PerRecord {
+			flags |= flagRecordSeq
+		}
 	}
 	if writerSeq != "" {
 		flags |= flagWriterSeq
@@ -85,7 +91,7 @@ func decodeEntry(data []byte) (entry, error) {
 	}
 	e.streamID = binary.BigEndian.Uint64(data[1:9])
 	e.flags = data[9]
-	if e.flags&^(flagProducer|flagWriterSeq|flagClose|flagNoBatch) != 0 {
+	if e.flags&^(flagProducer|flagWriterSeq|flagClose|flagNoBatch|flagRecordSeq) != 0 {
 		return e, fmt.Errorf("unknown WAL entry flags %#x", e.flags)
 	}
 	rest := data[entryFixedSize:]
@@ -117,6 +123,7 @@ func decodeEntry(data []byte) (entry, error) {
 		if e.producer.Seq, err = readUvarint("producer seq"); err != nil {
 			return e, err
 		}
+		e.producer.PerRecord = e.flags&flagRecordSeq != 0
 	}
 	if e.flags&flagWriterSeq != 0 {
 		if e.writerSeq, err = readString("writer seq"); err != nil {

@@ -14,6 +14,20 @@ type Producer struct {
 	ID    string
 	Epoch uint64
 	Seq   uint64
+	// PerRecord selects Kafka's sequence rules: Seq is the sequence of the
+	// batch's first record and the batch uses one number per record (the
+	// next batch starts at Seq+records), and a producer the stream has never
+	// seen may start at any sequence (KIP-360: its earlier batches may have
+	// been trimmed or written before a restart of the client's state).
+	PerRecord bool `json:",omitempty"`
+}
+
+// span is how many sequence numbers a batch of n records uses.
+func (p *Producer) span(n int) uint64 {
+	if p.PerRecord && n > 0 {
+		return uint64(n)
+	}
+	return 1
 }
 
 // Producer errors. Use errors.As with *ProducerError for the numbers.
@@ -111,7 +125,7 @@ const (
 // last+1, and anything at or below last is a duplicate.
 func checkProducer(ps *producerState, p *Producer) (producerVerdict, error) {
 	if ps == nil {
-		if p.Seq != 0 {
+		if p.Seq != 0 && !p.PerRecord {
 			return 0, &ProducerError{Err: ErrProducerSeqGap, ExpectedSeq: 0, ReceivedSeq: p.Seq}
 		}
 		return produceAccept, nil
@@ -133,8 +147,9 @@ func checkProducer(ps *producerState, p *Producer) (producerVerdict, error) {
 	}
 }
 
-// applyProducer records an accepted batch in the producer state.
-func (st *streamState) applyProducer(p Producer, b sentBatch) {
+// applyProducer records an accepted batch of n records in the producer
+// state.
+func (st *streamState) applyProducer(p Producer, n int, b sentBatch) {
 	if st.producers == nil {
 		st.producers = make(map[string]*producerState)
 	}
@@ -143,7 +158,7 @@ func (st *streamState) applyProducer(p Producer, b sentBatch) {
 		ps = &producerState{epoch: p.Epoch}
 		st.producers[p.ID] = ps
 	}
-	ps.lastSeq = p.Seq
+	ps.lastSeq = p.Seq + p.span(n) - 1
 	b.seq = p.Seq
 	ps.remember(b)
 }

@@ -207,6 +207,9 @@ type Info struct {
 	ContentType string
 	CreatedAt   time.Time
 	Owner       string
+	// Epoch is the ownership epoch: 1 at create, +1 at every change of
+	// owner (Kafka presents it as the partition's leader epoch).
+	Epoch       int64
 	StartOffset int64
 	NextOffset  int64
 	Closed      bool
@@ -334,7 +337,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 // replay applies one recovered entry to the stream's in-memory state; it
 // reports false for an entry already in object storage.
 func (st *streamState) replay(pos wal.Pos, e *entry) (bool, error) {
-	first, next, ts := st.next, st.next, int64(0)
+	first, next, ts, n := st.next, st.next, int64(0), 0
 	if e.hasBatch() {
 		h, err := record.ParseHeader(e.batch)
 		if err != nil {
@@ -349,6 +352,7 @@ func (st *streamState) replay(pos wal.Pos, e *entry) (bool, error) {
 			return false, fmt.Errorf("base offset %d, want %d", h.BaseOffset, st.next)
 		}
 		count := h.LastOffsetDelta + 1
+		n = int(count)
 		st.chunks = append(st.chunks, chunk{base: h.BaseOffset, next: h.BaseOffset + int64(count), pos: pos})
 		next = h.BaseOffset + int64(count)
 		ts = h.MaxTimestamp
@@ -362,8 +366,9 @@ func (st *streamState) replay(pos wal.Pos, e *entry) (bool, error) {
 		ps := st.producers[e.producer.ID]
 		// A state-only entry may predate the snapshot it was flushed
 		// into; never let it move a producer backwards.
-		if ps == nil || e.producer.Epoch > ps.epoch || (e.producer.Epoch == ps.epoch && e.producer.Seq > ps.lastSeq) {
-			st.applyProducer(e.producer, sentBatch{first: first, next: next, ts: ts})
+		last := e.producer.Seq + e.producer.span(n) - 1
+		if ps == nil || e.producer.Epoch > ps.epoch || (e.producer.Epoch == ps.epoch && last > ps.lastSeq) {
+			st.applyProducer(e.producer, n, sentBatch{first: first, next: next, ts: ts})
 		}
 	}
 	if e.flags&flagWriterSeq != 0 {
@@ -579,6 +584,7 @@ func (st *streamState) infoLocked() Info {
 		ContentType: st.info.ContentType,
 		CreatedAt:   st.info.CreatedAt,
 		Owner:       st.info.Owner,
+		Epoch:       st.info.Epoch,
 		NextOffset:  st.hwm,
 		Closed:      st.closedVisible,
 		TTL:         st.life.ttl,
@@ -656,8 +662,13 @@ func (s *Service) Append(ctx context.Context, name string, recs []record.Record)
 // AppendRequest is one append: a batch of records, optionally from an
 // idempotent producer, optionally closing the stream.
 type AppendRequest struct {
-	Records  []record.Record // may be empty only when Close is set
-	Producer *Producer       // nil = not idempotent
+	Records []record.Record // may be empty only when Close is set
+	// Batch is instead one client RecordBatch v2 (a Kafka produce) that the
+	// caller validated (record.Validate): it is stored verbatim, compression
+	// and timestamps included, with only its base offset assigned (outside
+	// the CRC). Records must then be empty.
+	Batch    []byte
+	Producer *Producer // nil = not idempotent
 	// Close closes the stream atomically with this append: durable and
 	// monotonic; later appends fail with ErrStreamClosed.
 	Close bool
@@ -686,7 +697,15 @@ type AppendResult struct {
 // order closed → producer → writer sequence, so a retried duplicate is
 // acknowledged even if it also carries a stale writer sequence.
 func (s *Service) AppendBatch(ctx context.Context, name string, req AppendRequest) (AppendResult, error) {
-	if len(req.Records) == 0 && !req.Close {
+	count := len(req.Records)
+	if req.Batch != nil {
+		h, err := record.ParseHeader(req.Batch)
+		if err != nil || len(req.Records) > 0 || h.Size() != len(req.Batch) {
+			return AppendResult{}, fmt.Errorf("%w: a raw batch must be one whole, valid batch without records beside it", ErrInvalidArgument)
+		}
+		count = int(h.LastOffsetDelta) + 1
+	}
+	if count == 0 && !req.Close {
 		return AppendResult{}, fmt.Errorf("%w: an append needs at least one record", ErrInvalidArgument)
 	}
 	if req.Producer != nil && req.Producer.ID == "" {
@@ -780,9 +799,13 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 
 	ts := max(s.cfg.Now().UnixMilli(), st.lastTS)
 	base := st.next
-	noBatch := len(req.Records) == 0
+	noBatch := count == 0
 	buf := appendEntryHeader((*bufp)[:0], st.info.ID, req.Producer, req.WriterSeq, req.Close, noBatch)
-	if !noBatch {
+	if req.Batch != nil {
+		n := len(buf)
+		buf = append(buf, req.Batch...)
+		record.SetBaseOffset(buf[n:], base)
+	} else if !noBatch {
 		buf = record.AppendBatch(buf, record.BatchOptions{
 			BaseOffset: base, Timestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
 		}, req.Records)
@@ -794,7 +817,7 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 		s.fail(err)
 		return AppendResult{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
 	}
-	end := base + int64(len(req.Records))
+	end := base + int64(count)
 	if !noBatch {
 		st.chunks = append(st.chunks, chunk{base: base, next: end, pos: pending.Pos()})
 		st.lastTS = ts
@@ -807,7 +830,7 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	objectDurable := s.tier != nil && st.durability(s.cfg.DefaultDurability) == DurabilityObject
 	st.next = end
 	if req.Producer != nil {
-		st.applyProducer(*req.Producer, sentBatch{first: base, next: end, ts: ts, pending: pending})
+		st.applyProducer(*req.Producer, count, sentBatch{first: base, next: end, ts: ts, pending: pending})
 		ps = st.producers[req.Producer.ID]
 	}
 	if req.WriterSeq != "" {

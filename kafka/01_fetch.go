@@ -1,0 +1,160 @@
+package kafka
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// defaultFetchMaxBytes is the response budget of versions without MaxBytes.
+const defaultFetchMaxBytes = 50 << 20
+
+// handleFetch returns stored batches verbatim. It long-polls: when fewer
+// than MinBytes are available it waits, without polling, until one of the
+// partitions grows or MaxWaitMillis passes; only this connection waits.
+// Fetch sessions are not kept (SessionID 0: clients send full requests).
+func handleFetch(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.FetchRequest)
+	wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, s.cfg.MaxWait)
+	deadline := time.Now().Add(wait)
+	for {
+		resp, total, changed, stop := s.fetchOnce(ctx, req)
+		if stop || total >= int(req.MinBytes) || len(changed) == 0 || !time.Now().Before(deadline) {
+			return resp, nil
+		}
+		if !waitAny(ctx, changed, deadline) {
+			// Deadline or connection gone: answer with what there is now.
+			resp, _, _, _ = s.fetchOnce(ctx, req)
+			return resp, nil
+		}
+	}
+}
+
+// fetchOnce reads every requested partition once. It returns the response,
+// its record bytes, the change channels to wait on, and whether to answer
+// now regardless of MinBytes (a partition error).
+func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}, bool) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	budget := int(req.MaxBytes)
+	if req.Version < 3 || budget <= 0 {
+		budget = defaultFetchMaxBytes
+	}
+	total := 0
+	stop := false
+	var changed []<-chan struct{}
+	for _, rt := range req.Topics {
+		ot := kmsg.NewFetchResponseTopic()
+		ot.Topic, ot.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewFetchResponseTopicPartition()
+			op.Partition = rp.Partition
+			if req.IsolationLevel == 1 {
+				op.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+			}
+			// KIP-74: the first partition with data gets at least one
+			// batch, even past the budgets; later ones only what is left.
+			limit := min(int(rp.PartitionMaxBytes), budget-total)
+			ch, n, err := s.fetchPartition(ctx, rt.Topic, rp, limit, total == 0, &op)
+			if err != nil {
+				op.ErrorCode = errCode(err)
+				op.HighWatermark, op.LastStableOffset, op.LogStartOffset = -1, -1, -1
+				stop = true
+			}
+			if ch != nil {
+				changed = append(changed, ch)
+			}
+			total += n
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, total, changed, stop
+}
+
+// fetchPartition fills op from one partition and returns the channel that
+// signals its next change and the bytes returned.
+func (s *Server) fetchPartition(ctx context.Context, topic string, rp kmsg.FetchRequestTopicPartition, limit int, first bool, op *kmsg.FetchResponseTopicPartition) (<-chan struct{}, int, error) {
+	name, err := s.partitionName(ctx, topic, rp.Partition, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	// Take the change channel before reading, so an append landing in
+	// between wakes the wait instead of being missed.
+	ch, err := s.svc.Changed(ctx, name)
+	if err != nil {
+		s.forgetOnMissing(topic, err)
+		return nil, 0, err
+	}
+	if limit <= 0 && !first {
+		limit = 1 // only the offsets: ReadBatches returns at least a batch, dropped below
+	}
+	br, err := s.svc.ReadBatches(ctx, name, rp.FetchOffset, max(limit, 1))
+	if err != nil {
+		s.forgetOnMissing(topic, err)
+		return nil, 0, err
+	}
+	if err := checkLeaderEpoch(rp.CurrentLeaderEpoch, br.Stream.Epoch); err != nil {
+		return nil, 0, err
+	}
+	op.HighWatermark = br.HighWatermark
+	op.LastStableOffset = br.HighWatermark // no transactions: nothing is unstable
+	op.LogStartOffset = br.Stream.StartOffset
+	if len(br.Batches) > limit && !first {
+		return ch, 0, nil // no room left in this response
+	}
+	op.RecordBatches = br.Batches
+	return ch, len(br.Batches), nil
+}
+
+// checkLeaderEpoch applies KIP-320: a client that names a leader epoch
+// (>= 0) must name the current one.
+func checkLeaderEpoch(client int32, current int64) error {
+	switch {
+	case client < 0 || int64(client) == current:
+		return nil
+	case int64(client) < current:
+		return kerr.FencedLeaderEpoch
+	default:
+		return kerr.UnknownLeaderEpoch
+	}
+}
+
+// waitAny blocks until one of chs is closed (true), or deadline or ctx
+// (false).
+func waitAny(ctx context.Context, chs []<-chan struct{}, deadline time.Time) bool {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	if len(chs) == 1 {
+		select {
+		case <-chs[0]:
+			return true
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		return false
+	}
+	woke := make(chan struct{}, 1)
+	done := make(chan struct{})
+	defer close(done)
+	for _, ch := range chs {
+		go func() {
+			select {
+			case <-ch:
+				select {
+				case woke <- struct{}{}:
+				default:
+				}
+			case <-done:
+			}
+		}()
+	}
+	select {
+	case <-woke:
+		return true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return false
+}

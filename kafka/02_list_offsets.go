@@ -1,0 +1,115 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/node/record"
+)
+
+// Special ListOffsets timestamps.
+const (
+	listLatest   = -1
+	listEarliest = -2
+)
+
+// handleListOffsets answers latest (the high watermark), earliest (the
+// start offset) and by timestamp (the first record at or after it).
+func handleListOffsets(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		ot := kmsg.NewListOffsetsResponseTopic()
+		ot.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewListOffsetsResponseTopicPartition()
+			op.Partition = rp.Partition
+			offset, ts, epoch, err := s.listOffset(ctx, rt.Topic, rp)
+			if err != nil {
+				op.ErrorCode = errCode(err)
+			} else {
+				op.Offset, op.Timestamp, op.LeaderEpoch = offset, ts, epoch
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, nil
+}
+
+func (s *Server) listOffset(ctx context.Context, topic string, rp kmsg.ListOffsetsRequestTopicPartition) (offset, ts int64, epoch int32, err error) {
+	name, err := s.partitionName(ctx, topic, rp.Partition, false)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	info, err := s.svc.Head(ctx, name)
+	if err != nil {
+		s.forgetOnMissing(topic, err)
+		return 0, 0, 0, err
+	}
+	if err := checkLeaderEpoch(rp.CurrentLeaderEpoch, info.Epoch); err != nil {
+		return 0, 0, 0, err
+	}
+	epoch = int32(info.Epoch)
+	switch rp.Timestamp {
+	case listLatest:
+		return info.NextOffset, -1, epoch, nil
+	case listEarliest:
+		return info.StartOffset, -1, epoch, nil
+	}
+	if rp.Timestamp < 0 {
+		return 0, 0, 0, fmt.Errorf("%w: timestamp %d", kerr.InvalidRequest, rp.Timestamp)
+	}
+	offset, ts, err = s.offsetForTime(ctx, name, info.StartOffset, info.NextOffset, rp.Timestamp)
+	return offset, ts, epoch, err
+}
+
+// offsetForTime finds the first record with a timestamp at or after want by
+// scanning batch headers (MaxTimestamp) from the start and decoding only
+// the batch that holds it. The scan is linear in the stream's size; -1, -1
+// when no record is that late.
+func (s *Server) offsetForTime(ctx context.Context, name string, from, hwm, want int64) (int64, int64, error) {
+	const page = 1 << 20
+	for from < hwm {
+		br, err := s.svc.ReadBatches(ctx, name, from, page)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(br.Batches) == 0 {
+			break
+		}
+		var found, foundTS int64 = -1, -1
+		next := from
+		err = record.SplitBatches(br.Batches, func(b []byte, h record.BatchHeader) error {
+			next = h.LastOffset() + 1
+			if found >= 0 || h.MaxTimestamp < want {
+				return nil
+			}
+			recs, err := record.DecodeRecords(b, nil)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				if r.Offset >= from && r.Timestamp >= want {
+					found, foundTS = r.Offset, r.Timestamp
+					return nil
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		if found >= 0 {
+			return found, foundTS, nil
+		}
+		if next <= from {
+			break
+		}
+		from = next
+	}
+	return -1, -1, nil
+}

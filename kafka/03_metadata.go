@@ -1,0 +1,123 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/node/stream"
+)
+
+// handleMetadata answers from the registry, so every node gives the same
+// brokers, topic ids, partition counts, leaders and leader epochs.
+func handleMetadata(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	b, err := s.brokers(ctx)
+	if err != nil {
+		// Never fail the request: answer with no brokers and the error
+		// on every topic, so the client retries.
+		b = brokers{}
+	}
+	resp.Brokers = b.metadataBrokers()
+	resp.ClusterID = &s.cfg.ClusterID
+	resp.ControllerID = b.controller()
+
+	var topics []topic
+	var terrs []kmsg.MetadataResponseTopic
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		topics, err = s.allTopics(ctx)
+		if err != nil {
+			s.log.Warn("kafka metadata: listing topics failed", "err", err)
+		}
+	} else {
+		var byID map[[16]byte]topic
+		for _, rt := range req.Topics {
+			var t topic
+			var err error
+			switch {
+			case rt.Topic != nil:
+				t, err = s.resolveTopic(ctx, *rt.Topic)
+				autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
+				if errors.Is(err, stream.ErrNotFound) && autoCreate && s.cfg.AutoCreateTopics {
+					t, err = s.createTopic(ctx, *rt.Topic, s.cfg.DefaultPartitions, topicConfig{})
+					if errors.Is(err, stream.ErrConflict) || errors.Is(err, stream.ErrTopicConflict) {
+						t, err = s.resolveTopic(ctx, *rt.Topic)
+					}
+				}
+			default:
+				if byID == nil {
+					byID, err = s.topicsByID(ctx)
+				}
+				var ok bool
+				if t, ok = byID[rt.TopicID]; !ok && err == nil {
+					err = kerr.UnknownTopicID
+				}
+			}
+			if err != nil {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+				mt.ErrorCode = errCode(err)
+				if mt.ErrorCode == kerr.NotLeaderForPartition.Code {
+					mt.ErrorCode = kerr.LeaderNotAvailable.Code // retriable at topic level
+				}
+				terrs = append(terrs, mt)
+				continue
+			}
+			topics = append(topics, t)
+		}
+	}
+	for _, t := range topics {
+		resp.Topics = append(resp.Topics, s.metadataTopic(b, t))
+	}
+	resp.Topics = append(resp.Topics, terrs...)
+	return resp, nil
+}
+
+func (s *Server) metadataTopic(b brokers, t topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.name
+	mt.Topic, mt.TopicID = &name, t.id
+	for p, in := range t.partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = int32(p)
+		mp.Leader = s.leader(b, in)
+		mp.LeaderEpoch = int32(in.Epoch)
+		if mp.Leader < 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			mp.Replicas, mp.ISR = []int32{}, []int32{}
+		} else {
+			mp.Replicas, mp.ISR = []int32{mp.Leader}, []int32{mp.Leader}
+		}
+		mp.OfflineReplicas = []int32{}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+func (b brokers) metadataBrokers() []kmsg.MetadataResponseBroker {
+	out := []kmsg.MetadataResponseBroker{}
+	for _, m := range b.members {
+		if br, ok := b.byNode[m.NodeID]; ok {
+			out = append(out, kmsg.MetadataResponseBroker{NodeID: br.NodeID, Host: br.Host, Port: br.Port})
+		}
+	}
+	return out
+}
+
+// topicsByID indexes every topic by its id (requests of versions that name
+// topics by id).
+func (s *Server) topicsByID(ctx context.Context) (map[[16]byte]topic, error) {
+	all, err := s.allTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[[16]byte]topic, len(all))
+	for _, t := range all {
+		m[t.id] = t
+	}
+	return m, nil
+}

@@ -1,0 +1,82 @@
+package kafka
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handleDescribeConfigs reports a small fixed set per topic (retention from
+// the stream, the rest PicoMQ's fixed behaviour) and per broker.
+func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, rr := range req.Resources {
+		or := kmsg.NewDescribeConfigsResponseResource()
+		or.ResourceType, or.ResourceName = rr.ResourceType, rr.ResourceName
+		var configs [][2]string
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			t, err := s.resolveTopic(ctx, rr.ResourceName)
+			if err != nil {
+				or.ErrorCode, or.ErrorMessage = errCode(err), errMessage(err)
+				break
+			}
+			base := t.partitions[0]
+			configs = [][2]string{
+				{"retention.ms", limit(base.RetentionMs)},
+				{"retention.bytes", limit(base.RetentionBytes)},
+				{"cleanup.policy", "delete"},
+				{"compression.type", "producer"},
+				{"message.timestamp.type", "CreateTime"},
+				{"max.message.bytes", strconv.Itoa(int(s.cfg.MaxFrameBytes))},
+				{"min.insync.replicas", "1"},
+			}
+		case kmsg.ConfigResourceTypeBroker:
+			configs = [][2]string{
+				{"auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics)},
+				{"num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions))},
+				{"default.replication.factor", "1"},
+				{"socket.request.max.bytes", strconv.Itoa(int(s.cfg.MaxFrameBytes))},
+			}
+		default:
+			or.ErrorCode = kerr.InvalidRequest.Code
+		}
+		for _, c := range configs {
+			if !wantConfig(rr.ConfigNames, c[0]) {
+				continue
+			}
+			oc := kmsg.NewDescribeConfigsResponseResourceConfig()
+			oc.Name = c[0]
+			v := c[1]
+			oc.Value = &v
+			oc.Source = kmsg.ConfigSourceDefaultConfig
+			oc.IsDefault = true
+			or.Configs = append(or.Configs, oc)
+		}
+		resp.Resources = append(resp.Resources, or)
+	}
+	return resp, nil
+}
+
+// limit renders a retention limit; 0 (none) is Kafka's -1.
+func limit(v int64) string {
+	if v == 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func wantConfig(names []string, name string) bool {
+	if names == nil {
+		return true
+	}
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,232 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// connState is what one connection remembers between requests.
+type connState struct {
+	remote        string
+	clientID      string
+	mechanism     string // SASL mechanism chosen by SaslHandshake
+	authenticated bool
+}
+
+// request is one framed request as read off the wire.
+type request struct {
+	key, version int16
+	corr         int32
+	clientID     string
+	req          kmsg.Request // nil when the body was not decoded (see decodeRequest)
+}
+
+// readAhead is how many framed requests a connection reads ahead of the one
+// being handled: clients pipeline, and reading on keeps a closed connection
+// noticed (it cancels the request in progress, ending a long-poll early).
+// Each costs at most one frame of memory.
+const readAhead = 4
+
+// serveConn runs one connection: a reader goroutine frames requests, this
+// goroutine handles them one at a time and writes each response before
+// handling the next, so responses leave in request order (clients pipeline
+// and rely on it), while every connection has its own goroutines and no
+// connection ever waits on another (a long-poll fetch blocks only its own).
+func (s *Server) serveConn(c net.Conn) {
+	defer c.Close()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	cc := &connState{remote: c.RemoteAddr().String(), authenticated: s.cfg.Authenticate == nil}
+	frames := make(chan []byte, readAhead)
+	go func() {
+		defer close(frames)
+		defer cancel() // the client is gone (or closed its side): stop waiting for it
+		r := bufio.NewReaderSize(c, 64<<10)
+		for {
+			frame, err := readFrame(r, s.cfg.MaxFrameBytes)
+			if err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isTimeout(err) {
+					s.log.Debug("kafka: closing connection", "remote", cc.remote, "err", err)
+				}
+				return
+			}
+			select {
+			case frames <- frame:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var out []byte
+	for frame := range frames {
+		r, err := decodeRequest(frame)
+		if err != nil {
+			// A request we cannot parse leaves the stream unframed for
+			// what follows: Kafka closes the connection too.
+			s.log.Debug("kafka: bad request; closing connection", "remote", cc.remote, "err", err)
+			return
+		}
+		cc.clientID = r.clientID
+		resp, err := s.dispatch(ctx, cc, r)
+		if err != nil {
+			s.log.Debug("kafka: request refused; closing connection", "remote", cc.remote,
+				"key", r.key, "version", r.version, "err", err)
+			return
+		}
+		if resp == nil {
+			continue // acks=0 produce: Kafka sends nothing back
+		}
+		out = encodeResponse(out[:0], r, resp)
+		_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+		if cap(out) > 1<<20 {
+			out = nil // do not keep a large fetch's buffer per idle connection
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// readFrame reads one size-prefixed frame, refusing sizes outside
+// [minFrame, max] before allocating anything.
+func readFrame(r *bufio.Reader, max int32) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(hdr[:]))
+	if size < minFrame || size > max {
+		return nil, fmt.Errorf("frame size %d outside [%d, %d]", size, minFrame, max)
+	}
+	frame := make([]byte, size)
+	if _, err := io.ReadFull(r, frame); err != nil {
+		return nil, err
+	}
+	return frame, nil
+}
+
+// minFrame is the smallest request header: key, version, correlation id and
+// a null client id.
+const minFrame = 2 + 2 + 4 + 2
+
+// decodeRequest parses a request header and, for a key and version this
+// server handles, its body. An ApiVersions request of a version newer than
+// advertised is returned undecoded (req nil): KIP-511 says to answer it with
+// a v0 error listing our versions, whatever its body holds.
+func decodeRequest(frame []byte) (request, error) {
+	var r request
+	if len(frame) < minFrame {
+		return r, fmt.Errorf("request of %d bytes is shorter than a header", len(frame))
+	}
+	r.key = int16(binary.BigEndian.Uint16(frame[0:]))
+	r.version = int16(binary.BigEndian.Uint16(frame[2:]))
+	r.corr = int32(binary.BigEndian.Uint32(frame[4:]))
+	n := int16(binary.BigEndian.Uint16(frame[8:]))
+	rest := frame[minFrame:]
+	if n > 0 {
+		if int(n) > len(rest) {
+			return r, fmt.Errorf("client id of %d bytes in a %d-byte request", n, len(frame))
+		}
+		r.clientID, rest = string(rest[:n]), rest[n:]
+	}
+	h, ok := handlers[r.key]
+	if !ok {
+		return r, fmt.Errorf("unsupported api key %d", r.key)
+	}
+	if r.version < h.min || r.version > h.max {
+		if r.key == kmsg.ApiVersions.Int16() && r.version > h.max {
+			return r, nil
+		}
+		return r, fmt.Errorf("unsupported version %d of %s (supported %d-%d)", r.version, kmsg.NameForKey(r.key), h.min, h.max)
+	}
+	req := kmsg.RequestForKey(r.key)
+	req.SetVersion(r.version)
+	if req.IsFlexible() {
+		var err error
+		if rest, err = skipTags(rest); err != nil {
+			return r, err
+		}
+	}
+	if err := req.ReadFrom(rest); err != nil {
+		return r, fmt.Errorf("decode %s v%d: %w", kmsg.NameForKey(r.key), r.version, err)
+	}
+	r.req = req
+	return r, nil
+}
+
+// skipTags skips the tagged-field section of a flexible request header.
+func skipTags(b []byte) ([]byte, error) {
+	num, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, errors.New("bad tag count in request header")
+	}
+	b = b[k:]
+	for ; num > 0; num-- {
+		if _, k = binary.Uvarint(b); k <= 0 {
+			return nil, errors.New("bad tag in request header")
+		}
+		b = b[k:]
+		size, k := binary.Uvarint(b)
+		if k <= 0 || size > uint64(len(b)-k) {
+			return nil, errors.New("bad tag size in request header")
+		}
+		b = b[k+int(size):]
+	}
+	return b, nil
+}
+
+// encodeResponse frames resp: size, correlation id, the header's empty tag
+// section for flexible versions (never for ApiVersions, whose response
+// header is v0 so a client can read it before knowing our versions), body.
+func encodeResponse(dst []byte, r request, resp kmsg.Response) []byte {
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(r.corr))
+	if resp.IsFlexible() && r.key != kmsg.ApiVersions.Int16() {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst, uint32(len(dst)-4))
+	return dst
+}
+
+// dispatch applies the authentication gate and runs the handler. A nil
+// response with nil error means "send nothing" (acks=0).
+func (s *Server) dispatch(ctx context.Context, cc *connState, r request) (kmsg.Response, error) {
+	if r.req == nil { // ApiVersions newer than ours (KIP-511)
+		resp := kmsg.NewPtrApiVersionsResponse()
+		resp.SetVersion(0)
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		resp.ApiKeys = apiVersionKeys()
+		return resp, nil
+	}
+	if !cc.authenticated {
+		switch r.key {
+		case kmsg.ApiVersions.Int16(), kmsg.SASLHandshake.Int16(), kmsg.SASLAuthenticate.Int16():
+		default:
+			return nil, fmt.Errorf("%s before SASL authentication", kmsg.NameForKey(r.key))
+		}
+	}
+	resp, err := s.handle(ctx, cc, r.req)
+	if err != nil || resp == nil {
+		return nil, err
+	}
+	resp.SetVersion(r.version)
+	return resp, nil
+}

@@ -1,0 +1,62 @@
+package kafka
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/kafka/group"
+)
+
+// handlerFunc answers one decoded request. A nil response with a nil error
+// sends nothing back (acks=0 produce); an error closes the connection.
+type handlerFunc func(s *Server, ctx context.Context, cc *connState, req kmsg.Request) (kmsg.Response, error)
+
+// handler is one row of the table: the versions advertised in ApiVersions
+// and accepted, and who answers.
+type handler struct {
+	min, max int16
+	fn       handlerFunc
+	group    bool // routed to the group coordinator
+}
+
+// handlers is the explicit table of every API key this server answers.
+// ApiVersions is built from it, so a key is advertised exactly when it is
+// here. Version ranges: docs/kafka.md (chosen from the versions real
+// clients send, measured; topic-id-only versions are left out).
+var handlers map[int16]handler
+
+func init() {
+	handlers = map[int16]handler{
+		kmsg.Produce.Int16():           {3, 11, handleProduce, false},
+		kmsg.Fetch.Int16():             {4, 12, handleFetch, false},
+		kmsg.ListOffsets.Int16():       {1, 6, handleListOffsets, false},
+		kmsg.Metadata.Int16():          {0, 12, handleMetadata, false},
+		kmsg.SASLHandshake.Int16():     {1, 1, handleSASLHandshake, false},
+		kmsg.ApiVersions.Int16():       {0, 4, handleApiVersions, false},
+		kmsg.CreateTopics.Int16():      {0, 7, handleCreateTopics, false},
+		kmsg.DeleteTopics.Int16():      {0, 6, handleDeleteTopics, false},
+		kmsg.DeleteRecords.Int16():     {0, 2, handleDeleteRecords, false},
+		kmsg.InitProducerID.Int16():    {0, 5, handleInitProducerID, false},
+		kmsg.DescribeConfigs.Int16():   {0, 4, handleDescribeConfigs, false},
+		kmsg.SASLAuthenticate.Int16():  {0, 2, handleSASLAuthenticate, false},
+		kmsg.CreatePartitions.Int16():  {0, 3, handleCreatePartitions, false},
+		kmsg.DescribeCluster.Int16():   {0, 1, handleDescribeCluster, false},
+	}
+	// The consumer-group keys are the group coordinator's, with the
+	// versions it implements.
+	for key, v := range group.Versions() {
+		handlers[key] = handler{min: v[0], max: v[1], group: true}
+	}
+}
+
+// apiVersionKeys lists the table for ApiVersions, sorted by key.
+func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
+	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(handlers))
+	for k, h := range handlers {
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: h.min, MaxVersion: h.max})
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
+	return keys
+}

@@ -1,0 +1,197 @@
+// Package kafka is the Kafka wire-protocol frontend: a TCP listener that
+// speaks the Kafka protocol (every request and response version encoded by
+// franz-go's kmsg) and answers it from the stream service, the same one the
+// HTTP frontends use. A topic partition is a stream (topics.go), a produce
+// appends the client's RecordBatch verbatim, a fetch returns the stored
+// batches. Consumer groups are the kafka/group package; this package routes
+// their requests to it.
+//
+// One file per API key (NN_name.go) holds its handler; handlers.go is the
+// table of keys, versions and handlers, and the ApiVersions answer is built
+// from it, so what is advertised is exactly what is handled.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/kafka/group"
+	"github.com/PicoMQ/picomq/node/stream"
+)
+
+// Streams is what the frontend needs from the stream service.
+type Streams interface {
+	Create(ctx context.Context, name string, opts stream.CreateOptions) (stream.Info, bool, error)
+	Head(ctx context.Context, name string) (stream.Info, error)
+	Delete(ctx context.Context, name string) error
+	List(ctx context.Context, prefix, after string, limit int) ([]stream.Info, bool, error)
+	Configure(ctx context.Context, name string, ch stream.ConfigChange) (stream.Info, error)
+	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error)
+	ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (stream.BatchRead, error)
+	Changed(ctx context.Context, name string) (<-chan struct{}, error)
+	Members(ctx context.Context) ([]stream.Member, error)
+	ServingNode(info stream.Info, members []stream.Member) string
+	LookupTopic(ctx context.Context, topic string) (stream.Info, error)
+	Describe(ctx context.Context, name string) (stream.Info, error)
+	NodeID() string
+}
+
+// Config configures the frontend.
+type Config struct {
+	// ClusterID is what Metadata and DescribeCluster report; the same on
+	// every node of a cluster.
+	ClusterID string
+	// MaxFrameBytes bounds one request; a larger size prefix closes the
+	// connection before anything is allocated. Default 100 MiB.
+	MaxFrameBytes int32
+	// AutoCreateTopics lets Metadata (when the client allows it) and
+	// Produce create unknown topics with DefaultPartitions partitions.
+	AutoCreateTopics  bool
+	DefaultPartitions int32
+	// Authenticate checks a bearer token carried by SASL PLAIN (the
+	// password) or OAUTHBEARER. nil = authentication is off: every
+	// connection may do everything, and SASL exchanges succeed.
+	Authenticate func(ctx context.Context, token string) error
+	// MaxWait caps a fetch's MaxWaitMs (default 30 s).
+	MaxWait time.Duration
+	Logger  *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = 100 << 20
+	}
+	if c.DefaultPartitions <= 0 {
+		c.DefaultPartitions = 1
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Server is the Kafka frontend of one node.
+type Server struct {
+	cfg    Config
+	svc    Streams
+	groups *group.Coordinator
+	log    *slog.Logger
+	topics *topicCache
+
+	ctx    context.Context // cancelled by Close: ends long-polls
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	lns    []net.Listener
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// New builds the frontend. The group coordinator is built with the server
+// as its Locator.
+func New(svc Streams, cfg Config) *Server {
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, topics: newTopicCache(), ctx: ctx, cancel: cancel,
+		conns: map[net.Conn]struct{}{}}
+	s.groups = group.New(svc, s, cfg.Logger)
+	return s
+}
+
+// Serve accepts connections on ln until Close. It returns nil after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ln.Close()
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("kafka: accept: %w", err)
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = c.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops the listeners, ends long-polls, closes every connection once
+// its request in progress is answered (or ctx is done) and stops the group
+// coordinator.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	for _, ln := range s.lns {
+		_ = ln.Close()
+	}
+	for c := range s.conns {
+		// Unblock reads; a request being handled still gets its answer.
+		_ = c.SetReadDeadline(time.Now())
+	}
+	s.mu.Unlock()
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		err = ctx.Err()
+	}
+	s.groups.Close()
+	return err
+}
+
+// handle runs one decoded request through the handler table.
+func (s *Server) handle(ctx context.Context, cc *connState, req kmsg.Request) (kmsg.Response, error) {
+	h, ok := handlers[req.Key()]
+	if !ok || h.fn == nil {
+		return nil, fmt.Errorf("no handler for key %d", req.Key())
+	}
+	if h.group {
+		return s.groups.Handle(ctx, req)
+	}
+	return h.fn(s, ctx, cc, req)
+}

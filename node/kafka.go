@@ -1,0 +1,78 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/PicoMQ/picomq/kafka"
+)
+
+// listenKafka binds the Kafka listener (unless --kafka-addr off) and
+// returns the address Metadata advertises for this node ("" when off).
+func (n *Node) listenKafka() (string, error) {
+	if n.cfg.KafkaAddr == "off" {
+		return "", nil
+	}
+	ln, err := net.Listen("tcp", n.cfg.KafkaAddr)
+	if err != nil {
+		return "", fmt.Errorf("--kafka-addr %s: %w", n.cfg.KafkaAddr, err)
+	}
+	n.kafkaLn = ln
+	if n.cfg.KafkaAdvertiseAddr != "" {
+		return n.cfg.KafkaAdvertiseAddr, nil
+	}
+	return ln.Addr().String(), nil
+}
+
+// serveKafka starts the Kafka frontend on the bound listener.
+func (n *Node) serveKafka(ctx context.Context) error {
+	if n.kafkaLn == nil {
+		return nil
+	}
+	id, err := n.clusterID(ctx)
+	if err != nil {
+		return err
+	}
+	n.kafka = kafka.New(n.svc, kafka.Config{
+		ClusterID:        id,
+		MaxFrameBytes:    int32(n.cfg.KafkaMaxFrameBytes),
+		AutoCreateTopics: n.cfg.KafkaAutoCreate,
+		MaxWait:          n.cfg.LongPollTimeout,
+		Logger:           n.log.With("listener", "kafka"),
+	})
+	n.kafkaServed = make(chan error, 1)
+	ln := n.kafkaLn
+	go func() { n.kafkaServed <- n.kafka.Serve(ln) }()
+	n.log.Info("kafka listener serving", "kafka", ln.Addr().String(), "advertised", n.members.member.KafkaAddr,
+		"auto_create_topics", n.cfg.KafkaAutoCreate)
+	return nil
+}
+
+// clusterID is the Kafka cluster id: the etcd cluster's id, the same on
+// every node that shares the registry.
+func (n *Node) clusterID(ctx context.Context) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := n.etcd.Get(cctx, registryPrefix+"cluster-id-probe")
+	if err != nil {
+		return "", fmt.Errorf("kafka cluster id: etcd: %w", err)
+	}
+	return fmt.Sprintf("picomq-%016x", resp.Header.ClusterId), nil
+}
+
+// closeKafka stops the Kafka frontend: no new connections, requests in
+// progress answered, long-polls ended.
+func (n *Node) closeKafka(ctx context.Context) {
+	if n.kafka == nil {
+		return
+	}
+	if err := n.kafka.Close(ctx); err != nil {
+		n.log.Warn("kafka connections did not finish in time; closed", "err", err)
+	}
+	if err := <-n.kafkaServed; err != nil {
+		n.log.Warn("kafka listener", "err", err)
+	}
+	n.kafka = nil
+}

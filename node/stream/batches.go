@@ -1,0 +1,182 @@
+package stream
+
+// Stored-batch reads: the Kafka fetch path. A Kafka consumer wants the
+// RecordBatches exactly as they were stored (client compression, CreateTime
+// and headers untouched), so these reads return batch bytes instead of
+// decoded records, through the same chunk index as Read: the WAL tail, the
+// object cache and object storage.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/PicoMQ/picomq/node/record"
+)
+
+// BatchRead is one page of stored batches.
+type BatchRead struct {
+	// Batches are whole RecordBatch v2 batches, concatenated, with their
+	// stream offsets as base offsets. The first one holds the requested
+	// offset (it may start before it); the page is empty at the end.
+	Batches []byte
+	// HighWatermark is one past the last durable offset: the end of what
+	// any read may return.
+	HighWatermark int64
+	Stream        Info
+}
+
+// ReadBatches returns stored batches of the stream starting with the one
+// that holds offset, about maxBytes long: whole batches only, and at least
+// one batch when one is available even if it alone is larger (Kafka's
+// KIP-74 rule, or a consumer would stall on a large batch). Offsets below
+// the start offset are *TrimmedError, beyond the high watermark
+// ErrOffsetOutOfRange; reading at the high watermark returns no batches.
+// Only the owner serves it (a *RedirectError elsewhere): a Kafka consumer
+// fetches from the partition leader.
+func (s *Service) ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (BatchRead, error) {
+	st, err := s.lookup(ctx, name)
+	if err != nil {
+		return BatchRead{}, err
+	}
+	st.life.touch(s.cfg.Now())
+	if err := st.checkTrimmed(offset); err != nil {
+		return BatchRead{}, err
+	}
+	maxBytes = min(max(maxBytes, 1), s.cfg.MaxReadBytes)
+	if st.info.Fork != nil {
+		return s.readViewBatches(ctx, st, name, offset, maxBytes)
+	}
+	res, err := s.readBatches(ctx, st, offset, maxBytes)
+	if errors.Is(err, ErrObjectMissing) {
+		// Compaction or the collector replaced the object after this read
+		// picked it: refresh the index from the manifests, once.
+		if rerr := s.refreshObjects(ctx, st); rerr == nil {
+			res, err = s.readBatches(ctx, st, offset, maxBytes)
+		}
+	}
+	return res, err
+}
+
+func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64, maxBytes int) (BatchRead, error) {
+	name := st.info.Name
+	st.mu.Lock()
+	hwm := st.hwm
+	info := st.infoLocked()
+	if offset < 0 || offset > hwm {
+		st.mu.Unlock()
+		return BatchRead{}, fmt.Errorf("%w: offset %d of %s, readable range is [%d, %d]", ErrOffsetOutOfRange, offset, name, info.StartOffset, hwm)
+	}
+	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > offset })
+	// Copy the chunks the page may need so the lock is not held during I/O.
+	var refs []chunk
+	var want int64
+	for j := i; j < len(st.chunks) && st.chunks[j].base < hwm; j++ {
+		refs = append(refs, st.chunks[j])
+		if st.chunks[j].obj == nil {
+			// A WAL chunk is one batch; stop once it surely fills the page.
+			if want += int64(st.chunks[j].pos.Len); want > int64(maxBytes) {
+				break
+			}
+		}
+	}
+	st.mu.Unlock()
+
+	res := BatchRead{HighWatermark: hwm, Stream: info}
+	next := offset
+	full := false
+	for ci := 0; ci < len(refs) && !full && next < hwm; {
+		c := refs[ci]
+		if next >= c.next {
+			ci++
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return BatchRead{}, err
+		}
+		before := next
+		data, err := s.chunkBatches(ctx, info.ID, c, next, maxBytes-len(res.Batches))
+		if errors.Is(err, ErrObjectMissing) {
+			return BatchRead{}, err
+		}
+		if err != nil {
+			return BatchRead{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, next, err)
+		}
+		for pos := 0; pos < len(data); {
+			h, err := record.ParseHeader(data[pos:])
+			if err != nil || pos+h.Size() > len(data) {
+				return BatchRead{}, fmt.Errorf("%w: stored batch of %s at offset %d: %v", ErrUnavailable, name, next, err)
+			}
+			b := data[pos : pos+h.Size()]
+			pos += h.Size()
+			if h.LastOffset() < next {
+				continue
+			}
+			if h.BaseOffset >= hwm {
+				full = true
+				break
+			}
+			if len(res.Batches) > 0 && len(res.Batches)+len(b) > maxBytes {
+				full = true
+				break
+			}
+			res.Batches = append(res.Batches, b...)
+			next = h.LastOffset() + 1
+		}
+		switch {
+		case next >= min(c.next, hwm):
+			ci++
+		case next == before || len(res.Batches) >= maxBytes:
+			full = true
+		}
+	}
+	s.prefetchNext(refs, next)
+	return res, nil
+}
+
+// readViewBatches serves a fork (whose history below the fork point is the
+// source's log) by encoding the decoded records of one Read as a single
+// uncompressed batch: forks are rare on the Kafka path and this keeps one
+// implementation of the fork stitching.
+func (s *Service) readViewBatches(ctx context.Context, st *streamState, name string, offset int64, maxBytes int) (BatchRead, error) {
+	res, err := s.readView(ctx, st, ReadOptions{Offset: offset, MaxBytes: maxBytes})
+	if err != nil {
+		return BatchRead{}, err
+	}
+	st.mu.Lock()
+	hwm := st.hwm
+	st.mu.Unlock()
+	out := BatchRead{HighWatermark: hwm, Stream: res.Stream}
+	for i := 0; i < len(res.Records); {
+		// One batch per run of consecutive offsets (a batch's offsets are
+		// base + index).
+		j := i + 1
+		for j < len(res.Records) && res.Records[j].Offset == res.Records[j-1].Offset+1 {
+			j++
+		}
+		run := res.Records[i:j]
+		out.Batches = record.AppendBatch(out.Batches, record.BatchOptions{
+			BaseOffset: run[0].Offset, Timestamp: run[0].Timestamp, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+		}, run)
+		i = j
+	}
+	return out, nil
+}
+
+// Changed returns a channel that is closed when the stream's high watermark
+// next moves (or the stream goes away from this node). Take it before
+// reading, so an append landing between the read and the wait is not missed.
+// Waiting costs no polling.
+func (s *Service) Changed(ctx context.Context, name string) (<-chan struct{}, error) {
+	st, err := s.lookup(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.deleted {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	return st.wake, nil
+}
