@@ -29,20 +29,20 @@ var handlers map[int16]handler
 
 func init() {
 	handlers = map[int16]handler{
-		kmsg.Produce.Int16():           {3, 11, handleProduce, false},
-		kmsg.Fetch.Int16():             {4, 12, handleFetch, false},
-		kmsg.ListOffsets.Int16():       {1, 6, handleListOffsets, false},
-		kmsg.Metadata.Int16():          {0, 12, handleMetadata, false},
-		kmsg.SASLHandshake.Int16():     {1, 1, handleSASLHandshake, false},
-		kmsg.ApiVersions.Int16():       {0, 4, handleApiVersions, false},
-		kmsg.CreateTopics.Int16():      {0, 7, handleCreateTopics, false},
-		kmsg.DeleteTopics.Int16():      {0, 6, handleDeleteTopics, false},
-		kmsg.DeleteRecords.Int16():     {0, 2, handleDeleteRecords, false},
-		kmsg.InitProducerID.Int16():    {0, 5, handleInitProducerID, false},
-		kmsg.DescribeConfigs.Int16():   {0, 4, handleDescribeConfigs, false},
-		kmsg.SASLAuthenticate.Int16():  {0, 2, handleSASLAuthenticate, false},
-		kmsg.CreatePartitions.Int16():  {0, 3, handleCreatePartitions, false},
-		kmsg.DescribeCluster.Int16():   {0, 1, handleDescribeCluster, false},
+		kmsg.Produce.Int16():          {3, 11, handleProduce, false},
+		kmsg.Fetch.Int16():            {4, 12, handleFetch, false},
+		kmsg.ListOffsets.Int16():      {1, 6, handleListOffsets, false},
+		kmsg.Metadata.Int16():         {0, 12, handleMetadata, false},
+		kmsg.SASLHandshake.Int16():    {1, 1, handleSASLHandshake, false},
+		kmsg.ApiVersions.Int16():      {0, 4, handleApiVersions, false},
+		kmsg.CreateTopics.Int16():     {0, 7, handleCreateTopics, false},
+		kmsg.DeleteTopics.Int16():     {0, 6, handleDeleteTopics, false},
+		kmsg.DeleteRecords.Int16():    {0, 2, handleDeleteRecords, false},
+		kmsg.InitProducerID.Int16():   {0, 5, handleInitProducerID, false},
+		kmsg.DescribeConfigs.Int16():  {0, 4, handleDescribeConfigs, false},
+		kmsg.SASLAuthenticate.Int16(): {0, 2, handleSASLAuthenticate, false},
+		kmsg.CreatePartitions.Int16(): {0, 3, handleCreatePartitions, false},
+		kmsg.DescribeCluster.Int16():  {0, 1, handleDescribeCluster, false},
 	}
 	// The consumer-group keys are the group coordinator's, with the
 	// versions it implements.

@@ -21,31 +21,31 @@ import (
 // flag name; precedence is flag > env > file > default. docs/configuration.md
 // is the reference.
 type Config struct {
-	NodeID          string
-	DataDir         string
-	HTTPAddr        string
-	AdvertiseURL    string
-	Protocol        string
-	KafkaAddr       string
+	NodeID       string
+	DataDir      string
+	HTTPAddr     string
+	AdvertiseURL string
+	Protocol     string
+	KafkaAddr    string
 	// KafkaAdvertiseAddr is what Metadata tells Kafka clients to connect
 	// to (default: the bound Kafka address).
 	KafkaAdvertiseAddr string
 	KafkaAutoCreate    bool
 	KafkaMaxFrameBytes int64
-	EtcdEndpoints   []string
-	ObjectStore     string
-	SealMaxBytes    int64
-	SealMaxAge      time.Duration
-	Durability      string
-	LeaseTTL        time.Duration
-	WALMaxBytes     int64
-	CacheBytes      int64
-	LongPollTimeout time.Duration
-	SSETimeout      time.Duration
-	MaxAppendBytes  int64
-	ShutdownTimeout time.Duration
-	LogLevel        string
-	LogFormat       string
+	EtcdEndpoints      []string
+	ObjectStore        string
+	SealMaxBytes       int64
+	SealMaxAge         time.Duration
+	Durability         string
+	LeaseTTL           time.Duration
+	WALMaxBytes        int64
+	CacheBytes         int64
+	LongPollTimeout    time.Duration
+	SSETimeout         time.Duration
+	MaxAppendBytes     int64
+	ShutdownTimeout    time.Duration
+	LogLevel           string
+	LogFormat          string
 
 	// Security (docs/security.md).
 	AuthTokens     string // token file; empty = no authentication
