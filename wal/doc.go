@@ -92,6 +92,13 @@
 // refuses to guess and an operator decides. Acknowledged data is never
 // discarded by that choice.
 //
+// # Filesystem
+//
+// Every file operation goes through FS (default OSFS, the real
+// filesystem), so tests can run the log over wal/faultfs, which fails chosen
+// calls and simulates power cuts by dropping whatever no completed Sync
+// covered.
+//
 // # Failure
 //
 // A failed write or fdatasync fails the log permanently: after fsyncgate we

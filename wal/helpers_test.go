@@ -25,7 +25,7 @@ func openWAL(t testing.TB, dir string, segSize int64) (*WAL, RecoveryReport) {
 	return openWithSync(t, dir, segSize, fdatasync)
 }
 
-func openWithSync(t testing.TB, dir string, segSize int64, sync func(*os.File) error) (*WAL, RecoveryReport) {
+func openWithSync(t testing.TB, dir string, segSize int64, sync func(File) error) (*WAL, RecoveryReport) {
 	t.Helper()
 	w, rep, err := open(Options{Dir: dir, SegmentSize: segSize, Logger: testLogger(t)}, sync)
 	if err != nil {
@@ -138,7 +138,7 @@ func newSyncGate() *syncGate {
 	return &syncGate{hold: true, entered: make(chan int), release: make(chan error)}
 }
 
-func (g *syncGate) sync(f *os.File) error {
+func (g *syncGate) sync(f File) error {
 	g.mu.Lock()
 	g.n++
 	n, hold := g.n, g.hold

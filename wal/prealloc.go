@@ -5,8 +5,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 )
 
 // fillChunk is the zero-fill step. Each step may delay a commit that starts
@@ -21,7 +19,7 @@ type prepared struct {
 	done     chan struct{}
 
 	// Set before done is closed.
-	f    *os.File
+	f    File
 	size int64 // bytes filled and fsync'ed: the file's size
 	err  error
 }
@@ -58,7 +56,7 @@ func (w *WAL) prepare(seg uint64, gate *idleGate) {
 	w.next = p
 	go func() {
 		defer close(p.done)
-		p.f, p.size, p.err = p.fill(w.tmpPath(seg), w.segSize, gate)
+		p.f, p.size, p.err = p.fill(w.fs, w.tmpPath(seg), w.segSize, gate)
 	}()
 }
 
@@ -66,7 +64,7 @@ func (w *WAL) prepare(seg uint64, gate *idleGate) {
 // the end is still usable: records written past its end extend it, and only
 // those fdatasyncs pay for the metadata update. Waiting for the rest instead
 // would stall every appender behind the rotation.
-func (p *prepared) finish() (*os.File, int64, error) {
+func (p *prepared) finish() (File, int64, error) {
 	p.stopOnce.Do(func() { close(p.stop) })
 	<-p.done
 	return p.f, p.size, p.err
@@ -74,17 +72,17 @@ func (p *prepared) finish() (*os.File, int64, error) {
 
 // fill creates path and writes zeros to it until size bytes are written or
 // finish is called, then fsyncs it.
-func (p *prepared) fill(path string, size int64, gate *idleGate) (*os.File, int64, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+func (p *prepared) fill(fsys FS, path string, size int64, gate *idleGate) (File, int64, error) {
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, 0, fmt.Errorf("wal: create %s: %w", path, err)
 	}
-	fail := func(op string, err error) (*os.File, int64, error) {
+	fail := func(op string, err error) (File, int64, error) {
 		f.Close()
-		os.Remove(path) // best effort: Open deletes leftover .tmp files anyway
+		fsys.Remove(path) // best effort: Open deletes leftover .tmp files anyway
 		return nil, 0, fmt.Errorf("wal: preallocate %s: %s: %w", path, op, err)
 	}
-	fd := int(f.Fd())
+	wb, _ := f.(writeBacker)
 	var filled int64
 fill:
 	for filled < size {
@@ -109,9 +107,10 @@ fill:
 		// pile up in the page cache to reach the disk in one burst (at
 		// the final fsync, or whenever the kernel decides) while
 		// commits are running.
-		flags := unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
-		if err := unix.SyncFileRange(fd, filled, n, flags); err != nil {
-			return fail("sync_file_range", err)
+		if wb != nil {
+			if err := wb.WriteBack(filled, n); err != nil {
+				return fail("sync_file_range", err)
+			}
 		}
 		filled += n
 	}
@@ -122,13 +121,13 @@ fill:
 }
 
 // discard stops an unused preparation and deletes its file.
-func (p *prepared) discard(path string) error {
+func (p *prepared) discard(fsys FS, path string) error {
 	f, _, err := p.finish()
 	if err != nil {
 		return nil // the fill failed and cleaned up after itself; nobody needed the file
 	}
 	f.Close()
-	if err := os.Remove(path); err != nil {
+	if err := fsys.Remove(path); err != nil {
 		return fmt.Errorf("wal: remove unused preallocated segment: %w", err)
 	}
 	return nil

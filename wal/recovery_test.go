@@ -198,7 +198,23 @@ func TestCorruption(t *testing.T) {
 			[]string{"segment 1", fmt.Sprintf("offset %d", recordStart(firstSegLast)), "only the last segment"}},
 		{"first record of the first segment", flip(1, 0),
 			[]string{"segment 1", "offset 0"}},
-		{"padding of an earlier segment", flip(2, segSize-1),
+		// The rotation may have taken segment 2 before its zero-fill
+		// finished, so the file can end right after its last record:
+		// pad it to the full segment size first, then damage the
+		// padding's last byte, whatever preallocation managed.
+		{"padding of an earlier segment", func(t *testing.T, dir string) {
+			img, err := os.ReadFile(segPath(dir, 2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(img) < segSize {
+				img = append(img, make([]byte, segSize-len(img))...)
+			}
+			img[segSize-1] ^= 0x40
+			if err := os.WriteFile(segPath(dir, 2), img, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
 			[]string{"segment 2", fmt.Sprintf("offset %d", recordEnd(all[7].pos))}},
 		{"earlier segment cut short", func(t *testing.T, dir string) {
 			if err := os.Truncate(segPath(dir, 1), firstSegLast.Offset+500); err != nil {

@@ -4,13 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 const (
@@ -45,8 +42,8 @@ func parseSegmentName(name string) (uint64, bool) {
 // listSegments returns the segment numbers in dir in ascending order and
 // deletes leftover preallocation files: a .tmp file was never renamed into
 // place, so it holds no records.
-func listSegments(dir string) ([]uint64, error) {
-	ents, err := os.ReadDir(dir)
+func listSegments(fsys FS, dir string) ([]uint64, error) {
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("wal: list %s: %w", dir, err)
 	}
@@ -55,7 +52,7 @@ func listSegments(dir string) ([]uint64, error) {
 		name := e.Name()
 		if base, ok := strings.CutSuffix(name, tmpExt); ok {
 			if _, ok := parseSegmentName(base); ok {
-				if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
 					return nil, fmt.Errorf("wal: remove stale %s: %w", name, err)
 				}
 			}
@@ -86,44 +83,27 @@ func zeroRange(f io.WriterAt, off, end int64) error {
 
 // syncDir makes creations, renames and removals in dir durable; without it a
 // crash can forget a segment whose records were already acknowledged.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("wal: open directory %s: %w", dir, err)
+func syncDir(fsys FS, dir string) error {
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("wal: fsync directory %s: %w", dir, err)
 	}
-	if err := d.Sync(); err != nil {
-		return errors.Join(fmt.Errorf("wal: fsync directory %s: %w", dir, err), d.Close())
-	}
-	return d.Close()
+	return nil
 }
 
-// lockDir takes an exclusive flock on dir/LOCK. Two processes appending to
-// one log would interleave records at the same offsets; the kernel drops the
-// lock when the holder dies, so a crash never leaves the log locked.
-func lockDir(dir string) (*os.File, error) {
+// lockDir takes the exclusive lock on dir/LOCK. Two processes appending to
+// one log would interleave records at the same offsets.
+func lockDir(fsys FS, dir string) (io.Closer, error) {
 	path := filepath.Join(dir, lockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	l, err := fsys.Lock(path)
 	if err != nil {
-		return nil, fmt.Errorf("wal: open %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		if errors.Is(err, ErrLocked) {
+			return nil, err
 		}
-		return nil, fmt.Errorf("wal: flock %s: %w", path, err)
+		return nil, fmt.Errorf("wal: lock %s: %w", path, err)
 	}
-	return f, nil
+	return l, nil
 }
 
-// fdatasync repeats only on EINTR, which reports that the call was
-// interrupted before doing anything, not that write-back failed; any other
-// error is final (see "Failure" in the package doc).
-func fdatasync(f *os.File) error {
-	for {
-		err := unix.Fdatasync(int(f.Fd()))
-		if err != unix.EINTR {
-			return err
-		}
-	}
-}
+// fdatasync is the log's default sync: the file's own Sync, which for OSFS
+// is fdatasync(2). Tests replace it to hold or fail individual calls.
+func fdatasync(f File) error { return f.Sync() }

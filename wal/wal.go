@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/bits"
 	"os"
@@ -65,6 +66,9 @@ type Options struct {
 	// segment of its own. Zero means DefaultSegmentSize.
 	SegmentSize int64
 	Logger      *slog.Logger // nil means slog.Default()
+	// FS is the filesystem the log works through; nil means OSFS. Tests
+	// pass a fault-injecting one (package wal/faultfs).
+	FS FS
 }
 
 // Pos locates one entry's payload: segment number, byte offset of the payload
@@ -113,8 +117,9 @@ type WAL struct {
 	dir     string
 	segSize int64
 	log     *slog.Logger
-	sync    func(*os.File) error // fdatasync; replaced by tests to inject failures
-	lock    *os.File
+	fs      FS
+	sync    func(File) error // fdatasync; replaced by tests to hold or fail calls
+	lock    io.Closer
 
 	// mu orders Enqueue calls: it guards the queue and the position the next
 	// entry gets.
@@ -165,7 +170,7 @@ type counters struct {
 
 type segment struct {
 	num  uint64
-	f    *os.File
+	f    File
 	size int64 // file size, including zero padding
 	end  int64 // end of the records; final once the writer has moved on
 }
@@ -240,7 +245,7 @@ func Open(opts Options) (*WAL, RecoveryReport, error) {
 	return open(opts, fdatasync)
 }
 
-func open(opts Options, sync func(*os.File) error) (_ *WAL, rep RecoveryReport, err error) {
+func open(opts Options, sync func(File) error) (_ *WAL, rep RecoveryReport, err error) {
 	if opts.Dir == "" {
 		return nil, rep, errors.New("wal: Options.Dir is empty")
 	}
@@ -253,10 +258,13 @@ func open(opts Options, sync func(*os.File) error) (_ *WAL, rep RecoveryReport, 
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if opts.FS == nil {
+		opts.FS = OSFS{}
+	}
+	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, rep, fmt.Errorf("wal: create %s: %w", opts.Dir, err)
 	}
-	lock, err := lockDir(opts.Dir)
+	lock, err := lockDir(opts.FS, opts.Dir)
 	if err != nil {
 		return nil, rep, err
 	}
@@ -264,6 +272,7 @@ func open(opts Options, sync func(*os.File) error) (_ *WAL, rep RecoveryReport, 
 		dir:     opts.Dir,
 		segSize: opts.SegmentSize,
 		log:     opts.Logger,
+		fs:      opts.FS,
 		sync:    sync,
 		lock:    lock,
 		q:       &batch{},
@@ -296,10 +305,10 @@ func open(opts Options, sync func(*os.File) error) (_ *WAL, rep RecoveryReport, 
 			return nil, rep, err
 		}
 		w.segs = append(w.segs, &segment{num: 1, f: f, size: size})
-		if err := os.Rename(w.tmpPath(1), w.path(1)); err != nil {
+		if err := w.fs.Rename(w.tmpPath(1), w.path(1)); err != nil {
 			return nil, rep, fmt.Errorf("wal: create first segment: %w", err)
 		}
-		if err := syncDir(w.dir); err != nil {
+		if err := syncDir(w.fs, w.dir); err != nil {
 			return nil, rep, err
 		}
 	}
@@ -318,7 +327,7 @@ func open(opts Options, sync func(*os.File) error) (_ *WAL, rep RecoveryReport, 
 // fills w.segs.
 func (w *WAL) recover() (RecoveryReport, error) {
 	var rep RecoveryReport
-	nums, err := listSegments(w.dir)
+	nums, err := listSegments(w.fs, w.dir)
 	if err != nil {
 		return rep, err
 	}
@@ -335,17 +344,15 @@ func (w *WAL) recover() (RecoveryReport, error) {
 		if last {
 			flag = os.O_RDWR // the writer continues in it
 		}
-		f, err := os.OpenFile(w.path(num), flag, 0)
+		f, err := w.fs.OpenFile(w.path(num), flag, 0)
 		if err != nil {
 			return rep, fmt.Errorf("wal: open segment: %w", err)
 		}
 		s := &segment{num: num, f: f}
 		w.segs = append(w.segs, s)
-		fi, err := f.Stat()
-		if err != nil {
+		if s.size, err = f.Size(); err != nil {
 			return rep, fmt.Errorf("wal: stat segment: %w", err)
 		}
-		s.size = fi.Size()
 		sc, err := scanSegment(&win, f, s.size, num)
 		if err != nil {
 			return rep, err
@@ -600,7 +607,7 @@ func (w *WAL) rotate(seg uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(w.tmpPath(seg), w.path(seg)); err != nil {
+	if err := w.fs.Rename(w.tmpPath(seg), w.path(seg)); err != nil {
 		f.Close()
 		return fmt.Errorf("install segment %d: %w", seg, err)
 	}
@@ -612,7 +619,7 @@ func (w *WAL) rotate(seg uint64) error {
 	w.segMu.Unlock()
 	w.cur, w.curEnd = s, 0
 	w.prepare(seg+1, w.idle)
-	if err := syncDir(w.dir); err != nil {
+	if err := syncDir(w.fs, w.dir); err != nil {
 		return err
 	}
 	w.log.Debug("wal: rotated", "segment", seg)
@@ -732,7 +739,7 @@ func (w *WAL) RemoveSegmentsBefore(seg uint64) error {
 	for _, s := range victims {
 		// An unlinked file stays readable through open descriptors, so a
 		// concurrent ReadAt is unharmed until the table drops it below.
-		if err := os.Remove(w.path(s.num)); err != nil {
+		if err := w.fs.Remove(w.path(s.num)); err != nil {
 			errs = append(errs, fmt.Errorf("wal: remove segment %d: %w", s.num, err))
 			break
 		}
@@ -749,7 +756,7 @@ func (w *WAL) RemoveSegmentsBefore(seg uint64) error {
 			errs = append(errs, fmt.Errorf("wal: close removed segment %d: %w", s.num, err))
 		}
 	}
-	if err := syncDir(w.dir); err != nil {
+	if err := syncDir(w.fs, w.dir); err != nil {
 		errs = append(errs, err)
 	}
 	w.log.Info("wal: removed segments", "first", victims[0].num, "last", victims[removed-1].num)
@@ -813,7 +820,7 @@ func (w *WAL) Close() error {
 		errs = append(errs, *err)
 	}
 	if p := w.next; p != nil {
-		if err := p.discard(w.tmpPath(p.seg)); err != nil {
+		if err := p.discard(w.fs, w.tmpPath(p.seg)); err != nil {
 			errs = append(errs, err)
 		}
 		w.next = nil
