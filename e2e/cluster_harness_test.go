@@ -39,6 +39,7 @@ type clusterOpts struct {
 	LeaseTTL   time.Duration // --lease-ttl; default 3s
 	SealMaxAge time.Duration // --seal-max-age; default 200ms
 	Extra      []string      // more serve flags for every node
+	Token      string        // bearer token of the harness's own requests (auth-on clusters)
 }
 
 func (o *clusterOpts) defaults() {
@@ -62,7 +63,8 @@ type cluster struct {
 // back with the same node id, port and data dir.
 type clusterNode struct {
 	*proc
-	ID string
+	ID    string
+	token string // sent by the harness's /_sys/cluster polls
 }
 
 // startCluster starts etcd, MinIO and n nodes named node-a, node-b, ... and
@@ -104,7 +106,7 @@ func (c *cluster) startNode(id, dataDir string) *clusterNode {
 			c.t.Logf("=== log of %s (%s) ===\n%s", id, p.URL, lastBytes(p.logs.String(), 8000))
 		}
 	})
-	return &clusterNode{proc: p, ID: id}
+	return &clusterNode{proc: p, ID: id, token: c.opts.Token}
 }
 
 func lastBytes(s string, n int) string {
@@ -135,7 +137,11 @@ type clusterView struct {
 
 func getClusterView(ctx context.Context, n *clusterNode) (clusterView, error) {
 	var v clusterView
-	r, err := send(ctx, noRedirect, "GET", n.URL+"/_sys/cluster", nil)
+	var auth []string
+	if n.token != "" {
+		auth = []string{"Authorization", "Bearer " + n.token}
+	}
+	r, err := send(ctx, noRedirect, "GET", n.URL+"/_sys/cluster", nil, auth...)
 	if err != nil {
 		return v, err
 	}
