@@ -39,6 +39,7 @@ func TestImportRules(t *testing.T) {
 		{"kafka", []string{"wal", "tiering", "meta", "api"}, "frontends call the stream service only"},
 		{"sdk", []string{"api", "kafka", "node", "wal", "tiering", "meta", "cmd", "e2e", "client"}, "the shared wire vocabulary imports no server or client package"},
 		{"client", []string{"api", "kafka", "node", "wal", "tiering", "meta", "cmd", "e2e"}, "clients import no server package"},
+		{"auth", []string{"api", "kafka", "node", "wal", "tiering", "meta", "client", "cmd"}, "the token checker knows no listener, storage or wiring"},
 	}
 	checked := 0
 	for dec.More() {

@@ -19,6 +19,7 @@ const usage = `picomq — a tiered-storage log service
 
 Usage:
   picomq serve [flags]    run a node (picomq serve -h lists the flags)
+  picomq token new|hash|check   make tokens for --auth-tokens (docs/security.md)
   picomq version          print the version
 
 ` + clientUsage + `
@@ -45,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv,
 			stderrTTY: isTerminal(os.Stderr),
 		})
+	case "token":
+		return tokenCmd(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "picomq", version)
 		return 0
