@@ -30,10 +30,10 @@ func handleSASLAuthenticate(s *Server, ctx context.Context, cc *connState, kreq 
 			msg = "invalid_token: " + err.Error()
 		}
 		resp.ErrorMessage = &msg
-		cc.authenticated = s.cfg.Authenticate == nil
+		cc.authenticated.Store(s.cfg.Authenticate == nil)
 		return resp, nil
 	}
-	cc.authenticated = true
+	cc.authenticated.Store(true)
 	resp.SASLAuthBytes = []byte{}
 	return resp, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,10 +17,12 @@ import (
 
 // connState is what one connection remembers between requests.
 type connState struct {
-	remote        string
-	clientID      string
-	mechanism     string // SASL mechanism chosen by SaslHandshake
-	authenticated bool
+	remote    string
+	clientID  string
+	mechanism string // SASL mechanism chosen by SaslHandshake
+	// authenticated is read by the frame reader too: before it is set a
+	// connection may only send small frames within AuthTimeout.
+	authenticated atomic.Bool
 }
 
 // request is one framed request as read off the wire.
@@ -48,14 +51,26 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
-	cc := &connState{remote: c.RemoteAddr().String(), authenticated: s.cfg.Authenticate == nil}
+	cc := &connState{remote: c.RemoteAddr().String()}
+	cc.authenticated.Store(s.cfg.Authenticate == nil)
 	frames := make(chan []byte, readAhead)
 	go func() {
 		defer close(frames)
 		defer cancel() // the client is gone (or closed its side): stop waiting for it
 		r := bufio.NewReaderSize(c, 64<<10)
 		for {
-			frame, err := readFrame(r, s.cfg.MaxFrameBytes)
+			// An idle connection may wait IdleTimeout for its next
+			// request, an unauthenticated one only AuthTimeout; once a
+			// size prefix has arrived the frame must follow within
+			// FrameTimeout. So trickled or abandoned frames (slowloris)
+			// end, and a client cannot hold memory without sending bytes.
+			authed := cc.authenticated.Load()
+			wait, limit := s.cfg.IdleTimeout, s.cfg.MaxFrameBytes
+			if !authed {
+				wait, limit = s.cfg.AuthTimeout, min(limit, maxUnauthenticatedFrame)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(wait))
+			frame, err := readFrame(r, limit, func() { _ = c.SetReadDeadline(time.Now().Add(s.cfg.FrameTimeout)) })
 			if err != nil {
 				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isTimeout(err) {
 					s.log.Debug("kafka: closing connection", "remote", cc.remote, "err", err)
@@ -104,9 +119,15 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// maxUnauthenticatedFrame bounds frames before SASL authentication
+// succeeds: ApiVersions, SaslHandshake and SaslAuthenticate are small.
+const maxUnauthenticatedFrame = 64 << 10
+
 // readFrame reads one size-prefixed frame, refusing sizes outside
-// [minFrame, max] before allocating anything.
-func readFrame(r *bufio.Reader, max int32) ([]byte, error) {
+// [minFrame, max] before allocating anything. started is called once the
+// size prefix is in. The buffer grows with the bytes that actually
+// arrive, so a large size prefix followed by silence costs nothing.
+func readFrame(r *bufio.Reader, max int32, started func()) ([]byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, err
@@ -115,9 +136,24 @@ func readFrame(r *bufio.Reader, max int32) ([]byte, error) {
 	if size < minFrame || size > max {
 		return nil, fmt.Errorf("frame size %d outside [%d, %d]", size, minFrame, max)
 	}
-	frame := make([]byte, size)
-	if _, err := io.ReadFull(r, frame); err != nil {
-		return nil, err
+	if started != nil {
+		started()
+	}
+	frame := make([]byte, 0, min(int(size), 64<<10))
+	for len(frame) < int(size) {
+		if len(frame) == cap(frame) {
+			grown := make([]byte, len(frame), min(int(size), 2*cap(frame)))
+			copy(grown, frame)
+			frame = grown
+		}
+		n, err := r.Read(frame[len(frame):cap(frame)])
+		frame = frame[:len(frame)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return frame, nil
 }
@@ -216,7 +252,7 @@ func (s *Server) dispatch(ctx context.Context, cc *connState, r request) (kmsg.R
 		resp.ApiKeys = apiVersionKeys()
 		return resp, nil
 	}
-	if !cc.authenticated {
+	if !cc.authenticated.Load() {
 		switch r.key {
 		case kmsg.ApiVersions.Int16(), kmsg.SASLHandshake.Int16(), kmsg.SASLAuthenticate.Int16():
 		default:

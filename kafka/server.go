@@ -61,7 +61,13 @@ type Config struct {
 	Authenticate func(ctx context.Context, token string) error
 	// MaxWait caps a fetch's MaxWaitMs (default 30 s).
 	MaxWait time.Duration
-	Logger  *slog.Logger
+	// IdleTimeout closes a connection that sends no request for this long
+	// (default 10 min, Kafka's connections.max.idle.ms); AuthTimeout is
+	// the same for a connection that has not authenticated yet (default
+	// 10 s); FrameTimeout bounds reading one request once its size prefix
+	// arrived (default 60 s).
+	IdleTimeout, AuthTimeout, FrameTimeout time.Duration
+	Logger                                 *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -73,6 +79,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = 30 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 10 * time.Minute
+	}
+	if c.AuthTimeout <= 0 {
+		c.AuthTimeout = 10 * time.Second
+	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = 60 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -18,6 +19,14 @@ func (n *Node) listenKafka() (string, error) {
 	ln, err := net.Listen("tcp", n.cfg.KafkaAddr)
 	if err != nil {
 		return "", fmt.Errorf("--kafka-addr %s: %w", n.cfg.KafkaAddr, err)
+	}
+	// Connection limit on the raw sockets, TLS on top: a flood of
+	// handshakes costs no more than --max-connections sockets.
+	ln = newLimitListener(ln, n.cfg.MaxConnections, n.connRefused.WithLabelValues("kafka"))
+	if n.tlsCfg != nil {
+		tc := n.tlsCfg.Clone()
+		tc.NextProtos = nil // no ALPN: Kafka clients do not send any
+		ln = tls.NewListener(ln, tc)
 	}
 	n.kafkaLn = ln
 	if n.cfg.KafkaAdvertiseAddr != "" {
@@ -40,6 +49,9 @@ func (n *Node) serveKafka(ctx context.Context) error {
 		MaxFrameBytes:    int32(n.cfg.KafkaMaxFrameBytes),
 		AutoCreateTopics: n.cfg.KafkaAutoCreate,
 		MaxWait:          n.cfg.LongPollTimeout,
+		Authenticate:     n.kafkaAuthenticate(),
+		AuthTimeout:      n.cfg.ReadHeaderTimeout,
+		FrameTimeout:     n.cfg.BodyTimeout,
 		Logger:           n.log.With("listener", "kafka"),
 	})
 	n.kafkaServed = make(chan error, 1)
@@ -48,6 +60,18 @@ func (n *Node) serveKafka(ctx context.Context) error {
 	n.log.Info("kafka listener serving", "kafka", ln.Addr().String(), "advertised", n.members.member.KafkaAddr,
 		"auto_create_topics", n.cfg.KafkaAutoCreate)
 	return nil
+}
+
+// kafkaAuthenticate is the SASL token check of the Kafka listener: the
+// same token file as the HTTP listener (nil = authentication off).
+func (n *Node) kafkaAuthenticate() func(context.Context, string) error {
+	if n.tokens == nil {
+		return nil
+	}
+	return func(_ context.Context, token string) error {
+		_, err := n.tokens.Authenticate(token)
+		return err
+	}
 }
 
 // clusterID is the Kafka cluster id: the etcd cluster's id, the same on

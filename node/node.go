@@ -58,6 +58,8 @@ type Node struct {
 	certs  *certReloader // nil without --tls-cert
 	tlsCfg *tls.Config   // the listeners' TLS (Kafka uses it too); nil without --tls-cert
 
+	connRefused *prometheus.CounterVec // connections closed at accept, by listener
+
 	members     *membership
 	tier        *tierAdapter
 	bgCancel    context.CancelFunc
@@ -87,7 +89,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, log: log, served: make(chan error, 1)}
+	n = &Node{cfg: cfg, log: log, served: make(chan error, 1), connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "picomq_connections_refused_total",
+		Help: "Connections closed at accept because --max-connections were open on the listener.",
+	}, []string{"listener"})}
 	// Credentials first: a bad token file or certificate fails start-up
 	// before anything is opened.
 	if cfg.AuthTokens != "" {
@@ -253,12 +258,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	if err != nil {
 		return nil, fmt.Errorf("--http-addr %s: %w", cfg.HTTPAddr, err)
 	}
-	refused := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "picomq_http_connections_refused_total",
-		Help: "Connections to the HTTP listener closed at accept because --max-connections were open.",
-	})
-	promReg.MustRegister(refused)
-	n.ln = newLimitListener(ln, cfg.MaxConnections, refused)
+	promReg.MustRegister(n.connRefused)
+	n.ln = newLimitListener(ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"))
 	h2c := cfg.H2C.On(isLoopbackAddr(cfg.HTTPAddr))
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
