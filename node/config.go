@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/PicoMQ/picomq/wal"
 )
 
 // Config is the configuration of `picomq serve`. Every field has a flag, an
@@ -67,6 +69,10 @@ type Config struct {
 	ReadHeaderTimeout      time.Duration
 	BodyTimeout            time.Duration
 	IdleTimeout            time.Duration
+
+	// walFS replaces the real filesystem under the WAL; only this
+	// package's tests set it (to inject disk faults).
+	walFS wal.FS
 }
 
 // Toggle is a boolean flag with a third state, auto (not given), whose

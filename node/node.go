@@ -146,7 +146,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	n.reg = reg
 
 	var report wal.RecoveryReport
-	n.wal, report, err = wal.Open(wal.Options{Dir: filepath.Join(cfg.DataDir, "wal"), Logger: log})
+	n.wal, report, err = wal.Open(wal.Options{Dir: filepath.Join(cfg.DataDir, "wal"), Logger: log, FS: cfg.walFS})
 	if err != nil {
 		return nil, fmt.Errorf("write-ahead log: %w", err)
 	}

@@ -448,10 +448,8 @@ func (s *Service) Ready() error {
 	if s.fenced != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, s.fenced)
 	}
-	if s.tcfg.Session != nil {
-		if sess := s.tcfg.Session(); sess == nil || !sess.Valid() {
-			return fmt.Errorf("%w: this node's etcd lease may have expired; not acknowledging writes", ErrUnavailable)
-		}
+	if err := s.leaseHeld(); err != nil {
+		return err
 	}
 	if s.tier != nil && s.tcfg.MaxWALBytes > 0 && s.pending.Load() > s.tcfg.MaxWALBytes {
 		return fmt.Errorf("%w: %d bytes wait for upload to object storage (limit %d); retry later", ErrUnavailable, s.pending.Load(), s.tcfg.MaxWALBytes)
@@ -863,12 +861,15 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	}
 	st.advance(end, req.Close)
 	if s.tier != nil {
-		if s.pending.Add(int64(len(buf))) >= s.tcfg.SealMaxBytes {
-			s.requestFlush(false)
-		}
-		if s.pendingSince.Load() == 0 { // read the clock once per flush, not per append
-			s.pendingSince.CompareAndSwap(0, time.Now().UnixNano())
-		}
+		s.noteUnflushed(len(buf))
+	}
+	// A pause between the readiness check above and here (a stop signal,
+	// a long GC, a stalled disk while etcd is unreachable) may have outlived
+	// the lease, and another node may own the stream by now: acknowledge
+	// only while the lease is certainly still held. The record is written;
+	// like any unacknowledged append it may or may not survive.
+	if err := s.leaseHeld(); err != nil {
+		return AppendResult{}, fmt.Errorf("append to %s: written but not acknowledged: %w", name, err)
 	}
 	if objectDurable {
 		if err := s.waitUploaded(ctx, st, end); err != nil {
@@ -876,6 +877,28 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 		}
 	}
 	return res, nil
+}
+
+// noteUnflushed counts n bytes written to the WAL towards the next flush.
+func (s *Service) noteUnflushed(n int) {
+	if s.pending.Add(int64(n)) >= s.tcfg.SealMaxBytes {
+		s.requestFlush(false)
+	}
+	if s.pendingSince.Load() == 0 { // read the clock once per flush, not per append
+		s.pendingSince.CompareAndSwap(0, time.Now().UnixNano())
+	}
+}
+
+// leaseHeld fails unless this node's etcd lease is certainly still alive
+// (see meta.Session.Valid); without a cluster session it always succeeds.
+func (s *Service) leaseHeld() error {
+	if s.tcfg.Session == nil {
+		return nil
+	}
+	if sess := s.tcfg.Session(); sess == nil || !sess.Valid() {
+		return fmt.Errorf("%w: this node's etcd lease may have expired; not acknowledging writes", ErrUnavailable)
+	}
+	return nil
 }
 
 func (s *Service) waitError(name string, err error, ctx context.Context) error {
