@@ -52,6 +52,7 @@ type Node struct {
 	svc    *stream.Service
 	ln     net.Listener
 	server *http.Server
+	lock   *dataDirLock
 	served chan error
 
 	tokens *auth.Store   // nil when authentication is off
@@ -84,35 +85,67 @@ func NewLogger(cfg Config, out *os.File) *slog.Logger {
 }
 
 // Start brings up a node and begins serving. On error everything already
-// started is closed again.
-func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err error) {
+// started is closed again, and the error is one line: a *SettingError when a
+// setting is at fault (an invalid value, a port in use, an object store that
+// cannot be opened, a data dir in use by another node). The resources named
+// by settings are taken first, so such failures are immediate.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, &SettingError{Setting: "config", Err: err}
 	}
-	n = &Node{cfg: cfg, log: log, served: make(chan error, 1), connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+	n := &Node{cfg: cfg, log: log, served: make(chan error, 1), connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "picomq_connections_refused_total",
 		Help: "Connections closed at accept because --max-connections were open on the listener.",
 	}, []string{"listener"})}
+	if err := n.start(ctx); err != nil {
+		if n.svc != nil {
+			n.svc.Close()
+		}
+		_ = n.closeStorage()
+		if n.ln != nil {
+			_ = n.ln.Close()
+		}
+		var se *SettingError
+		if errors.As(err, &se) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			err = fmt.Errorf("start-up interrupted (%v): %w", context.Cause(ctx), err)
+		}
+		return nil, lineError{err}
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) (err error) {
+	cfg, log := n.cfg, n.log
 	// Credentials first: a bad token file or certificate fails start-up
 	// before anything is opened.
 	if cfg.AuthTokens != "" {
 		if n.tokens, err = auth.Load(cfg.AuthTokens); err != nil {
-			return nil, fmt.Errorf("--auth-tokens: %w", err)
+			return settingErr("--auth-tokens", err)
 		}
 	}
 	if cfg.TLSCert != "" {
 		if n.certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey); err != nil {
-			return nil, err
+			return &SettingError{Err: err} // names --tls-cert/--tls-key
 		}
 		n.tlsCfg = n.certs.serverTLS()
 	}
-	defer func() {
-		if err != nil {
-			n.closeStorage()
-		}
-	}()
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	if n.lock, err = lockDataDir(cfg.DataDir); err != nil {
+		return settingErr("--data-dir", err)
+	}
+	if n.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return settingErr("--http-addr", err)
+	}
+	// The Kafka listener is bound before joining, so the membership
+	// record carries the address it really got (port 0 in tests).
+	kafkaAdvertise, err := n.listenKafka()
+	if err != nil {
+		return &SettingError{Err: err} // names --kafka-addr
+	}
+	if n.tier, err = openTier(ctx, cfg, log); err != nil {
+		return settingErr("--object-store", err)
 	}
 
 	endpoints := cfg.EtcdEndpoints
@@ -123,7 +156,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 			Logger: log,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("embedded etcd: %w", err)
+			return fmt.Errorf("embedded etcd: %w", err)
 		}
 		endpoints = n.embed.Endpoints()
 		log.Info("embedded etcd started", "endpoints", endpoints)
@@ -132,7 +165,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	if len(cfg.EtcdEndpoints) > 0 {
 		tc, err := etcdTLS(cfg)
 		if err != nil {
-			return nil, err
+			return &SettingError{Err: err} // names the --etcd-* flag
 		}
 		if tc != nil {
 			dialOpts = append(dialOpts, meta.WithTLS(tc))
@@ -140,7 +173,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	}
 	n.etcd, err = meta.Dial(ctx, endpoints, dialOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
+		if len(cfg.EtcdEndpoints) > 0 {
+			return fmt.Errorf("--etcd-endpoints %v: %w", endpoints, err)
+		}
+		return fmt.Errorf("embedded etcd %v: %w", endpoints, err)
 	}
 	reg := meta.NewRegistry(n.etcd, registryPrefix)
 	n.reg = reg
@@ -148,29 +184,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	var report wal.RecoveryReport
 	n.wal, report, err = wal.Open(wal.Options{Dir: filepath.Join(cfg.DataDir, "wal"), Logger: log, FS: cfg.walFS})
 	if err != nil {
-		return nil, fmt.Errorf("write-ahead log: %w", err)
+		return fmt.Errorf("write-ahead log: %w", err)
 	}
 	log.Info("write-ahead log opened", "segments", report.Segments, "entries", report.Entries,
 		"torn_segment", report.TornSegment, "torn_bytes", report.TornBytes)
 
-	// The Kafka listener is bound before joining, so the membership
-	// record carries the address it really got (port 0 in tests).
-	kafkaAdvertise, err := n.listenKafka()
-	if err != nil {
-		return nil, err
-	}
 	n.members = &membership{
 		reg: reg, cli: n.etcd, ttl: cfg.LeaseTTL, log: log,
 		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: kafkaAdvertise, StartedAt: time.Now().UTC()},
 		leaseLog: filepath.Join(cfg.DataDir, "node-lease"),
 	}
 	if err := n.members.join(ctx); err != nil {
-		return nil, fmt.Errorf("join cluster as %q: %w", cfg.NodeID, err)
-	}
-
-	n.tier, err = openTier(ctx, cfg, log)
-	if err != nil {
-		return nil, fmt.Errorf("--object-store: %w", err)
+		return fmt.Errorf("join cluster as %q: %w", cfg.NodeID, err)
 	}
 
 	promReg := prometheus.NewRegistry()
@@ -190,7 +215,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		},
 	}, n.wal, reg)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("stream service: %w", err)
 	}
 	n.members.onLost = n.svc.Fence
 	n.members.onResumed = n.svc.Unfence
@@ -209,7 +234,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	go n.svc.RunCompactor(bg, 10*time.Second, stream.CompactConfig{})
 	go n.members.run(bg)
 	if n.stopLife, err = n.svc.StartLifecycle(ctx, stream.LifecycleOptions{}); err != nil {
-		return nil, fmt.Errorf("stream lifecycle: %w", err)
+		return fmt.Errorf("stream lifecycle: %w", err)
 	}
 	n.stopRetain = n.svc.StartRetention(stream.RetentionOptions{})
 
@@ -254,12 +279,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 	})
 	handler := httpx.Instrument(servedBy, routeLabel, httpx.NewMetrics(promReg), log)
 
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return nil, fmt.Errorf("--http-addr %s: %w", cfg.HTTPAddr, err)
-	}
 	promReg.MustRegister(n.connRefused)
-	n.ln = newLimitListener(ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"))
+	n.ln = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"))
 	h2c := cfg.H2C.On(isLoopbackAddr(cfg.HTTPAddr))
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -287,11 +308,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (n *Node, err erro
 		n.served <- n.server.Serve(n.ln)
 	}()
 	if err := n.serveKafka(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	log.Info("picomq node serving", "node_id", cfg.NodeID, "http", n.ln.Addr().String(),
 		"protocol", cfg.Protocol, "advertise_url", cfg.AdvertiseURL, "data_dir", cfg.DataDir)
-	return n, nil
+	return nil
 }
 
 // routeLabel keeps metric cardinality bounded: stream names never become
@@ -404,7 +425,9 @@ func (n *Node) closeStorage() error {
 		if err := n.embed.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close embedded etcd: %w", err))
 		}
+		n.embed = nil
 	}
+	n.lock.release() // last: everything in the data dir is closed
 	return errors.Join(errs...)
 }
 

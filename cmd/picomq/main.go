@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/PicoMQ/picomq/node"
 )
@@ -72,9 +73,37 @@ func serve(args []string, stderr io.Writer) int {
 	log := node.NewLogger(cfg, os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	done := make(chan struct{})
+	defer close(done)
+	go exitAfterShutdownTimeout(ctx, done, cfg.ShutdownTimeout, stderr)
 	if err := node.Run(ctx, cfg, log); err != nil {
-		log.Error("picomq serve failed", "err", err)
+		fmt.Fprintf(stderr, "picomq serve: %v\n", err)
+		var se *node.SettingError
+		if errors.As(err, &se) {
+			return 2
+		}
 		return 1
 	}
 	return 0
+}
+
+// exitAfterShutdownTimeout bounds a shutdown whatever state the node is in
+// (starting, serving, draining, stuck on an unreachable dependency): once
+// the signal came, the process is gone within --shutdown-timeout.
+// Everything acknowledged is already in the fsynced WAL, so a hard exit
+// loses nothing acknowledged.
+func exitAfterShutdownTimeout(ctx context.Context, done <-chan struct{}, timeout time.Duration, stderr io.Writer) {
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		fmt.Fprintf(stderr, "picomq serve: shutdown did not finish within --shutdown-timeout %s; exiting\n", timeout)
+		os.Exit(1)
+	}
 }
