@@ -23,33 +23,12 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/PicoMQ/picomq/api/httpx"
-	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
 // Prefix is the URL path under which streams are served.
 const Prefix = "/v1/stream"
-
-// Header names, exactly as the protocol spells them.
-const (
-	hNextOffset      = "Stream-Next-Offset"
-	hUpToDate        = "Stream-Up-To-Date"
-	hClosed          = "Stream-Closed"
-	hCursor          = "Stream-Cursor"
-	hSeq             = "Stream-Seq"
-	hTTL             = "Stream-TTL"
-	hExpiresAt       = "Stream-Expires-At"
-	hForkedFrom      = "Stream-Forked-From"
-	hForkOffset      = "Stream-Fork-Offset"
-	hForkSubOffset   = "Stream-Fork-Sub-Offset"
-	hSSEEncoding     = "Stream-Sse-Data-Encoding"
-	hProducerID      = "Producer-Id"
-	hProducerEpoch   = "Producer-Epoch"
-	hProducerSeq     = "Producer-Seq"
-	hProducerExpSeq  = "Producer-Expected-Seq"
-	hProducerRecvSeq = "Producer-Received-Seq"
-)
 
 // CORS: any origin may read and write (access control is the auth layer's
 // job), and browsers may send and see every protocol header.
@@ -158,7 +137,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name, err := streamName(r.URL.Path)
 	if err != nil {
 		if errors.Is(err, errReservedDS) {
-			h.fail(w, r, http.StatusNotImplemented, "not_implemented", err.Error())
+			h.fail(w, r, http.StatusNotImplemented, wire.CodeNotImplemented, err.Error())
 			return
 		}
 		h.fail(w, r, http.StatusBadRequest, wire.CodeInvalidName, err.Error())
@@ -201,62 +180,19 @@ func streamName(path string) (string, error) {
 
 // fail writes an error. HEAD responses never have a body.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
-	w.Header().Set("Cache-Control", "no-store")
+	h.failDetail(w, r, status, wire.ErrorDetail{Code: code, Message: msg})
+}
+
+func (h *Handler) failDetail(w http.ResponseWriter, r *http.Request, status int, d wire.ErrorDetail) {
+	hd := w.Header()
+	hd.Set("Cache-Control", "no-store")
+	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && hd.Get("Retry-After") == "" {
+		hd.Set("Retry-After", "1")
+	}
 	if r.Method == http.MethodHead {
-		if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
-			w.Header().Set("Retry-After", "1")
-		}
 		w.WriteHeader(status)
 		return
 	}
-	httpx.WriteError(w, status, code, msg)
-}
-
-// classify maps stream-service errors onto a status and error code.
-// ok=false means a server fault: answered 500 and logged.
-func classify(err error) (status int, code string, ok bool) {
-	switch {
-	case errors.Is(err, stream.ErrGone):
-		return http.StatusGone, "stream_gone", true
-	case errors.Is(err, stream.ErrReservedName), errors.Is(err, stream.ErrInvalidName):
-		return http.StatusBadRequest, wire.CodeInvalidName, true
-	case errors.Is(err, stream.ErrNotFound):
-		return http.StatusNotFound, wire.CodeNotFound, true
-	case errors.Is(err, stream.ErrStreamClosed):
-		return http.StatusConflict, "stream_closed", true
-	case errors.Is(err, stream.ErrProducerFenced):
-		return http.StatusForbidden, "producer_fenced", true
-	case errors.Is(err, stream.ErrProducerSeqGap):
-		return http.StatusConflict, "producer_sequence_gap", true
-	case errors.Is(err, stream.ErrProducerEpochSeq):
-		return http.StatusBadRequest, "producer_epoch_must_start_at_zero", true
-	case errors.Is(err, stream.ErrWriterSeq):
-		return http.StatusConflict, "stream_seq_conflict", true
-	case errors.Is(err, stream.ErrConflict):
-		return http.StatusConflict, wire.CodeExists, true
-	case errors.Is(err, stream.ErrOffsetOutOfRange):
-		return http.StatusBadRequest, wire.CodeOffsetOutOfRange, true
-	case errors.Is(err, stream.ErrInvalidArgument), errors.Is(err, record.ErrInvalid):
-		return http.StatusBadRequest, wire.CodeBadRequest, true
-	case errors.Is(err, stream.ErrRedirect):
-		return http.StatusTemporaryRedirect, httpx.CodeRedirect, true
-	case errors.Is(err, stream.ErrUnavailable):
-		return http.StatusServiceUnavailable, wire.CodeUnavailable, true
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// The client went away or its deadline passed: the outcome of a
-		// write is unknown, which 503 tells a retrying client.
-		return http.StatusServiceUnavailable, wire.CodeRequestTimeout, true
-	}
-	return http.StatusInternalServerError, wire.CodeInternal, false
-}
-
-func (h *Handler) serviceError(w http.ResponseWriter, r *http.Request, err error) {
-	httpx.SetRedirect(w, r, err)
-	status, code, ok := classify(err)
-	msg := err.Error()
-	if !ok {
-		h.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		msg = "internal error"
-	}
-	h.fail(w, r, status, code, msg)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	httpx.WriteJSON(w, status, wire.ErrorBody{Error: d})
 }

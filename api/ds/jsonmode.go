@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"strings"
 
 	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
 // JSON mode. A stream whose content type is application/json (parameters
@@ -24,22 +24,11 @@ var (
 	errEmptyArray  = errors.New("an empty JSON array appends nothing")
 )
 
-// isJSON reports whether content type ct selects JSON mode.
-func isJSON(ct string) bool { return mediaType(ct) == "application/json" }
-
 // isText reports whether a stream's data is sent as text on SSE: text/* and
 // JSON. Everything else is base64-encoded, as the protocol requires.
 func isText(ct string) bool {
-	mt := mediaType(ct)
-	return strings.HasPrefix(mt, "text/") || mt == "application/json"
-}
-
-func mediaType(ct string) string {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return strings.ToLower(strings.TrimSpace(ct))
-	}
-	return mt
+	mt := wire.MediaType(ct)
+	return strings.HasPrefix(mt, "text/") || mt == wire.MediaJSON
 }
 
 // flattenJSON turns a JSON-mode body into the values to store. allowEmpty

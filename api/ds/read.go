@@ -152,14 +152,14 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
 func (h *Handler) writeNow(w http.ResponseWriter, info stream.Info) {
 	hd := w.Header()
 	hd.Set("Content-Type", info.ContentType)
-	hd.Set(hNextOffset, formatOffset(info.NextOffset))
-	hd.Set(hUpToDate, "true")
+	hd.Set(wire.DSHeaderNextOffset, formatOffset(info.NextOffset))
+	hd.Set(wire.DSHeaderUpToDate, "true")
 	hd.Set("Cache-Control", "no-store")
 	if info.Closed {
-		hd.Set(hClosed, "true")
+		hd.Set(wire.DSHeaderClosed, "true")
 	}
 	body := ""
-	if isJSON(info.ContentType) {
+	if wire.IsDSJSONMode(info.ContentType) {
 		body = "[]"
 	}
 	hd.Set("Content-Length", strconv.Itoa(len(body)))
@@ -182,15 +182,15 @@ func (h *Handler) writeRecords(w http.ResponseWriter, r *http.Request, from int6
 	info := res.Stream
 	hd := w.Header()
 	hd.Set("Content-Type", info.ContentType)
-	hd.Set(hNextOffset, formatOffset(res.NextOffset))
+	hd.Set(wire.DSHeaderNextOffset, formatOffset(res.NextOffset))
 	if res.UpToDate {
-		hd.Set(hUpToDate, "true")
+		hd.Set(wire.DSHeaderUpToDate, "true")
 	}
 	if res.Closed {
-		hd.Set(hClosed, "true")
+		hd.Set(wire.DSHeaderClosed, "true")
 	}
 	if cursor != "" {
-		hd.Set(hCursor, cursor)
+		hd.Set(wire.DSHeaderCursor, cursor)
 	}
 	tag := etag(info.ID, from, res.NextOffset, res.Closed)
 	hd.Set("ETag", tag)
@@ -200,7 +200,7 @@ func (h *Handler) writeRecords(w http.ResponseWriter, r *http.Request, from int6
 		return
 	}
 	var body []byte
-	if isJSON(info.ContentType) {
+	if wire.IsDSJSONMode(info.ContentType) {
 		body = appendJSONArray(make([]byte, 0, 2+estimate(res)), res.Records)
 	} else {
 		body = appendConcat(make([]byte, 0, estimate(res)), res.Records)
@@ -249,13 +249,13 @@ func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, name string, 
 	}
 	// Nothing new: 204 at the reader's offset, the tail.
 	hd := w.Header()
-	hd.Set(hNextOffset, formatOffset(res.NextOffset))
-	hd.Set(hUpToDate, "true")
+	hd.Set(wire.DSHeaderNextOffset, formatOffset(res.NextOffset))
+	hd.Set(wire.DSHeaderUpToDate, "true")
 	hd.Set("Cache-Control", "no-store")
 	if res.Closed {
-		hd.Set(hClosed, "true")
+		hd.Set(wire.DSHeaderClosed, "true")
 	} else {
-		hd.Set(hCursor, responseCursor(h.cfg.Now(), clientCursor))
+		hd.Set(wire.DSHeaderCursor, responseCursor(h.cfg.Now(), clientCursor))
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -275,13 +275,13 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, name string, from 
 		return
 	}
 	info := res.Stream
-	text, jsonMode := isText(info.ContentType), isJSON(info.ContentType)
+	text, jsonMode := isText(info.ContentType), wire.IsDSJSONMode(info.ContentType)
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Accel-Buffering", "no") // tell proxies not to buffer events
 	if !text {
-		hd.Set(hSSEEncoding, "base64")
+		hd.Set(wire.DSHeaderSSEDataEncoding, "base64")
 	}
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
@@ -376,16 +376,16 @@ func (h *Handler) head(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	hd := w.Header()
 	hd.Set("Content-Type", info.ContentType)
-	hd.Set(hNextOffset, formatOffset(info.NextOffset))
+	hd.Set(wire.DSHeaderNextOffset, formatOffset(info.NextOffset))
 	hd.Set("Cache-Control", "no-store")
 	if info.Closed {
-		hd.Set(hClosed, "true")
+		hd.Set(wire.DSHeaderClosed, "true")
 	}
 	if info.TTL > 0 {
-		hd.Set(hTTL, strconv.FormatInt(int64(info.TTL/time.Second), 10))
+		hd.Set(wire.DSHeaderTTL, strconv.FormatInt(int64(info.TTL/time.Second), 10))
 	}
 	if !info.ExpiresAt.IsZero() {
-		hd.Set(hExpiresAt, info.ExpiresAt.UTC().Format(time.RFC3339Nano))
+		hd.Set(wire.DSHeaderExpiresAt, info.ExpiresAt.UTC().Format(time.RFC3339Nano))
 	}
 	w.WriteHeader(http.StatusOK)
 }

@@ -37,7 +37,7 @@ func headerValue(r *http.Request, name string) (string, bool) {
 // closedRequested is the Stream-Closed request header: only "true" (any
 // case) counts; any other value is treated as absent, as the protocol says.
 func closedRequested(r *http.Request) bool {
-	return strings.EqualFold(strings.TrimSpace(r.Header.Get(hClosed)), "true")
+	return strings.EqualFold(strings.TrimSpace(r.Header.Get(wire.DSHeaderClosed)), "true")
 }
 
 // isDecimal reports whether s is a canonical non-negative decimal: digits
@@ -82,7 +82,7 @@ func toRecords(body []byte, contentType string, create bool) ([]record.Record, e
 	if len(body) == 0 {
 		return nil, nil
 	}
-	if !isJSON(contentType) {
+	if !wire.IsDSJSONMode(contentType) {
 		return []record.Record{{Value: body}}, nil
 	}
 	vals, err := flattenJSON(body, create)
@@ -100,7 +100,7 @@ func toRecords(body []byte, contentType string, create bool) ([]record.Record, e
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
 	opts := stream.CreateOptions{Closed: closedRequested(r)}
 
-	forkedFrom, isFork := headerValue(r, hForkedFrom)
+	forkedFrom, isFork := headerValue(r, wire.DSHeaderForkedFrom)
 	if ct := strings.TrimSpace(r.Header.Get("Content-Type")); ct != "" {
 		if _, _, err := mime.ParseMediaType(ct); err != nil {
 			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Content-Type %q: %v", truncateForMessage(ct), err))
@@ -111,8 +111,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
 		opts.ContentType = wire.MediaOctetStream
 	}
 
-	ttl, hasTTL := headerValue(r, hTTL)
-	exp, hasExp := headerValue(r, hExpiresAt)
+	ttl, hasTTL := headerValue(r, wire.DSHeaderTTL)
+	exp, hasExp := headerValue(r, wire.DSHeaderExpiresAt)
 	if hasTTL && hasExp {
 		h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "send Stream-TTL or Stream-Expires-At, not both")
 		return
@@ -138,8 +138,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
 		opts.ExpiresAt = t
 	}
 
-	forkOffset, hasForkOffset := headerValue(r, hForkOffset)
-	subOffset, hasSubOffset := headerValue(r, hForkSubOffset)
+	forkOffset, hasForkOffset := headerValue(r, wire.DSHeaderForkOffset)
+	subOffset, hasSubOffset := headerValue(r, wire.DSHeaderForkSubOffset)
 	if !isFork && (hasForkOffset || hasSubOffset) {
 		h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Stream-Fork-Offset and Stream-Fork-Sub-Offset need Stream-Forked-From")
 		return
@@ -201,9 +201,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	hd := w.Header()
 	hd.Set("Content-Type", info.ContentType)
-	hd.Set(hNextOffset, formatOffset(info.NextOffset))
+	hd.Set(wire.DSHeaderNextOffset, formatOffset(info.NextOffset))
 	if info.Closed {
-		hd.Set(hClosed, "true")
+		hd.Set(wire.DSHeaderClosed, "true")
 	}
 	status := http.StatusOK
 	if created {
@@ -245,9 +245,9 @@ func (h *Handler) absoluteURL(r *http.Request) string {
 func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 	req := stream.AppendRequest{Close: closedRequested(r)}
 
-	id, hasID := headerValue(r, hProducerID)
-	epoch, hasEpoch := headerValue(r, hProducerEpoch)
-	seq, hasSeq := headerValue(r, hProducerSeq)
+	id, hasID := headerValue(r, wire.DSHeaderProducerID)
+	epoch, hasEpoch := headerValue(r, wire.DSHeaderProducerEpoch)
+	seq, hasSeq := headerValue(r, wire.DSHeaderProducerSeq)
 	if hasID || hasEpoch || hasSeq {
 		if !(hasID && hasEpoch && hasSeq) {
 			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Producer-Id, Producer-Epoch and Producer-Seq go together: send all three or none")
@@ -265,7 +265,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 		}
 		req.Producer = &stream.Producer{ID: producerPrefix + id, Epoch: e, Seq: s}
 	}
-	if ws, ok := headerValue(r, hSeq); ok {
+	if ws, ok := headerValue(r, wire.DSHeaderSeq); ok {
 		if ws == "" {
 			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Stream-Seq must not be empty")
 			return
@@ -291,24 +291,11 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Content-Type %q: %v", truncateForMessage(ct), err))
 			return
 		}
-		info, err := h.svc.Head(r.Context(), name)
-		if err != nil {
-			h.serviceError(w, r, err)
-			return
-		}
-		if !stream.SameContentType(ct, info.ContentType) {
-			if info.Closed {
-				// A closed stream answers every append alike, so a
-				// client learns the stream is final, not that its
-				// content type was wrong.
-				h.closedConflict(w, r, info.NextOffset)
-				return
-			}
-			h.fail(w, r, http.StatusConflict, "content_type_mismatch",
-				fmt.Sprintf("stream %s holds %q; the request body is %q", name, info.ContentType, ct))
-			return
-		}
-		recs, err := toRecords(body, info.ContentType, false)
+		// The service checks ct against the stream's type (a closed stream
+		// answers every append alike); ct decides JSON mode, as the two
+		// must name the same media type.
+		req.ContentType = ct
+		recs, err := toRecords(body, ct, false)
 		if err != nil {
 			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
 			return
@@ -318,7 +305,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 
 	res, err := h.svc.AppendBatch(r.Context(), name, req)
 	if err != nil {
-		h.appendError(w, r, err)
+		h.serviceError(w, r, err)
 		return
 	}
 	hd := w.Header()
@@ -331,15 +318,15 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 		}
 	}
 	if next >= 0 {
-		hd.Set(hNextOffset, formatOffset(next))
+		hd.Set(wire.DSHeaderNextOffset, formatOffset(next))
 	}
 	if res.Closed {
-		hd.Set(hClosed, "true")
+		hd.Set(wire.DSHeaderClosed, "true")
 	}
 	status := http.StatusNoContent
 	if req.Producer != nil {
-		hd.Set(hProducerEpoch, strconv.FormatUint(res.ProducerEpoch, 10))
-		hd.Set(hProducerSeq, strconv.FormatUint(res.ProducerSeq, 10))
+		hd.Set(wire.DSHeaderProducerEpoch, strconv.FormatUint(res.ProducerEpoch, 10))
+		hd.Set(wire.DSHeaderProducerSeq, strconv.FormatUint(res.ProducerSeq, 10))
 		// A producer's new data is acknowledged with 200; duplicates
 		// and close-only requests have nothing new and get 204.
 		if !res.Duplicate && len(req.Records) > 0 {
@@ -363,35 +350,6 @@ func parseProducerNumber(s string) (uint64, error) {
 		return 0, errors.New("out of range")
 	}
 	return n, nil
-}
-
-// closedConflict answers an append to a closed stream: 409 with
-// Stream-Closed and the final offset, so a writer knows where it ended.
-func (h *Handler) closedConflict(w http.ResponseWriter, r *http.Request, next int64) {
-	hd := w.Header()
-	hd.Set(hClosed, "true")
-	hd.Set(hNextOffset, formatOffset(next))
-	h.fail(w, r, http.StatusConflict, "stream_closed", "the stream is closed; it accepts no more appends")
-}
-
-func (h *Handler) appendError(w http.ResponseWriter, r *http.Request, err error) {
-	var closed *stream.ClosedError
-	if errors.As(err, &closed) {
-		h.closedConflict(w, r, closed.NextOffset)
-		return
-	}
-	var pe *stream.ProducerError
-	if errors.As(err, &pe) {
-		hd := w.Header()
-		switch {
-		case errors.Is(err, stream.ErrProducerFenced):
-			hd.Set(hProducerEpoch, strconv.FormatUint(pe.CurrentEpoch, 10))
-		case errors.Is(err, stream.ErrProducerSeqGap):
-			hd.Set(hProducerExpSeq, strconv.FormatUint(pe.ExpectedSeq, 10))
-			hd.Set(hProducerRecvSeq, strconv.FormatUint(pe.ReceivedSeq, 10))
-		}
-	}
-	h.serviceError(w, r, err)
 }
 
 // delete is DELETE.

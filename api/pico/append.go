@@ -1,7 +1,6 @@
 package pico
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,17 +45,6 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 	shape, mt, err := appendShape(r.Header.Get("Content-Type"))
 	if err != nil {
 		httpx.WriteError(w, http.StatusUnsupportedMediaType, wire.CodeUnsupportedMedia, err.Error())
-		return
-	}
-	info, err := h.svc.Head(r.Context(), name)
-	if err != nil {
-		h.writeServiceError(w, r, err)
-		return
-	}
-	if shape == shapeSingle && mt != "" && mt != baseType(info.ContentType) {
-		httpx.WriteError(w, http.StatusConflict, wire.CodeContentTypeMismatch,
-			fmt.Sprintf("stream %s holds %q; the request body is %q (batches are sent as %s or %s)",
-				name, info.ContentType, r.Header.Get("Content-Type"), wire.MediaBatchJSON, wire.MediaBatch))
 		return
 	}
 	producer, err := parseProducer(r.Header)
@@ -112,20 +100,13 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 		writeParseError(w, err)
 		return
 	}
-	if isJSON(info.ContentType) {
-		for i := range recs {
-			if recs[i].Value != nil && !json.Valid(recs[i].Value) {
-				msg := "body is not valid JSON, but the stream holds " + info.ContentType
-				if shape != shapeSingle {
-					msg = fmt.Sprintf("record %d: value is not valid JSON, but the stream holds %s", i, info.ContentType)
-				}
-				httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, msg)
-				return
-			}
-		}
+	// The service checks the stream's rules (content type, JSON values);
+	// a batch envelope names no stream content type.
+	req := stream.AppendRequest{Records: recs, Producer: producer}
+	if shape == shapeSingle {
+		req.ContentType = mt
 	}
-
-	ack, err := h.svc.AppendBatch(r.Context(), name, stream.AppendRequest{Records: recs, Producer: producer})
+	ack, err := h.svc.AppendBatch(r.Context(), name, req)
 	if err != nil {
 		h.writeServiceError(w, r, err)
 		return

@@ -239,11 +239,3 @@ func parseNonNegativeHeader(h http.Header, name string) (int64, bool, error) {
 	}
 	return int64(n), true, nil
 }
-
-// isJSON reports whether a content type is JSON (application/json or a
-// +json structured syntax suffix): such streams only accept valid JSON
-// values.
-func isJSON(ct string) bool {
-	mt := baseType(ct)
-	return mt == wire.MediaJSON || strings.HasSuffix(mt, "+json")
-}

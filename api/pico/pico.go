@@ -12,7 +12,6 @@ package pico
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,7 +24,6 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/PicoMQ/picomq/api/httpx"
-	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
@@ -168,106 +166,6 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, DELETE")
 		httpx.WriteError(w, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, r.Method+" is not supported on a stream")
 	}
-}
-
-// classify maps stream-service errors onto an HTTP status and error code.
-// ok=false means the error is not a known client or availability condition:
-// a server fault, answered with 500 and logged.
-func classify(err error) (status int, code string, ok bool) {
-	switch {
-	case errors.Is(err, stream.ErrReservedName):
-		return http.StatusForbidden, wire.CodeReservedName, true
-	case errors.Is(err, stream.ErrInvalidName):
-		return http.StatusBadRequest, wire.CodeInvalidName, true
-	case errors.Is(err, stream.ErrNotFound):
-		return http.StatusNotFound, wire.CodeNotFound, true
-	case errors.Is(err, stream.ErrTopicConflict):
-		return http.StatusConflict, wire.CodeTopicConflict, true
-	case errors.Is(err, stream.ErrInvalidTopic):
-		return http.StatusBadRequest, wire.CodeInvalidTopic, true
-	case errors.Is(err, stream.ErrConflict):
-		return http.StatusConflict, wire.CodeExists, true
-	case errors.Is(err, stream.ErrOffsetTrimmed):
-		return http.StatusGone, wire.CodeOffsetTrimmed, true
-	case errors.Is(err, stream.ErrOffsetOutOfRange):
-		return http.StatusRequestedRangeNotSatisfiable, wire.CodeOffsetOutOfRange, true
-	case errors.Is(err, stream.ErrProducerFenced):
-		return http.StatusForbidden, wire.CodeProducerFenced, true
-	case errors.Is(err, stream.ErrProducerSeqGap):
-		return http.StatusConflict, wire.CodeProducerSeqGap, true
-	case errors.Is(err, stream.ErrProducerEpochSeq):
-		return http.StatusBadRequest, wire.CodeProducerEpochSeq, true
-	case errors.Is(err, stream.ErrStreamClosed):
-		return http.StatusConflict, wire.CodeStreamClosed, true
-	case errors.Is(err, stream.ErrInvalidArgument), errors.Is(err, record.ErrInvalid):
-		return http.StatusBadRequest, wire.CodeBadRequest, true
-	case errors.Is(err, stream.ErrRedirect):
-		return http.StatusTemporaryRedirect, httpx.CodeRedirect, true
-	case errors.Is(err, stream.ErrUnavailable):
-		return http.StatusServiceUnavailable, wire.CodeUnavailable, true
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// The client went away or its deadline passed: the outcome of a
-		// write is unknown, which 503 tells a retrying idempotent client.
-		return http.StatusServiceUnavailable, wire.CodeRequestTimeout, true
-	}
-	return http.StatusInternalServerError, wire.CodeInternal, false
-}
-
-// errorDetail builds the JSON error for err, with the numbers a client needs
-// to act on it (expected sequence, start offset, …) both in the body and in
-// Pico-* response headers.
-func (h *Handler) errorDetail(w http.ResponseWriter, r *http.Request, err error) (int, wire.ErrorDetail) {
-	status, code, ok := classify(err)
-	d := wire.ErrorDetail{Code: code, Message: err.Error()}
-	if !ok {
-		h.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		d.Message = "internal error"
-	}
-	hd := w.Header()
-	httpx.SetRedirect(w, r, err)
-	var pe *stream.ProducerError
-	if errors.As(err, &pe) {
-		switch {
-		case errors.Is(err, stream.ErrProducerSeqGap):
-			exp, rec := pe.ExpectedSeq, pe.ReceivedSeq
-			d.ExpectedSeq, d.ReceivedSeq = &exp, &rec
-			hd.Set(wire.HeaderProducerExpectedSeq, strconv.FormatUint(exp, 10))
-			hd.Set(wire.HeaderProducerReceivedSeq, strconv.FormatUint(rec, 10))
-		case errors.Is(err, stream.ErrProducerFenced), errors.Is(err, stream.ErrProducerEpochSeq):
-			cur := pe.CurrentEpoch
-			d.CurrentEpoch = &cur
-			hd.Set(wire.HeaderProducerEpoch, strconv.FormatUint(cur, 10))
-		}
-	}
-	var te *stream.TrimmedError
-	if errors.As(err, &te) {
-		so := te.StartOffset
-		d.StartOffset = &so
-		hd.Set(wire.HeaderStartOffset, strconv.FormatInt(so, 10))
-	}
-	var ce *stream.ClosedError
-	if errors.As(err, &ce) {
-		next := ce.NextOffset
-		d.NextOffset = &next
-		hd.Set(wire.HeaderNextOffset, strconv.FormatInt(next, 10))
-		hd.Set(wire.HeaderClosed, "true")
-	}
-	return status, d
-}
-
-func (h *Handler) writeServiceError(w http.ResponseWriter, r *http.Request, err error) {
-	status, d := h.errorDetail(w, r, err)
-	writeErrorDetail(w, status, d)
-}
-
-// writeErrorDetail is httpx.WriteError with the optional detail fields.
-func writeErrorDetail(w http.ResponseWriter, status int, d wire.ErrorDetail) {
-	hd := w.Header()
-	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && hd.Get("Retry-After") == "" {
-		hd.Set("Retry-After", "1")
-	}
-	hd.Set("X-Content-Type-Options", "nosniff")
-	httpx.WriteJSON(w, status, wire.ErrorBody{Error: d})
 }
 
 // streamJSON describes a stream: the body of create and of

@@ -96,44 +96,19 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
 		httpx.WriteError(w, status, code, err.Error())
 		return
 	}
-	info, err := h.svc.Head(r.Context(), name)
-	if errors.Is(err, stream.ErrRedirect) && p.live == "" && p.hasOffset {
-		// History already in object storage may be served by this node;
-		// Read decides, and redirects if it cannot.
-		info, err = h.svc.Describe(r.Context(), name)
-	}
-	if err != nil {
-		h.writeServiceError(w, r, err)
-		return
-	}
-	accept := r.Header.Get("Accept")
-	if p.live == wire.LiveSSE && strings.Contains(accept, "text/event-stream") {
-		// EventSource always sends this Accept; SSE carries JSON records.
-		accept = ""
-	}
-	format, err := chooseFormat(r.URL.Query().Get(wire.QueryFormat), accept, info.ContentType)
-	if err != nil {
-		if errors.Is(err, errNotAcceptable) {
-			httpx.WriteError(w, http.StatusNotAcceptable, wire.CodeNotAcceptable, err.Error())
-		} else {
-			httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
-		}
-		return
-	}
 	if p.live == wire.LiveSSE {
-		if format != formatJSON {
-			httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, "live=sse sends JSON records; format="+format.String()+" is not available")
-			return
-		}
-		h.sse(w, r, name, p, info)
+		h.serveSSE(w, r, name, p)
 		return
 	}
-	if !p.hasOffset {
-		p.offset = info.StartOffset
-	}
+	// One service call finds the stream and reads the page; its content
+	// type then picks the response format.
 	res, err := h.readPage(r.Context(), name, &p)
 	if err != nil {
 		h.writeServiceError(w, r, err)
+		return
+	}
+	format, ok := h.format(w, r, res.Stream.ContentType)
+	if !ok {
 		return
 	}
 	if p.live == wire.LiveLongPoll && len(res.Records) == 0 && !res.Closed {
@@ -164,20 +139,61 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
 			return
 		}
 	}
-	h.writePage(w, res, p, format, info.ContentType)
+	h.writePage(w, res, p, format, res.Stream.ContentType)
+}
+
+// serveSSE starts a live=sse read, which describes the stream first (its
+// pages are cached per stream incarnation).
+func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request, name string, p readParams) {
+	info, err := h.svc.Head(r.Context(), name)
+	if err != nil {
+		h.writeServiceError(w, r, err)
+		return
+	}
+	format, ok := h.format(w, r, info.ContentType)
+	if !ok {
+		return
+	}
+	if format != formatJSON {
+		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, "live=sse sends JSON records; format="+format.String()+" is not available")
+		return
+	}
+	h.sse(w, r, name, p, info)
+}
+
+// format negotiates the response format of a read (format query, Accept)
+// for a stream of content type streamCT; ok=false means it answered 400/406.
+func (h *Handler) format(w http.ResponseWriter, r *http.Request, streamCT string) (readFormat, bool) {
+	accept := r.Header.Get("Accept")
+	if r.URL.Query().Get(wire.QueryLive) == wire.LiveSSE && strings.Contains(accept, "text/event-stream") {
+		// EventSource always sends this Accept; SSE carries JSON records.
+		accept = ""
+	}
+	format, err := chooseFormat(r.URL.Query().Get(wire.QueryFormat), accept, streamCT)
+	switch {
+	case errors.Is(err, errNotAcceptable):
+		httpx.WriteError(w, http.StatusNotAcceptable, wire.CodeNotAcceptable, err.Error())
+	case err != nil:
+		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+	}
+	return format, err == nil
 }
 
 // readPage reads one page at p.offset. A client that gave no offset reads
 // from the stream's start; if a trim raced past that start in between, it
 // follows the new start once rather than failing a read it never pinned.
+// Only a read that named its offset may be served from object storage by a
+// node that does not own the stream; any other is redirected to the owner.
 func (h *Handler) readPage(ctx context.Context, name string, p *readParams) (stream.ReadResult, error) {
-	opts := stream.ReadOptions{Offset: p.offset, MaxRecords: p.limit, MaxBytes: p.maxBytes}
+	opts := stream.ReadOptions{Offset: p.offset, MaxRecords: p.limit, MaxBytes: p.maxBytes,
+		FromStart: !p.hasOffset, LocalOnly: p.live != "" || !p.hasOffset}
 	res, err := h.svc.Read(ctx, name, opts)
 	var te *stream.TrimmedError
 	if !p.hasOffset && errors.As(err, &te) {
-		p.offset = te.StartOffset
-		opts.Offset = p.offset
 		res, err = h.svc.Read(ctx, name, opts)
+	}
+	if err == nil && !p.hasOffset && len(res.Records) == 0 {
+		p.offset = res.NextOffset // where a long-poll waits
 	}
 	return res, err
 }

@@ -6,40 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
 // The Durable Streams half of Stream. Reference: the protocol's PROTOCOL.md
 // and docs/durable-streams.md (PicoMQ's facade, api/ds).
-
-// Durable Streams header names, exactly as the protocol spells them.
-const (
-	dsNextOffset    = "Stream-Next-Offset"
-	dsUpToDate      = "Stream-Up-To-Date"
-	dsClosed        = "Stream-Closed"
-	dsCursor        = "Stream-Cursor"
-	dsTTL           = "Stream-Ttl"
-	dsExpiresAt     = "Stream-Expires-At"
-	dsSSEEncoding   = "Stream-Sse-Data-Encoding"
-	dsProducerID    = "Producer-Id"
-	dsProducerEpoch = "Producer-Epoch"
-	dsProducerSeq   = "Producer-Seq"
-)
-
-// isJSONType reports whether a content type puts a Durable Streams stream in
-// JSON mode (application/json, parameters ignored).
-func isJSONType(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		mt = strings.ToLower(strings.TrimSpace(ct))
-	}
-	return mt == "application/json"
-}
 
 func headerTrue(h http.Header, name string) bool {
 	return strings.EqualFold(strings.TrimSpace(h.Get(name)), "true")
@@ -63,13 +40,13 @@ func (s *stream) dsCreate(ctx context.Context, contentType string, retention tim
 	h.Set("Content-Type", contentType)
 	if cfg.ttl > 0 {
 		secs := int64((cfg.ttl + time.Second - 1) / time.Second)
-		h.Set(dsTTL, strconv.FormatInt(secs, 10))
+		h.Set(wire.DSHeaderTTL, strconv.FormatInt(secs, 10))
 	}
 	if !cfg.expiresAt.IsZero() {
-		h.Set(dsExpiresAt, cfg.expiresAt.UTC().Format(time.RFC3339Nano))
+		h.Set(wire.DSHeaderExpiresAt, cfg.expiresAt.UTC().Format(time.RFC3339Nano))
 	}
 	if cfg.closed {
-		h.Set(dsClosed, "true")
+		h.Set(wire.DSHeaderClosed, "true")
 	}
 	resp, err := s.c.do(ctx, &call{method: "PUT", path: s.name, header: h, owner: &s.owner})
 	if err != nil {
@@ -79,8 +56,8 @@ func (s *stream) dsCreate(ctx context.Context, contentType string, retention tim
 	info := StreamInfo{
 		Name:        s.name,
 		ContentType: resp.Header.Get("Content-Type"),
-		Next:        resp.Header.Get(dsNextOffset),
-		Closed:      headerTrue(resp.Header, dsClosed),
+		Next:        resp.Header.Get(wire.DSHeaderNextOffset),
+		Closed:      headerTrue(resp.Header, wire.DSHeaderClosed),
 		TTL:         cfg.ttl,
 		ExpiresAt:   cfg.expiresAt,
 	}
@@ -145,7 +122,7 @@ func (s *stream) dsAppend(ctx context.Context, records []AppendRecord, p *produc
 	if err != nil {
 		return Ack{}, err
 	}
-	jsonMode := isJSONType(ct)
+	jsonMode := wire.IsDSJSONMode(ct)
 	body, err := dsBody(records, jsonMode)
 	if err != nil {
 		return Ack{}, err
@@ -161,9 +138,9 @@ func (s *stream) dsAppendBody(ctx context.Context, ct string, body []byte, count
 	h := http.Header{}
 	h.Set("Content-Type", ct)
 	if p != nil {
-		h.Set(dsProducerID, p.id)
-		h.Set(dsProducerEpoch, strconv.FormatUint(p.epoch, 10))
-		h.Set(dsProducerSeq, strconv.FormatUint(p.seq, 10))
+		h.Set(wire.DSHeaderProducerID, p.id)
+		h.Set(wire.DSHeaderProducerEpoch, strconv.FormatUint(p.epoch, 10))
+		h.Set(wire.DSHeaderProducerSeq, strconv.FormatUint(p.seq, 10))
 	}
 	resp, err := s.c.do(ctx, &call{method: "POST", path: s.name, header: h, body: body, owner: &s.owner})
 	if err != nil {
@@ -176,7 +153,7 @@ func (s *stream) dsAppendBody(ctx context.Context, ct string, body []byte, count
 		return Ack{}, err
 	}
 	drain(resp)
-	ack := Ack{Count: count, Next: resp.Header.Get(dsNextOffset)}
+	ack := Ack{Count: count, Next: resp.Header.Get(wire.DSHeaderNextOffset)}
 	// Producer retries of a batch already written get 204 without the
 	// producer's new data status.
 	if p != nil && resp.StatusCode == http.StatusNoContent {
@@ -192,13 +169,13 @@ func (s *stream) dsAppendBody(ctx context.Context, ct string, body []byte, count
 
 func (s *stream) dsClose(ctx context.Context) (string, error) {
 	h := http.Header{}
-	h.Set(dsClosed, "true")
+	h.Set(wire.DSHeaderClosed, "true")
 	resp, err := s.c.do(ctx, &call{method: "POST", path: s.name, header: h, owner: &s.owner})
 	if err != nil {
 		return "", err
 	}
 	drain(resp)
-	return resp.Header.Get(dsNextOffset), nil
+	return resp.Header.Get(wire.DSHeaderNextOffset), nil
 }
 
 func (s *stream) dsRead(ctx context.Context, from string, opts ReadOptions) (Page, error) {
@@ -219,10 +196,10 @@ func (s *stream) dsRead(ctx context.Context, from string, opts ReadOptions) (Pag
 	}
 	h := resp.Header
 	page := Page{
-		Next:     h.Get(dsNextOffset),
-		UpToDate: headerTrue(h, dsUpToDate),
-		Closed:   headerTrue(h, dsClosed),
-		Cursor:   h.Get(dsCursor),
+		Next:     h.Get(wire.DSHeaderNextOffset),
+		UpToDate: headerTrue(h, wire.DSHeaderUpToDate),
+		Closed:   headerTrue(h, wire.DSHeaderClosed),
+		Cursor:   h.Get(wire.DSHeaderCursor),
 	}
 	if resp.StatusCode == http.StatusNoContent {
 		drain(resp)
@@ -234,7 +211,7 @@ func (s *stream) dsRead(ctx context.Context, from string, opts ReadOptions) (Pag
 	}
 	ct := h.Get("Content-Type")
 	s.setContentType(ct)
-	page.Records, err = dsRecords(body, isJSONType(ct), from, page.Next, s.c)
+	page.Records, err = dsRecords(body, wire.IsDSJSONMode(ct), from, page.Next, s.c)
 	if err != nil {
 		return Page{}, fmt.Errorf("picomq: GET %s: %w", s.name, err)
 	}
@@ -285,13 +262,13 @@ func (s *stream) dsHead(ctx context.Context) (StreamInfo, error) {
 	info := StreamInfo{
 		Name:        s.name,
 		ContentType: h.Get("Content-Type"),
-		Next:        h.Get(dsNextOffset),
-		Closed:      headerTrue(h, dsClosed),
+		Next:        h.Get(wire.DSHeaderNextOffset),
+		Closed:      headerTrue(h, wire.DSHeaderClosed),
 	}
-	if secs, err := strconv.ParseInt(h.Get(dsTTL), 10, 64); err == nil {
+	if secs, err := strconv.ParseInt(h.Get(wire.DSHeaderTTL), 10, 64); err == nil {
 		info.TTL = time.Duration(secs) * time.Second
 	}
-	if t, err := time.Parse(time.RFC3339Nano, h.Get(dsExpiresAt)); err == nil {
+	if t, err := time.Parse(time.RFC3339Nano, h.Get(wire.DSHeaderExpiresAt)); err == nil {
 		info.ExpiresAt = t
 	}
 	s.setContentType(info.ContentType)

@@ -245,21 +245,21 @@ func newClientError(method, url string, resp *http.Response, body []byte, p Prot
 	}
 	if p == ProtocolDurableStreams {
 		// The facade reports the numbers in Producer-* / Stream-* headers.
-		if v, err := strconv.ParseUint(h.Get("Producer-Expected-Seq"), 10, 64); err == nil {
+		if v, err := strconv.ParseUint(h.Get(wire.DSHeaderProducerExpected), 10, 64); err == nil {
 			e.ExpectedSeq = &v
 		}
-		if v, err := strconv.ParseUint(h.Get("Producer-Received-Seq"), 10, 64); err == nil {
+		if v, err := strconv.ParseUint(h.Get(wire.DSHeaderProducerReceived), 10, 64); err == nil {
 			e.ReceivedSeq = &v
 		}
 		if resp.StatusCode == http.StatusForbidden {
-			if v, err := strconv.ParseUint(h.Get("Producer-Epoch"), 10, 64); err == nil {
+			if v, err := strconv.ParseUint(h.Get(wire.DSHeaderProducerEpoch), 10, 64); err == nil {
 				e.CurrentEpoch = &v
 			}
 		}
-		if v := h.Get("Stream-Next-Offset"); v != "" {
+		if v := h.Get(wire.DSHeaderNextOffset); v != "" {
 			e.NextPosition = v
 		}
-		if e.Code == "" && resp.StatusCode == http.StatusConflict && strings.EqualFold(h.Get("Stream-Closed"), "true") {
+		if e.Code == "" && resp.StatusCode == http.StatusConflict && strings.EqualFold(h.Get(wire.DSHeaderClosed), "true") {
 			e.Code = wire.CodeStreamClosed
 		}
 	} else {

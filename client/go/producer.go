@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/sdk/wire/codec"
 )
 
@@ -238,7 +239,7 @@ func (p *Producer) Send(ctx context.Context, rec AppendRecord) (*PendingAck, err
 		if rec.Key != nil || len(rec.Headers) > 0 {
 			return nil, unsupported(ProtocolDurableStreams, "record keys and headers", "a Durable Streams record is a value")
 		}
-		if ct := p.s.cachedContentType(); ct != "" && isJSONType(ct) && !json.Valid(rec.Body) {
+		if ct := p.s.cachedContentType(); ct != "" && wire.IsDSJSONMode(ct) && !json.Valid(rec.Body) {
 			return nil, &ClientError{Status: http.StatusBadRequest, Code: "bad_request", Kind: KindBadRequest,
 				Message: "record is not valid JSON, but the stream holds application/json"}
 		}
@@ -566,7 +567,7 @@ func (p *Producer) encode(ctx context.Context, recs []AppendRecord) (body []byte
 	if ct, err = p.s.knownContentType(ctx); err != nil {
 		return nil, "", 0, err
 	}
-	jsonMode := isJSONType(ct)
+	jsonMode := wire.IsDSJSONMode(ct)
 	if body, err = dsBody(recs, jsonMode); err != nil {
 		return nil, "", 0, err
 	}

@@ -160,7 +160,7 @@ func (s *stream) Subscribe(ctx context.Context, from string, opts SubscribeOptio
 				from = info.Next
 			}
 		}
-		sub.jsonMode = isJSONType(ct)
+		sub.jsonMode = wire.IsDSJSONMode(ct)
 	} else {
 		var err error
 		if from, err = s.picoPosition(ctx, from); err != nil {
@@ -305,7 +305,7 @@ func retryableStreamError(err error) bool {
 // was delivered, and whether the stream's end was reached (closed).
 func (sub *Subscription) read(ctx context.Context, resp *http.Response) (delivered, closed bool, err error) {
 	s := sub.s
-	base64Data := s.ds() && resp.Header.Get(dsSSEEncoding) == "base64"
+	base64Data := s.ds() && resp.Header.Get(wire.DSHeaderSSEDataEncoding) == "base64"
 	r := newSSEReader(resp.Body)
 	var pending []byte // Durable Streams: data waiting for its control event
 	havePending := false

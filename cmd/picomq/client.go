@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	picomq "github.com/PicoMQ/picomq/client/go"
+	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
 // Exit codes of the client subcommands (docs/cli.md).
@@ -333,7 +334,7 @@ func appendCmd(fs *flag.FlagSet, e env) func(context.Context, picomq.Client, []s
 			if err != nil {
 				return err
 			}
-			keepNewline = !isJSONType(info.ContentType)
+			keepNewline = !wire.IsDSJSONMode(info.ContentType)
 		}
 		p, err := s.NewProducer(picomq.ProducerOptions{Linger: *linger})
 		if err != nil {
@@ -509,11 +510,6 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
-}
-
-func isJSONType(ct string) bool {
-	mt, _, _ := strings.Cut(strings.ToLower(ct), ";")
-	return strings.TrimSpace(mt) == "application/json"
 }
 
 // recordJSON is the --json shape of a record (one JSON object per line).

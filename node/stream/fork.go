@@ -23,12 +23,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"mime"
 	"sort"
 	"strings"
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
 // ForkOptions make a create a fork of Source.
@@ -42,8 +42,6 @@ type ForkOptions struct {
 	SubOffset int64
 }
 
-// isJSONType reports whether content type ct is JSON, whose records are one
-// value each.
 // logStart is the first offset of a stream's own log: 0, or a fork's fork
 // point (End).
 func logStart(m meta.Stream) int64 {
@@ -51,14 +49,6 @@ func logStart(m meta.Stream) int64 {
 		return m.Fork.End
 	}
 	return 0
-}
-
-func isJSONType(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		mt = strings.ToLower(strings.TrimSpace(ct))
-	}
-	return mt == "application/json"
 }
 
 // resolveFork validates a fork create against its source and fills plan and
@@ -112,7 +102,7 @@ func (s *Service) resolveFork(ctx context.Context, opts *CreateOptions, plan *cr
 		if count == 0 {
 			return fmt.Errorf("%w: fork sub-offset %d, but %s has no message at offset %d", ErrInvalidArgument, sub, fo.Source, off)
 		}
-		if isJSONType(srcCT) {
+		if wire.IsDSJSONMode(srcCT) {
 			if sub > count {
 				return fmt.Errorf("%w: fork sub-offset %d is past the %d values of the message at offset %d", ErrInvalidArgument, sub, count, off)
 			}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/wal"
 )
 
@@ -142,6 +143,10 @@ type Service struct {
 
 	cluster Cluster // nil = single node without routing
 	routing routing
+
+	// lookups counts stream lookups (one per request is the rule; a test
+	// holds the Pico frontend to it).
+	lookups atomic.Int64
 }
 
 // streamState is the in-memory state of one stream owned by this node.
@@ -250,6 +255,13 @@ type ReadOptions struct {
 	Offset     int64
 	MaxRecords int // 0 = default
 	MaxBytes   int // 0 = default
+	// FromStart reads from the stream's first readable offset instead of
+	// Offset: a reader that named no offset needs no separate Head.
+	FromStart bool
+	// LocalOnly answers a stream owned by another node with its redirect,
+	// even where this node could serve the history from object storage
+	// (live reads and reads from the start follow the owner).
+	LocalOnly bool
 }
 
 // ReadResult is one page of records.
@@ -468,15 +480,7 @@ func (s *Service) Close() {
 // SameContentType reports whether two content types name the same media
 // type, ignoring case and parameters such as charset.
 func SameContentType(a, b string) bool {
-	return baseMediaType(a) == baseMediaType(b)
-}
-
-func baseMediaType(ct string) string {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return strings.ToLower(strings.TrimSpace(ct))
-	}
-	return mt
+	return wire.MediaType(a) == wire.MediaType(b)
 }
 
 // Create creates the stream, or returns the existing one if its configuration
@@ -600,6 +604,7 @@ func (st *streamState) infoLocked() Info {
 // *RedirectError naming the owner, ErrNotFound, or ErrUnavailable when the
 // registry cannot be asked.
 func (s *Service) lookup(ctx context.Context, name string) (*streamState, error) {
+	s.lookups.Add(1)
 	s.mu.RLock()
 	st := s.byName[name]
 	s.mu.RUnlock()
@@ -617,6 +622,11 @@ func (s *Service) lookup(ctx context.Context, name string) (*streamState, error)
 	}
 	return st, nil
 }
+
+// Lookups is how many times the service has looked a stream up by name
+// (ownership, gate, routing): the per-request cost a frontend pays for
+// every service call it makes. Tests hold frontends to one per request.
+func (s *Service) Lookups() int64 { return s.lookups.Load() }
 
 // Head returns the stream's metadata and offsets.
 func (s *Service) Head(ctx context.Context, name string) (Info, error) {
@@ -673,6 +683,11 @@ type AppendRequest struct {
 	// WriterSeq is the Durable Streams Stream-Seq: if set it must be
 	// bytewise greater than the last one accepted on this stream.
 	WriterSeq string
+	// ContentType is the media type the records were sent as. It must be
+	// the stream's (SameContentType), else ErrContentTypeMismatch. Empty:
+	// the protocol's envelope names no stream content type (Pico batches,
+	// Kafka), so there is nothing to compare.
+	ContentType string
 }
 
 // AppendResult is the acknowledgement of a durable append.
@@ -718,6 +733,9 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	}
 	st.life.touch(s.cfg.Now()) // a write (close-only too) resets a sliding TTL
 	if err := s.Ready(); err != nil {
+		return AppendResult{}, err
+	}
+	if err := st.checkRecords(req); err != nil {
 		return AppendResult{}, err
 	}
 
@@ -938,7 +956,7 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 	st, err := s.lookup(ctx, name)
 	if err != nil {
 		var re *RedirectError
-		if errors.As(err, &re) {
+		if errors.As(err, &re) && !opts.LocalOnly {
 			// History already in object storage is served by any node.
 			if res, ok, rerr := s.readRemote(ctx, re.stream, opts); ok || rerr != nil {
 				return res, rerr
@@ -947,6 +965,11 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 		return ReadResult{}, err
 	}
 	st.life.touch(s.cfg.Now()) // a read resets a sliding TTL
+	if opts.FromStart {
+		st.mu.Lock()
+		opts.Offset = st.info.StartOffset
+		st.mu.Unlock()
+	}
 	if err := st.checkTrimmed(opts.Offset); err != nil {
 		return ReadResult{}, err
 	}

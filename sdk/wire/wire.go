@@ -173,6 +173,13 @@ const (
 	CodeForbidden    = "forbidden"    // 403: the token's scopes do not cover the request
 	CodeRateLimited  = "rate_limited" // 429: the token's request rate is exhausted; see Retry-After
 	CodeOverloaded   = "overloaded"   // 503: too many append bytes in flight; see Retry-After
+	// CodeStreamGone and CodeWriterSeqConflict exist on the Durable Streams
+	// protocol only: a soft-deleted stream that forks still read (410), and
+	// a Stream-Seq that did not increase (409).
+	CodeStreamGone        = "stream_gone"
+	CodeWriterSeqConflict = "stream_seq_conflict"
+	// CodeNotImplemented: a Durable Streams API PicoMQ does not serve.
+	CodeNotImplemented = "not_implemented"
 )
 
 // ErrorBody is the JSON shape of every error response.
