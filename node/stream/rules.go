@@ -10,7 +10,9 @@ import (
 // checkRecords applies the stream's content rules to an append, whatever
 // protocol it came on: the records' media type must be the stream's, and a
 // JSON stream (wire.IsJSON) accepts only valid JSON values (a null value is
-// a record without a value and passes). A closed stream is left to the
+// a record without a value and passes). A raw batch (AppendRequest.Batch,
+// Kafka) is stored as sent: its values are not decoded on the append path,
+// so the JSON rule does not reach them. A closed stream is left to the
 // append itself, which answers every append to it alike.
 func (st *streamState) checkRecords(req AppendRequest) error {
 	st.mu.Lock()
