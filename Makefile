@@ -5,6 +5,11 @@ GO       ?= go
 BIN      ?= bin/picomq
 DATA_DIR ?= ./data
 PKGS     := ./...
+# Per-package test timeouts: a unit package that hangs (a lost wake-up, an
+# ack that never comes) fails within UNIT_TIMEOUT with every goroutine's
+# stack, instead of holding the run for the e2e budget.
+UNIT_TIMEOUT ?= 8m
+E2E_TIMEOUT  ?= 25m
 FUZZTIME ?= 10s
 BENCHTIME ?= 2s
 
@@ -37,7 +42,10 @@ test: lint
 	status=0; \
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
-	    $(GO) test -count=1 -timeout 25m $(PKGS) || status=$$?; \
+	    $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/e2e') || status=$$?; \
+	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
+	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
+	    $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $$($(GO) list $(PKGS) | grep '/e2e') || status=$$?; \
 	if [ -n "$$started" ]; then deploy/local-minio.sh stop >/dev/null; fi; \
 	exit $$status
 
