@@ -33,3 +33,76 @@ pub fn unique(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     format!("/rust-test/{}/{}-{}-{}", prefix, std::process::id(), nanos, N.fetch_add(1, Ordering::Relaxed))
 }
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A loopback listener and its http://127.0.0.1:port URL.
+pub async fn listen() -> (TcpListener, String) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    (l, url)
+}
+
+/// One HTTP/1.1 request as a tiny test server sees it.
+#[derive(Clone, Debug, Default)]
+pub struct SeenRequest {
+    pub method: String,
+    pub target: String,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl SeenRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == &name.to_ascii_lowercase()).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads one request (headers and a Content-Length body) from `conn`;
+/// `None` when the client closed the connection first.
+pub async fn read_request(conn: &mut TcpStream) -> Option<SeenRequest> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = conn.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let mut req = SeenRequest { method: first.next()?.to_string(), target: first.next()?.to_string(), ..SeenRequest::default() };
+    for l in lines.filter(|l| !l.is_empty()) {
+        let (k, v) = l.split_once(':')?;
+        req.headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+    }
+    let len: usize = req.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    req.body = buf[head_end..].to_vec();
+    while req.body.len() < len {
+        let n = conn.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        req.body.extend_from_slice(&chunk[..n]);
+    }
+    Some(req)
+}
+
+/// Writes a complete response.
+pub async fn respond(conn: &mut TcpStream, status: &str, headers: &[(&str, &str)], body: &[u8]) {
+    let mut out = format!("HTTP/1.1 {}\r\nContent-Length: {}\r\n", status, body.len());
+    for (k, v) in headers {
+        out.push_str(&format!("{}: {}\r\n", k, v));
+    }
+    out.push_str("\r\n");
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(body);
+    let _ = conn.write_all(&bytes).await;
+}
