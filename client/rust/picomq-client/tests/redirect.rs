@@ -109,4 +109,8 @@ async fn redirect_across_two_nodes_keeps_the_token() {
     let page = fresh.read(&name, "0", Live::Off, ReadLimits::server_default()).await.unwrap();
     assert_eq!(page.records.len(), 5);
     assert_eq!(page.records[0].body_text(), body);
+    // The nodes require the token: without it, node b refuses.
+    let anonymous = picomq_client::connect(Protocol::Pico, &b).unwrap();
+    let err = anonymous.read(&name, "0", Live::Off, ReadLimits::server_default()).await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Unauthorized, "{}", err);
 }

@@ -167,3 +167,20 @@ async fn unsupported_operations_fail_before_sending() {
     }
     assert_eq!(pico.head("/s").await.unwrap_err().kind(), Kind::Transport);
 }
+
+#[tokio::test]
+async fn http2_cleartext_on_both_protocols() {
+    // Prior-knowledge h2c: a node that spoke only HTTP/1.1 would fail the
+    // HTTP/2 connection preface, so success means HTTP/2 was spoken.
+    for (p, url) in [(Protocol::Pico, pico_url()), (Protocol::DurableStreams, ds_url())] {
+        let cfg = picomq_client::ClientConfig { http2: true, ..picomq_client::ClientConfig::default() };
+        let c = picomq_client::connect_with(p, &url, cfg).unwrap();
+        let s = unique("h2c");
+        c.create(&s, "text/plain", None).await.unwrap();
+        let ack = c.append(&s, &["over h2c".into()], "text/plain").await.unwrap();
+        assert_eq!(ack.start, c.position_at(0), "{}", p);
+        let page = c.read(&s, &c.beginning(), Live::Off, ReadLimits::server_default()).await.unwrap();
+        assert_eq!(page.records.len(), 1, "{}", p);
+        assert_eq!(page.records[0].body_text(), "over h2c", "{}", p);
+    }
+}
