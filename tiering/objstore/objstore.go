@@ -1,6 +1,6 @@
 // Package objstore is PicoMQ's port to object storage: one narrow interface,
 // Store, with a local-filesystem implementation (file://) and an
-// S3-compatible one (s3://, via minio-go), chosen by URL with Open.
+// S3-compatible one (s3://, on the AWS SDK for Go v2), chosen by URL with Open.
 //
 // The interface holds only what tiering needs, so that every implementation
 // can honour exactly the same contract, checked by one acceptance suite
@@ -33,12 +33,16 @@
 //	s3://bucket[/prefix]?endpoint=http://127.0.0.1:9000&region=us-east-1
 //
 // s3 query parameters: endpoint (host[:port] or a URL whose scheme picks
-// TLS; default the AWS endpoint), region (default us-east-1), path_style
-// (default true when an endpoint is given, as MinIO and most S3-compatible
-// servers need). Credentials come from the standard AWS chain
-// (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN], the shared
-// credentials file and AWS_PROFILE, then EC2/ECS instance roles), never from
-// the URL, so a URL can be logged. A prefix scopes every key, which lets
+// TLS; default the AWS endpoint of the region), region (default the SDK's:
+// AWS_REGION or the shared config; else us-east-1),
+// path_style (default true when an endpoint is given, as MinIO and most
+// S3-compatible servers need), sse (AES256 for SSE-S3 or aws:kms for
+// SSE-KMS; default: the bucket's default encryption) and sse_kms_key_id.
+// A bucket named "name--zoneid--x-s3" is an S3 Express One Zone directory
+// bucket. Credentials come from the AWS SDK's default chain (environment,
+// web identity, shared config and AWS_PROFILE with assume-role, then the
+// container or instance role over IMDSv2), never from the URL, so a URL
+// can be logged. A prefix scopes every key, which lets
 // several clusters or test runs share one bucket.
 //
 // # Errors

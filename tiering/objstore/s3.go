@@ -11,63 +11,92 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 )
 
 // S3Options configure an S3Store. Zero values are the defaults stated on
 // each field.
 type S3Options struct {
-	// Bucket is required; it must exist.
+	// Bucket is required; it must exist. A name ending in "--x-s3" is an S3
+	// Express One Zone directory bucket (see DirectoryBucket).
 	Bucket string
 	// Prefix scopes every key (without leading or trailing '/'; "" = none).
 	Prefix string
 	// Endpoint is host[:port], or a URL whose scheme chooses TLS (http://
-	// for a loopback MinIO). Default: AWS S3 over TLS.
+	// for a loopback MinIO). Default: the AWS endpoint of Region.
 	Endpoint string
-	// Region defaults to us-east-1.
+	// Region defaults to the SDK's (AWS_REGION or the shared config), else
+	// us-east-1.
 	Region string
 	// PathStyle addresses the bucket in the path (http://host/bucket/key)
 	// instead of the host name; MinIO and most S3-compatible servers need
-	// it. Default: true when Endpoint is set, automatic for AWS.
+	// it. Default: true when Endpoint is set, false for AWS.
 	PathStyle *bool
+	// SSE asks S3 to encrypt each object at rest: "" (the bucket's default
+	// encryption decides), "AES256" (SSE-S3) or "aws:kms" (SSE-KMS, with
+	// SSEKMSKeyID or the account's aws/s3 key).
+	SSE string
+	// SSEKMSKeyID is the KMS key (ID, ARN or alias ARN) for SSE "aws:kms".
+	SSEKMSKeyID string
 	// AccessKey, SecretKey and SessionToken are static credentials; when
-	// AccessKey is empty the standard AWS chain is used (environment, shared
-	// credentials file and AWS_PROFILE, instance/container role).
+	// AccessKey is empty the SDK's default chain is used: environment,
+	// web identity (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN), shared
+	// config/credentials files and AWS_PROFILE (assume-role profiles
+	// included), then the ECS container or EC2 instance role (IMDSv2).
 	AccessKey, SecretKey, SessionToken string
-	// MaxRetries bounds minio-go's own quick retries of one request
-	// (default 3). Callers that need patience (the uploader) retry on top
+	// MaxAttempts bounds the SDK's own attempts of one request (default 3),
+	// paced by its adaptive retry mode (client-side rate limiting on
+	// throttling). Callers that need patience (the uploader) retry on top
 	// with their own backoff.
-	MaxRetries int
+	MaxAttempts int
 	// Transport overrides the HTTP transport (tests, proxies).
 	Transport http.RoundTripper
-	// RootCAs verifies an https endpoint (default: the system roots).
+	// RootCAs verifies an https endpoint (default: the system roots, or
+	// AWS_CA_BUNDLE); --s3-ca sets it.
 	RootCAs *x509.CertPool
 }
 
-// S3Store is a Store on an S3-compatible service.
+// S3Store is a Store on S3 or an S3-compatible service, through the AWS
+// SDK for Go v2 — the one production S3 path.
 //
 // Create buffers the object in memory and sends it as one PUT in Close:
 // a single PUT is atomic on every S3 implementation, and it is the request
 // that carries "If-None-Match: *" for a conditional create (conditional
 // multipart completion is not universally supported). Tiering's objects are
-// segment-sized (MiBs), well under the 5 GiB single-PUT limit.
+// segment-sized (MiBs), well under the 5 GiB single-PUT limit. Every PUT
+// carries a CRC32C checksum that S3 verifies before it stores the object.
 type S3Store struct {
-	client    *minio.Client
-	core      minio.Core
-	transport http.RoundTripper
+	client    *s3.Client
+	transport atomic.Pointer[http.Transport] // the SDK-built one, once used
 	bucket    string
 	prefix    string // "" or "p/" with the trailing slash
 	desc      string
+	sse       types.ServerSideEncryption
+	kmsKey    *string
+	// directory: an S3 Express One Zone directory bucket, whose listings
+	// are not in key order and whose list prefixes must end in '/'.
+	directory bool
 }
 
 var (
 	_ Store         = (*S3Store)(nil)
 	_ RangeStreamer = (*S3Store)(nil)
 )
+
+// s3Params are the query parameters an s3:// URL may carry.
+const s3Params = "endpoint, region, path_style, sse, sse_kms_key_id"
 
 func parseS3URL(raw string) (S3Options, error) {
 	u, err := url.Parse(raw)
@@ -78,7 +107,7 @@ func parseS3URL(raw string) (S3Options, error) {
 		return S3Options{}, fmt.Errorf("objstore: %q: missing bucket (s3://bucket?endpoint=…)", raw)
 	}
 	if u.User != nil {
-		return S3Options{}, fmt.Errorf("objstore: %q: credentials do not belong in the URL; use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile", u.Redacted())
+		return S3Options{}, fmt.Errorf("objstore: %q: credentials do not belong in the URL; use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile or an instance role", u.Redacted())
 	}
 	opts := S3Options{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}
 	for k, v := range u.Query() {
@@ -94,12 +123,20 @@ func parseS3URL(raw string) (S3Options, error) {
 				return S3Options{}, fmt.Errorf("objstore: %q: path_style=%q: want true or false", raw, val)
 			}
 			opts.PathStyle = &b
+		case "sse":
+			opts.SSE = val
+		case "sse_kms_key_id":
+			opts.SSEKMSKeyID = val
 		default:
-			return S3Options{}, fmt.Errorf("objstore: %q: unknown parameter %q (known: endpoint, region, path_style)", raw, k)
+			return S3Options{}, fmt.Errorf("objstore: %q: unknown parameter %q (known: %s)", raw, k, s3Params)
 		}
 	}
 	return opts, nil
 }
+
+// DirectoryBucket reports whether bucket names an S3 Express One Zone
+// directory bucket ("name--zoneid--x-s3").
+func DirectoryBucket(bucket string) bool { return strings.HasSuffix(bucket, "--x-s3") }
 
 // NewS3Store connects to the bucket and checks that it exists.
 func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
@@ -111,39 +148,43 @@ func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
 			return nil, fmt.Errorf("objstore: s3 prefix: %w", err)
 		}
 	}
-	host, secure := "s3.amazonaws.com", true
-	lookup := minio.BucketLookupAuto
+	s := &S3Store{bucket: o.Bucket, directory: DirectoryBucket(o.Bucket)}
+	switch o.SSE {
+	case "":
+	case string(types.ServerSideEncryptionAes256), string(types.ServerSideEncryptionAwsKms):
+		s.sse = types.ServerSideEncryption(o.SSE)
+	default:
+		return nil, fmt.Errorf("objstore: s3 sse=%q: want AES256 or aws:kms", o.SSE)
+	}
+	if o.SSEKMSKeyID != "" {
+		if s.sse != types.ServerSideEncryptionAwsKms {
+			return nil, errors.New("objstore: s3 sse_kms_key_id needs sse=aws:kms")
+		}
+		s.kmsKey = aws.String(o.SSEKMSKeyID)
+	}
+	endpoint := ""
 	if o.Endpoint != "" {
-		host = o.Endpoint
-		if strings.Contains(o.Endpoint, "://") {
-			u, err := url.Parse(o.Endpoint)
-			if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-				return nil, fmt.Errorf("objstore: s3 endpoint %q: want host[:port] or http(s)://host[:port]", o.Endpoint)
-			}
-			host, secure = u.Host, u.Scheme == "https"
+		endpoint = o.Endpoint
+		if !strings.Contains(endpoint, "://") {
+			endpoint = "https://" + endpoint
 		}
-		lookup = minio.BucketLookupPath
+		u, err := url.Parse(endpoint)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("objstore: s3 endpoint %q: want host[:port] or http(s)://host[:port]", o.Endpoint)
+		}
 	}
+	pathStyle := endpoint != ""
 	if o.PathStyle != nil {
-		lookup = minio.BucketLookupDNS
-		if *o.PathStyle {
-			lookup = minio.BucketLookupPath
-		}
+		pathStyle = *o.PathStyle
 	}
-	if o.Region == "" {
-		o.Region = "us-east-1"
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 3
 	}
-	if o.MaxRetries <= 0 {
-		o.MaxRetries = 3
-	}
-	transport := o.Transport
-	if transport == nil {
-		t, err := minio.DefaultTransport(secure)
-		if err != nil {
-			return nil, fmt.Errorf("objstore: s3 %s: %w", host, err)
-		}
-		// Parallel block reads and prefetches share one host: keep enough
-		// idle connections that read-ahead does not redial.
+	// Parallel block reads and prefetches share one host: keep enough
+	// idle connections that read-ahead does not redial. The SDK's own
+	// client type is what lets AWS_CA_BUNDLE apply; the callback records
+	// the transport it builds so that Close can release its connections.
+	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConnsPerHost = 64
 		if o.RootCAs != nil {
 			if t.TLSClientConfig == nil {
@@ -151,46 +192,86 @@ func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
 			}
 			t.TLSClientConfig.RootCAs = o.RootCAs
 		}
-		transport = t
-	}
-	var creds *credentials.Credentials
-	if o.AccessKey != "" {
-		creds = credentials.NewStaticV4(o.AccessKey, o.SecretKey, o.SessionToken)
-	} else {
-		creds = credentials.NewChainCredentials([]credentials.Provider{
-			&credentials.EnvAWS{},
-			&credentials.FileAWSCredentials{},
-			&credentials.IAM{},
-		})
-	}
-	client, err := minio.New(host, &minio.Options{
-		Creds:        creds,
-		Secure:       secure,
-		Region:       o.Region,
-		BucketLookup: lookup,
-		MaxRetries:   o.MaxRetries,
-		Transport:    transport,
+		s.transport.Store(t)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("objstore: s3 %s: %w", host, err)
+	loadOpts := []func(*config.LoadOptions) error{
+		config.WithHTTPClient(httpClient),
+		config.WithRetryer(func() aws.Retryer {
+			r := retry.NewAdaptiveMode(func(ao *retry.AdaptiveModeOptions) {
+				ao.StandardOptions = append(ao.StandardOptions, func(so *retry.StandardOptions) {
+					so.MaxAttempts = o.MaxAttempts
+				})
+			})
+			// Two conditional writes of one key racing on AWS: the loser may
+			// get 409 instead of 412; its retry then sees 412 (ErrExists).
+			return retry.AddWithErrorCodes(r, "ConditionalRequestConflict")
+		}),
 	}
-	s := &S3Store{client: client, core: minio.Core{Client: client}, transport: transport, bucket: o.Bucket, desc: host + "/" + o.Bucket}
+	if o.Region != "" {
+		loadOpts = append(loadOpts, config.WithRegion(o.Region))
+	}
+	if o.AccessKey != "" {
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(o.AccessKey, o.SecretKey, o.SessionToken)))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("objstore: s3: AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	s.client = s3.NewFromConfig(cfg, func(so *s3.Options) {
+		if o.Transport != nil {
+			so.HTTPClient = &http.Client{Transport: o.Transport}
+		}
+		if endpoint != "" {
+			so.BaseEndpoint = aws.String(endpoint)
+		}
+		so.UsePathStyle = pathStyle
+		// Every PUT carries a checksum S3 verifies; reads are checked by the
+		// segment format's own CRCs (a ranged GET has no object checksum).
+		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenSupported
+		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	host := endpoint
+	if host == "" {
+		host = "s3." + cfg.Region
+	}
+	s.desc = strings.TrimPrefix(strings.TrimPrefix(host, "https://"), "http://") + "/" + o.Bucket
 	if o.Prefix != "" {
 		s.prefix = o.Prefix + "/"
 		s.desc += "/" + o.Prefix
 	}
-	ok, err := client.BucketExists(ctx, o.Bucket)
-	if err != nil {
-		return nil, s.mapErr("open", "", err)
-	}
-	if !ok {
-		return nil, fmt.Errorf("objstore: s3 %s: bucket %q: %w", host, o.Bucket, ErrNotExist)
+	if _, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(o.Bucket)}); err != nil {
+		err = s.mapErr("open", "", err)
+		if errors.Is(err, ErrNotExist) {
+			return nil, fmt.Errorf("objstore: s3 %s: bucket %q: %w", host, o.Bucket, ErrNotExist)
+		}
+		return nil, err
 	}
 	return s, nil
 }
 
 // String describes the store for logs (no credentials).
 func (s *S3Store) String() string { return "s3://" + s.desc }
+
+// get issues one ranged GET of [off, off+length). empty is true when the
+// range starts at or past the end of the object (HTTP 416).
+func (s *S3Store) get(ctx context.Context, key string, off, length int64) (out *s3.GetObjectOutput, empty bool, err error) {
+	out, err = s.client.GetObject(ctx, &s3.GetObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(s.prefix + key),
+		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+length-1)),
+	})
+	if err != nil {
+		if code, status := apiError(err); code == "InvalidRange" || status == http.StatusRequestedRangeNotSatisfiable {
+			return nil, true, nil
+		}
+		return nil, false, s.mapErr("read", key, err)
+	}
+	return out, false, nil
+}
 
 // ReadAt is part of the Store interface. It is one ranged GET.
 func (s *S3Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
@@ -203,22 +284,18 @@ func (s *S3Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var opts minio.GetObjectOptions
-	if err := opts.SetRange(off, off+int64(len(p))-1); err != nil {
-		return 0, fmt.Errorf("objstore: read %q: %w", key, err)
-	}
-	body, _, hdr, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
+	out, empty, err := s.get(ctx, key, off, int64(len(p)))
 	if err != nil {
-		var er minio.ErrorResponse
-		if errors.As(err, &er) && (er.Code == "InvalidRange" || er.StatusCode == http.StatusRequestedRangeNotSatisfiable) {
-			return 0, io.EOF // off is at or past the end
-		}
-		return 0, s.mapErr("read", key, err)
+		return 0, err
 	}
+	if empty {
+		return 0, io.EOF // off is at or past the end
+	}
+	body := out.Body
 	defer body.Close()
 	// How many bytes the server promised: the range it chose, from
 	// Content-Range, so a connection cut short is an error, not an EOF.
-	start, want, _, ok := parseContentRange(hdr.Get("Content-Range"))
+	start, want, _, ok := parseContentRange(aws.ToString(out.ContentRange))
 	if !ok {
 		// 200 with the whole object: the server ignored the range.
 		if _, err := io.CopyN(io.Discard, body, off); err != nil {
@@ -261,19 +338,15 @@ func (s *S3Store) ReadRange(ctx context.Context, key string, off, length int64) 
 	if length == 0 {
 		return io.NopCloser(strings.NewReader("")), nil
 	}
-	var opts minio.GetObjectOptions
-	if err := opts.SetRange(off, off+length-1); err != nil {
-		return nil, fmt.Errorf("objstore: read %q: %w", key, err)
-	}
-	body, _, hdr, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
+	out, empty, err := s.get(ctx, key, off, length)
 	if err != nil {
-		var er minio.ErrorResponse
-		if errors.As(err, &er) && (er.Code == "InvalidRange" || er.StatusCode == http.StatusRequestedRangeNotSatisfiable) {
-			return io.NopCloser(strings.NewReader("")), nil
-		}
-		return nil, s.mapErr("read", key, err)
+		return nil, err
 	}
-	start, want, _, ok := parseContentRange(hdr.Get("Content-Range"))
+	if empty {
+		return io.NopCloser(strings.NewReader("")), nil
+	}
+	body := out.Body
+	start, want, _, ok := parseContentRange(aws.ToString(out.ContentRange))
 	if !ok {
 		// The server ignored the range: skip to off, stop after length.
 		if _, err := io.CopyN(io.Discard, body, off); err != nil {
@@ -355,33 +428,55 @@ func (s *S3Store) Stat(ctx context.Context, key string) (Attributes, error) {
 	if err := ValidateKey(key); err != nil {
 		return Attributes{}, err
 	}
-	info, err := s.client.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{})
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + key)})
 	if err != nil {
 		return Attributes{}, s.mapErr("stat", key, err)
 	}
-	return Attributes{Key: key, Size: info.Size, LastModified: info.LastModified}, nil
+	return Attributes{Key: key, Size: aws.ToInt64(out.ContentLength), LastModified: aws.ToTime(out.LastModified)}, nil
 }
 
 // List is part of the Store interface.
+//
+// A directory bucket lists only prefixes that end in '/', and not in key
+// order: there the listing covers the prefix's directory, is filtered to
+// the prefix and sorted before it is yielded.
 func (s *S3Store) List(ctx context.Context, prefix string) iter.Seq2[Attributes, error] {
 	return func(yield func(Attributes, error) bool) {
 		if err := validatePrefix(prefix); err != nil {
 			yield(Attributes{}, err)
 			return
 		}
-		// Cancelling stops minio-go's listing goroutine when the caller
-		// breaks out early.
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		for info := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{
-			Prefix: s.prefix + prefix, Recursive: true,
-		}) {
-			if info.Err != nil {
-				yield(Attributes{}, s.mapErr("list", prefix, info.Err))
+		full := s.prefix + prefix
+		listPrefix := full
+		if s.directory {
+			listPrefix = full[:strings.LastIndexByte(full, '/')+1]
+		}
+		var sorted []Attributes
+		p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+			Bucket: aws.String(s.bucket), Prefix: aws.String(listPrefix),
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				yield(Attributes{}, s.mapErr("list", prefix, err))
 				return
 			}
-			key := strings.TrimPrefix(info.Key, s.prefix)
-			if !yield(Attributes{Key: key, Size: info.Size, LastModified: info.LastModified}, nil) {
+			for _, o := range page.Contents {
+				k := aws.ToString(o.Key)
+				if !strings.HasPrefix(k, full) {
+					continue
+				}
+				a := Attributes{Key: strings.TrimPrefix(k, s.prefix), Size: aws.ToInt64(o.Size), LastModified: aws.ToTime(o.LastModified)}
+				if s.directory {
+					sorted = append(sorted, a)
+				} else if !yield(a, nil) {
+					return
+				}
+			}
+		}
+		slices.SortFunc(sorted, func(a, b Attributes) int { return strings.Compare(a.Key, b.Key) })
+		for _, a := range sorted {
+			if !yield(a, nil) {
 				return
 			}
 		}
@@ -393,11 +488,11 @@ func (s *S3Store) Delete(ctx context.Context, key string) error {
 	if err := ValidateKey(key); err != nil {
 		return err
 	}
-	if err := s.client.RemoveObject(ctx, s.bucket, s.prefix+key, minio.RemoveObjectOptions{}); err != nil {
-		if err := s.mapErr("delete", key, err); errors.Is(err, ErrNotExist) {
-			return nil
+	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + key)})
+	if err != nil {
+		if err := s.mapErr("delete", key, err); !errors.Is(err, ErrNotExist) {
+			return err
 		}
-		return s.mapErr("delete", key, err)
 	}
 	return nil
 }
@@ -415,28 +510,39 @@ func (s *S3Store) Create(ctx context.Context, key string, opts CreateOptions) (W
 
 // Close is part of the Store interface.
 func (s *S3Store) Close() error {
-	if t, ok := s.transport.(interface{ CloseIdleConnections() }); ok {
+	if t := s.transport.Load(); t != nil {
 		t.CloseIdleConnections()
 	}
 	return nil
+}
+
+// apiError returns the S3 error code and HTTP status of err ("" and 0 when
+// the request never got a response).
+func apiError(err error) (code string, status int) {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	return code, status
 }
 
 func (s *S3Store) mapErr(op, key string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("objstore: %s %q: %w", op, key, err)
 	}
-	var er minio.ErrorResponse
-	if errors.As(err, &er) {
-		switch {
-		case er.Code == "NoSuchKey" || er.Code == "NoSuchBucket" || er.StatusCode == http.StatusNotFound:
-			return fmt.Errorf("objstore: %s %q on %s: %w (%s)", op, key, s, ErrNotExist, er.Code)
-		case er.Code == "PreconditionFailed" || er.StatusCode == http.StatusPreconditionFailed:
-			return fmt.Errorf("objstore: %s %q on %s: %w", op, key, s, ErrExists)
-		case er.Code == "AccessDenied" || er.Code == "InvalidAccessKeyId" || er.Code == "SignatureDoesNotMatch" ||
-			er.Code == "ExpiredToken" || er.StatusCode == http.StatusForbidden:
-			return fmt.Errorf("objstore: %s %q on %s: %w: %s", op, key, s, ErrPermission, er.Message)
-		}
-		return fmt.Errorf("objstore: %s %q on %s: %s (HTTP %d): %w", op, key, s, er.Code, er.StatusCode, err)
+	code, status := apiError(err)
+	switch {
+	case code == "NoSuchKey" || code == "NoSuchBucket" || code == "NotFound" || status == http.StatusNotFound:
+		return fmt.Errorf("objstore: %s %q on %s: %w (%s)", op, key, s, ErrNotExist, code)
+	case code == "PreconditionFailed" || status == http.StatusPreconditionFailed:
+		return fmt.Errorf("objstore: %s %q on %s: %w", op, key, s, ErrExists)
+	case code == "AccessDenied" || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" ||
+		code == "ExpiredToken" || code == "InvalidToken" || status == http.StatusForbidden:
+		return fmt.Errorf("objstore: %s %q on %s: %w: %v", op, key, s, ErrPermission, err)
 	}
 	return fmt.Errorf("objstore: %s %q on %s: %w", op, key, s, err)
 }
@@ -470,12 +576,20 @@ func (w *s3Writer) Close() error {
 	w.done = true
 	data := w.buf.Bytes()
 	w.buf = bytes.Buffer{}
-	po := minio.PutObjectOptions{DisableMultipart: true, ContentType: "application/octet-stream"}
-	if w.opts.IfNotExists {
-		po.SetMatchETagExcept("*")
+	in := &s3.PutObjectInput{
+		Bucket:               aws.String(w.s.bucket),
+		Key:                  aws.String(w.s.prefix + w.key),
+		Body:                 bytes.NewReader(data),
+		ContentLength:        aws.Int64(int64(len(data))),
+		ContentType:          aws.String("application/octet-stream"),
+		ChecksumAlgorithm:    types.ChecksumAlgorithmCrc32c,
+		ServerSideEncryption: w.s.sse,
+		SSEKMSKeyId:          w.s.kmsKey,
 	}
-	_, err := w.s.client.PutObject(w.ctx, w.s.bucket, w.s.prefix+w.key, bytes.NewReader(data), int64(len(data)), po)
-	if err != nil {
+	if w.opts.IfNotExists {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if _, err := w.s.client.PutObject(w.ctx, in); err != nil {
 		return w.s.mapErr("commit", w.key, err)
 	}
 	return nil
