@@ -186,12 +186,6 @@ func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
 	// the transport it builds so that Close can release its connections.
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConnsPerHost = 64
-		if o.RootCAs != nil {
-			if t.TLSClientConfig == nil {
-				t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-			}
-			t.TLSClientConfig.RootCAs = o.RootCAs
-		}
 		s.transport.Store(t)
 	})
 	loadOpts := []func(*config.LoadOptions) error{
@@ -221,7 +215,19 @@ func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
+	s3HTTP := cfg.HTTPClient
+	if bc, ok := s3HTTP.(*awshttp.BuildableClient); ok && o.RootCAs != nil {
+		// After AWS_CA_BUNDLE's option, so an explicit --s3-ca wins; only
+		// for S3 (the credential providers keep the usual roots).
+		s3HTTP = bc.WithTransportOptions(func(t *http.Transport) {
+			if t.TLSClientConfig == nil {
+				t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			}
+			t.TLSClientConfig.RootCAs = o.RootCAs
+		})
+	}
 	s.client = s3.NewFromConfig(cfg, func(so *s3.Options) {
+		so.HTTPClient = s3HTTP
 		if o.Transport != nil {
 			so.HTTPClient = &http.Client{Transport: o.Transport}
 		}
