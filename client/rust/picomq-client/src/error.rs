@@ -174,7 +174,7 @@ fn kind_of(status: u16, code: &str) -> Kind {
         pico::CODE_PRODUCER_FENCED => return Kind::Fenced,
         pico::CODE_PRODUCER_SEQ_GAP | "producer_sequence_gap" => return Kind::SequenceGap,
         pico::CODE_STREAM_CLOSED => return Kind::Closed,
-        pico::CODE_OFFSET_TRIMMED | "stream_gone" => return Kind::Gone,
+        pico::CODE_OFFSET_TRIMMED | pico::CODE_STREAM_GONE => return Kind::Gone,
         pico::CODE_OFFSET_OUT_OF_RANGE => return Kind::OutOfRange,
         pico::CODE_PRODUCER_EPOCH_SEQ | "producer_epoch_must_start_at_zero" => return Kind::BadRequest,
         pico::CODE_REQUEST_TIMEOUT => return Kind::Unavailable,

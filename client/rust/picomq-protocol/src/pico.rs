@@ -62,6 +62,16 @@ pub const FORMAT_RAW: &str = "raw";
 pub const LIVE_LONG_POLL: &str = "long-poll";
 pub const LIVE_SSE: &str = "sse";
 
+/// SSE event names of `live=sse` reads.
+pub const EVENT_DATA: &str = "data";
+pub const EVENT_CONTROL: &str = "control";
+pub const EVENT_ERROR: &str = "error";
+
+/// Values of the `encoding` query parameter and of the per-record
+/// `keyEncoding`/`valueEncoding` fields of JSON reads.
+pub const ENCODING_UTF8: &str = "utf8";
+pub const ENCODING_BASE64: &str = "base64";
+
 /// Query parameters of `GET /_streams`.
 pub const QUERY_PREFIX: &str = "prefix";
 pub const QUERY_LIST_CURSOR: &str = "cursor";
@@ -106,3 +116,17 @@ pub const CODE_PRODUCER_SEQ_GAP: &str = "producer_seq_gap";
 pub const CODE_PRODUCER_EPOCH_SEQ: &str = "producer_epoch_seq";
 pub const CODE_STREAM_CLOSED: &str = "stream_closed";
 pub const CODE_CONTENT_TYPE_MISMATCH: &str = "content_type_mismatch";
+/// 401: missing or unknown token.
+pub const CODE_UNAUTHORIZED: &str = "unauthorized";
+/// 403: the token's scopes do not cover the request.
+pub const CODE_FORBIDDEN: &str = "forbidden";
+/// 429: the token's request rate is exhausted; see Retry-After.
+pub const CODE_RATE_LIMITED: &str = "rate_limited";
+/// 503: too many append bytes in flight; see Retry-After.
+pub const CODE_OVERLOADED: &str = "overloaded";
+/// Durable Streams only: a soft-deleted stream that forks still read (410).
+pub const CODE_STREAM_GONE: &str = "stream_gone";
+/// Durable Streams only: a Stream-Seq that did not increase (409).
+pub const CODE_WRITER_SEQ_CONFLICT: &str = "stream_seq_conflict";
+/// Durable Streams only: an API PicoMQ does not serve.
+pub const CODE_NOT_IMPLEMENTED: &str = "not_implemented";
