@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
 )
@@ -48,7 +49,7 @@ func handleProduce(s *Server, ctx context.Context, cc *connState, kreq kmsg.Requ
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s.producePartition(ctx, req.Version, rt.Topic, rp, op)
+				s.producePartition(ctx, cc, req.Version, rt.Topic, rp, op)
 			}()
 		}
 	}
@@ -59,7 +60,7 @@ func handleProduce(s *Server, ctx context.Context, cc *connState, kreq kmsg.Requ
 	return resp, nil
 }
 
-func (s *Server) producePartition(ctx context.Context, version int16, topic string, rp kmsg.ProduceRequestTopicPartition, op *kmsg.ProduceResponseTopicPartition) {
+func (s *Server) producePartition(ctx context.Context, cc *connState, version int16, topic string, rp kmsg.ProduceRequestTopicPartition, op *kmsg.ProduceResponseTopicPartition) {
 	fail := func(err error) {
 		op.ErrorCode, op.BaseOffset = errCode(err), -1
 		if version >= 8 {
@@ -67,6 +68,12 @@ func (s *Server) producePartition(ctx context.Context, version int16, topic stri
 		}
 	}
 	name, err := s.partitionName(ctx, topic, rp.Partition, true)
+	if err == nil {
+		err = s.allow(cc, auth.Write, name)
+	}
+	if err == nil && len(rp.Records) > int(s.cfg.MaxMessageBytes) {
+		err = fmt.Errorf("%w: %d bytes of batches, max.message.bytes is %d", kerr.MessageTooLarge, len(rp.Records), s.cfg.MaxMessageBytes)
+	}
 	if err != nil {
 		fail(err)
 		return

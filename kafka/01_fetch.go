@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/auth"
 )
 
 // defaultFetchMaxBytes is the response budget of versions without MaxBytes.
@@ -20,13 +22,13 @@ func handleFetch(s *Server, ctx context.Context, cc *connState, kreq kmsg.Reques
 	wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, s.cfg.MaxWait)
 	deadline := time.Now().Add(wait)
 	for {
-		resp, total, changed, stop := s.fetchOnce(ctx, req)
+		resp, total, changed, stop := s.fetchOnce(ctx, cc, req)
 		if stop || total >= int(req.MinBytes) || len(changed) == 0 || !time.Now().Before(deadline) {
 			return resp, nil
 		}
 		if !waitAny(ctx, changed, deadline) {
 			// Deadline or connection gone: answer with what there is now.
-			resp, _, _, _ = s.fetchOnce(ctx, req)
+			resp, _, _, _ = s.fetchOnce(ctx, cc, req)
 			return resp, nil
 		}
 	}
@@ -35,7 +37,7 @@ func handleFetch(s *Server, ctx context.Context, cc *connState, kreq kmsg.Reques
 // fetchOnce reads every requested partition once. It returns the response,
 // its record bytes, the change channels to wait on, and whether to answer
 // now regardless of MinBytes (a partition error).
-func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}, bool) {
+func (s *Server) fetchOnce(ctx context.Context, cc *connState, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
@@ -56,7 +58,7 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 			// KIP-74: the first partition with data gets at least one
 			// batch, even past the budgets; later ones only what is left.
 			limit := min(int(rp.PartitionMaxBytes), budget-total)
-			ch, n, err := s.fetchPartition(ctx, rt.Topic, rp, limit, total == 0, &op)
+			ch, n, err := s.fetchPartition(ctx, cc, rt.Topic, rp, limit, total == 0, &op)
 			if err != nil {
 				op.ErrorCode = errCode(err)
 				op.HighWatermark, op.LastStableOffset, op.LogStartOffset = -1, -1, -1
@@ -75,8 +77,11 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 
 // fetchPartition fills op from one partition and returns the channel that
 // signals its next change and the bytes returned.
-func (s *Server) fetchPartition(ctx context.Context, topic string, rp kmsg.FetchRequestTopicPartition, limit int, first bool, op *kmsg.FetchResponseTopicPartition) (<-chan struct{}, int, error) {
+func (s *Server) fetchPartition(ctx context.Context, cc *connState, topic string, rp kmsg.FetchRequestTopicPartition, limit int, first bool, op *kmsg.FetchResponseTopicPartition) (<-chan struct{}, int, error) {
 	name, err := s.partitionName(ctx, topic, rp.Partition, false)
+	if err == nil {
+		err = s.allow(cc, auth.Read, name)
+	}
 	if err != nil {
 		return nil, 0, err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/node/record"
 )
 
@@ -27,7 +28,7 @@ func handleListOffsets(s *Server, ctx context.Context, cc *connState, kreq kmsg.
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewListOffsetsResponseTopicPartition()
 			op.Partition = rp.Partition
-			offset, ts, epoch, err := s.listOffset(ctx, rt.Topic, rp)
+			offset, ts, epoch, err := s.listOffset(ctx, cc, rt.Topic, rp)
 			if err != nil {
 				op.ErrorCode = errCode(err)
 			} else {
@@ -40,8 +41,11 @@ func handleListOffsets(s *Server, ctx context.Context, cc *connState, kreq kmsg.
 	return resp, nil
 }
 
-func (s *Server) listOffset(ctx context.Context, topic string, rp kmsg.ListOffsetsRequestTopicPartition) (offset, ts int64, epoch int32, err error) {
+func (s *Server) listOffset(ctx context.Context, cc *connState, topic string, rp kmsg.ListOffsetsRequestTopicPartition) (offset, ts int64, epoch int32, err error) {
 	name, err := s.partitionName(ctx, topic, rp.Partition, false)
+	if err == nil {
+		err = s.allow(cc, auth.Read, name)
+	}
 	if err != nil {
 		return 0, 0, 0, err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/PicoMQ/picomq/kafka/group"
 	"github.com/PicoMQ/picomq/node/stream"
 )
 
@@ -33,12 +34,18 @@ func handleMetadata(s *Server, ctx context.Context, cc *connState, kreq kmsg.Req
 		if err != nil {
 			s.log.Warn("kafka metadata: listing topics failed", "err", err)
 		}
+		if groupsServed() {
+			resp.Topics = append(resp.Topics, offsetsTopic(b))
+		}
 	} else {
 		var byID map[[16]byte]topic
 		for _, rt := range req.Topics {
 			var t topic
 			var err error
 			switch {
+			case rt.Topic != nil && *rt.Topic == offsetsTopicName && groupsServed():
+				resp.Topics = append(resp.Topics, offsetsTopic(b))
+				continue
 			case rt.Topic != nil:
 				t, err = s.resolveTopic(ctx, *rt.Topic)
 				autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
@@ -120,4 +127,25 @@ func (s *Server) topicsByID(ctx context.Context) (map[[16]byte]topic, error) {
 		m[t.id] = t
 	}
 	return m, nil
+}
+
+// offsetsTopicName is Kafka's internal topic of committed offsets. PicoMQ
+// keeps offsets in streams under /_sys/ instead; Metadata still lists this
+// name as an internal topic (one partition, led by the controller) once
+// groups are served, because clients and tools look for it to tell internal
+// topics apart. It holds no data here.
+const offsetsTopicName = "__consumer_offsets"
+
+func groupsServed() bool { return len(group.Versions()) > 0 }
+
+func offsetsTopic(b brokers) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := offsetsTopicName
+	mt.Topic, mt.IsInternal = &name, true
+	mt.TopicID = topicID(0)
+	mp := kmsg.NewMetadataResponseTopicPartition()
+	mp.Leader, mp.LeaderEpoch = b.controller(), 0
+	mp.Replicas, mp.ISR, mp.OfflineReplicas = []int32{mp.Leader}, []int32{mp.Leader}, []int32{}
+	mt.Partitions = []kmsg.MetadataResponseTopicPartition{mp}
+	return mt
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/node/stream"
 )
 
@@ -140,7 +141,9 @@ func handleCreateTopics(s *Server, ctx context.Context, cc *connState, kreq kmsg
 				}
 			}
 		default:
-			t, err = s.createTopic(ctx, rt.Topic, n, tc)
+			if err = s.allow(cc, auth.Admin, topicStream(rt.Topic)); err == nil {
+				t, err = s.createTopic(ctx, rt.Topic, n, tc)
+			}
 		}
 		if err != nil {
 			st.ErrorCode, st.ErrorMessage = errCode(err), errMessage(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/node/stream"
 )
 
@@ -54,6 +55,9 @@ func handleDeleteTopics(s *Server, ctx context.Context, cc *connState, kreq kmsg
 			if err == nil {
 				rs.Topic = &t.name
 			}
+		}
+		if err == nil {
+			err = s.allow(cc, auth.Admin, t.partitions[0].Name)
 		}
 		if err == nil {
 			err = s.deleteTopic(ctx, t)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/node/stream"
 )
 
@@ -19,7 +20,7 @@ func handleDeleteRecords(s *Server, ctx context.Context, cc *connState, kreq kms
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewDeleteRecordsResponseTopicPartition()
 			op.Partition = rp.Partition
-			low, err := s.trimPartition(ctx, rt.Topic, rp.Partition, rp.Offset)
+			low, err := s.trimPartition(ctx, cc, rt.Topic, rp.Partition, rp.Offset)
 			op.ErrorCode, op.LowWatermark = errCode(err), low
 			ot.Partitions = append(ot.Partitions, op)
 		}
@@ -28,8 +29,11 @@ func handleDeleteRecords(s *Server, ctx context.Context, cc *connState, kreq kms
 	return resp, nil
 }
 
-func (s *Server) trimPartition(ctx context.Context, topic string, p int32, offset int64) (int64, error) {
+func (s *Server) trimPartition(ctx context.Context, cc *connState, topic string, p int32, offset int64) (int64, error) {
 	name, err := s.partitionName(ctx, topic, p, false)
+	if err == nil {
+		err = s.allow(cc, auth.Admin, name)
+	}
 	if err != nil {
 		return -1, err
 	}

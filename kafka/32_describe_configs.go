@@ -31,7 +31,7 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 				{"cleanup.policy", "delete"},
 				{"compression.type", "producer"},
 				{"message.timestamp.type", "CreateTime"},
-				{"max.message.bytes", strconv.Itoa(int(s.cfg.MaxFrameBytes))},
+				{"max.message.bytes", strconv.Itoa(int(s.cfg.MaxMessageBytes))},
 				{"min.insync.replicas", "1"},
 			}
 		case kmsg.ConfigResourceTypeBroker:
@@ -40,6 +40,7 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 				{"num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions))},
 				{"default.replication.factor", "1"},
 				{"socket.request.max.bytes", strconv.Itoa(int(s.cfg.MaxFrameBytes))},
+				{"message.max.bytes", strconv.Itoa(int(s.cfg.MaxMessageBytes))},
 			}
 		default:
 			or.ErrorCode = kerr.InvalidRequest.Code

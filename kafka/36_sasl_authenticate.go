@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/auth"
 )
 
 // handleSASLAuthenticate checks the bearer token a SASL exchange carries:
@@ -20,8 +22,9 @@ func handleSASLAuthenticate(s *Server, ctx context.Context, cc *connState, kreq 
 	req := kreq.(*kmsg.SASLAuthenticateRequest)
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	token, err := saslToken(cc.mechanism, req.SASLAuthBytes)
-	if err == nil && s.cfg.Authenticate != nil {
-		err = s.cfg.Authenticate(ctx, token)
+	var p *auth.Principal
+	if err == nil && s.cfg.Auth != nil {
+		p, err = s.cfg.Auth.Authenticate(token)
 	}
 	if err != nil {
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
@@ -30,10 +33,12 @@ func handleSASLAuthenticate(s *Server, ctx context.Context, cc *connState, kreq 
 			msg = "invalid_token: " + err.Error()
 		}
 		resp.ErrorMessage = &msg
-		cc.authenticated.Store(s.cfg.Authenticate == nil)
+		cc.authenticated.Store(s.cfg.Auth == nil)
+		cc.principal = nil
 		return resp, nil
 	}
 	cc.authenticated.Store(true)
+	cc.principal = p
 	resp.SASLAuthBytes = []byte{}
 	return resp, nil
 }

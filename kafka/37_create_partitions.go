@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/auth"
 )
 
 // handleCreatePartitions adds partition streams to a topic. Keys hash to
@@ -16,16 +18,19 @@ func handleCreatePartitions(s *Server, ctx context.Context, cc *connState, kreq 
 	for _, rt := range req.Topics {
 		rs := kmsg.NewCreatePartitionsResponseTopic()
 		rs.Topic = rt.Topic
-		err := s.addPartitions(ctx, rt.Topic, rt.Count, req.ValidateOnly)
+		err := s.addPartitions(ctx, cc, rt.Topic, rt.Count, req.ValidateOnly)
 		rs.ErrorCode, rs.ErrorMessage = errCode(err), errMessage(err)
 		resp.Topics = append(resp.Topics, rs)
 	}
 	return resp, nil
 }
 
-func (s *Server) addPartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
+func (s *Server) addPartitions(ctx context.Context, cc *connState, name string, count int32, validateOnly bool) error {
 	t, err := s.resolveTopic(ctx, name)
 	if err != nil {
+		return err
+	}
+	if err := s.allow(cc, auth.Admin, t.partitions[0].Name); err != nil {
 		return err
 	}
 	have := int32(len(t.partitions))

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/auth"
 )
 
 // connState is what one connection remembers between requests.
@@ -23,6 +25,7 @@ type connState struct {
 	// authenticated is read by the frame reader too: before it is set a
 	// connection may only send small frames within AuthTimeout.
 	authenticated atomic.Bool
+	principal     *auth.Principal // nil while unauthenticated or with auth off
 }
 
 // request is one framed request as read off the wire.
@@ -52,7 +55,7 @@ func (s *Server) serveConn(c net.Conn) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	cc := &connState{remote: c.RemoteAddr().String()}
-	cc.authenticated.Store(s.cfg.Authenticate == nil)
+	cc.authenticated.Store(s.cfg.Auth == nil)
 	frames := make(chan []byte, readAhead)
 	go func() {
 		defer close(frames)
@@ -265,4 +268,13 @@ func (s *Server) dispatch(ctx context.Context, cc *connState, r request) (kmsg.R
 	}
 	resp.SetVersion(r.version)
 	return resp, nil
+}
+
+// allow checks that the connection's principal may act at level on the
+// stream name (always true with authentication off).
+func (s *Server) allow(cc *connState, level auth.Level, name string) error {
+	if s.cfg.Auth == nil || cc.principal.Allows(level, name) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s access to %s", kerr.TopicAuthorizationFailed, level, name)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/kafka/group"
 	"github.com/PicoMQ/picomq/node/stream"
 )
@@ -48,6 +49,10 @@ type Config struct {
 	// ClusterID is what Metadata and DescribeCluster report; the same on
 	// every node of a cluster.
 	ClusterID string
+	// AdvertiseAddr is this node's Kafka address for a service whose
+	// members carry none (a service without a cluster, in tests); nodes
+	// publish theirs in the membership record.
+	AdvertiseAddr string
 	// MaxFrameBytes bounds one request; a larger size prefix closes the
 	// connection before anything is allocated. Default 100 MiB.
 	MaxFrameBytes int32
@@ -55,10 +60,14 @@ type Config struct {
 	// Produce create unknown topics with DefaultPartitions partitions.
 	AutoCreateTopics  bool
 	DefaultPartitions int32
-	// Authenticate checks a bearer token carried by SASL PLAIN (the
-	// password) or OAUTHBEARER. nil = authentication is off: every
-	// connection may do everything, and SASL exchanges succeed.
-	Authenticate func(ctx context.Context, token string) error
+	// Auth checks the bearer token carried by SASL PLAIN (the password)
+	// or OAUTHBEARER, and its scopes authorise each topic operation. nil
+	// = authentication is off: every connection may do everything, and
+	// SASL exchanges succeed whatever they carry.
+	Auth auth.Checker
+	// MaxMessageBytes bounds one produced record batch (Kafka's
+	// max.message.bytes; default 1 MiB + 12, Kafka's default).
+	MaxMessageBytes int32
 	// MaxWait caps a fetch's MaxWaitMs (default 30 s).
 	MaxWait time.Duration
 	// IdleTimeout closes a connection that sends no request for this long
@@ -73,6 +82,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.MaxFrameBytes <= 0 {
 		c.MaxFrameBytes = 100 << 20
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 1048588
 	}
 	if c.DefaultPartitions <= 0 {
 		c.DefaultPartitions = 1

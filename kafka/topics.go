@@ -226,6 +226,9 @@ func (s *Server) brokers(ctx context.Context) (brokers, error) {
 	}
 	b := brokers{members: ms, byNode: map[string]group.Broker{}, self: s.svc.NodeID()}
 	for _, m := range ms {
+		if m.KafkaAddr == "" && m.NodeID == b.self {
+			m.KafkaAddr = s.cfg.AdvertiseAddr
+		}
 		host, port, err := net.SplitHostPort(m.KafkaAddr)
 		if err != nil {
 			continue // no Kafka listener on that node

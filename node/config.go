@@ -34,20 +34,22 @@ type Config struct {
 	KafkaAdvertiseAddr string
 	KafkaAutoCreate    bool
 	KafkaMaxFrameBytes int64
-	EtcdEndpoints      []string
-	ObjectStore        string
-	SealMaxBytes       int64
-	SealMaxAge         time.Duration
-	Durability         string
-	LeaseTTL           time.Duration
-	WALMaxBytes        int64
-	CacheBytes         int64
-	LongPollTimeout    time.Duration
-	SSETimeout         time.Duration
-	MaxAppendBytes     int64
-	ShutdownTimeout    time.Duration
-	LogLevel           string
-	LogFormat          string
+	// KafkaMaxMessageBytes bounds one produced batch (max.message.bytes).
+	KafkaMaxMessageBytes int64
+	EtcdEndpoints        []string
+	ObjectStore          string
+	SealMaxBytes         int64
+	SealMaxAge           time.Duration
+	Durability           string
+	LeaseTTL             time.Duration
+	WALMaxBytes          int64
+	CacheBytes           int64
+	LongPollTimeout      time.Duration
+	SSETimeout           time.Duration
+	MaxAppendBytes       int64
+	ShutdownTimeout      time.Duration
+	LogLevel             string
+	LogFormat            string
 
 	// Security (docs/security.md).
 	AuthTokens     string // token file; empty = no authentication
@@ -159,6 +161,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.StringVar(&cfg.KafkaAddr, "kafka-addr", defaultKafkaAddr, "Kafka listener address, or off")
 	fs.StringVar(&cfg.KafkaAdvertiseAddr, "kafka-advertise-addr", "", "host:port Kafka clients are told to connect to (default: the bound --kafka-addr)")
 	fs.BoolVar(&cfg.KafkaAutoCreate, "kafka-auto-create-topics", false, "create unknown topics (1 partition) on Kafka Metadata and Produce")
+	fs.Int64Var(&cfg.KafkaMaxMessageBytes, "kafka-max-message-bytes", 1048588, "largest record batch a Kafka producer may send (Kafka's max.message.bytes)")
 	fs.Int64Var(&cfg.KafkaMaxFrameBytes, "kafka-max-frame-bytes", 100<<20, "largest Kafka request accepted; larger ones close the connection")
 	fs.StringVar(&etcd, "etcd-endpoints", "", "comma-separated external etcd endpoints (empty = embedded etcd in the data dir)")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object store URL: file:///path or s3://bucket?endpoint=…&region=… (default file://<data-dir>/objects)")
@@ -302,6 +305,12 @@ func (c *Config) Validate() error {
 	}
 	if c.KafkaMaxFrameBytes == 0 {
 		c.KafkaMaxFrameBytes = 100 << 20
+	}
+	if c.KafkaMaxMessageBytes == 0 {
+		c.KafkaMaxMessageBytes = 1048588
+	}
+	if c.KafkaMaxMessageBytes < 1<<10 || c.KafkaMaxMessageBytes > c.KafkaMaxFrameBytes {
+		return fmt.Errorf("--kafka-max-message-bytes %d: want between %d and --kafka-max-frame-bytes (%d)", c.KafkaMaxMessageBytes, 1<<10, c.KafkaMaxFrameBytes)
 	}
 	if c.KafkaMaxFrameBytes < 1<<20 || c.KafkaMaxFrameBytes > 1<<30 {
 		return fmt.Errorf("--kafka-max-frame-bytes %d: want between %d and %d", c.KafkaMaxFrameBytes, 1<<20, 1<<30)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/kafka"
 )
 
@@ -44,12 +45,17 @@ func (n *Node) serveKafka(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var checker auth.Checker
+	if n.tokens != nil { // a nil *auth.Store must not become a non-nil Checker
+		checker = n.tokens
+	}
 	n.kafka = kafka.New(n.svc, kafka.Config{
 		ClusterID:        id,
+		Auth:             checker,
 		MaxFrameBytes:    int32(n.cfg.KafkaMaxFrameBytes),
+		MaxMessageBytes:  int32(n.cfg.KafkaMaxMessageBytes),
 		AutoCreateTopics: n.cfg.KafkaAutoCreate,
 		MaxWait:          n.cfg.LongPollTimeout,
-		Authenticate:     n.kafkaAuthenticate(),
 		AuthTimeout:      n.cfg.ReadHeaderTimeout,
 		FrameTimeout:     n.cfg.BodyTimeout,
 		Logger:           n.log.With("listener", "kafka"),
@@ -60,18 +66,6 @@ func (n *Node) serveKafka(ctx context.Context) error {
 	n.log.Info("kafka listener serving", "kafka", ln.Addr().String(), "advertised", n.members.member.KafkaAddr,
 		"auto_create_topics", n.cfg.KafkaAutoCreate)
 	return nil
-}
-
-// kafkaAuthenticate is the SASL token check of the Kafka listener: the
-// same token file as the HTTP listener (nil = authentication off).
-func (n *Node) kafkaAuthenticate() func(context.Context, string) error {
-	if n.tokens == nil {
-		return nil
-	}
-	return func(_ context.Context, token string) error {
-		_, err := n.tokens.Authenticate(token)
-		return err
-	}
 }
 
 // clusterID is the Kafka cluster id: the etcd cluster's id, the same on

@@ -1,0 +1,403 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/node/stream"
+)
+
+// TestProduceConsumeFranzGo: an unmodified franz-go client produces (its
+// default idempotent producer, compressed batches) to a multi-partition
+// topic and consumes every record back with key, value, headers and
+// per-partition offsets intact.
+func TestProduceConsumeFranzGo(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("orders", 3)
+	prod := ts.client(kgo.ProducerBatchCompression(kgo.ZstdCompression()), kgo.DefaultProduceTopic("orders"))
+	const n = 300
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range n {
+		r := &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%7), Value: fmt.Appendf(nil, "v%d", i),
+			Headers: []kgo.RecordHeader{{Key: "h", Value: fmt.Appendf(nil, "%d", i)}}}
+		prod.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons := ts.client(kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]bool{}
+	next := map[int32]int64{}
+	for len(seen) < n {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", len(seen), n, err)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next[r.Partition] {
+				t.Fatalf("partition %d: offset %d, want %d", r.Partition, r.Offset, next[r.Partition])
+			}
+			next[r.Partition]++
+			var i int
+			fmt.Sscanf(string(r.Value), "v%d", &i)
+			if string(r.Key) != fmt.Sprintf("k%d", i%7) || len(r.Headers) != 1 || string(r.Headers[0].Value) != fmt.Sprint(i) {
+				t.Fatalf("record %q: key %q headers %v", r.Value, r.Key, r.Headers)
+			}
+			seen[string(r.Value)] = true
+		})
+	}
+	if len(next) != 3 {
+		t.Fatalf("records landed in %d partitions, want 3 (keys hash over all)", len(next))
+	}
+	// Partition 1 is the stream /orders/1, readable as such.
+	br, err := ts.env.Svc.ReadBatches(ctx, "/orders/1", 0, 1<<20)
+	if err != nil || br.HighWatermark != next[1] {
+		t.Fatalf("stream /orders/1: hwm %d, err %v; want %d", br.HighWatermark, err, next[1])
+	}
+}
+
+// produceRaw sends one batch of n records for an idempotent producer.
+func produceRaw(t *testing.T, rc *rawConn, corr int32, topic string, pid int64, epoch int16, seq int32, n int) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i].Value = fmt.Appendf(nil, "s%d", int(seq)+i)
+	}
+	batch := record.AppendBatch(nil, record.BatchOptions{Timestamp: time.Now().UnixMilli(),
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs)
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return rc.roundTrip(req, corr).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+}
+
+// TestIdempotentSequences: Kafka's per-record sequence rules on the
+// stream's producer state: a retried batch answers its original offset
+// without writing, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch is
+// INVALID_PRODUCER_EPOCH, and all of it survives a restart (WAL replay).
+func TestIdempotentSequences(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("idem", 1)
+	rc := ts.raw()
+	const pid = 4242
+	if r := produceRaw(t, rc, 1, "idem", pid, 3, 100, 5); r.ErrorCode != 0 || r.BaseOffset != 0 {
+		t.Fatalf("first batch of an unknown producer (any sequence, KIP-360): error %d, base %d", r.ErrorCode, r.BaseOffset)
+	}
+	if r := produceRaw(t, rc, 2, "idem", pid, 3, 105, 2); r.ErrorCode != 0 || r.BaseOffset != 5 {
+		t.Fatalf("next batch: error %d, base %d; want 0, 5", r.ErrorCode, r.BaseOffset)
+	}
+	if r := produceRaw(t, rc, 3, "idem", pid, 3, 100, 5); r.ErrorCode != 0 || r.BaseOffset != 0 {
+		t.Fatalf("retry of the first batch: error %d, base %d; want its original offset 0", r.ErrorCode, r.BaseOffset)
+	}
+	if r := produceRaw(t, rc, 4, "idem", pid, 3, 109, 1); r.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("gap (107 expected, 109 sent): error %d, want OUT_OF_ORDER_SEQUENCE_NUMBER", r.ErrorCode)
+	}
+	if r := produceRaw(t, rc, 5, "idem", pid, 2, 0, 1); r.ErrorCode != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("older epoch: error %d, want INVALID_PRODUCER_EPOCH", r.ErrorCode)
+	}
+
+	ts.restart()
+	rc = ts.raw()
+	if r := produceRaw(t, rc, 6, "idem", pid, 3, 105, 2); r.ErrorCode != 0 || r.BaseOffset != 5 {
+		t.Fatalf("retry after restart: error %d, base %d; want 0, 5 (dedup state replayed)", r.ErrorCode, r.BaseOffset)
+	}
+	if r := produceRaw(t, rc, 7, "idem", pid, 3, 107, 1); r.ErrorCode != 0 || r.BaseOffset != 7 {
+		t.Fatalf("continuation after restart: error %d, base %d; want 0, 7", r.ErrorCode, r.BaseOffset)
+	}
+	if r := produceRaw(t, rc, 8, "idem", pid, 4, 0, 1); r.ErrorCode != 0 || r.BaseOffset != 8 {
+		t.Fatalf("bumped epoch from 0: error %d, base %d", r.ErrorCode, r.BaseOffset)
+	}
+	info, err := ts.env.Svc.Head(context.Background(), "/idem")
+	if err != nil || info.NextOffset != 9 {
+		t.Fatalf("stream has %d records (err %v), want 9: no duplicate was written", info.NextOffset, err)
+	}
+}
+
+// TestApiVersionsNewerThanOurs: KIP-511: a version we do not know gets a
+// v0 body with UNSUPPORTED_VERSION and our key ranges, never a closed
+// connection.
+func TestApiVersionsNewerThanOurs(t *testing.T) {
+	ts := startServer(t, Config{})
+	rc := ts.raw()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(99)
+	rc.send(req, 7)
+	corr, body, err := rc.recv(false, 10*time.Second)
+	if err != nil || corr != 7 {
+		t.Fatalf("corr %d err %v", corr, err)
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(0)
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != len(handlers) {
+		t.Fatalf("error %d, %d keys; want UNSUPPORTED_VERSION and %d keys", resp.ErrorCode, len(resp.ApiKeys), len(handlers))
+	}
+	// The same connection goes on working at a version we have.
+	req.SetVersion(3)
+	if r := rc.roundTrip(req, 8).(*kmsg.ApiVersionsResponse); r.ErrorCode != 0 {
+		t.Fatalf("v3: error %d", r.ErrorCode)
+	}
+}
+
+// TestOversizedFrameRefused: a length prefix over the limit (here 2 GiB-1)
+// closes that connection before anything is allocated; the server keeps
+// serving others.
+func TestOversizedFrameRefused(t *testing.T) {
+	ts := startServer(t, Config{MaxFrameBytes: 1 << 20})
+	rc := ts.raw()
+	if _, err := rc.c.Write(binary.BigEndian.AppendUint32(nil, 0x7fffffff)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := rc.recv(false, 10*time.Second); err == nil {
+		t.Fatal("connection still open after a 2 GiB frame prefix")
+	}
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	if r := ts.raw().roundTrip(req, 1).(*kmsg.ApiVersionsResponse); r.ErrorCode != 0 {
+		t.Fatalf("other connection: error %d", r.ErrorCode)
+	}
+}
+
+// TestLongPollFetch: a fetch waiting for data holds only its own
+// connection: another connection is served meanwhile, and the fetch
+// returns as soon as a produce lands, well before MaxWait.
+func TestLongPollFetch(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("lp", 1)
+	waiter := ts.raw()
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(11)
+	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes = 20000, 1, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "lp"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	start := time.Now()
+	waiter.send(fetch, 1)
+
+	other := ts.raw()
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.SetVersion(3)
+	other.roundTrip(av, 1)
+	if r := produceRaw(t, other, 2, "lp", -1, -1, -1, 3); r.ErrorCode != 0 {
+		t.Fatalf("produce: %d", r.ErrorCode)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("other connection waited %v behind a long-poll", d)
+	}
+	corr, body, err := waiter.recv(false, 15*time.Second) // v11 is not flexible
+	if err != nil || corr != 1 {
+		t.Fatalf("long-poll: corr %d err %v", corr, err)
+	}
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(11)
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.HighWatermark != 3 || p.LastStableOffset != 3 || len(p.RecordBatches) == 0 {
+		t.Fatalf("fetch: error %d hwm %d lso %d %d bytes", p.ErrorCode, p.HighWatermark, p.LastStableOffset, len(p.RecordBatches))
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Fatalf("long-poll answered after %v, not when data arrived", d)
+	}
+}
+
+// TestPipelinedResponsesInOrder: requests written back to back on one
+// connection are answered in the order sent.
+func TestPipelinedResponsesInOrder(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("pipe", 1)
+	rc := ts.raw()
+	for i := range int32(20) {
+		var req kmsg.Request
+		if i%2 == 0 {
+			m := kmsg.NewPtrMetadataRequest()
+			m.SetVersion(9)
+			req = m
+		} else {
+			a := kmsg.NewPtrApiVersionsRequest()
+			a.SetVersion(3)
+			req = a
+		}
+		rc.send(req, 100+i)
+	}
+	for i := range int32(20) {
+		corr, _, err := rc.recv(i%2 == 0, 10*time.Second)
+		if err != nil || corr != 100+i {
+			t.Fatalf("response %d: corr %d err %v", i, corr, err)
+		}
+	}
+}
+
+// TestFetchKIP74AndOutOfRange: a batch larger than the fetch limits still
+// comes back whole (or the consumer would stall), and an offset past the
+// high watermark is OFFSET_OUT_OF_RANGE.
+func TestFetchKIP74AndOutOfRange(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("big", 1)
+	cl := ts.client(kgo.DefaultProduceTopic("big"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	ctx := context.Background()
+	big := bytes.Repeat([]byte("x"), 200<<10)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: big}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rc := ts.raw()
+	fetch := func(offset int64, corr int32) kmsg.FetchResponseTopicPartition {
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(12)
+		req.MaxBytes = 1024
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "big"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.FetchOffset, fp.PartitionMaxBytes = offset, 1024
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		return rc.roundTrip(req, corr).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	}
+	p := fetch(0, 1)
+	if p.ErrorCode != 0 || len(p.RecordBatches) < len(big) {
+		t.Fatalf("KIP-74: error %d, %d bytes; want the whole %d-byte batch", p.ErrorCode, len(p.RecordBatches), len(big))
+	}
+	if p := fetch(5, 2); p.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("offset 5 of 1: error %d, want OFFSET_OUT_OF_RANGE", p.ErrorCode)
+	}
+}
+
+// TestMetadataAndTopicLifecycle: CreateTopics makes N streams readable by
+// name, Metadata reports a stable topic id and this node as leader with the
+// stream's epoch, CreatePartitions adds streams, DeleteTopics removes all,
+// and a stream created over HTTP with an alias is a one-partition topic.
+func TestMetadataAndTopicLifecycle(t *testing.T) {
+	ts := startServer(t, Config{})
+	ctx := context.Background()
+	ts.createTopic("life", 2)
+	cl := ts.client()
+	meta := func() *kmsg.MetadataResponse {
+		req := kmsg.NewPtrMetadataRequest()
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	m := meta()
+	if len(m.Brokers) != 1 || m.ClusterID == nil || *m.ClusterID != "test-cluster" {
+		t.Fatalf("brokers %v cluster %v", m.Brokers, m.ClusterID)
+	}
+	var id [16]byte
+	for _, mt := range m.Topics {
+		if *mt.Topic == "life" {
+			id = mt.TopicID
+			if len(mt.Partitions) != 2 || mt.Partitions[1].Leader != m.Brokers[0].NodeID || mt.Partitions[1].LeaderEpoch != 1 {
+				t.Fatalf("partitions %+v", mt.Partitions)
+			}
+		}
+	}
+	if id == ([16]byte{}) {
+		t.Fatal("topic life not in metadata")
+	}
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "life", 4
+	cp.Topics = append(cp.Topics, cpt)
+	if r, err := cp.RequestWith(ctx, cl); err != nil || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create partitions: %v %+v", err, r)
+	}
+	for _, mt := range meta().Topics {
+		if *mt.Topic == "life" && (len(mt.Partitions) != 4 || mt.TopicID != id) {
+			t.Fatalf("after CreatePartitions: %d partitions, id %x (was %x)", len(mt.Partitions), mt.TopicID, id)
+		}
+	}
+	if _, err := ts.env.Svc.Head(ctx, "/life/3"); err != nil {
+		t.Fatalf("partition 3 stream: %v", err)
+	}
+	if _, _, err := ts.env.Svc.Create(ctx, "/http/made", stream.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mt := range meta().Topics {
+		found = found || (*mt.Topic == "http.made" && len(mt.Partitions) == 1)
+	}
+	if !found {
+		t.Fatal("stream /http/made is not the one-partition topic http.made")
+	}
+	dt := kmsg.NewPtrDeleteTopicsRequest()
+	life := "life"
+	dt.TopicNames = []string{life}
+	dt.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: &life}}
+	if r, err := dt.RequestWith(ctx, cl); err != nil || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: %v %+v", err, r)
+	}
+	for _, name := range []string{"/life", "/life/1", "/life/3"} {
+		if _, err := ts.env.Svc.Head(ctx, name); err == nil {
+			t.Fatalf("%s still exists after DeleteTopics", name)
+		}
+	}
+}
+
+// TestListOffsetsByTime: earliest, latest and the first record at or after
+// a timestamp (CreateTime kept from the client).
+func TestListOffsetsByTime(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("times", 1)
+	cl := ts.client(kgo.DefaultProduceTopic("times"))
+	ctx := context.Background()
+	base := time.UnixMilli(1_700_000_000_000)
+	for i := range 10 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x"), Timestamp: base.Add(time.Duration(i) * time.Second)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "times"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	if p := list(-2); p.Offset != 0 {
+		t.Fatalf("earliest %d", p.Offset)
+	}
+	if p := list(-1); p.Offset != 10 {
+		t.Fatalf("latest %d", p.Offset)
+	}
+	if p := list(base.Add(3500 * time.Millisecond).UnixMilli()); p.Offset != 4 || p.Timestamp != base.Add(4*time.Second).UnixMilli() {
+		t.Fatalf("by time: offset %d ts %d; want 4", p.Offset, p.Timestamp)
+	}
+	if p := list(base.Add(time.Hour).UnixMilli()); p.Offset != -1 {
+		t.Fatalf("after the last record: offset %d, want -1", p.Offset)
+	}
+}
