@@ -247,14 +247,14 @@ func (n *Node) start(ctx context.Context) (err error) {
 	// SkipClean: stream names are validated, never silently rewritten by a
 	// redirect to a "cleaned" path that might name another stream.
 	router := mux.NewRouter().SkipClean(true)
-	router.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{Registry: promReg}))
-	router.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	router.Handle("/metrics", httpx.Allow(promhttp.HandlerFor(promReg, promhttp.HandlerOpts{Registry: promReg}), http.MethodGet, http.MethodHead))
+	router.Handle("/healthz", httpx.Allow(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
-	})
-	router.HandleFunc("/readyz", n.readyz)
-	router.HandleFunc("/_sys/drain", n.drain).Methods(http.MethodPost)
-	router.HandleFunc("/_sys/cluster", n.clusterInfo).Methods(http.MethodGet)
+	}), http.MethodGet, http.MethodHead))
+	router.Handle("/readyz", httpx.Allow(http.HandlerFunc(n.readyz), http.MethodGet, http.MethodHead))
+	router.Handle("/_sys/drain", httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost))
+	router.Handle("/_sys/cluster", httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead))
 	if cfg.Protocol == ProtocolDurableStreams {
 		ds.New(n.svc, ds.Config{
 			BaseURL:         cfg.AdvertiseURL,
@@ -281,6 +281,9 @@ func (n *Node) start(ctx context.Context) (err error) {
 
 	promReg.MustRegister(n.connRefused)
 	n.ln = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"))
+	if n.tlsCfg == nil {
+		n.ln = httpx.JSONErrorListener(n.ln) // net/http's own 400/431 answers as JSON errors
+	}
 	h2c := cfg.H2C.On(isLoopbackAddr(cfg.HTTPAddr))
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
