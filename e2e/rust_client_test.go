@@ -99,7 +99,11 @@ func TestRustClient(t *testing.T) {
 
 	// The documented example, built by cargo test above, against a fresh
 	// node; the URL argument is its only change from the documentation.
-	example := filepath.Join(workspace, "target", "debug", "examples", "quickstart")
+	targetDir := filepath.Join(workspace, "target")
+	if d := os.Getenv("CARGO_TARGET_DIR"); d != "" {
+		targetDir = d
+	}
+	example := filepath.Join(targetDir, "debug", "examples", "quickstart")
 	node := startNode(t, t.TempDir(), "--protocol", "pico")
 	for run := 1; run <= 2; run++ {
 		got, err := exec.CommandContext(ctx, example, node.URL).CombinedOutput()

@@ -270,3 +270,56 @@ pub(crate) fn api_error(
     e.retry_after = header_u64(h, "Retry-After").map(|s| Duration::from_secs(s.min(3600)));
     Error::Api(Box::new(e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::{HeaderMap, HeaderValue};
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn pico_error_bodies_carry_code_and_numbers() {
+        let body = br#"{"error":{"code":"producer_seq_gap","message":"gap","expectedSeq":3,"receivedSeq":5}}"#;
+        let e = api_error(Protocol::Pico, "POST", "http://n/s", 409, &headers(&[("Retry-After", "2")]), body);
+        assert_eq!(e.kind(), Kind::SequenceGap);
+        let a = e.api().unwrap();
+        assert_eq!((a.expected_seq, a.received_seq, a.retry_after), (Some(3), Some(5), Some(Duration::from_secs(2))));
+        assert_eq!(e.to_string(), "picomq: POST http://n/s: 409 producer_seq_gap: gap");
+
+        let fenced = api_error(Protocol::Pico, "POST", "u", 403, &HeaderMap::new(), br#"{"error":{"code":"producer_fenced","message":"m","currentEpoch":7}}"#);
+        assert_eq!((fenced.kind(), fenced.api().unwrap().current_epoch), (Kind::Fenced, Some(7)));
+        let trimmed = api_error(Protocol::Pico, "GET", "u", 410, &HeaderMap::new(), br#"{"error":{"code":"offset_trimmed","message":"m","startOffset":10}}"#);
+        assert_eq!((trimmed.kind(), trimmed.api().unwrap().start_position.as_deref()), (Kind::Gone, Some("10")));
+    }
+
+    #[test]
+    fn head_errors_and_plain_bodies_are_classified_by_status() {
+        let e = api_error(Protocol::Pico, "HEAD", "u", 404, &headers(&[("Pico-Error-Code", "stream_not_found")]), b"");
+        assert_eq!((e.kind(), e.api().unwrap().code.as_str(), e.api().unwrap().message.as_str()), (Kind::NotFound, "stream_not_found", "Not Found"));
+        let e = api_error(Protocol::Pico, "GET", "u", 502, &HeaderMap::new(), b"bad gateway from a proxy");
+        assert_eq!((e.kind(), e.api().unwrap().message.as_str()), (Kind::Unavailable, "bad gateway from a proxy"));
+        let e = api_error(Protocol::Pico, "GET", "u", 401, &HeaderMap::new(), br#"{"error":{"code":"unauthorized","message":"no token"}}"#);
+        assert_eq!(e.kind(), Kind::Unauthorized);
+    }
+
+    #[test]
+    fn durable_streams_errors_read_protocol_headers() {
+        let h = headers(&[("Stream-Closed", "true"), ("Stream-Next-Offset", "0000000000000000_0000000000000002")]);
+        let e = api_error(Protocol::DurableStreams, "POST", "u", 409, &h, b"");
+        assert_eq!(e.kind(), Kind::Closed);
+        assert_eq!(e.api().unwrap().next_position.as_deref(), Some("0000000000000000_0000000000000002"));
+        let h = headers(&[("Producer-Epoch", "4")]);
+        let e = api_error(Protocol::DurableStreams, "POST", "u", 403, &h, b"");
+        assert_eq!(e.api().unwrap().current_epoch, Some(4));
+        let h = headers(&[("Producer-Expected-Seq", "1"), ("Producer-Received-Seq", "3")]);
+        let e = api_error(Protocol::DurableStreams, "POST", "u", 409, &h, br#"{"error":{"code":"producer_seq_gap","message":"m"}}"#);
+        assert_eq!((e.kind(), e.api().unwrap().expected_seq, e.api().unwrap().received_seq), (Kind::SequenceGap, Some(1), Some(3)));
+    }
+}
