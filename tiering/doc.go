@@ -9,22 +9,38 @@
 //	tiering/cache      block cache (ristretto) with read-ahead; a segment.RangeReader
 //	tiering            (this package) object names and the Uploader
 //
-// # Write path (DESIGN 7b, L0)
+// # Write path
 //
-// The node's flush loop collects every stream's batches that are in the WAL
-// but not yet uploaded, and calls Uploader.UploadL0 once per flush: one
-// object for all of them, so PUTs follow bytes and time, not the number of
-// streams. UploadL0 returns each stream's StreamEntry (offset range, byte
-// range, timestamps, CRC); the caller commits them in one etcd transaction
-// conditioned on its lease, and only then lets the WAL drop the entries.
-// A failed or fenced commit leaves an orphan object that no manifest names;
-// a later sweep deletes l0/<node>/ objects older than a grace period that no
-// manifest references.
+// The stream service (node/stream, Service.Flush) collects every stream's
+// batches that are in the WAL but not yet uploaded and uploads them as one
+// object per flush, named L0Key(node, seq, NewNonce()), so PUTs follow
+// bytes and time, not the number of streams. The node's adapter
+// (node/tier.go) hands them to Uploader.Upload, which builds the object with
+// Build (segment format) and creates it conditionally, retrying transient
+// failures. Each stream's segment.StreamEntry (offset range, byte range,
+// timestamps, CRC) comes back; the service commits them in one manifest, an
+// etcd transaction conditioned on its lease, and only then lets the WAL drop
+// the entries. A failed or fenced commit leaves an orphan object that no
+// manifest names; the service's collector (node/stream/gc.go) deletes
+// objects under L0NodePrefix(node) older than a grace period that no
+// manifest references. Compaction (node/stream/compact.go) merges small
+// objects into new ones, named the same way.
+//
+// # Read path
+//
+// A read below the uploaded offset asks the node's adapter for a stream's
+// range: small ranges are one ranged GET (segment.ReadStream), larger ones
+// go through a segment.Reader opened on the footer; both read through the
+// block cache (tiering/cache). docs/architecture.md draws the whole path.
 //
 // # Names
 //
-//	l0/<node id>/<seq, 20 digits>-<nonce>        one flush of one node (L0)
+//	l0/<node id>/<seq, 20 digits>-<nonce, 16 hex>   one flush or compaction of one node
 //	streams/<stream id, 20 digits>/<base offset, 20 digits>   one stream's segment (L1)
+//
+// Every object name is built and parsed here (names.go). No code writes L1
+// names yet: compaction keeps merged objects multi-stream (docs/storage.md);
+// the layout is reserved so that per-stream segments stay possible.
 //
 // Zero padding makes lexical order (what List returns) numeric order, so
 // listing a node's flushes or a stream's segments needs no sort. The L0

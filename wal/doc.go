@@ -1,5 +1,5 @@
 // Package wal is the node-level write-ahead log that every stream on a PicoMQ
-// node shares (DESIGN.md §7b). A produce request is acknowledged when its
+// node shares (docs/architecture.md, docs/durability.md). A produce request is acknowledged when its
 // entry is in this log and fdatasync'ed; tiering later uploads the data and
 // removes whole segments that object storage already covers.
 //

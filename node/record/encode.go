@@ -34,7 +34,8 @@ type BatchOptions struct {
 	// BaseOffset+i. It must be >= 0, or ParseHeader rejects the result.
 	BaseOffset int64
 	// Timestamp is the LogAppendTime of every record, in ms since the epoch.
-	// Monotonicity per stream is the caller's job (DESIGN.md §3).
+	// Monotonicity per stream is the caller's job (the stream service,
+	// docs/architecture.md).
 	Timestamp int64
 	// ProducerID identifies an idempotent producer; -1 (any negative value)
 	// means none, and then ProducerEpoch and BaseSequence are written as -1

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/tiering"
 )
 
 // CompactConfig tunes compaction of flush objects.
@@ -196,7 +196,7 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 		}
 	}
 	seq := s.nextSeq()
-	key := fmt.Sprintf("l0/%s/%020d-%08x", s.cfg.NodeID, seq, rand.Uint32())
+	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
 	refs, objSize, err := s.tier.Upload(ctx, key, withData)
 	if err != nil {
 		return 0, fmt.Errorf("compact: upload %s: %w", key, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/tiering"
 )
 
 // GCConfig tunes the object collector.
@@ -111,12 +112,12 @@ func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (dele
 		}
 	}
 	if lister, ok := s.tier.(ObjectLister); ok {
-		objs, err := lister.ListObjects(ctx, "l0/"+s.cfg.NodeID+"/")
+		objs, err := lister.ListObjects(ctx, tiering.L0NodePrefix(s.cfg.NodeID))
 		if err != nil {
 			return deleted, fmt.Errorf("gc: list objects: %w", err)
 		}
 		for _, o := range objs {
-			if referenced[o.Key] || time.Since(o.ModTime) < grace || !strings.HasPrefix(o.Key, "l0/"+s.cfg.NodeID+"/") {
+			if referenced[o.Key] || time.Since(o.ModTime) < grace || !strings.HasPrefix(o.Key, tiering.L0NodePrefix(s.cfg.NodeID)) {
 				continue
 			}
 			if err := s.tier.Delete(ctx, o.Key); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/wal"
 )
 
@@ -452,7 +453,7 @@ func (s *Service) Flush(ctx context.Context) error {
 		ups = append(ups, u)
 	}
 	seq := s.nextSeq()
-	key := fmt.Sprintf("l0/%s/%020d-%08x", s.cfg.NodeID, seq, rand.Uint32())
+	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
 	start := time.Now()
 	ranges, objSize, err := s.tier.Upload(ctx, key, ups)
 	if err != nil {

@@ -2,7 +2,7 @@
 // objects in object storage that hold Kafka RecordBatch v2 batches of one
 // or many streams, followed by an index footer and a fixed trailer.
 //
-// One format serves both tiers of DESIGN 7b: an L0 object is one node's
+// One format serves both tiers (docs/storage.md): an L0 object is one node's
 // flush holding the new batches of every stream that had any (so the number
 // of PUTs follows bytes and time, never the number of streams), and an L1
 // object is one stream's compacted segment (the same format with a single

@@ -104,7 +104,7 @@ func ParseTrailer(b []byte, size int64) (Trailer, error) {
 }
 
 // StreamEntry describes one stream's range in an object: what a registry
-// records per stream per object (DESIGN 7b's manifest), and all a reader
+// records per stream per object (a manifest entry, docs/storage.md), and all a reader
 // needs to read the range from its start without the footer.
 type StreamEntry struct {
 	Stream         uint64

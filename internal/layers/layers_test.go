@@ -1,0 +1,84 @@
+package layers
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/PicoMQ/picomq"
+
+// rules are the layering of docs/architecture.md on direct imports: storage
+// and metadata never know about frontends, frontends reach storage only
+// through the stream service, the service and the record framing know no
+// frontend, the shared vocabulary and the clients stand alone.
+var rules = []struct {
+	from      string
+	forbidden []string
+	reason    string
+}{
+	{"wal", []string{"api", "kafka", "node", "tiering", "meta"}, "storage knows no frontend, wiring or sibling"},
+	{"tiering", []string{"api", "kafka", "node", "wal", "meta"}, "storage knows no frontend, wiring or sibling"},
+	{"meta", []string{"api", "kafka", "node", "wal", "tiering"}, "metadata knows no frontend, wiring or storage"},
+	{"api", []string{"wal", "tiering", "meta", "kafka"}, "frontends call the stream service only"},
+	{"kafka", []string{"wal", "tiering", "meta", "api"}, "frontends call the stream service only"},
+	{"node/stream", []string{"api", "kafka"}, "the stream service knows no frontend"},
+	{"node/record", []string{"api", "kafka", "node/stream"}, "the record framing is a leaf"},
+	{"sdk", []string{"api", "kafka", "node", "wal", "tiering", "meta", "cmd", "e2e", "client"}, "the shared wire vocabulary imports no server or client package"},
+	{"client", []string{"api", "kafka", "node", "wal", "tiering", "meta", "cmd", "e2e"}, "clients import no server package"},
+	{"auth", []string{"api", "kafka", "node", "wal", "tiering", "meta", "client", "cmd"}, "the token checker knows no listener, storage or wiring"},
+}
+
+func under(p, dir string) bool {
+	full := module + "/" + dir
+	return p == full || strings.HasPrefix(p, full+"/")
+}
+
+// TestDepsImportRules lists the module's packages with `go list` (which
+// reads sources and builds nothing) and checks every direct import,
+// test imports included: test files of storage packages may use test
+// helpers, but never frontends.
+func TestDepsImportRules(t *testing.T) {
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,TestImports,XTestImports", module+"/...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for dec.More() {
+		var p struct {
+			ImportPath                         string
+			Imports, TestImports, XTestImports []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		imports := append(append(append([]string{}, p.Imports...), p.TestImports...), p.XTestImports...)
+		for _, r := range rules {
+			if !under(p.ImportPath, r.from) {
+				continue
+			}
+			for _, imp := range imports {
+				for _, f := range r.forbidden {
+					if under(imp, f) {
+						t.Errorf("%s imports %s: %s", p.ImportPath, imp, r.reason)
+					}
+				}
+			}
+		}
+		// Only cmd/ and e2e/ wire a node (node's own packages aside).
+		if !under(p.ImportPath, "cmd") && !under(p.ImportPath, "e2e") && !under(p.ImportPath, "node") {
+			for _, imp := range imports {
+				if imp == module+"/node" {
+					t.Errorf("%s imports %s: only cmd/ and e2e/ wire a node", p.ImportPath, imp)
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("go list returned only %d packages; the rule check would prove nothing", checked)
+	}
+}
