@@ -13,7 +13,7 @@ E2E_TIMEOUT  ?= 25m
 FUZZTIME ?= 10s
 BENCHTIME ?= 2s
 
-.PHONY: all build run test test-race unit e2e fuzz bench bench-ds lint fmt clean cluster cluster-down cluster-report minio minio-stop
+.PHONY: soak all build run test test-race unit e2e fuzz bench bench-ds lint fmt clean cluster cluster-down cluster-report minio minio-stop
 
 all: build
 
@@ -48,6 +48,22 @@ test: lint
 	    $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $$($(GO) list $(PKGS) | grep '/e2e') || status=$$?; \
 	if [ -n "$$started" ]; then deploy/local-minio.sh stop >/dev/null; fi; \
 	exit $$status
+
+## soak: the history checker under random faults on a 3-node cluster with real etcd and MinIO
+## (e2e TestSoak, docs/durability.md); DURATION, FAULT_EVERY (mean time between faults) and
+## SOAK_DURABILITY (local,object) are variables. Ends with the line
+## `soak: N operations, M acknowledged records checked, K faults, V violations`; exit status 1 when V > 0.
+DURATION ?= 10m
+FAULT_EVERY ?= 10s
+SOAK_DURABILITY ?= local,object
+soak:
+	@set -o pipefail; out=$$(mktemp); status=0; \
+	$(MINIO_BIN_ENV) PICOMQ_SOAK_DURATION=$(DURATION) PICOMQ_SOAK_FAULT_EVERY=$(FAULT_EVERY) \
+	  PICOMQ_SOAK_DURABILITY=$(SOAK_DURABILITY) \
+	  $(GO) test -count=1 -v -timeout 4h -run '^TestSoak$$' ./e2e/ 2>&1 | tee $$out | grep -E '^(soak|    soak_test|--- )' || status=1; \
+	line=$$(grep -E '^soak: [0-9]+ operations' $$out | tail -1); rm -f $$out; \
+	if [ -z "$$line" ]; then echo "soak: did not finish"; exit 1; fi; \
+	echo "$$line"; exit $$status
 
 ## minio: start a loopback MinIO for tests and benchmarks (docs/storage.md); minio-stop stops it
 minio:

@@ -1,0 +1,122 @@
+package history
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// base is a clean history: two acknowledged appends, a tail that read them,
+// and a final read.
+func base(durability string) *Log {
+	l := &Log{}
+	l.AddAppend(Append{Stream: "s", Durability: durability, Value: "a", Start: at(0), End: at(10), Outcome: OK, Offset: 0})
+	l.AddAppend(Append{Stream: "s", Durability: durability, Value: "b", Start: at(20), End: at(30), Outcome: OK, Offset: 1})
+	l.AddAppend(Append{Stream: "s", Durability: durability, Value: "c", Start: at(40), End: at(50), Outcome: Unknown})
+	l.AddRead(Read{Client: 1, Stream: "s", From: 0, Start: at(60), End: at(61), Outcome: OK, Tail: true,
+		Records: []Record{{0, "a"}, {1, "b"}}})
+	return l
+}
+
+func final(l *Log, recs ...Record) {
+	l.AddRead(Read{Client: 9, Stream: "s", From: 0, Start: at(10000), End: at(10001), Outcome: OK, Final: true, Records: recs})
+}
+
+func TestCheck(t *testing.T) {
+	cases := []struct {
+		name  string
+		build func() *Log
+		want  string // substring of the one expected violation; "" = clean
+	}{
+		{"clean", func() *Log { l := base("object"); final(l, Record{0, "a"}, Record{1, "b"}); return l }, ""},
+		{"unacknowledged append present", func() *Log {
+			l := base("object")
+			final(l, Record{0, "a"}, Record{1, "b"}, Record{2, "c"})
+			return l
+		}, ""},
+		{"acknowledged object record lost", func() *Log { l := base("object"); final(l, Record{0, "a"}); return l }, "is missing"},
+		{"acknowledged offset reused", func() *Log {
+			l := base("local")
+			final(l, Record{0, "a"}, Record{1, "c"})
+			return l
+		}, "names two records"},
+		{"local loss inside the window after an owner loss", func() *Log {
+			l := &Log{}
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "a", End: at(10), Outcome: OK, Offset: 0})
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "b", End: at(30), Outcome: OK, Offset: 1})
+			l.AddFault(Fault{Kind: "kill", Start: at(500), End: at(600), OwnerLoss: true})
+			final(l, Record{0, "a"})
+			return l
+		}, ""},
+		{"local loss long before the owner loss", func() *Log {
+			l := &Log{}
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "a", End: at(10), Outcome: OK, Offset: 0})
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "b", End: at(30), Outcome: OK, Offset: 1})
+			l.AddFault(Fault{Kind: "kill", Start: at(9000), End: at(9100), OwnerLoss: true})
+			final(l, Record{0, "a"})
+			return l
+		}, "is missing"},
+		{"local offset handed out again after a takeover", func() *Log {
+			l := &Log{}
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "a", End: at(10), Outcome: OK, Offset: 0})
+			l.AddFault(Fault{Kind: "pause", Start: at(100), End: at(4000), OwnerLoss: true})
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "n", End: at(5000), Outcome: OK, Offset: 0})
+			final(l, Record{0, "n"})
+			return l
+		}, "names another record"},
+		{"retried batch written twice", func() *Log {
+			l := base("object")
+			final(l, Record{0, "a"}, Record{1, "b"}, Record{2, "b"})
+			return l
+		}, "written twice"},
+		{"tail goes backwards", func() *Log {
+			l := base("object")
+			l.AddRead(Read{Client: 1, Stream: "s", From: 2, Start: at(70), End: at(71), Outcome: OK, Tail: true, Records: []Record{{1, "b"}}})
+			final(l, Record{0, "a"}, Record{1, "b"})
+			return l
+		}, "went backwards"},
+		{"torn record", func() *Log {
+			l := base("object")
+			final(l, Record{0, "a"}, Record{1, "b"}, Record{2, "c-torn"})
+			return l
+		}, "no client sent"},
+		{"gap inside one read", func() *Log {
+			l := base("object")
+			final(l, Record{0, "a"}, Record{2, "c"})
+			return l
+		}, "jumped"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := tc.build().Check(time.Second)
+			if tc.want == "" {
+				if len(res.Violations) != 0 {
+					t.Fatalf("violations in a valid history: %q", res.Violations)
+				}
+				return
+			}
+			found := false
+			for _, v := range res.Violations {
+				found = found || strings.Contains(v, tc.want)
+			}
+			if !found {
+				t.Fatalf("violations %q: none mentions %q", res.Violations, tc.want)
+			}
+		})
+	}
+}
+
+func TestSummary(t *testing.T) {
+	l := base("object")
+	final(l, Record{0, "a"}, Record{1, "b"})
+	l.AddFault(Fault{Kind: "kill"})
+	l.AddFault(Fault{Kind: "pause"})
+	got := l.Check(time.Second).Summary()
+	if want := "soak: 5 operations, 2 acknowledged records checked, 2 faults, 0 violations"; got != want {
+		t.Fatalf("Summary() = %q, want %q", got, want)
+	}
+}
