@@ -41,6 +41,10 @@ func (h *Handler) serveList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	if err := knownParams(q, []string{wire.QueryPrefix, wire.QueryLimit, wire.QueryListCursor}); err != nil {
+		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+		return
+	}
 	prefix := q.Get(wire.QueryPrefix)
 	if prefix != "" && prefix[0] != '/' {
 		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("prefix=%q: stream names start with '/'", prefix))

@@ -142,7 +142,7 @@ func parseJSONBatch(body []byte, lim batchLimits) ([]record.Record, error) {
 	dec.DisallowUnknownFields()
 	var in []jsonInRecord
 	if err := dec.Decode(&in); err != nil {
-		return nil, batchErrorf("JSON batch: %v", err)
+		return nil, batchErrorf("JSON batch: %s", describeJSONError(err))
 	}
 	if in == nil {
 		return nil, batchErrorf("JSON batch: want an array of records, got null")
@@ -330,4 +330,25 @@ func rawSize(recs []record.Record) int {
 		n += len(recs[i].Value)
 	}
 	return n
+}
+
+// describeJSONError says what a JSON batch should have looked like where
+// encoding/json would name a Go type ("cannot unmarshal object into Go
+// value of type []pico.jsonInRecord").
+func describeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	if te.Field == "" {
+		if strings.HasPrefix(te.Type.String(), "[]") {
+			return fmt.Sprintf("want an array of records, [{\"value\": …}, …], got a JSON %s", te.Value)
+		}
+		return fmt.Sprintf("each record must be a JSON object with a \"value\", got a JSON %s (at byte %d)", te.Value, te.Offset)
+	}
+	want := "a string or null"
+	if te.Field == "headers" {
+		want = "an array of {\"key\": string, \"value\": string or null}"
+	}
+	return fmt.Sprintf("field %q: want %s, got a JSON %s (at byte %d)", te.Field, want, te.Value, te.Offset)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,12 +32,19 @@ type readParams struct {
 func parseReadParams(q url.Values) (readParams, int, string, error) {
 	var p readParams
 	var err error
+	if err := knownParams(q, readParamNames); err != nil {
+		return p, http.StatusBadRequest, wire.CodeBadRequest, err
+	}
 	if p.offset, p.hasOffset, err = queryNonNegative(q, wire.QueryOffset); err != nil {
 		return p, http.StatusBadRequest, wire.CodeInvalidOffset, err
 	}
-	limit, _, err := queryNonNegative(q, wire.QueryLimit)
+	limit, hasLimit, err := queryNonNegative(q, wire.QueryLimit)
 	if err != nil {
 		return p, http.StatusBadRequest, wire.CodeBadRequest, err
+	}
+	if hasLimit && limit == 0 {
+		// 0 would read as "no limit" inside; say so instead of guessing.
+		return p, http.StatusBadRequest, wire.CodeBadRequest, errors.New("limit=0: want at least 1 (omit limit for the default)")
 	}
 	maxBytes, _, err := queryNonNegative(q, wire.QueryMaxBytes)
 	if err != nil {
@@ -58,6 +66,23 @@ func parseReadParams(q url.Values) (readParams, int, string, error) {
 	}
 	p.cursor = q.Get(wire.QueryCursor)
 	return p, 0, "", nil
+}
+
+// readParamNames are the query parameters a stream GET takes
+// (docs/api.md#query-parameters).
+var readParamNames = []string{wire.QueryOffset, wire.QueryLimit, wire.QueryMaxBytes, wire.QueryFormat,
+	wire.QueryEncoding, wire.QueryLive, wire.QueryCursor}
+
+// knownParams refuses a query parameter the endpoint does not take, naming
+// it: a misspelt or invented parameter (timeout=, limt=) silently ignored
+// would give a different read than the client meant.
+func knownParams(q url.Values, names []string) error {
+	for k := range q {
+		if !slices.Contains(names, k) {
+			return fmt.Errorf("unknown query parameter %q (this endpoint takes %s)", k, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 func queryNonNegative(q url.Values, key string) (int64, bool, error) {

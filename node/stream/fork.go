@@ -313,7 +313,7 @@ func (s *Service) readView(ctx context.Context, st *streamState, opts ReadOption
 	info := st.infoLocked()
 	st.mu.Unlock()
 	if opts.Offset < 0 || opts.Offset > hwm {
-		return ReadResult{}, fmt.Errorf("%w: offset %d of %s, readable range is [0, %d]", ErrOffsetOutOfRange, opts.Offset, info.Name, hwm)
+		return ReadResult{}, fmt.Errorf("%w: offset %d of %s, readable range is [%d, %d]", ErrOffsetOutOfRange, opts.Offset, info.Name, info.StartOffset, hwm)
 	}
 	segs, cuts, err := s.view(st, hwm)
 	if err != nil {

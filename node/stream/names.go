@@ -3,6 +3,7 @@ package stream
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxNameLen bounds a stream name in bytes. It keeps registry keys, object
@@ -44,7 +45,7 @@ func ValidateName(name string) error {
 		}
 		for j := 0; j < len(seg); j++ {
 			if !isPchar(seg[j]) {
-				return fmt.Errorf("%w: %q contains the character %q", ErrInvalidName, name, seg[j])
+				return badChar(name, seg[j:])
 			}
 		}
 		if i == 0 && (seg[0] == '_' || reservedRoots[seg]) {
@@ -52,6 +53,24 @@ func ValidateName(name string) error {
 		}
 	}
 	return nil
+}
+
+// badChar says which character of name (the rest of the name starts at
+// rest) breaks the grammar and which rule: the name arrives percent-decoded,
+// so a multi-byte UTF-8 character is reported as itself, not as its first
+// byte.
+func badChar(name, rest string) error {
+	r, size := utf8.DecodeRuneInString(rest)
+	switch {
+	case r == utf8.RuneError && size <= 1:
+		return fmt.Errorf("%w: %q contains the byte 0x%02X, which is not valid UTF-8; names use only the ASCII characters A-Z a-z 0-9 and -._~!$&'()*+,;=:@", ErrInvalidName, name, rest[0])
+	case r >= utf8.RuneSelf:
+		return fmt.Errorf("%w: %q contains %q (%U); names use only the ASCII characters A-Z a-z 0-9 and -._~!$&'()*+,;=:@ (no percent-encoded or non-ASCII characters)", ErrInvalidName, name, r, r)
+	case r == '%':
+		return fmt.Errorf("%w: %q contains '%%'; a name is never percent-encoded (names use only A-Z a-z 0-9 and -._~!$&'()*+,;=:@)", ErrInvalidName, name)
+	default:
+		return fmt.Errorf("%w: %q contains %q, which is not allowed in a name (names use only A-Z a-z 0-9 and -._~!$&'()*+,;=:@)", ErrInvalidName, name, r)
+	}
 }
 
 func isPchar(c byte) bool {

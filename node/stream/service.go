@@ -1001,7 +1001,7 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	info := st.infoLocked()
 	if opts.Offset < 0 || opts.Offset > hwm {
 		st.mu.Unlock()
-		return ReadResult{}, fmt.Errorf("%w: offset %d of %s, readable range is [0, %d]", ErrOffsetOutOfRange, opts.Offset, name, hwm)
+		return ReadResult{}, fmt.Errorf("%w: offset %d of %s, readable range is [%d, %d]", ErrOffsetOutOfRange, opts.Offset, name, info.StartOffset, hwm)
 	}
 	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > opts.Offset })
 	// Copy the chunks we may need so the lock is not held during I/O. The
