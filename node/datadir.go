@@ -44,7 +44,7 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	if err = f.Truncate(0); err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {
