@@ -71,8 +71,8 @@ func (s *Server) producePartition(ctx context.Context, cc *connState, version in
 	if err == nil {
 		err = s.allow(cc, auth.Write, name)
 	}
-	if err == nil && len(rp.Records) > int(s.cfg.MaxMessageBytes) {
-		err = fmt.Errorf("%w: %d bytes of batches, max.message.bytes is %d", kerr.MessageTooLarge, len(rp.Records), s.cfg.MaxMessageBytes)
+	if limit := s.topics.maxBatch(topic, s.cfg.MaxMessageBytes); err == nil && len(rp.Records) > limit {
+		err = fmt.Errorf("%w: %d bytes of batches, max.message.bytes is %d", kerr.MessageTooLarge, len(rp.Records), limit)
 	}
 	if err != nil {
 		fail(err)

@@ -15,11 +15,11 @@ import (
 // maxPartitions bounds one topic's partition count (each is a stream).
 const maxPartitions = 10000
 
-// topicConfig is what PicoMQ keeps of a topic's configs: retention, applied
-// to every partition stream. Other configs are accepted and not kept
-// (docs/kafka.md).
+// topicConfig is what PicoMQ keeps of a topic's configs: retention and
+// max.message.bytes, stored with every partition stream. Other configs are
+// accepted and not kept (docs/kafka.md).
 type topicConfig struct {
-	retentionMs, retentionBytes int64
+	retentionMs, retentionBytes, maxBatchBytes int64
 }
 
 // parseTopicConfig reads the configs PicoMQ keeps; -1 (Kafka's "no limit")
@@ -37,6 +37,8 @@ func parseTopicConfig(get func(yield func(name string, value *string) bool)) (to
 			dst = &tc.retentionMs
 		case "retention.bytes":
 			dst = &tc.retentionBytes
+		case "max.message.bytes":
+			dst = &tc.maxBatchBytes
 		default:
 			return true
 		}
@@ -87,7 +89,7 @@ func (s *Server) createTopic(ctx context.Context, name string, partitions int32,
 func (s *Server) createPartition(ctx context.Context, name string, alias *string, tc topicConfig) (stream.Info, error) {
 	info, _, err := s.svc.Create(ctx, name, stream.CreateOptions{
 		ContentType: kafkaContentType, KafkaTopic: alias,
-		RetentionMs: tc.retentionMs, RetentionBytes: tc.retentionBytes,
+		RetentionMs: tc.retentionMs, RetentionBytes: tc.retentionBytes, MaxBatchBytes: tc.maxBatchBytes,
 	})
 	if err != nil {
 		return stream.Info{}, fmt.Errorf("create partition stream %s: %w", name, err)

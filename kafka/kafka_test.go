@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -399,5 +400,36 @@ func TestListOffsetsByTime(t *testing.T) {
 	}
 	if p := list(base.Add(time.Hour).UnixMilli()); p.Offset != -1 {
 		t.Fatalf("after the last record: offset %d, want -1", p.Offset)
+	}
+}
+
+// TestTopicMaxMessageBytes: a topic's max.message.bytes (CreateTopics
+// config, stored with its streams) bounds produced batches:
+// MESSAGE_TOO_LARGE above it, and DescribeConfigs reports it.
+func TestTopicMaxMessageBytes(t *testing.T) {
+	ts := startServer(t, Config{})
+	cl := ts.client()
+	ctx := context.Background()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "small", 1, 1
+	v := "2000"
+	rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "max.message.bytes", Value: &v}}
+	req.Topics = append(req.Topics, rt)
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, resp)
+	}
+	p := ts.client(kgo.DefaultProduceTopic("small"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordRetries(0))
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: bytes.Repeat([]byte("a"), 500)}).FirstErr(); err != nil {
+		t.Fatalf("small record: %v", err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: bytes.Repeat([]byte("a"), 5000)}).FirstErr(); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("5000-byte record: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dc.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "small", ConfigNames: []string{"max.message.bytes"}}}
+	resp, err := dc.RequestWith(ctx, cl)
+	if err != nil || len(resp.Resources[0].Configs) != 1 || *resp.Resources[0].Configs[0].Value != "2000" {
+		t.Fatalf("describe configs: %v %+v", err, resp)
 	}
 }

@@ -155,6 +155,7 @@ type topicCache struct {
 type cachedTopic struct {
 	base       string
 	partitions int32
+	maxBatch   int64 // the topic's max.message.bytes (0 = default)
 	at         time.Time
 }
 
@@ -166,7 +167,8 @@ func newTopicCache() *topicCache { return &topicCache{m: map[string]cachedTopic{
 
 func (c *topicCache) put(t topic) {
 	c.mu.Lock()
-	c.m[t.name] = cachedTopic{base: t.partitions[0].Name, partitions: int32(len(t.partitions)), at: time.Now()}
+	c.m[t.name] = cachedTopic{base: t.partitions[0].Name, partitions: int32(len(t.partitions)),
+		maxBatch: t.partitions[0].MaxBatchBytes, at: time.Now()}
 	c.mu.Unlock()
 }
 
@@ -179,6 +181,14 @@ func (c *topicCache) get(name string) (cachedTopic, bool) {
 		return cachedTopic{}, false
 	}
 	return e, ok
+}
+
+// maxBatch is the topic's max.message.bytes, or def.
+func (c *topicCache) maxBatch(name string, def int32) int {
+	if e, ok := c.get(name); ok && e.maxBatch > 0 {
+		return int(e.maxBatch)
+	}
+	return int(def)
 }
 
 func (c *topicCache) forget(name string) {

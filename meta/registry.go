@@ -51,6 +51,9 @@ type Stream struct {
 	// limit of that kind.
 	RetentionMs    int64 `json:"retentionMs,omitempty"`
 	RetentionBytes int64 `json:"retentionBytes,omitempty"`
+	// MaxBatchBytes bounds one Kafka-produced batch (the topic's
+	// max.message.bytes); 0 means the node default.
+	MaxBatchBytes int64 `json:"maxBatchBytes,omitempty"`
 	// Durability is the ack level ("local" or "object"); empty means the
 	// node default.
 	Durability string `json:"durability,omitempty"`

@@ -225,6 +225,9 @@ type Info struct {
 	KafkaTopic     string
 	RetentionMs    int64
 	RetentionBytes int64
+	// MaxBatchBytes: the Kafka max.message.bytes of the stream (0 = the
+	// frontend's default); kept for the Kafka frontend, not enforced here.
+	MaxBatchBytes int64
 }
 
 // CreateOptions is the configuration a client asks for at create.
@@ -248,6 +251,9 @@ type CreateOptions struct {
 	KafkaTopic     *string
 	RetentionMs    int64
 	RetentionBytes int64
+	// MaxBatchBytes: see Info.MaxBatchBytes (not part of the
+	// identical-config check).
+	MaxBatchBytes int64
 }
 
 // ReadOptions selects what a read returns.
@@ -596,6 +602,7 @@ func (st *streamState) infoLocked() Info {
 		KafkaTopic:     st.info.KafkaTopic,
 		RetentionMs:    st.info.RetentionMs,
 		RetentionBytes: st.info.RetentionBytes,
+		MaxBatchBytes:  st.info.MaxBatchBytes,
 	}
 }
 

@@ -112,6 +112,7 @@ func (s *Service) createRecord(ctx context.Context, m meta.Stream, opts CreateOp
 	}
 	m.KafkaTopic = topic
 	m.RetentionMs, m.RetentionBytes = opts.RetentionMs, opts.RetentionBytes
+	m.MaxBatchBytes = max(opts.MaxBatchBytes, 0)
 	stored, created, err := s.reg.CreateStream(ctx, m)
 	if errors.Is(err, meta.ErrTopicTaken) && !explicit {
 		m.KafkaTopic = ""
