@@ -52,6 +52,9 @@ func (s *Server) fetchOnce(ctx context.Context, cc *connState, req *kmsg.FetchRe
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewFetchResponseTopicPartition()
 			op.Partition = rp.Partition
+			// Never null: librdkafka reads a null record set as a
+			// malformed response and backs off.
+			op.RecordBatches = []byte{}
 			if req.IsolationLevel == 1 {
 				op.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 			}
@@ -109,7 +112,9 @@ func (s *Server) fetchPartition(ctx context.Context, cc *connState, topic string
 	if len(br.Batches) > limit && !first {
 		return ch, 0, nil // no room left in this response
 	}
-	op.RecordBatches = br.Batches
+	if len(br.Batches) > 0 {
+		op.RecordBatches = br.Batches
+	}
 	return ch, len(br.Batches), nil
 }
 

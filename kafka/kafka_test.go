@@ -285,6 +285,9 @@ func TestFetchKIP74AndOutOfRange(t *testing.T) {
 	if p.ErrorCode != 0 || len(p.RecordBatches) < len(big) {
 		t.Fatalf("KIP-74: error %d, %d bytes; want the whole %d-byte batch", p.ErrorCode, len(p.RecordBatches), len(big))
 	}
+	if p := fetch(1, 3); p.ErrorCode != 0 || p.RecordBatches == nil || len(p.RecordBatches) != 0 {
+		t.Fatalf("at the high watermark: error %d, batches %v; want an empty, non-null record set (librdkafka rejects null)", p.ErrorCode, p.RecordBatches)
+	}
 	if p := fetch(5, 2); p.ErrorCode != kerr.OffsetOutOfRange.Code {
 		t.Fatalf("offset 5 of 1: error %d, want OFFSET_OUT_OF_RANGE", p.ErrorCode)
 	}
