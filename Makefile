@@ -57,13 +57,14 @@ DURATION ?= 10m
 FAULT_EVERY ?= 10s
 SOAK_DURABILITY ?= local,object
 soak:
-	@set -o pipefail; out=$$(mktemp); status=0; \
-	$(MINIO_BIN_ENV) PICOMQ_SOAK_DURATION=$(DURATION) PICOMQ_SOAK_FAULT_EVERY=$(FAULT_EVERY) \
+	@out=$$(mktemp); \
+	{ $(MINIO_BIN_ENV) PICOMQ_SOAK_DURATION=$(DURATION) PICOMQ_SOAK_FAULT_EVERY=$(FAULT_EVERY) \
 	  PICOMQ_SOAK_DURABILITY=$(SOAK_DURABILITY) \
-	  $(GO) test -count=1 -v -timeout 4h -run '^TestSoak$$' ./e2e/ 2>&1 | tee $$out | grep -E '^(soak|    soak_test|--- )' || status=1; \
-	line=$$(grep -E '^soak: [0-9]+ operations' $$out | tail -1); rm -f $$out; \
-	if [ -z "$$line" ]; then echo "soak: did not finish"; exit 1; fi; \
-	echo "$$line"; exit $$status
+	  $(GO) test -count=1 -v -timeout 4h -run '^TestSoak$$' ./e2e/ 2>&1; echo $$? > $$out.rc; } | tee $$out | \
+	  grep --line-buffered -E '^(soak|    soak_test|--- )'; \
+	status=$$(cat $$out.rc); line=$$(grep -E '^soak: [0-9]+ operations' $$out | tail -1); rm -f $$out $$out.rc; \
+	if [ -z "$$line" ]; then echo "soak: did not finish (go test exit $$status)"; exit 1; fi; \
+	echo "$$line"; [ "$$status" = 0 ]
 
 ## minio: start a loopback MinIO for tests and benchmarks (docs/storage.md); minio-stop stops it
 minio:

@@ -40,6 +40,7 @@ type clusterOpts struct {
 	SealMaxAge time.Duration // --seal-max-age; default 200ms
 	Extra      []string      // more serve flags for every node
 	Token      string        // bearer token of the harness's own requests (auth-on clusters)
+	Bin        string        // picomq binary; empty = the one TestMain built
 }
 
 func (o *clusterOpts) defaults() {
@@ -97,7 +98,7 @@ func (c *cluster) startNode(id, dataDir string) *clusterNode {
 		"--seal-max-age", c.opts.SealMaxAge.String(),
 	}
 	args = append(args, c.opts.Extra...)
-	p := &proc{t: c.t, URL: "http://" + addr, dataDir: dataDir, args: args, env: c.minio.Env(),
+	p := &proc{t: c.t, URL: "http://" + addr, dataDir: dataDir, args: args, env: c.minio.Env(), bin: c.opts.Bin,
 		logs: &syncBuffer{}, exited: make(chan struct{})}
 	p.start()
 	c.t.Cleanup(func() {

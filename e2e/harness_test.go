@@ -59,6 +59,7 @@ type proc struct {
 	logs    *syncBuffer
 	exited  chan struct{}
 	exitErr error
+	bin     string // the binary to run; empty = the picomq built by TestMain
 }
 
 type syncBuffer = testproc.SyncBuffer
@@ -90,7 +91,11 @@ func startNodeEnv(t testing.TB, dataDir string, env []string, extra ...string) *
 func (p *proc) start() {
 	p.t.Helper()
 	p.exited = make(chan struct{})
-	p.cmd = exec.Command(picomqBin, p.args...)
+	bin := picomqBin
+	if p.bin != "" {
+		bin = p.bin
+	}
+	p.cmd = exec.Command(bin, p.args...)
 	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/e2e/history"
+	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
 // TestSoak runs concurrent idempotent producers and tailing readers over
@@ -29,11 +31,58 @@ import (
 // (mean time between faults, default 10s), PICOMQ_SOAK_DURABILITY (comma
 // list, default "object"; `make soak` uses "local,object").
 func TestSoak(t *testing.T) {
-	duration := envDuration(t, "PICOMQ_SOAK_DURATION", 90*time.Second)
-	faultEvery := envDuration(t, "PICOMQ_SOAK_FAULT_EVERY", 10*time.Second)
-	durabilities := strings.Split(envOr("PICOMQ_SOAK_DURABILITY", "object"), ",")
+	res := runSoak(t, soakOpts{
+		duration:     envDuration(t, "PICOMQ_SOAK_DURATION", 90*time.Second),
+		faultEvery:   envDuration(t, "PICOMQ_SOAK_FAULT_EVERY", 10*time.Second),
+		durabilities: strings.Split(envOr("PICOMQ_SOAK_DURABILITY", "object"), ","),
+		faults:       []string{"kill-9", "sigstop-past-lease", "etcd-stop"},
+	})
+	for i, v := range res.Violations {
+		if i == 30 {
+			t.Errorf("… and %d more", len(res.Violations)-30)
+			break
+		}
+		t.Errorf("violation: %s", v)
+	}
+}
+
+// TestSoakCatchesBrokenBuild runs the same checker against picomq built
+// with the test-only tag picomq_broken_ack, which acknowledges `object`
+// appends before their flush is committed, with kill -9 faults that keep
+// the owner down past its lease (so another node takes its streams over).
+// The checker must report violations: a checker that passes a broken build
+// proves nothing.
+func TestSoakCatchesBrokenBuild(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "picomq-broken-ack")
+	if err := testproc.Build(bin, testproc.Picomq, "picomq_broken_ack"); err != nil {
+		t.Fatal(err)
+	}
+	res := runSoak(t, soakOpts{
+		bin:          bin,
+		duration:     40 * time.Second,
+		faultEvery:   5 * time.Second,
+		durabilities: []string{"object"},
+		faults:       []string{"kill-9-past-lease"},
+	})
+	if len(res.Violations) == 0 {
+		t.Fatalf("the checker found no violation in a build that acknowledges before committing (%s)", res.Summary())
+	}
+	t.Logf("caught: %d violations, e.g. %s", len(res.Violations), res.Violations[0])
+}
+
+type soakOpts struct {
+	bin          string
+	duration     time.Duration
+	faultEvery   time.Duration // mean time between faults
+	durabilities []string
+	faults       []string // kinds to choose from
+}
+
+// runSoak runs the clients and faults and returns the checked history.
+func runSoak(t *testing.T, o soakOpts) history.Result {
+	duration, faultEvery, durabilities := o.duration, o.faultEvery, o.durabilities
 	const ttl, sealMaxAge = 3 * time.Second, 200 * time.Millisecond
-	c := startCluster(t, 3, clusterOpts{LeaseTTL: ttl, SealMaxAge: sealMaxAge})
+	c := startCluster(t, 3, clusterOpts{LeaseTTL: ttl, SealMaxAge: sealMaxAge, Bin: o.bin})
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 19))
 	log := &history.Log{}
 
@@ -133,22 +182,29 @@ func TestSoak(t *testing.T) {
 		time.Sleep(wait)
 		n := c.nodes[rng.IntN(len(c.nodes))]
 		f := history.Fault{Target: n.ID, Start: time.Now()}
-		switch rng.IntN(3) {
-		case 0:
-			f.Kind, f.OwnerLoss = "kill-9", true
+		switch f.Kind = o.faults[rng.IntN(len(o.faults))]; f.Kind {
+		case "kill-9":
+			f.OwnerLoss = true
 			n.kill()
 			time.Sleep(time.Duration(rng.Int64N(int64(2 * ttl))))
 			n.restart()
-		case 1:
-			f.Kind, f.OwnerLoss = "sigstop-past-lease", true
+		case "kill-9-past-lease":
+			f.OwnerLoss = true
+			n.kill()
+			time.Sleep(ttl + 2*time.Second)
+			n.restart()
+		case "sigstop-past-lease":
+			f.OwnerLoss = true
 			_ = n.cmd.Process.Signal(syscall.SIGSTOP)
 			time.Sleep(ttl + time.Second + time.Duration(rng.Int64N(int64(ttl))))
 			_ = n.cmd.Process.Signal(syscall.SIGCONT)
-		case 2:
-			f.Kind, f.Target = "etcd-stop", "etcd"
+		case "etcd-stop":
+			f.Target = "etcd"
 			c.etcd.stop()
 			time.Sleep(time.Second + time.Duration(rng.Int64N(int64(3*time.Second))))
 			c.etcd.start()
+		default:
+			t.Fatalf("unknown fault kind %q", f.Kind)
 		}
 		f.End = time.Now()
 		log.AddFault(f)
@@ -184,15 +240,7 @@ func TestSoak(t *testing.T) {
 	report := fmt.Sprintf("soak: duration %v, durability %v, faults by kind %v, local records lost after owner loss %d, largest local loss window %v (--seal-max-age %v)\n%s",
 		duration, durabilities, kinds, res.LocalLost, res.LossWindow.Round(time.Millisecond), sealMaxAge, res.Summary())
 	fmt.Fprintln(os.Stdout, report)
-	if len(res.Violations) > 0 {
-		for i, v := range res.Violations {
-			if i == 30 {
-				t.Errorf("… and %d more", len(res.Violations)-30)
-				break
-			}
-			t.Errorf("violation: %s", v)
-		}
-	}
+	return res
 }
 
 // readPage is one GET from offset; it records what it got without judging.

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,9 +22,14 @@ import (
 // Picomq is the import path of the picomq binary.
 const Picomq = "github.com/PicoMQ/picomq/cmd/picomq"
 
-// Build runs `go build -o out pkg`, its output on stderr.
-func Build(out, pkg string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+// Build runs `go build -o out pkg`, its output on stderr; tags are build
+// tags (tests build deliberately broken variants this way).
+func Build(out, pkg string, tags ...string) error {
+	args := []string{"build", "-o", out}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build %s: %w", pkg, err)

@@ -896,7 +896,7 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	if err := s.leaseHeld(); err != nil {
 		return AppendResult{}, fmt.Errorf("append to %s: written but not acknowledged: %w", name, err)
 	}
-	if objectDurable {
+	if objectDurable && !ackBeforeCommit {
 		if err := s.waitUploaded(ctx, st, end); err != nil {
 			return AppendResult{}, fmt.Errorf("append to %s: durable in the WAL but not yet in object storage: %w", name, err)
 		}
