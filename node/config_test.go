@@ -95,3 +95,35 @@ func TestToggleH2C(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigDocExample: the example file in docs/configuration.md is
+// accepted as printed, with authentication and TLS in force.
+func TestConfigDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "Example file")
+	if !ok {
+		t.Fatal("no example in docs/configuration.md")
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	example, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("example block not closed")
+	}
+	f := filepath.Join(t.TempDir(), "picomq.yaml")
+	if err := os.WriteFile(f, []byte(example), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseServeFlags([]string{"--config", f}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatalf("docs/configuration.md example: %v", err)
+	}
+	if cfg.AuthTokens == "" || cfg.TLSCert == "" || cfg.EtcdCert == "" || !strings.HasPrefix(cfg.AdvertiseURL, "https://") {
+		t.Fatalf("example lacks auth or TLS: %+v", cfg)
+	}
+	if _, err := parseWith(t, strings.ReplaceAll(example, "auth-tokens:", "# auth-tokens:")); err == nil {
+		t.Fatal("the example without auth-tokens must be refused (it binds 0.0.0.0)")
+	}
+}

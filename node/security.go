@@ -38,6 +38,9 @@ type access struct {
 // protocol handlers derive it, so the checked name is the served one.
 func classify(protocol string, r *http.Request) access {
 	p := r.URL.Path
+	if !strings.HasPrefix(p, "/") {
+		return access{} // not a stream (e.g. "*"): any valid token; the router answers
+	}
 	switch p {
 	case "/healthz", "/readyz":
 		return access{public: true}
