@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/internal/testproc"
+)
+
+// BenchmarkKafka measures Kafka produce (franz-go, 1 KiB records, acks=all,
+// idempotent, batches of 100 records per ProduceSync) with 1 and 8
+// producers over 1- and 16-partition topics, next to Pico binary-batch
+// appends of the same batches over the same number of connections and the
+// WAL alone with the same entries, all in one run on one disk; then one
+// franz-go consumer reading each topic back. MB/s counts record values.
+func BenchmarkKafka(b *testing.B) {
+	d := measureFor()
+	kafkaAddr, err := testproc.FreeAddr()
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := startNode(b, "--kafka-addr", kafkaAddr)
+	ctx := context.Background()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer admin.Close()
+	const size = 1024
+	val := bytes.Repeat([]byte{'v'}, size)
+
+	fmt.Printf("\nKafka produce (franz-go, acks=all, idempotent, %d x 1 KiB per batch) vs Pico binary batch vs WAL alone, %s each\n", batchRecords, d)
+	fmt.Printf("%5s %5s | %11s %8s %9s %9s | %11s %8s %9s | %11s %8s %9s | %8s %8s | %11s %8s\n",
+		"parts", "prods", "Kafka rec/s", "MB/s", "p50", "p99", "Pico rec/s", "MB/s", "p99", "WAL rec/s", "MB/s", "p99", "K/Pico", "K/WAL", "consume r/s", "MB/s")
+	for _, parts := range []int32{1, 16} {
+		for _, prods := range []int{1, 8} {
+			topic := fmt.Sprintf("bench-p%d-c%d", parts, prods)
+			req := kmsg.NewPtrCreateTopicsRequest()
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, parts, 1
+			req.Topics = append(req.Topics, rt)
+			if resp, err := req.RequestWith(ctx, admin); err != nil || resp.Topics[0].ErrorCode != 0 {
+				b.Fatalf("create %s: %v %+v", topic, err, resp)
+			}
+			clients := make([]*kgo.Client, prods)
+			for i := range clients {
+				cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.DefaultProduceTopic(topic),
+					kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
+					kgo.ProducerBatchMaxBytes(4<<20))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cl.Close()
+				clients[i] = cl
+			}
+			recs := make([][]*kgo.Record, prods)
+			kafka, err := drive(prods, d, func(w int) (int64, int64, error) {
+				if recs[w] == nil {
+					recs[w] = make([]*kgo.Record, batchRecords)
+				}
+				for i := range recs[w] {
+					recs[w][i] = &kgo.Record{Value: val}
+				}
+				err := clients[w].ProduceSync(ctx, recs[w]...).FirstErr()
+				return batchRecords, batchRecords * size, err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+
+			// Pico binary batches of the same records over prods connections.
+			name := "/" + topic + "-pico"
+			if r, err := http.DefaultClient.Do(mustReq("PUT", n.url+name, nil, "Content-Type", "application/octet-stream")); err != nil || r.StatusCode != 201 {
+				b.Fatalf("create %s: %v %v", name, r, err)
+			} else {
+				r.Body.Close()
+			}
+			body, ct := appendBody("batch", batchRecords, size)
+			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: prods, MaxConnsPerHost: prods}}
+			pico, err := drive(prods, d, func(int) (int64, int64, error) {
+				resp, err := hc.Do(mustReq("POST", n.url+name, body, "Content-Type", ct))
+				if err != nil {
+					return 0, 0, err
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					return 0, 0, fmt.Errorf("append: status %d", resp.StatusCode)
+				}
+				return batchRecords, batchRecords * size, nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			hc.CloseIdleConnections()
+			walRes := walCeiling(b, prods, batchRecords, size, d)
+
+			// Consume everything produced to the topic with one client.
+			cons, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ConsumeTopics(topic),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			var got, gotBytes int64
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			for got < kafka.records && cctx.Err() == nil {
+				fs := cons.PollFetches(cctx)
+				fs.EachRecord(func(r *kgo.Record) { got++; gotBytes += int64(len(r.Value)) })
+			}
+			cancel()
+			cons.Close()
+			consumeSecs := time.Since(start).Seconds()
+			if got < kafka.records {
+				b.Fatalf("%s: consumed %d of %d records", topic, got, kafka.records)
+			}
+			fmt.Printf("%5d %5d | %11.0f %8.1f %9s %9s | %11.0f %8.1f %9s | %11.0f %8.1f %9s | %7.2fx %7.0f%% | %11.0f %8.1f\n",
+				parts, prods, kafka.recordsPerSec(), kafka.mbPerSec(), kafka.pct(0.5).Round(time.Microsecond), kafka.pct(0.99).Round(time.Microsecond),
+				pico.recordsPerSec(), pico.mbPerSec(), pico.pct(0.99).Round(time.Microsecond),
+				walRes.recordsPerSec(), walRes.mbPerSec(), walRes.pct(0.99).Round(time.Microsecond),
+				kafka.recordsPerSec()/pico.recordsPerSec(), 100*kafka.mbPerSec()/walRes.mbPerSec(),
+				float64(got)/consumeSecs, float64(gotBytes)/consumeSecs/1e6)
+			b.ReportMetric(100*kafka.mbPerSec()/walRes.mbPerSec(), fmt.Sprintf("pct-of-wal-p%d-c%d", parts, prods))
+		}
+	}
+}
