@@ -143,18 +143,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, wire.CodeInvalidName, err.Error())
 		return
 	}
-	switch r.Method {
-	case http.MethodPut:
-		h.create(w, r, name)
-	case http.MethodPost:
-		h.append(w, r, name)
-	case http.MethodGet:
-		h.read(w, r, name)
-	case http.MethodHead:
-		h.head(w, r, name)
-	case http.MethodDelete:
-		h.delete(w, r, name)
-	default:
+	methods := httpx.StreamMethods{Create: h.create, Append: h.append, Read: h.read, Head: h.head, Delete: h.delete}
+	if !methods.Serve(w, r, name) {
 		hd.Set("Allow", corsAllowMethods)
 		h.fail(w, r, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, r.Method+" is not supported on a stream")
 	}

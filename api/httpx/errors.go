@@ -2,6 +2,8 @@ package httpx
 
 import (
 	"errors"
+	"log/slog"
+	"net/http"
 
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -35,4 +37,53 @@ func Detail(err error, code, msg string) wire.ErrorDetail {
 		d.NextOffset = &next
 	}
 	return d
+}
+
+// Answer is a frontend's answer to one kind of service error.
+type Answer struct {
+	Status int
+	Code   string
+}
+
+// ErrorTable is one frontend's map from service error kind to its answer
+// (api/pico/errors.go, api/ds/errors.go).
+type ErrorTable map[stream.Kind]Answer
+
+// Lookup returns the answer to err and its message. An error whose kind is
+// not in the table is a server fault: logged with logMsg and attrs, and
+// answered 500 without its text, which may name internals.
+func (t ErrorTable) Lookup(log *slog.Logger, err error, logMsg string, attrs ...any) (Answer, string) {
+	if a, ok := t[stream.KindOf(err)]; ok {
+		return a, err.Error()
+	}
+	log.Error(logMsg, append(attrs, "err", err)...)
+	return Answer{http.StatusInternalServerError, wire.CodeInternal}, "internal error"
+}
+
+// StreamMethods are a frontend's handlers of the five methods on a stream
+// URL; both HTTP protocols give them the same meaning.
+type StreamMethods struct {
+	Create, Append, Read, Head, Delete func(http.ResponseWriter, *http.Request, string)
+}
+
+// Serve calls the handler of r's method on stream name; false means the
+// method is none of them (the caller answers 405 its own way).
+func (m StreamMethods) Serve(w http.ResponseWriter, r *http.Request, name string) bool {
+	var f func(http.ResponseWriter, *http.Request, string)
+	switch r.Method {
+	case http.MethodPut:
+		f = m.Create
+	case http.MethodPost:
+		f = m.Append
+	case http.MethodGet:
+		f = m.Read
+	case http.MethodHead:
+		f = m.Head
+	case http.MethodDelete:
+		f = m.Delete
+	default:
+		return false
+	}
+	f(w, r, name)
+	return true
 }

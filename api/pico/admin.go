@@ -100,9 +100,7 @@ func (h *Handler) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			h.writeServiceError(w, r, err)
 			return
 		}
-		setInfoHeaders(w.Header(), info)
-		w.Header().Set("Cache-Control", "no-store")
-		httpx.WriteJSON(w, http.StatusOK, describe(info))
+		writeInfo(w, info)
 	case http.MethodPatch:
 		h.patch(w, r, name)
 	default:
@@ -146,6 +144,12 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request, name string) {
 		h.writeServiceError(w, r, err)
 		return
 	}
+	writeInfo(w, info)
+}
+
+// writeInfo answers a describe or a reconfigure: the stream's headers and
+// its JSON description, never cached.
+func writeInfo(w http.ResponseWriter, info stream.Info) {
 	setInfoHeaders(w.Header(), info)
 	w.Header().Set("Cache-Control", "no-store")
 	httpx.WriteJSON(w, http.StatusOK, describe(info))

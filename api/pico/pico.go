@@ -151,18 +151,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Path
-	switch r.Method {
-	case http.MethodPut:
-		h.create(w, r, name)
-	case http.MethodPost:
-		h.append(w, r, name)
-	case http.MethodGet:
-		h.read(w, r, name)
-	case http.MethodHead:
-		h.head(w, r, name)
-	case http.MethodDelete:
-		h.delete(w, r, name)
-	default:
+	methods := httpx.StreamMethods{Create: h.create, Append: h.append, Read: h.read, Head: h.head, Delete: h.delete}
+	if !methods.Serve(w, r, name) {
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, DELETE")
 		httpx.WriteError(w, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, r.Method+" is not supported on a stream")
 	}

@@ -279,8 +279,8 @@ func (c *pageCache) fromResult(id uint64, p readParams, res stream.ReadResult) s
 
 // sseError reports an error after the 200 was sent, as an error event.
 func (h *Handler) sseError(w http.ResponseWriter, rc *http.ResponseController, err error) {
-	a, msg := h.classify(err, "live read failed")
-	body, _ := json.Marshal(wire.ErrorBody{Error: wire.ErrorDetail{Code: a.code, Message: msg}})
+	a, msg := errorTable.Lookup(h.cfg.Logger, err, "live read failed")
+	body, _ := json.Marshal(wire.ErrorBody{Error: wire.ErrorDetail{Code: a.Code, Message: msg}})
 	buf := make([]byte, 0, len(body)+32)
 	buf = append(buf, "event: error\ndata: "...)
 	buf = append(buf, body...)
