@@ -46,6 +46,8 @@ test: lint
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
 	    $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $$($(GO) list $(PKGS) | grep '/e2e') || status=$$?; \
+	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
+	    $(MAKE) --no-print-directory tf-test || status=$$?; \
 	if [ -n "$$started" ]; then deploy/local-minio.sh stop >/dev/null; fi; \
 	exit $$status
 
@@ -65,6 +67,31 @@ soak:
 	status=$$(cat $$out.rc); line=$$(grep -E '^soak: [0-9]+ operations' $$out | tail -1); rm -f $$out $$out.rc; \
 	if [ -z "$$line" ]; then echo "soak: did not finish (go test exit $$status)"; exit 1; fi; \
 	echo "$$line"; [ "$$status" = 0 ]
+
+## tf-test: the Terraform and deploy/ tests (own Go module terraform/tests): offline HCL checks,
+## tofu fmt, tflint, systemd-analyze verify, the docs check, and the cloud-init node joining a
+## local etcd + MinIO cluster. tofu and tflint come from deploy/tf-tools.sh (built once, cached).
+tf-test:
+	cd terraform/tests && $(GO) vet ./... && $(GO) test -count=1 -timeout 15m ./...
+
+## tf-check: just `tofu fmt -check -recursive terraform/` and tflint (builds them once)
+tf-check:
+	deploy/tf-tools.sh build
+	$$(deploy/tf-tools.sh tofu) fmt -check -recursive -diff terraform/
+	cd terraform && $$(../deploy/tf-tools.sh tflint) --recursive --config $$PWD/.tflint.hcl
+
+## release: picomq for linux/amd64 and linux/arm64 in dist/, version/commit/date stamped, SHA256SUMS
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+RELEASE_LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
+release:
+	rm -rf dist && mkdir -p dist
+	for arch in amd64 arm64; do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(RELEASE_LDFLAGS)' \
+	    -o dist/picomq-$(VERSION)-linux-$$arch ./cmd/picomq || exit 1; \
+	done
+	cd dist && sha256sum picomq-* > SHA256SUMS && cat SHA256SUMS
 
 ## minio: start a loopback MinIO for tests and benchmarks (docs/storage.md); minio-stop stops it
 minio:
@@ -133,4 +160,4 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

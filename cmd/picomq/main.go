@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -27,8 +28,13 @@ Usage:
 Docs: docs/configuration.md, docs/api.md, docs/cli.md
 `
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version, commit and date are stamped by `make release` with -ldflags
+// "-X main.version=… -X main.commit=… -X main.date=…".
+var (
+	version = "dev"
+	commit  = "unknown"
+	date    = "unknown"
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -50,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "token":
 		return tokenCmd(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "picomq", version)
+		fmt.Fprintf(stdout, "picomq %s (commit %s, built %s, %s/%s)\n", version, commit, date, runtime.GOOS, runtime.GOARCH)
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

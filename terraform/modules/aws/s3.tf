@@ -1,0 +1,82 @@
+# The segment bucket: private, encrypted, no versioning (objects are
+# immutable and uniquely named; GC deletes them for good), incomplete
+# multipart uploads cleaned up.
+
+resource "aws_s3_bucket" "segments" {
+  bucket        = local.bucket_name
+  force_destroy = var.bucket_force_destroy
+  tags          = local.tags
+}
+
+resource "aws_s3_bucket_ownership_controls" "segments" {
+  bucket = aws_s3_bucket.segments.id
+  rule {
+    object_ownership = "BucketOwnerEnforced"
+  }
+}
+
+resource "aws_s3_bucket_public_access_block" "segments" {
+  bucket                  = aws_s3_bucket.segments.id
+  block_public_acls       = true
+  block_public_policy     = true
+  ignore_public_acls      = true
+  restrict_public_buckets = true
+}
+
+resource "aws_s3_bucket_versioning" "segments" {
+  bucket = aws_s3_bucket.segments.id
+  versioning_configuration {
+    status = "Disabled"
+  }
+}
+
+resource "aws_s3_bucket_server_side_encryption_configuration" "segments" {
+  bucket = aws_s3_bucket.segments.id
+  rule {
+    apply_server_side_encryption_by_default {
+      sse_algorithm     = var.kms_key_arn != "" ? "aws:kms" : "AES256"
+      kms_master_key_id = var.kms_key_arn != "" ? var.kms_key_arn : null
+    }
+    bucket_key_enabled = var.kms_key_arn != ""
+  }
+}
+
+resource "aws_s3_bucket_lifecycle_configuration" "segments" {
+  bucket = aws_s3_bucket.segments.id
+  rule {
+    id     = "abort-incomplete-multipart-uploads"
+    status = "Enabled"
+    filter {}
+    abort_incomplete_multipart_upload {
+      days_after_initiation = var.incomplete_upload_days
+    }
+  }
+}
+
+# TLS only: any request over plain HTTP is refused.
+resource "aws_s3_bucket_policy" "segments" {
+  bucket     = aws_s3_bucket.segments.id
+  depends_on = [aws_s3_bucket_public_access_block.segments]
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Sid       = "DenyInsecureTransport"
+      Effect    = "Deny"
+      Principal = "*"
+      Action    = "s3:*"
+      Resource  = [aws_s3_bucket.segments.arn, "${aws_s3_bucket.segments.arn}/*"]
+      Condition = { Bool = { "aws:SecureTransport" = "false" } }
+    }]
+  })
+}
+
+# Optional S3 Express One Zone directory bucket next to the nodes
+# (docs/storage.md): lower-latency PUTs for object-durability acks.
+resource "aws_s3_directory_bucket" "express" {
+  count         = var.express_one_zone_az_id != "" ? 1 : 0
+  bucket        = "${var.name}--${var.express_one_zone_az_id}--x-s3"
+  force_destroy = var.bucket_force_destroy
+  location {
+    name = var.express_one_zone_az_id
+  }
+}

@@ -1,0 +1,144 @@
+package tftests
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// tool returns the path of a tool that deploy/tf-tools.sh builds into the
+// tool cache, or skips (fails under CI, where .ci/run builds it).
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(repo, "deploy/tf-tools.sh"), name).Output()
+	path := strings.TrimSpace(string(out))
+	if err == nil {
+		if _, err = os.Stat(path); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s missing (%v): .ci/run must build it with deploy/tf-tools.sh build", name, err)
+	}
+	t.Skipf("%s not built (%v); run deploy/tf-tools.sh build (tofu takes ~7 minutes once)", name, err)
+	return ""
+}
+
+func run(dir, bin string, args ...string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestTofuFmt: every .tf file under terraform/ is in canonical form, and
+// the broken fixture (badly formatted on purpose) is caught.
+func TestTofuFmt(t *testing.T) {
+	tofu := tool(t, "tofu")
+	if out, err := run("..", tofu, "fmt", "-check", "-recursive", "-diff", "."); err != nil {
+		t.Errorf("tofu fmt -check -recursive terraform/: %v\n%s", err, out)
+	}
+	out, err := run(brokenFixture(t), tofu, "fmt", "-check", "-recursive", ".")
+	if err == nil || !strings.Contains(out, "main.tf") {
+		t.Errorf("tofu fmt accepted the badly formatted fixture: %v\n%s", err, out)
+	}
+}
+
+// TestTflint: tflint with the bundled terraform ruleset (all rules) finds
+// nothing in terraform/, and finds the fixture's mistakes.
+func TestTflint(t *testing.T) {
+	tflint := tool(t, "tflint")
+	cfg, _ := filepath.Abs("../.tflint.hcl")
+	if out, err := run("..", tflint, "--recursive", "--config", cfg); err != nil {
+		t.Errorf("tflint --recursive: %v\n%s", err, out)
+	}
+	out, err := run(brokenFixture(t), tflint, "--config", cfg)
+	if err == nil {
+		t.Errorf("tflint accepted the broken fixture:\n%s", out)
+	}
+	for _, rule := range []string{"terraform_unused_declarations", "terraform_typed_variables", "terraform_required_providers"} {
+		if !strings.Contains(out, rule) {
+			t.Errorf("tflint did not report %s on the fixture:\n%s", rule, out)
+		}
+	}
+}
+
+// TestSystemdUnitVerifies runs `systemd-analyze verify` on
+// deploy/picomq.service. verify also checks that ExecStart's binary
+// exists, so the copy it checks runs /bin/true instead of
+// /usr/local/bin/picomq; nothing else is changed.
+func TestSystemdUnitVerifies(t *testing.T) {
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("systemd-analyze missing: .ci/run installs Debian's systemd package")
+		}
+		t.Skip("systemd-analyze not installed (apt-get install systemd)")
+	}
+	unit := readFile(t, filepath.Join(repo, "deploy/picomq.service"))
+	if !strings.Contains(unit, "ExecStart=/usr/local/bin/picomq ") {
+		t.Fatal("ExecStart is not /usr/local/bin/picomq")
+	}
+	copy := filepath.Join(t.TempDir(), "picomq.service")
+	writeFile(t, copy, strings.Replace(unit, "ExecStart=/usr/local/bin/picomq ", "ExecStart=/bin/true ", 1))
+	out, err := exec.Command(sa, "verify", copy).CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	for _, want := range []string{"User=picomq", "NoNewPrivileges=yes", "ProtectSystem=strict", "LimitNOFILE=", "Restart=on-failure", "TimeoutStopSec=180s"} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("unit lacks %s", want)
+		}
+	}
+}
+
+// TestOperationsDocumentsEveryVariable: docs/operations.md has a table
+// row for every variable of every module under terraform/modules, and no
+// row for a variable that does not exist.
+func TestOperationsDocumentsEveryVariable(t *testing.T) {
+	documented := map[string]bool{}
+	f, err := os.Open(filepath.Join(repo, "docs/operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	row := regexp.MustCompile("^\\| `([a-z0-9_]+)` \\|")
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			in = strings.Contains(line, "Module variables")
+			continue
+		}
+		if m := row.FindStringSubmatch(line); in && m != nil {
+			documented[m[1]] = true
+		}
+	}
+	if len(documented) == 0 {
+		t.Fatal(`docs/operations.md has no "Module variables" table`)
+	}
+	dirs, _ := filepath.Glob("../modules/*")
+	declared := map[string]bool{}
+	for _, dir := range dirs {
+		m, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name := range m.Variables {
+			declared[name] = true
+			if !documented[name] {
+				t.Errorf("variable %q (%s) is not documented in docs/operations.md", name, dir)
+			}
+		}
+	}
+	for name := range documented {
+		if !declared[name] {
+			t.Errorf("docs/operations.md documents %q, which no module declares", name)
+		}
+	}
+}
