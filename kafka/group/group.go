@@ -1,55 +1,851 @@
-// Package group is the Kafka consumer-group coordinator (classic protocol).
-//
-// PLACEHOLDER: the real coordinator is being built in parallel (issue 13,
-// consumer groups). This file fixes the contract the frontend in package
-// kafka relies on: New, Coordinator.Handle for the group API keys, Close,
-// Versions (what the frontend advertises for those keys) and the Locator
-// the frontend implements. Until it lands, Versions is empty, so no group
-// key is advertised and clients never send one.
 package group
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Broker is a node as Kafka clients see it.
-type Broker struct {
-	NodeID int32
-	Host   string
-	Port   int32
+// state is a classic group's state, as Kafka names them (DescribeGroups
+// and ListGroups report these strings).
+type state int
+
+const (
+	stateEmpty state = iota
+	statePreparingRebalance
+	stateCompletingRebalance
+	stateStable
+	stateDead
+)
+
+func (s state) String() string {
+	return [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}[s]
 }
 
-// Locator tells which broker serves a stream: its owner, or the node that
-// will take it over (the same answer on every node). The coordinator of a
-// group is the broker serving the group's offsets stream. self reports
-// whether that is this node.
-type Locator interface {
-	Locate(ctx context.Context, stream string) (b Broker, self bool, err error)
+// group is one consumer group coordinated by this node. mu guards the
+// membership; offMu (offsets.go) the committed offsets, so a slow append
+// never holds up heartbeats.
+type group struct {
+	c      *Coordinator
+	id     string
+	stream string // the offsets stream
+
+	mu           sync.Mutex
+	state        state
+	gen          int32
+	protocolType string
+	protocol     string
+	leader       string
+	members      map[string]*member
+	static       map[string]string      // group.instance.id → member id
+	pending      map[string]*time.Timer // KIP-394 ids handed out, awaiting their rejoin
+	joinNotUntil time.Time              // initial rebalance delay of a group that was empty
+	timers       map[string]*time.Timer // "rebalance", "sync", "delay"
+	tseq         map[string]uint64      // arm sequence of each running timer: stale firings are ignored
+	seq          uint64
+	unloaded     bool
+
+	offs offsets
 }
 
-// Coordinator answers the group API keys.
-type Coordinator struct {
-	loc Locator
-	log *slog.Logger
+// member is one member of the group.
+type member struct {
+	id, instanceID     string
+	clientID, host     string
+	protocolType       string
+	protocols          []kmsg.JoinGroupRequestProtocol
+	session, rebalance time.Duration
+	assignment         []byte
+
+	join    *waiter // set while the member waits in JoinGroup
+	joinVer int16
+	sync    *waiter // set while the member waits in SyncGroup
+	timer   *time.Timer
+	seq     uint64 // session timer generation
 }
 
-// New builds a coordinator over the stream service svc.
-func New(svc any, loc Locator, log *slog.Logger) *Coordinator {
-	return &Coordinator{loc: loc, log: log}
+// waiter is a long-poll in progress: the response is filled by whoever
+// completes the rebalance, then done is closed.
+type waiter struct {
+	done chan struct{}
+	resp kmsg.Response
 }
 
-// Versions returns the API keys the coordinator handles with their
-// supported version ranges [min, max].
-func Versions() map[int16][2]int16 { return nil }
+func newWaiter() *waiter { return &waiter{done: make(chan struct{})} }
 
-// Handle answers one group request.
-func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	return nil, fmt.Errorf("group: %s is not implemented", kmsg.NameForKey(req.Key()))
+func (w *waiter) finish(resp kmsg.Response) {
+	w.resp = resp
+	close(w.done)
 }
 
-// Close stops the coordinator.
-func (c *Coordinator) Close() {}
+func newGroup(c *Coordinator, id, stream string) *group {
+	return &group{c: c, id: id, stream: stream, members: map[string]*member{}, static: map[string]string{},
+		pending: map[string]*time.Timer{}, timers: map[string]*time.Timer{}, tseq: map[string]uint64{}}
+}
+
+func newMemberID(clientID string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	if clientID == "" {
+		clientID = "member"
+	}
+	return clientID + "-" + hex.EncodeToString(b[:])
+}
+
+// wait blocks until w is finished, ctx is done or the coordinator closes.
+func (c *Coordinator) wait(ctx context.Context, w *waiter) (kmsg.Response, error) {
+	select {
+	case <-w.done:
+		return w.resp, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.ctx.Done():
+		select {
+		case <-w.done: // unload finished it with NOT_COORDINATOR
+			return w.resp, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// unload ends the group on this node: waiters are answered
+// NOT_COORDINATOR (clients look for the coordinator again) and every timer
+// stops.
+func (g *group) unload() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.unloaded = true
+	g.seq++
+	for _, t := range g.timers {
+		t.Stop()
+	}
+	for _, t := range g.pending {
+		t.Stop()
+	}
+	for _, m := range g.members {
+		if m.timer != nil {
+			m.timer.Stop()
+		}
+		g.failWaits(m, kerr.NotCoordinator.Code)
+	}
+	g.members, g.pending, g.static = map[string]*member{}, map[string]*time.Timer{}, map[string]string{}
+	g.state = stateDead
+}
+
+// resetMembership forgets every member (they rejoin) but keeps the group.
+func (g *group) resetMembership() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.c.log.Info("kafka group was coordinated elsewhere meanwhile; members must rejoin", "group", g.id)
+	for _, name := range []string{"rebalance", "sync", "delay"} {
+		g.stop(name)
+	}
+	for _, m := range g.members {
+		g.remove(m, kerr.UnknownMemberID.Code)
+	}
+	g.state, g.protocol, g.leader = stateEmpty, "", ""
+}
+
+// failWaits answers m's pending JoinGroup/SyncGroup with an error.
+func (g *group) failWaits(m *member, code int16) {
+	if m.join != nil {
+		resp := kmsg.NewPtrJoinGroupResponse()
+		resp.Version = m.joinVer
+		resp.ErrorCode, resp.Generation, resp.MemberID = code, -1, m.id
+		m.join.finish(resp)
+		m.join = nil
+	}
+	if m.sync != nil {
+		resp := kmsg.NewPtrSyncGroupResponse()
+		resp.ErrorCode = code
+		m.sync.finish(resp)
+		m.sync = nil
+	}
+}
+
+// arm (re)starts the named group timer; fn runs under g.mu unless the
+// timer was re-armed or stopped, or the group unloaded, meanwhile.
+func (g *group) arm(name string, d time.Duration, fn func()) {
+	g.stop(name)
+	g.seq++
+	seq := g.seq
+	g.tseq[name] = seq
+	g.timers[name] = time.AfterFunc(d, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.unloaded || g.tseq[name] != seq {
+			return
+		}
+		delete(g.timers, name)
+		delete(g.tseq, name)
+		fn()
+	})
+}
+
+func (g *group) stop(name string) {
+	if t := g.timers[name]; t != nil {
+		t.Stop()
+	}
+	delete(g.timers, name)
+	delete(g.tseq, name)
+}
+
+// touch restarts m's session timer: if neither a heartbeat nor any other
+// request of m arrives within its session timeout, m is removed. A member
+// waiting in JoinGroup or SyncGroup is kept alive by the rebalance and
+// sync timers instead.
+func (g *group) touch(m *member) {
+	if m.timer != nil {
+		m.timer.Stop()
+	}
+	m.seq++
+	seq := m.seq
+	m.timer = time.AfterFunc(m.session, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.unloaded || g.members[m.id] != m || m.seq != seq || m.join != nil || m.sync != nil {
+			return
+		}
+		g.c.log.Info("kafka group member session expired", "group", g.id, "member", m.id)
+		g.remove(m, kerr.UnknownMemberID.Code)
+		g.afterRemoval()
+	})
+}
+
+// remove takes m out of the group, answering its waits with code.
+func (g *group) remove(m *member, code int16) {
+	if m.timer != nil {
+		m.timer.Stop()
+	}
+	m.seq++
+	g.failWaits(m, code)
+	delete(g.members, m.id)
+	if m.instanceID != "" && g.static[m.instanceID] == m.id {
+		delete(g.static, m.instanceID)
+	}
+	if g.leader == m.id {
+		g.leader = ""
+	}
+}
+
+// afterRemoval moves the group on once members left: the others rejoin.
+func (g *group) afterRemoval() {
+	switch g.state {
+	case stateStable, stateCompletingRebalance:
+		g.prepareRebalance()
+	case statePreparingRebalance:
+		g.maybeCompleteJoin()
+	}
+}
+
+// rebalanceTimeout is the longest rebalance timeout of the members: the
+// time the group waits for everyone to rejoin.
+func (g *group) rebalanceTimeout() time.Duration {
+	var d time.Duration
+	for _, m := range g.members {
+		d = max(d, m.rebalance)
+	}
+	return d
+}
+
+// prepareRebalance starts a rebalance: members learn it from their next
+// heartbeat (REBALANCE_IN_PROGRESS) or SyncGroup and rejoin; the join
+// completes when all have, or when the rebalance timeout expires.
+func (g *group) prepareRebalance() {
+	if g.state == stateCompletingRebalance {
+		for _, m := range g.members {
+			if m.sync != nil {
+				resp := kmsg.NewPtrSyncGroupResponse()
+				resp.ErrorCode = kerr.RebalanceInProgress.Code
+				m.sync.finish(resp)
+				m.sync = nil
+			}
+			m.assignment = nil
+		}
+	}
+	g.stop("sync")
+	if g.state == stateEmpty && g.c.cfg.InitialRebalanceDelay > 0 {
+		d := min(g.c.cfg.InitialRebalanceDelay, g.rebalanceTimeout())
+		g.joinNotUntil = time.Now().Add(d)
+		g.arm("delay", d, g.maybeCompleteJoin)
+	}
+	g.state = statePreparingRebalance
+	g.arm("rebalance", g.rebalanceTimeout(), g.completeJoin)
+	g.maybeCompleteJoin()
+}
+
+// maybeCompleteJoin completes the join once every member and every
+// pending new member has (re)joined.
+func (g *group) maybeCompleteJoin() {
+	if g.state != statePreparingRebalance || len(g.pending) > 0 || time.Now().Before(g.joinNotUntil) {
+		return
+	}
+	for _, m := range g.members {
+		if m.join == nil {
+			return
+		}
+	}
+	g.completeJoin()
+}
+
+// completeJoin ends the join phase: dynamic members that did not rejoin
+// are dropped (static ones keep their place until their session expires),
+// a new generation starts with a protocol every member supports, and each
+// waiting member gets its JoinGroup response, the leader with everyone's
+// metadata.
+func (g *group) completeJoin() {
+	if g.state != statePreparingRebalance {
+		return
+	}
+	g.stop("rebalance")
+	g.stop("delay")
+	for _, m := range g.members {
+		if m.join == nil && m.instanceID == "" {
+			g.remove(m, kerr.UnknownMemberID.Code)
+		}
+	}
+	g.gen++
+	if len(g.members) == 0 {
+		g.state, g.protocol, g.leader = stateEmpty, "", ""
+		return
+	}
+	g.protocol = g.selectProtocol()
+	if g.members[g.leader] == nil || g.members[g.leader].join == nil {
+		g.leader = ""
+		for id, m := range g.members {
+			if m.join != nil && (g.leader == "" || id < g.leader) {
+				g.leader = id
+			}
+		}
+	}
+	g.state = stateCompletingRebalance
+	for _, m := range g.members {
+		if m.join == nil {
+			continue
+		}
+		m.join.finish(g.joinResponse(m, m.joinVer))
+		m.join = nil
+		g.touch(m)
+	}
+	// Members that never send SyncGroup (e.g. a leader that died after
+	// its join) must not stall the others: drop them after the rebalance
+	// timeout and rebalance again.
+	gen := g.gen
+	g.arm("sync", g.rebalanceTimeout(), func() {
+		if g.state != stateCompletingRebalance || g.gen != gen {
+			return
+		}
+		for _, m := range g.members {
+			if m.sync == nil {
+				g.remove(m, kerr.UnknownMemberID.Code)
+			}
+		}
+		g.prepareRebalance()
+	})
+}
+
+// joinResponse is m's JoinGroup answer for the current generation.
+func (g *group) joinResponse(m *member, version int16) *kmsg.JoinGroupResponse {
+	resp := kmsg.NewPtrJoinGroupResponse()
+	resp.Version = version
+	resp.Generation = g.gen
+	pt, p := g.protocolType, g.protocol
+	resp.ProtocolType, resp.Protocol = &pt, &p
+	resp.LeaderID = g.leader
+	resp.MemberID = m.id
+	if m.id == g.leader {
+		resp.Members = g.memberList()
+	}
+	return resp
+}
+
+func (g *group) memberList() []kmsg.JoinGroupResponseMember {
+	out := make([]kmsg.JoinGroupResponseMember, 0, len(g.members))
+	for _, o := range g.members {
+		jm := kmsg.NewJoinGroupResponseMember()
+		jm.MemberID = o.id
+		if o.instanceID != "" {
+			inst := o.instanceID
+			jm.InstanceID = &inst
+		}
+		jm.ProtocolMetadata = o.metadata(g.protocol)
+		out = append(out, jm)
+	}
+	return out
+}
+
+func (m *member) speaks(protocol string) bool {
+	for _, p := range m.protocols {
+		if p.Name == protocol {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *member) metadata(protocol string) []byte {
+	for _, p := range m.protocols {
+		if p.Name == protocol {
+			return p.Metadata
+		}
+	}
+	return nil
+}
+
+// candidates are the protocols every member supports.
+func (g *group) candidates() map[string]bool {
+	var out map[string]bool
+	for _, m := range g.members {
+		mine := map[string]bool{}
+		for _, p := range m.protocols {
+			if out == nil || out[p.Name] {
+				mine[p.Name] = true
+			}
+		}
+		out = mine
+	}
+	return out
+}
+
+// selectProtocol: each member votes for the first protocol of its own
+// preference order that every member supports; the most votes win (ties
+// go to the name that sorts first, so the choice is deterministic).
+func (g *group) selectProtocol() string {
+	cands := g.candidates()
+	votes := map[string]int{}
+	for _, m := range g.members {
+		for _, p := range m.protocols {
+			if cands[p.Name] {
+				votes[p.Name]++
+				break
+			}
+		}
+	}
+	best := ""
+	for name, n := range votes {
+		if best == "" || n > votes[best] || (n == votes[best] && name < best) {
+			best = name
+		}
+	}
+	return best
+}
+
+// supports: a joining member must speak the group's protocol type and
+// share a protocol with everyone already in it.
+func (g *group) supports(protocolType string, protocols []kmsg.JoinGroupRequestProtocol) bool {
+	if len(g.members) == 0 {
+		return protocolType != "" && len(protocols) > 0
+	}
+	if protocolType != g.protocolType {
+		return false
+	}
+	cands := g.candidates()
+	for _, p := range protocols {
+		if cands[p.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// sameProtocols: a rejoin with unchanged metadata need not rebalance.
+func sameProtocols(a, b []kmsg.JoinGroupRequestProtocol) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || string(a[i].Metadata) != string(b[i].Metadata) {
+			return false
+		}
+	}
+	return true
+}
+
+// copyProtocols copies the request's protocols: request bytes may alias
+// the connection's read buffer.
+func copyProtocols(ps []kmsg.JoinGroupRequestProtocol) []kmsg.JoinGroupRequestProtocol {
+	out := make([]kmsg.JoinGroupRequestProtocol, len(ps))
+	for i, p := range ps {
+		out[i] = kmsg.JoinGroupRequestProtocol{Name: p.Name, Metadata: append([]byte(nil), p.Metadata...)}
+	}
+	return out
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// joinGroup handles JoinGroup (see docs/kafka.md, "Consumer groups").
+func (c *Coordinator) joinGroup(ctx context.Context, r *kmsg.JoinGroupRequest) (kmsg.Response, error) {
+	resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
+	resp.Generation = -1
+	fail := func(code int16) (kmsg.Response, error) {
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	session := time.Duration(r.SessionTimeoutMillis) * time.Millisecond
+	rebalance := time.Duration(r.RebalanceTimeoutMillis) * time.Millisecond
+	if r.Version == 0 || r.RebalanceTimeoutMillis <= 0 {
+		rebalance = session
+	}
+	switch {
+	case r.Group == "":
+		return fail(kerr.InvalidGroupID.Code)
+	case session < c.cfg.MinSessionTimeout || session > c.cfg.MaxSessionTimeout:
+		return fail(kerr.InvalidSessionTimeout.Code)
+	case r.ProtocolType == "" || len(r.Protocols) == 0:
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+	g, err := c.group(ctx, r.Group)
+	if err != nil {
+		return fail(code(err))
+	}
+	ci := clientOf(ctx)
+	inst := str(r.InstanceID)
+
+	g.mu.Lock()
+	if g.unloaded {
+		g.mu.Unlock()
+		return fail(kerr.NotCoordinator.Code)
+	}
+	if !g.supports(r.ProtocolType, r.Protocols) {
+		g.mu.Unlock()
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+	newMember := func(id string) *member {
+		return &member{id: id, instanceID: inst, clientID: ci.id, host: ci.host, protocolType: r.ProtocolType,
+			protocols: copyProtocols(r.Protocols), session: session, rebalance: rebalance}
+	}
+	// add puts m in the group, waiting for the join to complete.
+	add := func(m *member) *waiter {
+		if len(g.members) == 0 {
+			g.protocolType = r.ProtocolType
+		}
+		g.members[m.id] = m
+		if m.instanceID != "" {
+			g.static[m.instanceID] = m.id
+		}
+		w := newWaiter()
+		m.join, m.joinVer = w, r.Version
+		if g.state == statePreparingRebalance {
+			g.maybeCompleteJoin()
+		} else {
+			g.prepareRebalance()
+		}
+		return w // m.join is nil again if that completed the join
+	}
+
+	var w *waiter
+	switch {
+	case r.MemberID == "" && inst != "" && g.static[inst] != "":
+		// A static member restarted: it takes its old place.
+		w = g.replaceStatic(g.members[g.static[inst]], newMember(newMemberID(ci.id)), r, resp, add)
+	case r.MemberID == "" && inst == "" && r.Version >= 4:
+		// KIP-394: hand out an id and let the member come back with it,
+		// so a client that dies before rejoining leaves no member behind.
+		id := newMemberID(ci.id)
+		g.pending[id] = time.AfterFunc(session, func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if t := g.pending[id]; t != nil {
+				delete(g.pending, id)
+				g.maybeCompleteJoin()
+			}
+		})
+		g.mu.Unlock()
+		resp.MemberID = id
+		return fail(kerr.MemberIDRequired.Code)
+	case r.MemberID == "":
+		w = add(newMember(newMemberID(ci.id)))
+	case g.pending[r.MemberID] != nil:
+		g.pending[r.MemberID].Stop()
+		delete(g.pending, r.MemberID)
+		w = add(newMember(r.MemberID))
+	default:
+		m := g.members[r.MemberID]
+		if code := g.checkMember(r.MemberID, inst); code != 0 {
+			g.mu.Unlock()
+			return fail(code)
+		}
+		w = g.rejoin(m, r, resp)
+	}
+	g.mu.Unlock()
+	if w == nil {
+		return resp, nil // answered at once
+	}
+	return c.wait(ctx, w)
+}
+
+// checkMember validates a known member's id and static instance id.
+func (g *group) checkMember(id, inst string) int16 {
+	if inst != "" {
+		if cur, ok := g.static[inst]; ok && cur != id {
+			return kerr.FencedInstanceID.Code
+		}
+	}
+	if g.members[id] == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	return 0
+}
+
+// rejoin handles JoinGroup of a known member. It returns nil when resp is
+// the answer, else the waiter to wait on.
+func (g *group) rejoin(m *member, r *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse) *waiter {
+	changed := !sameProtocols(m.protocols, r.Protocols)
+	if changed {
+		m.protocols = copyProtocols(r.Protocols)
+	}
+	m.session = time.Duration(r.SessionTimeoutMillis) * time.Millisecond
+	if r.Version > 0 && r.RebalanceTimeoutMillis > 0 {
+		m.rebalance = time.Duration(r.RebalanceTimeoutMillis) * time.Millisecond
+	} else {
+		m.rebalance = m.session
+	}
+	if m.join != nil {
+		// A retried JoinGroup (the client gave up on the first, whose
+		// connection is likely gone): only the new one waits.
+		resp := kmsg.NewPtrJoinGroupResponse()
+		resp.Version, resp.ErrorCode, resp.Generation, resp.MemberID = m.joinVer, kerr.RebalanceInProgress.Code, -1, m.id
+		m.join.finish(resp)
+		m.join = nil
+	}
+	wait := func() *waiter {
+		w := newWaiter()
+		m.join, m.joinVer = w, r.Version
+		if g.state == statePreparingRebalance {
+			g.maybeCompleteJoin()
+		} else {
+			g.prepareRebalance()
+		}
+		return w
+	}
+	switch g.state {
+	case statePreparingRebalance:
+		return wait()
+	case stateCompletingRebalance, stateStable:
+		// A follower with unchanged metadata gets the current generation
+		// back (it lost the response); the leader or a changed member
+		// rebalances.
+		if changed || (m.id == g.leader && g.state == stateStable) {
+			return wait()
+		}
+		*resp = *g.joinResponse(m, r.Version)
+		g.touch(m)
+		return nil
+	default:
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return nil
+	}
+}
+
+// replaceStatic gives a restarted static member (same group.instance.id,
+// new member id) the place of its previous incarnation, which is fenced.
+// In a stable group nothing rebalances: the member gets the current
+// generation and its old assignment from SyncGroup.
+func (g *group) replaceStatic(old, nm *member, r *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse, add func(*member) *waiter) *waiter {
+	wasLeader := g.leader == old.id
+	nm.assignment = old.assignment
+	g.remove(old, kerr.FencedInstanceID.Code)
+	if g.state != stateStable || (wasLeader && r.Version < 9) || !nm.speaks(g.protocol) {
+		// Mid-rebalance, or a leader that cannot be told to skip the
+		// assignment, or new subscriptions: rebalance with it.
+		return add(nm)
+	}
+	g.members[nm.id] = nm
+	g.static[nm.instanceID] = nm.id
+	if wasLeader {
+		g.leader = nm.id
+	}
+	*resp = *g.joinResponse(nm, r.Version)
+	resp.SkipAssignment = wasLeader
+	g.touch(nm)
+	return nil
+}
+
+// syncGroup handles SyncGroup: the leader's assignment ends the rebalance
+// and every member waiting here gets its share.
+func (c *Coordinator) syncGroup(ctx context.Context, r *kmsg.SyncGroupRequest) (kmsg.Response, error) {
+	resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
+	fail := func(code int16) (kmsg.Response, error) {
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	g, err := c.group(ctx, r.Group)
+	if err != nil {
+		return fail(code(err))
+	}
+	g.mu.Lock()
+	if g.unloaded {
+		g.mu.Unlock()
+		return fail(kerr.NotCoordinator.Code)
+	}
+	if code := g.checkMember(r.MemberID, str(r.InstanceID)); code != 0 {
+		g.mu.Unlock()
+		return fail(code)
+	}
+	m := g.members[r.MemberID]
+	switch {
+	case r.Generation != g.gen:
+		g.mu.Unlock()
+		return fail(kerr.IllegalGeneration.Code)
+	case (r.ProtocolType != nil && *r.ProtocolType != g.protocolType) || (r.Protocol != nil && *r.Protocol != g.protocol):
+		g.mu.Unlock()
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+	g.touch(m)
+	pt, p := g.protocolType, g.protocol
+	switch g.state {
+	case statePreparingRebalance:
+		g.mu.Unlock()
+		return fail(kerr.RebalanceInProgress.Code)
+	case stateStable:
+		resp.ProtocolType, resp.Protocol = &pt, &p
+		resp.MemberAssignment = m.assignment
+		g.mu.Unlock()
+		return resp, nil
+	case stateCompletingRebalance:
+	default:
+		g.mu.Unlock()
+		return fail(kerr.UnknownMemberID.Code)
+	}
+	if m.sync != nil {
+		fresp := kmsg.NewPtrSyncGroupResponse()
+		fresp.ErrorCode = kerr.RebalanceInProgress.Code // superseded by this retry
+		m.sync.finish(fresp)
+	}
+	m.sync = newWaiter()
+	w := m.sync
+	if m.id == g.leader {
+		for _, o := range g.members {
+			o.assignment = nil
+		}
+		for _, a := range r.GroupAssignment {
+			if o := g.members[a.MemberID]; o != nil {
+				o.assignment = append([]byte(nil), a.MemberAssignment...)
+			}
+		}
+		g.stop("sync")
+		g.state = stateStable
+		for _, o := range g.members {
+			if o.sync != nil {
+				sresp := kmsg.NewPtrSyncGroupResponse()
+				sresp.ProtocolType, sresp.Protocol = &pt, &p
+				sresp.MemberAssignment = o.assignment
+				o.sync.finish(sresp)
+				o.sync = nil
+				g.touch(o)
+			}
+		}
+	}
+	g.mu.Unlock()
+	out, err := c.wait(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	sresp := out.(*kmsg.SyncGroupResponse)
+	sresp.Version = r.Version
+	return sresp, nil
+}
+
+// heartbeat handles Heartbeat: it keeps the member's session alive and
+// tells it to rejoin while a rebalance is running.
+func (c *Coordinator) heartbeat(ctx context.Context, r *kmsg.HeartbeatRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+	g, err := c.group(ctx, r.Group)
+	if err != nil {
+		resp.ErrorCode = code(err)
+		return resp
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.unloaded {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp
+	}
+	if code := g.checkMember(r.MemberID, str(r.InstanceID)); code != 0 {
+		resp.ErrorCode = code
+		return resp
+	}
+	m := g.members[r.MemberID]
+	if r.Generation != g.gen {
+		resp.ErrorCode = kerr.IllegalGeneration.Code
+		return resp
+	}
+	if m.join == nil && m.sync == nil {
+		g.touch(m)
+	}
+	switch g.state {
+	case statePreparingRebalance:
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
+	case stateCompletingRebalance, stateStable:
+	default:
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+	}
+	return resp
+}
+
+// leaveGroup handles LeaveGroup: one member (v0-2) or a batch (v3+, where
+// static members may leave by instance id alone).
+func (c *Coordinator) leaveGroup(ctx context.Context, r *kmsg.LeaveGroupRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
+	leaving := r.Members
+	if r.Version < 3 {
+		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: r.MemberID}}
+	}
+	g, err := c.group(ctx, r.Group)
+	if err != nil {
+		resp.ErrorCode = code(err)
+		return resp
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.unloaded {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp
+	}
+	removed, pendingLeft := false, false
+	for _, lm := range leaving {
+		out := kmsg.NewLeaveGroupResponseMember()
+		out.MemberID, out.InstanceID = lm.MemberID, lm.InstanceID
+		id, inst := lm.MemberID, str(lm.InstanceID)
+		if id == "" && inst != "" {
+			id = g.static[inst]
+		}
+		switch {
+		case g.pending[id] != nil:
+			g.pending[id].Stop()
+			delete(g.pending, id)
+			pendingLeft = true
+		case id == "":
+			out.ErrorCode = kerr.UnknownMemberID.Code
+		default:
+			if code := g.checkMember(id, inst); code != 0 {
+				out.ErrorCode = code
+				break
+			}
+			g.remove(g.members[id], kerr.UnknownMemberID.Code)
+			removed = true
+		}
+		resp.Members = append(resp.Members, out)
+	}
+	if removed {
+		g.afterRemoval()
+	} else if pendingLeft {
+		g.maybeCompleteJoin()
+	}
+	if r.Version < 3 {
+		resp.ErrorCode = resp.Members[0].ErrorCode
+		resp.Members = nil
+	}
+	return resp
+}

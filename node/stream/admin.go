@@ -146,6 +146,9 @@ func (s *Service) List(ctx context.Context, prefix, after string, limit int) ([]
 	}
 	out := make([]Info, 0, len(recs))
 	for _, m := range recs {
+		if IsSystemName(m.Name) && !systemAccess(ctx) {
+			continue // the server's own streams are not the clients'
+		}
 		s.mu.RLock()
 		st := s.byID[m.ID]
 		s.mu.RUnlock()

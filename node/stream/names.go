@@ -1,10 +1,54 @@
 package stream
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 )
+
+// SystemRoot is the reserved root of the server's own streams (the Kafka
+// consumer groups' committed offsets live under it). Clients can never
+// name them: the protocol frontends get ErrReservedName as for any other
+// reserved name. Server components reach them with a context from
+// WithSystemAccess.
+const SystemRoot = "/_sys/"
+
+type systemAccessKey struct{}
+
+// WithSystemAccess marks ctx as coming from a server component, which may
+// create, read, append to, list and delete streams under SystemRoot. The
+// frontends never set it, so a client request cannot.
+func WithSystemAccess(ctx context.Context) context.Context {
+	return context.WithValue(ctx, systemAccessKey{}, true)
+}
+
+func systemAccess(ctx context.Context) bool {
+	ok, _ := ctx.Value(systemAccessKey{}).(bool)
+	return ok
+}
+
+// IsSystemName reports whether name is under SystemRoot.
+func IsSystemName(name string) bool { return strings.HasPrefix(name, SystemRoot) }
+
+// validateFor is ValidateName, except that a server component (ctx from
+// WithSystemAccess) may name streams under SystemRoot; their remaining
+// segments follow the same grammar.
+func validateFor(ctx context.Context, name string) error {
+	if IsSystemName(name) && systemAccess(ctx) {
+		return ValidateName("/sys/" + name[len(SystemRoot):])
+	}
+	return ValidateName(name)
+}
+
+// checkAccess refuses a client (no system access) a system stream that this
+// node already holds in memory, where the name is not validated again.
+func checkAccess(ctx context.Context, name string) error {
+	if IsSystemName(name) && !systemAccess(ctx) {
+		return fmt.Errorf("%w: %q is reserved by the server", ErrReservedName, "/_sys")
+	}
+	return nil
+}
 
 // MaxNameLen bounds a stream name in bytes. It keeps registry keys, object
 // keys and log lines small, and is well below common proxy URL limits.

@@ -456,13 +456,16 @@ func (s *Service) Rejoined(ctx context.Context) error {
 // (no offsets unless this node serves it). Frontends use it to pick a
 // response format before a history read that any node may serve.
 func (s *Service) Describe(ctx context.Context, name string) (Info, error) {
+	if err := checkAccess(ctx, name); err != nil {
+		return Info{}, err
+	}
 	s.mu.RLock()
 	st := s.byName[name]
 	s.mu.RUnlock()
 	if st != nil {
 		return st.snapshot(), nil
 	}
-	if err := ValidateName(name); err != nil {
+	if err := validateFor(ctx, name); err != nil {
 		return Info{}, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, routeTimeout)

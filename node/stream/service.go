@@ -509,7 +509,7 @@ func (s *Service) Create(ctx context.Context, name string, opts CreateOptions) (
 }
 
 func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (Info, bool, error) {
-	if err := ValidateName(name); err != nil {
+	if err := validateFor(ctx, name); err != nil {
 		return Info{}, false, err
 	}
 	plan, err := s.prepareCreate(ctx, name, &opts)
@@ -612,11 +612,14 @@ func (st *streamState) infoLocked() Info {
 // registry cannot be asked.
 func (s *Service) lookup(ctx context.Context, name string) (*streamState, error) {
 	s.lookups.Add(1)
+	if err := checkAccess(ctx, name); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	st := s.byName[name]
 	s.mu.RUnlock()
 	if st == nil {
-		if err := ValidateName(name); err != nil {
+		if err := validateFor(ctx, name); err != nil {
 			return nil, err
 		}
 		var err error

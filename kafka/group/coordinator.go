@@ -1,0 +1,359 @@
+// Package group is the Kafka consumer-group coordinator (the classic
+// protocol: JoinGroup/SyncGroup/Heartbeat/LeaveGroup, committed offsets,
+// and the admin keys around them).
+//
+// Where a group lives: every group has one offsets stream,
+// /_sys/kafka/groups/<group> (offsets.go), and the node that serves that
+// stream is the group's coordinator. The frontend tells which node that is
+// (Locator); every other node answers NOT_COORDINATOR, so clients follow
+// FindCoordinator to it. Membership (members, generation, assignments)
+// lives in the coordinator's memory only, as it is rebuilt by the clients
+// themselves within one rebalance; committed offsets are appended to the
+// stream and so survive restarts and move with the stream when another
+// node takes it over.
+//
+// Contract with the frontend (package kafka): New, Versions,
+// Coordinator.Handle for the group keys, Close; the frontend implements
+// Locator and may tag the context with WithClient. Handle blocks for the
+// long-poll keys (JoinGroup, SyncGroup) until the rebalance completes: the
+// frontend must call it from the connection's own goroutine, so only that
+// connection waits.
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/node/stream"
+)
+
+// Broker is a node as Kafka clients see it.
+type Broker struct {
+	NodeID int32
+	Host   string
+	Port   int32
+}
+
+// Locator tells which broker serves a stream: its owner, or the node that
+// will take it over (the same answer on every node). The coordinator of a
+// group is the broker serving the group's offsets stream. self reports
+// whether that is this node. The context carries stream.WithSystemAccess,
+// as the offsets streams are under /_sys/.
+type Locator interface {
+	Locate(ctx context.Context, stream string) (b Broker, self bool, err error)
+}
+
+// Streams is what the coordinator needs of the stream service
+// (*stream.Service implements it; the frontend passes its own handle).
+type Streams interface {
+	Create(ctx context.Context, name string, opts stream.CreateOptions) (stream.Info, bool, error)
+	Head(ctx context.Context, name string) (stream.Info, error)
+	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error)
+	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error)
+	Configure(ctx context.Context, name string, ch stream.ConfigChange) (stream.Info, error)
+	Delete(ctx context.Context, name string) error
+	List(ctx context.Context, prefix, after string, limit int) ([]stream.Info, bool, error)
+}
+
+// Config tunes the coordinator. Zero values take the documented defaults
+// (docs/kafka.md, "Consumer groups").
+type Config struct {
+	Streams Streams
+	Locator Locator
+	Logger  *slog.Logger
+	// MinSessionTimeout / MaxSessionTimeout bound a member's session
+	// timeout (Kafka's group.min/max.session.timeout.ms); outside them
+	// JoinGroup answers INVALID_SESSION_TIMEOUT. Defaults 1 s and 30 min.
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+	// InitialRebalanceDelay holds the first rebalance of an empty group
+	// this long so that consumers starting together land in one
+	// generation (Kafka's group.initial.rebalance.delay.ms). Default 0.
+	InitialRebalanceDelay time.Duration
+	// CompactAfter: once the offsets stream holds this many records more
+	// than the group has live offsets, the live offsets are rewritten as
+	// one batch and everything before it is trimmed. Default 4096.
+	CompactAfter int
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MinSessionTimeout <= 0 {
+		c.MinSessionTimeout = time.Second
+	}
+	if c.MaxSessionTimeout <= 0 {
+		c.MaxSessionTimeout = 30 * time.Minute
+	}
+	if c.CompactAfter <= 0 {
+		c.CompactAfter = 4096
+	}
+}
+
+// Coordinator answers the group API keys of one node.
+type Coordinator struct {
+	cfg Config
+	svc Streams
+	loc Locator
+	log *slog.Logger
+
+	ctx    context.Context // cancelled by Close: ends long-polls
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	groups map[string]*group
+	closed bool
+}
+
+// New builds a coordinator over the stream service svc; loc says which node
+// coordinates which group.
+func New(svc Streams, loc Locator, log *slog.Logger) *Coordinator {
+	return NewWithConfig(Config{Streams: svc, Locator: loc, Logger: log})
+}
+
+// NewWithConfig is New with the tunables of Config.
+func NewWithConfig(cfg Config) *Coordinator {
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Coordinator{cfg: cfg, svc: cfg.Streams, loc: cfg.Locator, log: cfg.Logger,
+		ctx: ctx, cancel: cancel, groups: map[string]*group{}}
+}
+
+// versions are the keys the coordinator answers and the version ranges
+// advertised for them (docs/kafka.md): every version real clients send,
+// except the topic-id-addressed OffsetCommit/OffsetFetch v10.
+var versions = map[int16][2]int16{
+	kmsg.OffsetCommit.Int16():    {2, 9},
+	kmsg.OffsetFetch.Int16():     {1, 9},
+	kmsg.FindCoordinator.Int16(): {0, 5},
+	kmsg.JoinGroup.Int16():       {0, 9},
+	kmsg.Heartbeat.Int16():       {0, 4},
+	kmsg.LeaveGroup.Int16():      {0, 5},
+	kmsg.SyncGroup.Int16():       {0, 5},
+	kmsg.DescribeGroups.Int16():  {0, 5},
+	kmsg.ListGroups.Int16():      {0, 4},
+	kmsg.DeleteGroups.Int16():    {0, 2},
+	kmsg.OffsetDelete.Int16():    {0, 0},
+}
+
+// Versions returns the API keys the coordinator handles with their
+// supported version ranges [min, max].
+func Versions() map[int16][2]int16 {
+	out := make(map[int16][2]int16, len(versions))
+	for k, v := range versions {
+		out[k] = v
+	}
+	return out
+}
+
+// errUnsupported is returned for a key or version the coordinator does
+// not answer; the frontend never routes one here if it uses Versions.
+var errUnsupported = errors.New("group: unsupported request")
+
+// Handle answers one group request. JoinGroup and SyncGroup block until
+// the rebalance they take part in completes (bounded by the rebalance
+// timeout), ctx is done, or the coordinator closes. An error means the
+// request could not be answered at all (unsupported key or version, ctx
+// done): the frontend closes the connection.
+func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	v, ok := versions[req.Key()]
+	if !ok || req.GetVersion() < v[0] || req.GetVersion() > v[1] {
+		return nil, fmt.Errorf("%w: %s v%d", errUnsupported, kmsg.NameForKey(req.Key()), req.GetVersion())
+	}
+	ctx = stream.WithSystemAccess(ctx)
+	switch r := req.(type) {
+	case *kmsg.FindCoordinatorRequest:
+		return c.findCoordinator(ctx, r), nil
+	case *kmsg.JoinGroupRequest:
+		return c.joinGroup(ctx, r)
+	case *kmsg.SyncGroupRequest:
+		return c.syncGroup(ctx, r)
+	case *kmsg.HeartbeatRequest:
+		return c.heartbeat(ctx, r), nil
+	case *kmsg.LeaveGroupRequest:
+		return c.leaveGroup(ctx, r), nil
+	case *kmsg.OffsetCommitRequest:
+		return c.offsetCommit(ctx, r), nil
+	case *kmsg.OffsetFetchRequest:
+		return c.offsetFetch(ctx, r), nil
+	case *kmsg.DescribeGroupsRequest:
+		return c.describeGroups(ctx, r), nil
+	case *kmsg.ListGroupsRequest:
+		return c.listGroups(ctx, r), nil
+	case *kmsg.DeleteGroupsRequest:
+		return c.deleteGroups(ctx, r), nil
+	case *kmsg.OffsetDeleteRequest:
+		return c.offsetDelete(ctx, r), nil
+	}
+	return nil, fmt.Errorf("%w: %T", errUnsupported, req)
+}
+
+// Close ends every long-poll (answered with NOT_COORDINATOR, so clients
+// look for the coordinator again) and stops every timer.
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	c.closed = true
+	gs := c.groups
+	c.groups = map[string]*group{}
+	c.mu.Unlock()
+	c.cancel()
+	for _, g := range gs {
+		g.unload()
+	}
+}
+
+// clientInfo is what the frontend knows of a connection.
+type clientInfo struct{ id, host string }
+
+type clientKey struct{}
+
+// WithClient tags ctx with the request header's client id and the peer's
+// host; JoinGroup uses them for member ids and DescribeGroups reports
+// them.
+func WithClient(ctx context.Context, clientID, host string) context.Context {
+	return context.WithValue(ctx, clientKey{}, clientInfo{clientID, host})
+}
+
+func clientOf(ctx context.Context) clientInfo {
+	ci, _ := ctx.Value(clientKey{}).(clientInfo)
+	return ci
+}
+
+// errNotCoordinator: this node does not serve the group's offsets stream.
+var errNotCoordinator = errors.New("group: not the coordinator")
+
+// code maps an error of the coordinator or the stream service to a Kafka
+// error code. Anything that says "the group is elsewhere" is
+// NOT_COORDINATOR, so clients re-run FindCoordinator; anything transient
+// is COORDINATOR_NOT_AVAILABLE, which clients retry.
+func code(err error) int16 {
+	var re *stream.RedirectError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errNotCoordinator), errors.As(err, &re):
+		return kerr.NotCoordinator.Code
+	case errors.Is(err, errGroupIDTooLong), errors.Is(err, stream.ErrInvalidName):
+		return kerr.InvalidGroupID.Code
+	default:
+		return kerr.CoordinatorNotAvailable.Code
+	}
+}
+
+// group returns the local state of group id if this node coordinates it,
+// creating it if needed, with its committed offsets brought up to date
+// with the offsets stream. A group this node used to coordinate and no
+// longer does is dropped.
+func (c *Coordinator) group(ctx context.Context, id string) (*group, error) {
+	name, err := streamName(id)
+	if err != nil {
+		return nil, err
+	}
+	_, self, err := c.loc.Locate(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("group %q: locate coordinator: %w", id, err)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: shutting down", errNotCoordinator)
+	}
+	g := c.groups[id]
+	if !self {
+		delete(c.groups, id)
+		c.mu.Unlock()
+		if g != nil {
+			g.unload()
+		}
+		return nil, errNotCoordinator
+	}
+	if g == nil {
+		g = newGroup(c, id, name)
+		c.groups[id] = g
+	}
+	c.mu.Unlock()
+	foreign, err := g.syncOffsets(ctx)
+	if err != nil {
+		if code(err) == kerr.NotCoordinator.Code {
+			c.drop(g)
+		}
+		return nil, err
+	}
+	if foreign {
+		// Another node coordinated the group meanwhile: whatever
+		// membership this node remembers is stale.
+		g.resetMembership()
+	}
+	return g, nil
+}
+
+// drop forgets g (it moved elsewhere or was deleted).
+func (c *Coordinator) drop(g *group) {
+	c.mu.Lock()
+	if c.groups[g.id] == g {
+		delete(c.groups, g.id)
+	}
+	c.mu.Unlock()
+	g.unload()
+}
+
+// findCoordinator answers with the broker serving each group's offsets
+// stream. Transaction coordinators are not offered: PicoMQ has no
+// transactions.
+func (c *Coordinator) findCoordinator(ctx context.Context, r *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := r.CoordinatorKeys
+	if r.Version < 4 {
+		keys = []string{r.CoordinatorKey}
+	}
+	for _, key := range keys {
+		rc := kmsg.NewFindCoordinatorResponseCoordinator()
+		rc.Key = key
+		rc.NodeID = -1
+		var msg string
+		switch {
+		case r.CoordinatorType != 0:
+			rc.ErrorCode, msg = kerr.InvalidRequest.Code, "only group coordinators exist: PicoMQ has no transactions"
+		case key == "":
+			rc.ErrorCode, msg = kerr.InvalidRequest.Code, "empty group id"
+		default:
+			b, err := c.locate(ctx, key)
+			if err != nil {
+				rc.ErrorCode, msg = code(err), err.Error()
+				if rc.ErrorCode == kerr.NotCoordinator.Code {
+					rc.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				}
+			} else {
+				rc.NodeID, rc.Host, rc.Port = b.NodeID, b.Host, b.Port
+			}
+		}
+		if msg != "" {
+			rc.ErrorMessage = &msg
+		}
+		resp.Coordinators = append(resp.Coordinators, rc)
+	}
+	if r.Version < 4 {
+		rc := resp.Coordinators[0]
+		resp.Coordinators = nil
+		resp.ErrorCode, resp.ErrorMessage = rc.ErrorCode, rc.ErrorMessage
+		resp.NodeID, resp.Host, resp.Port = rc.NodeID, rc.Host, rc.Port
+	}
+	return resp
+}
+
+func (c *Coordinator) locate(ctx context.Context, id string) (Broker, error) {
+	name, err := streamName(id)
+	if err != nil {
+		return Broker{}, err
+	}
+	b, _, err := c.loc.Locate(ctx, name)
+	return b, err
+}
