@@ -36,6 +36,7 @@ type Streams interface {
 	Configure(ctx context.Context, name string, ch stream.ConfigChange) (stream.Info, error)
 	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error)
 	ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (stream.BatchRead, error)
+	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error) // group offsets
 	Changed(ctx context.Context, name string) (<-chan struct{}, error)
 	Members(ctx context.Context) ([]stream.Member, error)
 	ServingNode(info stream.Info, members []stream.Member) string
@@ -214,11 +215,15 @@ func (s *Server) Close(ctx context.Context) error {
 // handle runs one decoded request through the handler table.
 func (s *Server) handle(ctx context.Context, cc *connState, req kmsg.Request) (kmsg.Response, error) {
 	h, ok := handlers[req.Key()]
-	if !ok || h.fn == nil {
+	if !ok || (h.fn == nil && !h.group) {
 		return nil, fmt.Errorf("no handler for key %d", req.Key())
 	}
 	if h.group {
-		return s.groups.Handle(ctx, req)
+		host, _, err := net.SplitHostPort(cc.remote)
+		if err != nil {
+			host = cc.remote
+		}
+		return s.groups.Handle(group.WithClient(ctx, cc.clientID, host), req)
 	}
 	return h.fn(s, ctx, cc, req)
 }
