@@ -64,8 +64,9 @@ soak:
 	  PICOMQ_SOAK_DURABILITY=$(SOAK_DURABILITY) \
 	  $(GO) test -count=1 -v -timeout 4h -run '^TestSoak$$' ./e2e/ 2>&1; echo $$? > $$out.rc; } | tee $$out | \
 	  grep --line-buffered -E '^(soak|    soak_test|--- )'; \
-	status=$$(cat $$out.rc); line=$$(grep -E '^soak: [0-9]+ operations' $$out | tail -1); rm -f $$out $$out.rc; \
-	if [ -z "$$line" ]; then echo "soak: did not finish (go test exit $$status)"; exit 1; fi; \
+	status=$$(cat $$out.rc); line=$$(grep -E '^soak: [0-9]+ operations' $$out | tail -1); rm -f $$out.rc; \
+	if [ -z "$$line" ]; then echo "soak: did not finish (go test exit $$status; full output in $$out)"; exit 1; fi; \
+	rm -f $$out; \
 	echo "$$line"; [ "$$status" = 0 ]
 
 ## tf-test: the Terraform and deploy/ tests (own Go module terraform/tests): offline HCL checks,

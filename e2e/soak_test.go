@@ -219,13 +219,14 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 	for _, s := range streams {
 		for _, base := range urls {
 			var recs []history.Record
+			var err error
 			ok := pollUntil(60*time.Second, 200*time.Millisecond, func() bool {
-				var err error
 				recs, err = readAllRecords(client, base, s.name)
 				return err == nil
 			})
 			if !ok {
-				t.Fatalf("final read of %s via %s kept failing for 60s", s.name, base)
+				t.Errorf("final read of %s via %s kept failing for 60s: %v", s.name, base, err)
+				continue
 			}
 			log.AddRead(history.Read{Client: -1, Stream: s.name, Outcome: history.OK, Final: true, Records: recs,
 				Node: base, Start: time.Now(), End: time.Now()})
@@ -277,7 +278,7 @@ func readAllRecords(c *http.Client, base, name string) ([]history.Record, error)
 			return nil, err
 		}
 		if r.Status != 200 {
-			return nil, fmt.Errorf("status %d", r.Status)
+			return nil, fmt.Errorf("offset %d: status %d (served by %s) %s", off, r.Status, r.servedBy(), lastBytes(string(r.Body), 300))
 		}
 		var page []jsonRecord
 		if err := json.Unmarshal(r.Body, &page); err != nil {
@@ -295,7 +296,8 @@ func readAllRecords(c *http.Client, base, name string) ([]history.Record, error)
 		}
 		next, err := strconv.ParseInt(r.Header.Get("Pico-Next-Offset"), 10, 64)
 		if err != nil || next <= off {
-			return nil, fmt.Errorf("no progress at %d", off)
+			return nil, fmt.Errorf("no progress at offset %d: Pico-Next-Offset %q, %d records on the page (served by %s)",
+				off, r.Header.Get("Pico-Next-Offset"), len(page), r.servedBy())
 		}
 		off = next
 	}
