@@ -15,10 +15,13 @@ import (
 // Member is a node's entry in the membership list. It lives under a lease,
 // so it disappears by itself when the node stops renewing it.
 type Member struct {
-	NodeID       string    `json:"nodeId"`
-	AdvertiseURL string    `json:"advertiseUrl"`
-	KafkaAddr    string    `json:"kafkaAddr,omitempty"`
-	StartedAt    time.Time `json:"startedAt"`
+	NodeID       string `json:"nodeId"`
+	AdvertiseURL string `json:"advertiseUrl"`
+	KafkaAddr    string `json:"kafkaAddr,omitempty"`
+	// Protocol is the node's HTTP stream protocol (pico or
+	// durable-streams); empty in records of nodes that predate it.
+	Protocol  string    `json:"protocol,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
 }
 
 // ErrLeaseLost is returned by commits attempted after a node's lease expired:

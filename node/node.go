@@ -191,7 +191,7 @@ func (n *Node) start(ctx context.Context) (err error) {
 
 	n.members = &membership{
 		reg: reg, cli: n.etcd, ttl: cfg.LeaseTTL, log: log,
-		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: kafkaAdvertise, StartedAt: time.Now().UTC()},
+		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: kafkaAdvertise, Protocol: cfg.Protocol, StartedAt: time.Now().UTC()},
 		leaseLog: filepath.Join(cfg.DataDir, "node-lease"),
 	}
 	if err := n.members.join(ctx); err != nil {
@@ -201,6 +201,7 @@ func (n *Node) start(ctx context.Context) (err error) {
 	promReg := prometheus.NewRegistry()
 	n.svc, err = stream.Open(ctx, stream.Config{
 		NodeID:            cfg.NodeID,
+		Protocol:          cfg.Protocol,
 		Logger:            log,
 		DefaultDurability: cfg.Durability,
 		Registerer:        promReg,

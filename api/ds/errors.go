@@ -32,6 +32,7 @@ var errorTable = httpx.ErrorTable{
 	stream.KindOffsetTrimmed:       {Status: http.StatusGone, Code: wire.CodeOffsetTrimmed},
 	stream.KindInvalidArgument:     {Status: http.StatusBadRequest, Code: wire.CodeBadRequest},
 	stream.KindRedirect:            {Status: http.StatusTemporaryRedirect, Code: httpx.CodeRedirect},
+	stream.KindProtocolMismatch:    {Status: http.StatusMisdirectedRequest, Code: httpx.CodeProtocolMismatch},
 	stream.KindUnavailable:         {Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable},
 	// The client went away or its deadline passed: the outcome of a write
 	// is unknown, which 503 tells a retrying client.

@@ -82,6 +82,9 @@ const (
 	// KindRedirect: another node owns the stream (*RedirectError says
 	// which).
 	KindRedirect
+	// KindProtocolMismatch: another node owns the stream and its HTTP
+	// listener speaks the other protocol.
+	KindProtocolMismatch
 	// KindUnavailable: the node cannot serve this now; retry, perhaps
 	// elsewhere.
 	KindUnavailable
@@ -113,6 +116,7 @@ var kinds = []struct {
 	{ErrStreamClosed, KindStreamClosed},
 	{ErrInvalidArgument, KindInvalidArgument},
 	{record.ErrInvalid, KindInvalidArgument},
+	{ErrProtocolMismatch, KindProtocolMismatch},
 	{ErrRedirect, KindRedirect},
 	{ErrUnavailable, KindUnavailable},
 	{context.Canceled, KindCanceled},

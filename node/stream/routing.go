@@ -17,20 +17,44 @@ import (
 // *RedirectError with its URL. Frontends answer 307 to the same path there.
 var ErrRedirect = errors.New("stream: owned by another node")
 
+// ErrProtocolMismatch: the stream is served by a node whose HTTP listener
+// speaks another protocol than this one (a mixed Pico / Durable Streams
+// cluster). A 307 would keep the protocol's path and land on a 404, so the
+// HTTP frontends answer an error naming both protocols instead; the error
+// still matches ErrRedirect, so the Kafka frontend, which every node
+// serves alike, routes as before.
+var ErrProtocolMismatch = errors.New("stream: owned by a node of another protocol")
+
 // RedirectError names the node that serves a stream.
 type RedirectError struct {
-	Name   string
-	NodeID string
-	URL    string // the node's advertise URL, no trailing slash
+	Name     string
+	NodeID   string
+	URL      string // the node's advertise URL, no trailing slash
+	Protocol string // the node's HTTP protocol ("" if it did not say)
+	Self     string // this node's HTTP protocol ("" if not configured)
 
 	stream meta.Stream // the registry record routing decided on
 }
 
 func (e *RedirectError) Error() string {
+	if e.Mismatch() {
+		return fmt.Sprintf("%v: %s is served by node %s (%s), whose HTTP listener speaks %s; this node speaks %s, and HTTP requests are not routed between protocols: send it to a %s node (docs/durable-streams.md#mixed-protocol-clusters)",
+			ErrProtocolMismatch, e.Name, e.NodeID, e.URL, e.Protocol, e.Self, e.Protocol)
+	}
 	return fmt.Sprintf("%v: %s is served by %s (%s)", ErrRedirect, e.Name, e.NodeID, e.URL)
 }
 
-func (e *RedirectError) Unwrap() error { return ErrRedirect }
+// Mismatch reports whether the serving node speaks another HTTP protocol.
+func (e *RedirectError) Mismatch() bool {
+	return e.Protocol != "" && e.Self != "" && e.Protocol != e.Self
+}
+
+func (e *RedirectError) Unwrap() []error {
+	if e.Mismatch() {
+		return []error{ErrProtocolMismatch, ErrRedirect}
+	}
+	return []error{ErrRedirect}
+}
 
 // Cluster is what routing needs from the registry beyond Registry.
 type Cluster interface {
@@ -131,7 +155,7 @@ func (s *Service) route(ctx context.Context, name string) (*streamState, error) 
 	}
 	for _, mb := range members {
 		if mb.NodeID == m.Owner {
-			return nil, &RedirectError{Name: name, NodeID: mb.NodeID, URL: mb.AdvertiseURL, stream: m}
+			return nil, &RedirectError{Name: name, NodeID: mb.NodeID, URL: mb.AdvertiseURL, Protocol: mb.Protocol, Self: s.cfg.Protocol, stream: m}
 		}
 	}
 	// The owner's lease is gone. The placement target claims it; anyone
@@ -141,7 +165,7 @@ func (s *Service) route(ctx context.Context, name string) (*streamState, error) 
 		return nil, fmt.Errorf("%w: no live node can take over %s", ErrUnavailable, name)
 	}
 	if target.NodeID != s.cfg.NodeID {
-		return nil, &RedirectError{Name: name, NodeID: target.NodeID, URL: target.AdvertiseURL, stream: m}
+		return nil, &RedirectError{Name: name, NodeID: target.NodeID, URL: target.AdvertiseURL, Protocol: target.Protocol, Self: s.cfg.Protocol, stream: m}
 	}
 	return s.claim(rctx, m, true)
 }

@@ -59,6 +59,9 @@ type Registry interface {
 // Config tunes the service. Zero values get defaults.
 type Config struct {
 	NodeID string
+	// Protocol is this node's HTTP stream protocol; a stream served by a
+	// node of another one is ErrProtocolMismatch rather than a redirect.
+	Protocol string
 	// Now is the clock used for LogAppendTime; tests inject a fake one.
 	Now    func() time.Time
 	Logger *slog.Logger
