@@ -1,6 +1,7 @@
 // Command picomq is PicoMQ's one binary: `picomq serve` runs a node; the
-// client subcommands (create, append, read, tail, ls, rm, describe) are
-// built on the Go SDK (client.go, docs/cli.md).
+// client subcommands (create, append, read, tail, ls, rm, describe) and
+// the load generator (bench) are built on the Go SDK (client.go, bench.go,
+// docs/cli.md, docs/benchmarks.md).
 package main
 
 import (
@@ -22,6 +23,7 @@ const usage = `picomq — a tiered-storage log service
 Usage:
   picomq serve [flags]    run a node (picomq serve -h lists the flags)
   picomq token new|hash|check   make tokens for --auth-tokens (docs/security.md)
+  picomq bench [flags]    append load, ack latency and throughput (docs/benchmarks.md)
   picomq version          print the version
 
 ` + clientUsage + `
@@ -53,6 +55,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv,
 			stderrTTY: isTerminal(os.Stderr),
 		})
+	case "bench":
+		return benchCmd(args[1:], env{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv,
+			stderrTTY: isTerminal(os.Stderr)})
 	case "token":
 		return tokenCmd(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version":

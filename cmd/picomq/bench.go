@@ -1,0 +1,434 @@
+package main
+
+// picomq bench: a load generator for appends over either HTTP protocol, built
+// on the Go SDK. docs/benchmarks.md describes the method and the flags.
+//
+// Closed loop (the default): each producer sends its next append as soon as
+// the previous one is acknowledged, which measures the throughput the node
+// sustains at that concurrency. Open loop (--rate R): appends are scheduled at
+// fixed intended times regardless of how fast acks come, and latency is
+// measured from the intended send time, so a stall shows as latency for every
+// append scheduled during it instead of being hidden (coordinated omission).
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	picomq "github.com/PicoMQ/picomq/client/go"
+	"github.com/PicoMQ/picomq/internal/hdr"
+)
+
+// benchConfig is what one run does.
+type benchConfig struct {
+	producers  int
+	recordSize int
+	batch      int
+	streams    int
+	duration   time.Duration
+	rate       float64 // records/s over all producers; 0 = closed loop
+	prefix     string
+	keep       bool
+	jsonOut    bool
+}
+
+// benchResult is the --json shape of a run.
+type benchResult struct {
+	Protocol        string       `json:"protocol"`
+	Server          string       `json:"server"`
+	Mode            string       `json:"mode"` // "closed" or "open"
+	Producers       int          `json:"producers"`
+	RecordSize      int          `json:"recordSize"`
+	Batch           int          `json:"batch"`
+	Streams         int          `json:"streams"`
+	RateRecordsPerS float64      `json:"rate,omitempty"`
+	DurationSeconds float64      `json:"durationSeconds"`
+	Appends         uint64       `json:"appends"`
+	Records         uint64       `json:"records"`
+	Bytes           uint64       `json:"bytes"`
+	Errors          uint64       `json:"errors"`
+	FirstError      string       `json:"firstError,omitempty"`
+	Unsent          uint64       `json:"unsent,omitempty"`
+	RecordsPerSec   float64      `json:"recordsPerSec"`
+	MBPerSec        float64      `json:"mbPerSec"`
+	AckLatencyMs    latencyStats `json:"ackLatencyMs"`
+}
+
+type latencyStats struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p99_9"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+func latencyOf(h *hdr.Histogram) latencyStats {
+	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
+	return latencyStats{P50: ms(h.Quantile(0.5)), P90: ms(h.Quantile(0.9)), P99: ms(h.Quantile(0.99)),
+		P999: ms(h.Quantile(0.999)), Max: ms(h.Max()), Mean: h.Mean() / 1e6}
+}
+
+const benchUsage = `picomq bench [flags]: append load against a node, ack latency percentiles and throughput.
+  --producers N      concurrent producers (default 4)
+  --record-size B    bytes per record (default 1024)
+  --batch N          records per append (default 1)
+  --streams N        streams the producers spread over (default 1)
+  --duration D       how long to run (default 10s)
+  --rate R           open loop: R records/s in total, latency from the intended
+                     send time; 0 (default) = closed loop, as fast as acks come
+  --prefix P         stream name prefix (default /bench/<start time>)
+  --keep             keep the streams afterwards (default: delete them)
+  --json             print the result as one JSON object
+  plus --server, --token, --protocol as for the client commands.
+`
+
+// benchCmd runs picomq bench and returns its exit code.
+func benchCmd(args []string, e env) int {
+	fs := flag.NewFlagSet("picomq bench", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() { fmt.Fprint(e.stderr, benchUsage) }
+	var cf clientFlags
+	cf.register(fs, e.getenv)
+	var cfg benchConfig
+	fs.IntVar(&cfg.producers, "producers", 4, "concurrent producers")
+	fs.IntVar(&cfg.recordSize, "record-size", 1024, "bytes per record")
+	fs.IntVar(&cfg.batch, "batch", 1, "records per append")
+	fs.IntVar(&cfg.streams, "streams", 1, "streams")
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "run time")
+	fs.Float64Var(&cfg.rate, "rate", 0, "records/s in total (open loop); 0 = closed loop")
+	fs.StringVar(&cfg.prefix, "prefix", "", "stream name prefix")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the streams")
+	fs.BoolVar(&cfg.jsonOut, "json", false, "JSON output")
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		return exitUsage
+	}
+	if err := cfg.check(pos); err != nil {
+		fmt.Fprintf(e.stderr, "picomq bench: %v\n", err)
+		return exitUsage
+	}
+	if cfg.prefix == "" {
+		cfg.prefix = fmt.Sprintf("/bench/%d", time.Now().UnixNano())
+	}
+	c, err := cf.client()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "picomq bench: %v\n", err)
+		return exitUsage
+	}
+	defer c.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	res, err := runBench(ctx, c, cfg, e)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "picomq bench: %v\n", err)
+		return exitCode(err)
+	}
+	res.Server = cf.server
+	if cfg.jsonOut {
+		err = writeJSON(e.stdout, res)
+	} else {
+		err = writeBenchTable(e.stdout, res)
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "picomq bench: %v\n", err)
+		return exitError
+	}
+	if res.Appends == 0 {
+		fmt.Fprintf(e.stderr, "picomq bench: no append was acknowledged (%d errors: %s)\n", res.Errors, res.FirstError)
+		return exitError
+	}
+	return exitOK
+}
+
+func (cfg *benchConfig) check(pos []string) error {
+	switch {
+	case len(pos) > 0:
+		return usagef("unexpected arguments %q", pos)
+	case cfg.producers < 1 || cfg.producers > 10000:
+		return usagef("--producers must be in 1..10000")
+	case cfg.recordSize < 2 || cfg.recordSize > 16<<20:
+		return usagef("--record-size must be in 2..16777216")
+	case cfg.batch < 1 || cfg.batch > 100000:
+		return usagef("--batch must be in 1..100000")
+	case cfg.streams < 1 || cfg.streams > 100000:
+		return usagef("--streams must be in 1..100000")
+	case cfg.duration <= 0:
+		return usagef("--duration must be positive")
+	case cfg.rate < 0:
+		return usagef("--rate must not be negative")
+	case cfg.prefix != "" && !strings.HasPrefix(cfg.prefix, "/"):
+		return usagef("--prefix %q: names are paths such as /bench", cfg.prefix)
+	}
+	return nil
+}
+
+// benchProducer is one producer's state; its histogram is read by the
+// progress line under mu.
+type benchProducer struct {
+	mu   sync.Mutex
+	hist hdr.Histogram
+}
+
+func (p *benchProducer) record(ns int64) {
+	p.mu.Lock()
+	p.hist.Record(ns)
+	p.mu.Unlock()
+}
+
+// benchRun is the shared state of one run.
+type benchRun struct {
+	cfg       benchConfig
+	producers []*benchProducer
+	appends   atomic.Uint64
+	errors    atomic.Uint64
+	errOnce   sync.Once
+	firstErr  string
+}
+
+func (r *benchRun) fail(err error) {
+	r.errors.Add(1)
+	r.errOnce.Do(func() { r.firstErr = err.Error() })
+}
+
+func (r *benchRun) merged() *hdr.Histogram {
+	var h hdr.Histogram
+	for _, p := range r.producers {
+		p.mu.Lock()
+		h.Merge(&p.hist)
+		p.mu.Unlock()
+	}
+	return &h
+}
+
+// benchRecords builds one append's records. Over Pico a record is random
+// bytes. Over Durable Streams the bench creates an application/json stream
+// so that a batch of N records stays N messages (a byte stream's append is
+// one message whatever its size): each record is a JSON string of exactly
+// recordSize bytes.
+func benchRecords(p picomq.Protocol, size, batch int) []picomq.AppendRecord {
+	recs := make([]picomq.AppendRecord, batch)
+	for i := range recs {
+		b := make([]byte, size)
+		if p == picomq.ProtocolDurableStreams {
+			for j := range b {
+				b[j] = 'a' + byte((i+j)%26)
+			}
+			b[0], b[size-1] = '"', '"'
+		} else {
+			_, _ = rand.Read(b)
+		}
+		recs[i].Body = b
+	}
+	return recs
+}
+
+func benchContentType(p picomq.Protocol) string {
+	if p == picomq.ProtocolDurableStreams {
+		return "application/json"
+	}
+	return "application/octet-stream"
+}
+
+func runBench(ctx context.Context, c picomq.Client, cfg benchConfig, e env) (benchResult, error) {
+	ct := benchContentType(c.Protocol())
+	streams := make([]picomq.Stream, cfg.streams)
+	for i := range streams {
+		streams[i] = c.Stream(fmt.Sprintf("%s/%d", cfg.prefix, i))
+		if _, err := streams[i].Create(ctx, ct, 0); err != nil {
+			return benchResult{}, fmt.Errorf("create %s: %w", streams[i].Name(), err)
+		}
+	}
+	if !cfg.keep {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			for _, s := range streams {
+				if err := s.Delete(dctx); err != nil {
+					fmt.Fprintf(e.stderr, "picomq bench: delete %s: %v\n", s.Name(), err)
+				}
+			}
+		}()
+	}
+
+	r := &benchRun{cfg: cfg, producers: make([]*benchProducer, cfg.producers)}
+	for i := range r.producers {
+		r.producers[i] = &benchProducer{}
+	}
+	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
+	defer cancel()
+	start := time.Now()
+
+	// Open loop: the scheduler hands out intended send times; a producer
+	// that picks one up late still measures from the intended time.
+	var schedule chan time.Time
+	var unsent atomic.Uint64
+	if cfg.rate > 0 {
+		schedule = make(chan time.Time, 1<<16)
+		go scheduleAppends(runCtx, start, cfg, schedule, &unsent)
+	}
+
+	var wg sync.WaitGroup
+	for i, p := range r.producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.produce(runCtx, streams[i%len(streams)], p, benchRecords(c.Protocol(), cfg.recordSize, cfg.batch), schedule)
+		}()
+	}
+	progressDone := make(chan struct{})
+	if e.stderrTTY {
+		go r.progress(runCtx, e.stderr, start, progressDone)
+	} else {
+		close(progressDone)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cancel()
+	<-progressDone
+	if schedule != nil {
+		// Appends scheduled but never started before the end: the node
+		// could not keep up with the rate.
+		unsent.Add(uint64(len(schedule)))
+	}
+	if ctx.Err() != nil {
+		return benchResult{}, ctx.Err()
+	}
+
+	h := r.merged()
+	appends := r.appends.Load()
+	recs := appends * uint64(cfg.batch)
+	bytes := recs * uint64(cfg.recordSize)
+	secs := elapsed.Seconds()
+	mode := "closed"
+	if cfg.rate > 0 {
+		mode = "open"
+	}
+	return benchResult{
+		Protocol: c.Protocol().String(), Mode: mode, Producers: cfg.producers, RecordSize: cfg.recordSize,
+		Batch: cfg.batch, Streams: cfg.streams, RateRecordsPerS: cfg.rate, DurationSeconds: secs,
+		Appends: appends, Records: recs, Bytes: bytes, Errors: r.errors.Load(), FirstError: r.firstErr,
+		Unsent: unsent.Load(), RecordsPerSec: float64(recs) / secs, MBPerSec: float64(bytes) / 1e6 / secs,
+		AckLatencyMs: latencyOf(h),
+	}, nil
+}
+
+// scheduleAppends emits the intended send time of every append at
+// rate/batch appends per second until ctx ends. Intended times are computed
+// from start, never from when the previous one was taken, so a backlog does
+// not slow the schedule down.
+func scheduleAppends(ctx context.Context, start time.Time, cfg benchConfig, out chan<- time.Time, unsent *atomic.Uint64) {
+	interval := time.Duration(float64(time.Second) * float64(cfg.batch) / cfg.rate)
+	if interval <= 0 {
+		interval = 1
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for k := int64(0); ; k++ {
+		at := start.Add(time.Duration(k) * interval)
+		if d := time.Until(at); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+		}
+		select {
+		case out <- at:
+		case <-ctx.Done():
+			return
+		default:
+			// The backlog is full: count it as unsent rather than
+			// blocking, which would stop the clock.
+			unsent.Add(1)
+		}
+	}
+}
+
+// produce appends until ctx ends: back to back (closed loop) or at the
+// times schedule hands out (open loop).
+func (r *benchRun) produce(ctx context.Context, s picomq.Stream, p *benchProducer, recs []picomq.AppendRecord, schedule <-chan time.Time) {
+	for {
+		var intended time.Time
+		if schedule != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case intended = <-schedule:
+			}
+		} else {
+			if ctx.Err() != nil {
+				return
+			}
+			intended = time.Now()
+		}
+		_, err := s.Append(ctx, recs...)
+		if err != nil {
+			if ctx.Err() != nil {
+				return // cut off by the end of the run, not a failure
+			}
+			r.fail(err)
+			continue
+		}
+		p.record(time.Since(intended).Nanoseconds())
+		r.appends.Add(1)
+	}
+}
+
+// progress prints one status line a second on a terminal.
+func (r *benchRun) progress(ctx context.Context, w io.Writer, start time.Time, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(w)
+			return
+		case now := <-t.C:
+			secs := now.Sub(start).Seconds()
+			recs := float64(r.appends.Load()) * float64(r.cfg.batch)
+			l := latencyOf(r.merged())
+			fmt.Fprintf(w, "\r\033[Kbench %3.0fs/%s: %.0f records/s, %.1f MB/s, ack p50 %.2f ms p99 %.2f ms, %d errors",
+				secs, r.cfg.duration, recs/secs, recs*float64(r.cfg.recordSize)/1e6/secs, l.P50, l.P99, r.errors.Load())
+		}
+	}
+}
+
+func writeBenchTable(w io.Writer, res benchResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "protocol\t%s (%s loop)\n", res.Protocol, res.Mode)
+	fmt.Fprintf(tw, "load\t%d producers, %d streams, %d records x %d B per append", res.Producers, res.Streams, res.Batch, res.RecordSize)
+	if res.RateRecordsPerS > 0 {
+		fmt.Fprintf(tw, ", %.0f records/s offered", res.RateRecordsPerS)
+	}
+	fmt.Fprintf(tw, "\nduration\t%.1f s\n", res.DurationSeconds)
+	fmt.Fprintf(tw, "throughput\t%.0f records/s, %.2f MB/s (%d appends)\n", res.RecordsPerSec, res.MBPerSec, res.Appends)
+	l := res.AckLatencyMs
+	fmt.Fprintf(tw, "ack latency ms\tp50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f\n", l.P50, l.P90, l.P99, l.P999, l.Max, l.Mean)
+	fmt.Fprintf(tw, "errors\t%d", res.Errors)
+	if res.FirstError != "" {
+		fmt.Fprintf(tw, " (first: %s)", res.FirstError)
+	}
+	fmt.Fprintln(tw)
+	if res.Unsent > 0 {
+		fmt.Fprintf(tw, "unsent\t%d appends scheduled but not started: the node did not keep up with --rate\n", res.Unsent)
+	}
+	return tw.Flush()
+}
