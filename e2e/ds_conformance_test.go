@@ -76,25 +76,34 @@ func TestDurableStreamsConformance(t *testing.T) {
 	}
 }
 
-// installConformanceSuite copies the pinned package files into the cache
-// work dir and runs npm install there unless an install of the very same
-// lock file is already present.
+// installConformanceSuite installs the pinned suite (npmInstall).
 func installConformanceSuite(t *testing.T) string {
+	t.Helper()
+	return npmInstall(t, dsConformanceDir, "picomq-ds-conformance",
+		[]string{"package.json", "package-lock.json", "conformance.test.mjs", "vitest.config.mjs", "reference-server.mjs"},
+		filepath.Join("node_modules", ".bin", "vitest"))
+}
+
+// npmInstall copies files of the pinned npm project in srcDir into the
+// cache work dir $XDG_CACHE_HOME/<cacheName> (or ~/.cache/...) and runs
+// npm install there unless an install of the very same package.json and
+// lock file (with probe, a path that install creates, present) is
+// already there. It returns the work dir.
+func npmInstall(t *testing.T, srcDir, cacheName string, files []string, probe string) string {
 	t.Helper()
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		t.Fatalf("no cache dir for the npm install: %v", err)
 	}
-	work := filepath.Join(cache, "picomq-ds-conformance")
+	work := filepath.Join(cache, cacheName)
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	files := []string{"package.json", "package-lock.json", "conformance.test.mjs", "vitest.config.mjs", "reference-server.mjs"}
 	sum := sha256.New()
 	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(dsConformanceDir, f))
+		b, err := os.ReadFile(filepath.Join(srcDir, f))
 		if err != nil {
-			t.Fatalf("pinned conformance files: %v", err)
+			t.Fatalf("pinned npm files: %v", err)
 		}
 		if err := os.WriteFile(filepath.Join(work, f), b, 0o644); err != nil {
 			t.Fatal(err)
@@ -106,19 +115,19 @@ func installConformanceSuite(t *testing.T) string {
 	want := hex.EncodeToString(sum.Sum(nil))
 	stamp := filepath.Join(work, ".installed")
 	if have, err := os.ReadFile(stamp); err == nil && string(have) == want {
-		if _, err := os.Stat(filepath.Join(work, "node_modules", ".bin", "vitest")); err == nil {
+		if _, err := os.Stat(filepath.Join(work, probe)); err == nil {
 			return work
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	// npm install (not npm ci): it honours the lock, and npm 11's ci
-	// rejects this lock over an optional Windows-only dependency.
+	// rejects the conformance lock over an optional Windows-only dependency.
 	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund")
 	cmd.Dir = work
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("npm install of the pinned conformance suite in %s failed: %v\n%s", work, err, tail(string(out), 4000))
+		t.Fatalf("npm install of the pinned packages in %s failed: %v\n%s", work, err, tail(string(out), 4000))
 	}
 	if err := os.WriteFile(stamp, []byte(want), 0o644); err != nil {
 		t.Fatal(err)
