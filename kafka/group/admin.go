@@ -91,10 +91,8 @@ func (c *Coordinator) listGroups(ctx context.Context, r *kmsg.ListGroupsRequest)
 	c.mu.Unlock()
 	for _, g := range gs {
 		g.mu.Lock()
-		e, listed := found[g.id]
-		if listed || len(g.members) > 0 {
-			e = entry{g.protocolType, g.state.String()}
-			found[g.id] = e
+		if _, listed := found[g.id]; listed || len(g.members) > 0 {
+			found[g.id] = entry{g.protocolType, g.state.String()}
 		}
 		g.mu.Unlock()
 	}

@@ -322,11 +322,11 @@ func TestRebalanceTwoMembers(t *testing.T) {
 func TestSessionTimeoutEvicts(t *testing.T) {
 	e := newEnv(t, Config{})
 	o := joinOpts{session: 300 * time.Millisecond, rebalance: 5 * time.Second}
-	a, gen := e.stableOne("g", o, "x")
+	a, _ := e.stableOne("g", o, "x")
 	b, bch := e.joinNew("g", o)
 	ach := e.async(joinReq("g", joinOpts{member: a, session: o.session, rebalance: o.rebalance}))
 	ja, jb := recv[*kmsg.JoinGroupResponse](t, ach), recv[*kmsg.JoinGroupResponse](t, bch)
-	gen = ja.Generation
+	gen := ja.Generation
 	if jb.Generation != gen {
 		t.Fatal("generations differ")
 	}
