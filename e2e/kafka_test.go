@@ -42,10 +42,10 @@ func needTool(t *testing.T, name string) string {
 	return p
 }
 
-// groupsAdvertised reports whether the node serves consumer groups
-// (JoinGroup in ApiVersions): the group parts of the black-box suites run
-// exactly when it does.
-func groupsAdvertised(t *testing.T, addr string) bool {
+// requireGroups fails the test unless the node advertises JoinGroup in
+// ApiVersions: the group parts of the black-box suites must run, so a node
+// that stopped serving groups is a failure, not a quieter suite.
+func requireGroups(t *testing.T, addr string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -60,23 +60,22 @@ func groupsAdvertised(t *testing.T, addr string) bool {
 	}
 	for _, k := range resp.ApiKeys {
 		if k.ApiKey == kmsg.JoinGroup.Int16() {
-			return true
+			return
 		}
 	}
-	return false
+	t.Fatal("the node does not advertise JoinGroup: consumer groups are not served")
 }
 
 // TestKafkaKgoSuite runs franz-go's own kgo integration tests black-box
 // against a real node (KGO_TEST_RF=1, 20000 records, transactions skipped:
-// PicoMQ has none). While the node does not serve consumer groups the
-// group tests are skipped too; any failure fails this test.
+// PicoMQ has none); the group tests run too. Any failure fails this test.
 func TestKafkaKgoSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the kgo suite takes minutes")
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go toolchain to build the kgo tests")
+		t.Fatalf("no go toolchain to build the kgo tests: %v", err)
 	}
 	const mod = "github.com/twmb/franz-go@v1.22.3"
 	out, err := exec.Command(goBin, "mod", "download", "-json", mod).Output()
@@ -96,11 +95,8 @@ func TestKafkaKgoSuite(t *testing.T) {
 	}
 
 	_, addr := startKafkaNode(t, t.TempDir())
+	requireGroups(t, addr)
 	skip := "TestTxnEtl"
-	if !groupsAdvertised(t, addr) {
-		skip += "|TestGroupETL|TestGroupSimple|TestIssue523|TestIssue1034|TestConsumeRegex"
-		t.Log("consumer groups not served: group tests skipped")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	run := exec.CommandContext(ctx, bin, "-test.v", "-test.skip", skip, "-test.timeout", "14m")
@@ -151,7 +147,7 @@ func seqLines(from, to int) string {
 
 // TestKafkaKcat: librdkafka (Debian kcat) against a real node: produce with
 // topic auto-creation, consume, idempotent produce, metadata, ListOffsets
-// by time, and a balanced group consumer when groups are served.
+// by time, and a balanced group consumer.
 func TestKafkaKcat(t *testing.T) {
 	bin := needTool(t, "kcat")
 	_, b := startKafkaNode(t, t.TempDir(), "--kafka-auto-create-topics")
@@ -178,10 +174,7 @@ func TestKafkaKcat(t *testing.T) {
 	if !strings.Contains(q, "offset 150") {
 		t.Fatalf("ListOffsets latest: %q, want offset 150", q)
 	}
-	if !groupsAdvertised(t, b) {
-		t.Log("consumer groups not served: balanced consumer step skipped")
-		return
-	}
+	requireGroups(t, b)
 	out := kcat(t, bin, "", "-b", b, "-G", "kcat-group", "t1", "-o", "beginning", "-e", "-q")
 	if got := strings.Fields(out); len(got) != 150 {
 		t.Fatalf("balanced consumer read %d lines, want 150", len(got))
