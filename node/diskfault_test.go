@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,42 @@ import (
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/wal/faultfs"
 )
+
+// startOnFS starts a whole node (serve flags args on a fresh data dir and
+// loopback port, Kafka off) whose WAL goes through fs, shuts it down when
+// the test ends, and returns a function that sends it one request: the
+// status and body, or 0 and the error when the request could not be sent
+// (it is called from other goroutines too, so it does not fail the test).
+func startOnFS(t *testing.T, ctx context.Context, fs *faultfs.FS, args ...string) func(method, path, body string) (int, string) {
+	t.Helper()
+	cfg, err := ParseServeFlags(append([]string{
+		"--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--kafka-addr", "off",
+	}, args...), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.walFS = fs
+	n, err := Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 30*time.Second)
+		defer c()
+		_ = n.Shutdown(sctx)
+	})
+	base := "http://" + n.Addr()
+	return func(method, path, body string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, fmt.Sprintf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+}
 
 // TestDiskFaultFailsAppendsAndReadiness runs a whole node (embedded etcd,
 // local object store) over the fault-injecting WAL filesystem and checks
@@ -32,37 +69,9 @@ func TestDiskFaultFailsAppendsAndReadiness(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := faultfs.New()
-			cfg, err := ParseServeFlags([]string{
-				"--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--kafka-addr", "off",
-				"--node-id", "diskfault",
-			}, func(string) string { return "" }, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.walFS = fs
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			n, err := Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				sctx, c := context.WithTimeout(context.Background(), 30*time.Second)
-				defer c()
-				_ = n.Shutdown(sctx)
-			})
-			base := "http://" + n.Addr()
-			call := func(method, path, body string) (int, string) {
-				t.Helper()
-				req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatalf("%s %s: %v", method, path, err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, string(b)
-			}
+			call := startOnFS(t, ctx, fs, "--node-id", "diskfault")
 			if code, body := call("PUT", "/disk", ""); code != 201 {
 				t.Fatalf("create: %d %s", code, body)
 			}
@@ -109,37 +118,11 @@ func TestPausedOwnerDoesNotAcknowledge(t *testing.T) {
 	fr := metatest.NewFreezer(t, u.Host)
 	fs := faultfs.New()
 	const ttl = 2 * time.Second
-	cfg, err := ParseServeFlags([]string{
-		"--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--kafka-addr", "off",
-		"--node-id", "paused", "--lease-ttl", ttl.String(), "--etcd-endpoints", "http://" + fr.Addr(),
-	}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.walFS = fs
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	n, err := Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		fr.Set(false)
-		sctx, c := context.WithTimeout(context.Background(), 30*time.Second)
-		defer c()
-		_ = n.Shutdown(sctx)
-	})
-	base := "http://" + n.Addr()
-	post := func(method, path, body string) (int, string) {
-		req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	post := startOnFS(t, ctx, fs,
+		"--node-id", "paused", "--lease-ttl", ttl.String(), "--etcd-endpoints", "http://"+fr.Addr())
+	t.Cleanup(func() { fr.Set(false) }) // runs before the node's shutdown
 	if code, body := post("PUT", "/paused", ""); code != 201 {
 		t.Fatalf("create: %d %s", code, body)
 	}
