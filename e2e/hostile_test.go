@@ -114,18 +114,18 @@ func TestHostileInput(t *testing.T) {
 	raiseFileLimit(t, 12000)
 	dir := t.TempDir()
 	tokens := writeTokenFile(t, filepath.Join(dir, "tokens.yaml"), matrixTokens...)
-	kafkaAddr := freeAddr(t)
-	p := startNode(t, filepath.Join(dir, "data"), "--auth-tokens", tokens, "--kafka-addr", kafkaAddr,
+	p, kafkaAddr := startKafkaNode(t, filepath.Join(dir, "data"), "--auth-tokens", tokens,
 		"--read-header-timeout", "2s", "--body-timeout", "3s", "--long-poll-timeout", "6s", "--sse-timeout", "20s",
 		"--max-append-bytes", "1048576", "--max-record-bytes", "65536")
 	pid := p.cmd.Process.Pid
 	auth := bearerHdr(rootToken)
+	authCT := func(contentType string) []string { return append(bearerHdr(rootToken), "Content-Type", contentType) }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	wantStatus(t, do(t, "PUT", p.URL+"/h/good", nil, append(auth, "Content-Type", "text/plain")...), 201, "create the good stream")
-	wantStatus(t, do(t, "PUT", p.URL+"/h/json", nil, append(auth, "Content-Type", "application/json")...), 201, "create a JSON stream")
-	wantStatus(t, do(t, "PUT", p.URL+"/h/batch", nil, append(auth, "Content-Type", "application/octet-stream")...), 201, "create a stream for batches")
+	wantStatus(t, do(t, "PUT", p.URL+"/h/good", nil, authCT("text/plain")...), 201, "create the good stream")
+	wantStatus(t, do(t, "PUT", p.URL+"/h/json", nil, authCT("application/json")...), 201, "create a JSON stream")
+	wantStatus(t, do(t, "PUT", p.URL+"/h/batch", nil, authCT("application/octet-stream")...), 201, "create a stream for batches")
 	cl, err := picomq.NewPico(p.URL, picomq.WithToken(rootToken))
 	if err != nil {
 		t.Fatal(err)
@@ -262,8 +262,7 @@ func TestHostileInput(t *testing.T) {
 	})
 
 	t.Run("malformed input", func(t *testing.T) {
-		jsonCT := append(append([]string{}, auth...), "Content-Type", "application/json")
-		batchCT := append(append([]string{}, auth...), "Content-Type", "application/vnd.picomq.batch+json")
+		jsonCT, batchCT := authCT("application/json"), authCT("application/vnd.picomq.batch+json")
 		deep := strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000)
 		for _, c := range []struct {
 			body  string
@@ -287,7 +286,7 @@ func TestHostileInput(t *testing.T) {
 			}
 		}
 		for _, path := range []string{"/h/%FF%FE", "/h/a%00b", "/h/../../etc/passwd", "/h/%2e%2e/x", "/h/a%0Ab", "/" + strings.Repeat("n", 5000), "/_streams/../x", "/h//x"} {
-			r := do(t, "PUT", p.URL+path, nil, append(append([]string{}, auth...), "Content-Type", "text/plain")...)
+			r := do(t, "PUT", p.URL+path, nil, authCT("text/plain")...)
 			if r.Status < 400 || r.Status >= 500 {
 				t.Errorf("PUT %.60s: status %d, want a 4xx", path, r.Status)
 			}
@@ -306,7 +305,7 @@ func TestHostileInput(t *testing.T) {
 		if r.Status != 413 && r.Status != 400 {
 			t.Errorf("oversized record: %d", r.Status)
 		}
-		r = do(t, "POST", p.URL+"/h/good", bytes.Repeat([]byte("y"), 2<<20), append(append([]string{}, auth...), "Content-Type", "text/plain")...)
+		r = do(t, "POST", p.URL+"/h/good", bytes.Repeat([]byte("y"), 2<<20), authCT("text/plain")...)
 		wantStatus(t, r, 413, "body over --max-append-bytes")
 		c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
 		if err != nil {
@@ -355,7 +354,7 @@ func TestHostileInput(t *testing.T) {
 		}
 		// Quiet for longer than the header and body timeouts, then data.
 		time.Sleep(4 * time.Second)
-		wantStatus(t, do(t, "POST", p.URL+"/h/json", []byte(`[{"value":"late"}]`), append(append([]string{}, auth...), "Content-Type", "application/json")...), 200, "append for SSE")
+		wantStatus(t, do(t, "POST", p.URL+"/h/json", []byte(`[{"value":"late"}]`), authCT("application/json")...), 200, "append for SSE")
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), "data:") && strings.Contains(sc.Text(), "late") {

@@ -28,8 +28,7 @@ func TestKafkajsGroup(t *testing.T) {
 	}
 	work := npmInstall(t, "kafkajs", "picomq-kafkajs", []string{"package.json", "package-lock.json", "groups.js"},
 		filepath.Join("node_modules", "kafkajs", "package.json"))
-	addr := freeAddr(t)
-	n := startNode(t, t.TempDir(), "--kafka-addr", addr)
+	n, addr := startKafkaNode(t, t.TempDir())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -99,8 +98,7 @@ func checkValues(t *testing.T, what string, got []string, prefix string, n int) 
 // produce, consume in a group committing each message, resume after the
 // commits, offsets and ListGroups through Sarama's admin client.
 func TestSaramaGroup(t *testing.T) {
-	addr := freeAddr(t)
-	n := startNode(t, t.TempDir(), "--kafka-addr", addr)
+	n, addr := startKafkaNode(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", "-run", "TestSaramaGroup", ".")

@@ -103,8 +103,7 @@ func valueSet(prefix string, n int) map[string]bool {
 // committed offsets: it gets exactly the records produced afterwards.
 func TestKafkaGroupRestart(t *testing.T) {
 	dir := t.TempDir()
-	addr := freeAddr(t)
-	node := startNode(t, filepath.Join(dir, "data"), "--kafka-addr", addr)
+	node, addr := startKafkaNode(t, filepath.Join(dir, "data"))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

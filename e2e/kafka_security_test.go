@@ -65,8 +65,7 @@ func oauthSASL(token string) kgo.Opt {
 func TestKafkaSASL(t *testing.T) {
 	dir := t.TempDir()
 	tokens := writeTokenFile(t, filepath.Join(dir, "tokens.yaml"), matrixTokens...)
-	kafkaAddr := freeAddr(t)
-	startNode(t, filepath.Join(dir, "data"), "--auth-tokens", tokens, "--kafka-addr", kafkaAddr, "--kafka-auto-create-topics")
+	_, kafkaAddr := startKafkaNode(t, filepath.Join(dir, "data"), "--auth-tokens", tokens, "--kafka-auto-create-topics")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 

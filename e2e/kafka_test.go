@@ -224,13 +224,7 @@ func TestKafkaCrossProtocol(t *testing.T) {
 		topic string
 		codec kgo.CompressionCodec
 	}{{"lz4t", kgo.Lz4Compression()}, {"zstdt", kgo.ZstdCompression()}} {
-		create := kmsg.NewPtrCreateTopicsRequest()
-		ct := kmsg.NewCreateTopicsRequestTopic()
-		ct.Topic, ct.NumPartitions, ct.ReplicationFactor = c.topic, 1, 1
-		create.Topics = append(create.Topics, ct)
-		if resp, err := create.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
-			t.Fatalf("create %s: %v %+v", c.topic, err, resp)
-		}
+		createTopic(t, ctx, addr, c.topic, 1)
 		p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(c.topic), kgo.ProducerBatchCompression(c.codec), kgo.ProducerLinger(50*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)

@@ -21,7 +21,6 @@ func TestClusterMixedProtocols(t *testing.T) {
 	ds := c.startNode("node-ds", t.TempDir())
 	c.nodes = []*clusterNode{pico, ds}
 	c.waitMembers(c.nodes, 30*time.Second)
-	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 	wantMismatch := func(r reply, owner *clusterNode, ownerProto, selfProto, what string) {
 		t.Helper()
@@ -40,27 +39,27 @@ func TestClusterMixedProtocols(t *testing.T) {
 	}
 
 	// A stream created on the Pico node is owned there.
-	r := mustSend(t, hc, "PUT", pico.URL+"/mixed/p", nil, "Content-Type", "application/json")
+	r := mustSend(t, noRedirect, "PUT", pico.URL+"/mixed/p", nil, "Content-Type", "application/json")
 	if r.Status != http.StatusCreated {
 		t.Fatalf("create on pico: %d %s", r.Status, r.Body)
 	}
-	mustSend(t, hc, "POST", pico.URL+"/mixed/p", []byte(`{"n":1}`), "Content-Type", "application/json")
-	wantMismatch(mustSend(t, hc, "POST", ds.URL+"/v1/stream/mixed/p", []byte(`{"n":2}`), "Content-Type", "application/json"),
+	mustSend(t, noRedirect, "POST", pico.URL+"/mixed/p", []byte(`{"n":1}`), "Content-Type", "application/json")
+	wantMismatch(mustSend(t, noRedirect, "POST", ds.URL+"/v1/stream/mixed/p", []byte(`{"n":2}`), "Content-Type", "application/json"),
 		pico, "pico", "durable-streams", "DS append to a Pico-owned stream")
 
 	// And the reverse: a stream created on the Durable Streams node.
-	r = mustSend(t, hc, "PUT", ds.URL+"/v1/stream/mixed/d", nil, "Content-Type", "application/json")
+	r = mustSend(t, noRedirect, "PUT", ds.URL+"/v1/stream/mixed/d", nil, "Content-Type", "application/json")
 	if r.Status != http.StatusCreated {
 		t.Fatalf("create on ds: %d %s", r.Status, r.Body)
 	}
-	r = mustSend(t, hc, "POST", ds.URL+"/v1/stream/mixed/d", []byte(`{"n":1}`), "Content-Type", "application/json")
+	r = mustSend(t, noRedirect, "POST", ds.URL+"/v1/stream/mixed/d", []byte(`{"n":1}`), "Content-Type", "application/json")
 	if r.Status/100 != 2 {
 		t.Fatalf("append on the DS owner: %d %s", r.Status, r.Body)
 	}
-	wantMismatch(mustSend(t, hc, "POST", pico.URL+"/mixed/d", []byte(`{"n":2}`), "Content-Type", "application/json"),
+	wantMismatch(mustSend(t, noRedirect, "POST", pico.URL+"/mixed/d", []byte(`{"n":2}`), "Content-Type", "application/json"),
 		ds, "durable-streams", "pico", "Pico append to a DS-owned stream")
 	// A Pico HEAD has no body: the code is in Pico-Error-Code.
-	r = mustSend(t, hc, "HEAD", pico.URL+"/mixed/d", nil)
+	r = mustSend(t, noRedirect, "HEAD", pico.URL+"/mixed/d", nil)
 	if r.Status != http.StatusMisdirectedRequest || r.Header.Get("Pico-Error-Code") != "protocol_mismatch" {
 		t.Errorf("HEAD of a DS-owned stream on the Pico node: %d, Pico-Error-Code %q", r.Status, r.Header.Get("Pico-Error-Code"))
 	}

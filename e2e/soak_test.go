@@ -265,14 +265,21 @@ func readPage(ctx context.Context, c *http.Client, base, name string, from int64
 		return rd
 	}
 	rd.Node = r.servedBy()
+	rd.Records = historyRecords(rd.Records, page)
+	return rd
+}
+
+// historyRecords appends a read page's records to recs as the checker
+// sees them (a null value as "").
+func historyRecords(recs []history.Record, page []jsonRecord) []history.Record {
 	for _, p := range page {
 		v := ""
 		if p.Value != nil {
 			v = *p.Value
 		}
-		rd.Records = append(rd.Records, history.Record{Offset: p.Offset, Value: v})
+		recs = append(recs, history.Record{Offset: p.Offset, Value: v})
 	}
-	return rd
+	return recs
 }
 
 // readAllRecords pages through a stream from offset 0 until it is up to date.
@@ -290,13 +297,7 @@ func readAllRecords(c *http.Client, base, name string) ([]history.Record, error)
 		if err := json.Unmarshal(r.Body, &page); err != nil {
 			return nil, err
 		}
-		for _, p := range page {
-			v := ""
-			if p.Value != nil {
-				v = *p.Value
-			}
-			recs = append(recs, history.Record{Offset: p.Offset, Value: v})
-		}
+		recs = historyRecords(recs, page)
 		if r.Header.Get("Pico-Up-To-Date") == "true" {
 			return recs, nil
 		}

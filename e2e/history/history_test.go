@@ -26,6 +26,19 @@ func final(l *Log, recs ...Record) {
 	l.AddRead(Read{Client: 9, Stream: "s", From: 0, Start: at(10000), End: at(10001), Outcome: OK, Final: true, Records: recs})
 }
 
+// localLoss is two acknowledged local appends, an owner loss from
+// lossMs for 100ms, and a final read that lost the second append.
+func localLoss(lossMs int) func() *Log {
+	return func() *Log {
+		l := &Log{}
+		l.AddAppend(Append{Stream: "s", Durability: "local", Value: "a", End: at(10), Outcome: OK, Offset: 0})
+		l.AddAppend(Append{Stream: "s", Durability: "local", Value: "b", End: at(30), Outcome: OK, Offset: 1})
+		l.AddFault(Fault{Kind: "kill", Start: at(lossMs), End: at(lossMs + 100), OwnerLoss: true})
+		final(l, Record{0, "a"})
+		return l
+	}
+}
+
 func TestCheck(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -44,22 +57,8 @@ func TestCheck(t *testing.T) {
 			final(l, Record{0, "a"}, Record{1, "c"})
 			return l
 		}, "names two records"},
-		{"local loss inside the window after an owner loss", func() *Log {
-			l := &Log{}
-			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "a", End: at(10), Outcome: OK, Offset: 0})
-			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "b", End: at(30), Outcome: OK, Offset: 1})
-			l.AddFault(Fault{Kind: "kill", Start: at(500), End: at(600), OwnerLoss: true})
-			final(l, Record{0, "a"})
-			return l
-		}, ""},
-		{"local loss long before the owner loss", func() *Log {
-			l := &Log{}
-			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "a", End: at(10), Outcome: OK, Offset: 0})
-			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "b", End: at(30), Outcome: OK, Offset: 1})
-			l.AddFault(Fault{Kind: "kill", Start: at(9000), End: at(9100), OwnerLoss: true})
-			final(l, Record{0, "a"})
-			return l
-		}, "is missing"},
+		{"local loss inside the window after an owner loss", localLoss(500), ""},
+		{"local loss long before the owner loss", localLoss(9000), "is missing"},
 		{"local offset handed out again after a takeover", func() *Log {
 			l := &Log{}
 			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "a", End: at(10), Outcome: OK, Offset: 0})
