@@ -62,7 +62,7 @@ soak:
 	@out=$$(mktemp); \
 	{ $(MINIO_BIN_ENV) PICOMQ_SOAK_DURATION=$(DURATION) PICOMQ_SOAK_FAULT_EVERY=$(FAULT_EVERY) \
 	  PICOMQ_SOAK_DURABILITY=$(SOAK_DURABILITY) \
-	  $(GO) test -count=1 -v -timeout 4h -run '^TestSoak$$' ./e2e/ 2>&1; echo $$? > $$out.rc; } | tee $$out | \
+	  $(GO) test -tags soak -count=1 -v -timeout 4h -run '^TestSoak$$' ./e2e/ 2>&1; echo $$? > $$out.rc; } | tee $$out | \
 	  grep --line-buffered -E '^(soak|    soak_test|--- )'; \
 	status=$$(cat $$out.rc); line=$$(grep -E '^soak: [0-9]+ operations' $$out | tail -1); rm -f $$out.rc; \
 	if [ -z "$$line" ]; then echo "soak: did not finish (go test exit $$status; full output in $$out)"; exit 1; fi; \

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,30 +18,25 @@ import (
 	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
-// TestSoak runs concurrent idempotent producers and tailing readers over
-// Pico HTTP against a 3-node cluster (real etcd and MinIO) while faults are
-// injected at random — kill -9 and restart of a node, SIGSTOP of a node for
-// longer than the lease TTL then SIGCONT (a zombie owner), etcd stopped and
-// restarted — then reads every stream from every node and checks the whole
-// history (package e2e/history). `make soak` runs it for DURATION (10m);
-// every `make test` runs a short version.
-//
-// Environment: PICOMQ_SOAK_DURATION (default 90s), PICOMQ_SOAK_FAULT_EVERY
-// (mean time between faults, default 10s), PICOMQ_SOAK_DURABILITY (comma
-// list, default "object"; `make soak` uses "local,object").
-func TestSoak(t *testing.T) {
-	if os.Getenv("PICOMQ_SOAK_DURATION") == "" {
-		// Opt-in until the offset re-use it finds after takeovers is fixed
-		// (docs/durability.md, "Known violations"): it fails intermittently
-		// on main today, for a real reason. `make soak` sets the variable.
-		t.Skip("opt-in: set PICOMQ_SOAK_DURATION (make soak sets it)")
-	}
+// TestSoakKillRestart is the soak every `make test` runs: the history
+// checker over `object` streams on a 3-node cluster while nodes are killed
+// with -9 and restarted and etcd is stopped and restarted, for a minute.
+// Any violation fails it. The fault that still finds violations (an owner
+// paused past its lease, docs/durability.md "Known violations") runs only
+// in the full soak (`make soak`, TestSoak in soak_full_test.go).
+func TestSoakKillRestart(t *testing.T) {
 	res := runSoak(t, soakOpts{
-		duration:     envDuration(t, "PICOMQ_SOAK_DURATION", 90*time.Second),
-		faultEvery:   envDuration(t, "PICOMQ_SOAK_FAULT_EVERY", 10*time.Second),
-		durabilities: strings.Split(envOr("PICOMQ_SOAK_DURABILITY", "object"), ","),
-		faults:       []string{"kill-9", "sigstop-past-lease", "etcd-stop"},
+		duration:     60 * time.Second,
+		faultEvery:   8 * time.Second,
+		durabilities: []string{"object"},
+		faults:       []string{"kill-9", "etcd-stop"},
 	})
+	failOnViolations(t, res)
+}
+
+// failOnViolations reports each violation (the first 30) as a test error.
+func failOnViolations(t *testing.T, res history.Result) {
+	t.Helper()
 	for i, v := range res.Violations {
 		if i == 30 {
 			t.Errorf("… and %d more", len(res.Violations)-30)

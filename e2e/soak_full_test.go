@@ -1,0 +1,35 @@
+//go:build soak
+
+// The full soak is built only with the tag soak (`make soak`): it injects
+// the fault that still finds violations today (an owner paused past its
+// lease; docs/durability.md "Known violations"), so it is a tool to run,
+// not a test every `make test` can pass yet.
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSoak runs concurrent idempotent producers and tailing readers over
+// Pico HTTP against a 3-node cluster (real etcd and MinIO) while faults are
+// injected at random — kill -9 and restart of a node, SIGSTOP of a node for
+// longer than the lease TTL then SIGCONT (a zombie owner), etcd stopped and
+// restarted — then reads every stream from every node and checks the whole
+// history (package e2e/history). `make soak` runs it (build tag soak) for
+// DURATION (10m); every `make test` runs TestSoakKillRestart instead.
+//
+// Environment: PICOMQ_SOAK_DURATION (default 90s), PICOMQ_SOAK_FAULT_EVERY
+// (mean time between faults, default 10s), PICOMQ_SOAK_DURABILITY (comma
+// list, default "object"; `make soak` uses "local,object").
+func TestSoak(t *testing.T) {
+	res := runSoak(t, soakOpts{
+		duration:     envDuration(t, "PICOMQ_SOAK_DURATION", 90*time.Second),
+		faultEvery:   envDuration(t, "PICOMQ_SOAK_FAULT_EVERY", 10*time.Second),
+		durabilities: strings.Split(envOr("PICOMQ_SOAK_DURABILITY", "object"), ","),
+		faults:       []string{"kill-9", "sigstop-past-lease", "etcd-stop"},
+	})
+	failOnViolations(t, res)
+}
