@@ -159,17 +159,10 @@ async fn plain_appends_are_never_retried() {
     let (l, url) = listen().await;
     let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let n = count.clone();
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = l.accept().await {
-            let n = n.clone();
-            tokio::spawn(async move {
-                while support::read_request(&mut conn).await.is_some() {
-                    n.fetch_add(1, Ordering::SeqCst);
-                    support::respond(&mut conn, "503 Service Unavailable", &[("Content-Type", "application/json")],
-                        br#"{"error":{"code":"unavailable","message":"try later"}}"#).await;
-                }
-            });
-        }
+    support::serve(l, move |_| {
+        n.fetch_add(1, Ordering::SeqCst);
+        let body = br#"{"error":{"code":"unavailable","message":"try later"}}"#;
+        ("503 Service Unavailable", vec![("Content-Type", "application/json".into())], body.to_vec())
     });
     let retry = RetryPolicy { max_attempts: 3, initial_backoff: Duration::from_millis(1), max_backoff: Duration::from_millis(5) };
     let c = connect_with(Protocol::Pico, &url, ClientConfig { retry, ..ClientConfig::default() }).unwrap();

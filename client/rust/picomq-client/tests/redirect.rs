@@ -23,32 +23,17 @@ async fn redirect_hops_carry_token_and_body() {
     let seen: Arc<Mutex<Vec<(char, SeenRequest)>>> = Arc::new(Mutex::new(Vec::new()));
     // Node a owns every stream: it acknowledges appends.
     let s = seen.clone();
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = la.accept().await {
-            let s = s.clone();
-            tokio::spawn(async move {
-                while let Some(req) = support::read_request(&mut conn).await {
-                    s.lock().unwrap().push(('a', req));
-                    support::respond(&mut conn, "200 OK", &[("Content-Type", "application/json")],
-                        br#"{"offset":0,"nextOffset":1,"timestamp":1764406800123,"count":1}"#).await;
-                }
-            });
-        }
+    support::serve(la, move |req| {
+        s.lock().unwrap().push(('a', req));
+        let body = br#"{"offset":0,"nextOffset":1,"timestamp":1764406800123,"count":1}"#;
+        ("200 OK", vec![("Content-Type", "application/json".into())], body.to_vec())
     });
     // Node b redirects to node a, keeping the path and query.
-    let s = seen.clone();
-    let a = url_a.clone();
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = lb.accept().await {
-            let (s, a) = (s.clone(), a.clone());
-            tokio::spawn(async move {
-                while let Some(req) = support::read_request(&mut conn).await {
-                    let loc = format!("{}{}", a, req.target);
-                    s.lock().unwrap().push(('b', req));
-                    support::respond(&mut conn, "307 Temporary Redirect", &[("Location", &loc)], b"").await;
-                }
-            });
-        }
+    let (s, a) = (seen.clone(), url_a.clone());
+    support::serve(lb, move |req| {
+        let loc = format!("{}{}", a, req.target);
+        s.lock().unwrap().push(('b', req));
+        ("307 Temporary Redirect", vec![("Location", loc)], Vec::new())
     });
     let c = connect_with(Protocol::Pico, &url_b, with_token(TOKEN)).unwrap();
     let ack = c.append("/orders/1042", &["hello".into()], "").await.unwrap();
@@ -72,17 +57,7 @@ async fn redirect_hops_carry_token_and_body() {
 async fn redirect_loops_are_bounded() {
     let (l, url) = listen().await;
     let u = url.clone();
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = l.accept().await {
-            let u = u.clone();
-            tokio::spawn(async move {
-                while let Some(req) = support::read_request(&mut conn).await {
-                    let loc = format!("{}{}", u, req.target);
-                    support::respond(&mut conn, "307 Temporary Redirect", &[("Location", &loc)], b"").await;
-                }
-            });
-        }
-    });
+    support::serve(l, move |req| ("307 Temporary Redirect", vec![("Location", format!("{}{}", u, req.target))], Vec::new()));
     let c = connect_with(Protocol::Pico, &url, ClientConfig::default()).unwrap();
     assert_eq!(c.head("/loop").await.unwrap_err().kind(), Kind::Redirect);
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// The URL in environment variable `name`. The integration tests need real
 /// nodes: run them through `go test ./e2e -run TestRustClient`, which starts
@@ -105,4 +106,30 @@ pub async fn respond(conn: &mut TcpStream, status: &str, headers: &[(&str, &str)
     let mut bytes = out.into_bytes();
     bytes.extend_from_slice(body);
     let _ = conn.write_all(&bytes).await;
+}
+
+/// What a tiny test server answers to one request: status line, headers
+/// and body.
+pub type Reply = (&'static str, Vec<(&'static str, String)>, Vec<u8>);
+
+/// Serves `l` in the background: every request on every connection is
+/// answered with what `handle` returns for it (called before the answer is
+/// written, so what it records is there when the client has its response).
+pub fn serve<F>(l: TcpListener, handle: F)
+where
+    F: Fn(SeenRequest) -> Reply + Send + Sync + 'static,
+{
+    let handle = Arc::new(handle);
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = l.accept().await {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                while let Some(req) = read_request(&mut conn).await {
+                    let (status, headers, body) = handle(req);
+                    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    respond(&mut conn, status, &headers, &body).await;
+                }
+            });
+        }
+    });
 }
