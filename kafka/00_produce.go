@@ -67,11 +67,11 @@ func (s *Server) producePartition(ctx context.Context, cc *connState, version in
 			op.ErrorMessage = errMessage(err)
 		}
 	}
-	name, err := s.partitionName(ctx, topic, rp.Partition, true)
+	name, topicMax, err := s.locatePartition(ctx, topic, rp.Partition, true)
 	if err == nil {
 		err = s.allow(cc, auth.Write, name)
 	}
-	if limit := s.topics.maxBatch(topic, s.cfg.MaxMessageBytes); err == nil && len(rp.Records) > limit {
+	if limit := maxBatch(topicMax, s.cfg.MaxMessageBytes); err == nil && len(rp.Records) > limit {
 		err = fmt.Errorf("%w: %d bytes of batches, max.message.bytes is %d", kerr.MessageTooLarge, len(rp.Records), limit)
 	}
 	if err != nil {
@@ -84,8 +84,11 @@ func (s *Server) producePartition(ctx context.Context, cc *connState, version in
 	}
 	// Validate every batch before appending any: a request is accepted
 	// or refused as a whole.
-	var batches [][]byte
-	var headers []record.BatchHeader
+	type batch struct {
+		b []byte
+		h record.BatchHeader
+	}
+	var batches []batch // one allocation for the usual single batch
 	err = record.SplitBatches(rp.Records, func(b []byte, h record.BatchHeader) error {
 		switch {
 		case h.Control():
@@ -95,16 +98,16 @@ func (s *Server) producePartition(ctx context.Context, cc *connState, version in
 		case h.Codec() == record.CodecZstd && version < 7:
 			return fmt.Errorf("%w: zstd needs produce v7+", kerr.UnsupportedCompressionType)
 		}
-		batches, headers = append(batches, b), append(headers, h)
+		batches = append(batches, batch{b, h})
 		return nil
 	})
 	if err != nil {
 		fail(err)
 		return
 	}
-	for i, b := range batches {
-		h := headers[i]
-		ar := stream.AppendRequest{Batch: b}
+	for i, sb := range batches {
+		h := sb.h
+		ar := stream.AppendRequest{Batch: sb.b}
 		if h.ProducerID >= 0 {
 			if h.ProducerEpoch < 0 || h.BaseSequence < 0 {
 				fail(fmt.Errorf("%w: producer id %d with epoch %d and sequence %d", kerr.InvalidRecord, h.ProducerID, h.ProducerEpoch, h.BaseSequence))

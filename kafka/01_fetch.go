@@ -88,16 +88,11 @@ func (s *Server) fetchPartition(ctx context.Context, cc *connState, topic string
 	if err != nil {
 		return nil, 0, err
 	}
-	// Take the change channel before reading, so an append landing in
-	// between wakes the wait instead of being missed.
-	ch, err := s.svc.Changed(ctx, name)
-	if err != nil {
-		s.forgetOnMissing(topic, err)
-		return nil, 0, err
-	}
 	if limit <= 0 && !first {
 		limit = 1 // only the offsets: ReadBatches returns at least a batch, dropped below
 	}
+	// One service call reads and hands over the change channel, taken
+	// before the read.
 	br, err := s.svc.ReadBatches(ctx, name, rp.FetchOffset, max(limit, 1))
 	if err != nil {
 		s.forgetOnMissing(topic, err)
@@ -110,12 +105,12 @@ func (s *Server) fetchPartition(ctx context.Context, cc *connState, topic string
 	op.LastStableOffset = br.HighWatermark // no transactions: nothing is unstable
 	op.LogStartOffset = br.Stream.StartOffset
 	if len(br.Batches) > limit && !first {
-		return ch, 0, nil // no room left in this response
+		return br.Changed, 0, nil // no room left in this response
 	}
 	if len(br.Batches) > 0 {
 		op.RecordBatches = br.Batches
 	}
-	return ch, len(br.Batches), nil
+	return br.Changed, len(br.Batches), nil
 }
 
 // checkLeaderEpoch applies KIP-320: a client that names a leader epoch

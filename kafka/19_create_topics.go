@@ -97,17 +97,6 @@ func (s *Server) createPartition(ctx context.Context, name string, alias *string
 	return info, nil
 }
 
-// resolveTopicFrom is resolveTopic when partition 0 is already known.
-func (s *Server) resolveTopicFrom(ctx context.Context, name string, base stream.Info) (topic, error) {
-	subs, err := s.listAll(ctx, base.Name+"/")
-	if err != nil {
-		return topic{}, err
-	}
-	t := topicFrom(name, base, subs)
-	s.topics.put(t)
-	return t, nil
-}
-
 func handleCreateTopics(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)

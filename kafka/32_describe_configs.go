@@ -31,7 +31,7 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 				{"cleanup.policy", "delete"},
 				{"compression.type", "producer"},
 				{"message.timestamp.type", "CreateTime"},
-				{"max.message.bytes", strconv.Itoa(s.topics.maxBatch(t.name, s.cfg.MaxMessageBytes))},
+				{"max.message.bytes", strconv.Itoa(maxBatch(base.MaxBatchBytes, s.cfg.MaxMessageBytes))},
 				{"min.insync.replicas", "1"},
 			}
 		case kmsg.ConfigResourceTypeBroker:

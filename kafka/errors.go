@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -10,37 +9,44 @@ import (
 	"github.com/PicoMQ/picomq/node/stream"
 )
 
-// errorCodes maps the stream service's errors to Kafka error codes: the one
-// table of this frontend (first match wins, so specific errors come before
-// the errors they wrap). Retriable codes make clients refresh metadata and
+// kindCodes maps the stream service's error kinds (stream.KindOf) to Kafka
+// error codes: the one table of this frontend. A kind missing here is
+// UNKNOWN_SERVER_ERROR. Retriable codes make clients refresh metadata and
 // retry, which is what they must do when a partition moved or a node is
 // briefly unable to write.
-var errorCodes = []struct {
+var kindCodes = map[stream.Kind]*kerr.Error{
+	stream.KindRedirect:         kerr.NotLeaderForPartition,
+	stream.KindProtocolMismatch: kerr.NotLeaderForPartition, // Kafka is served by every node alike
+	stream.KindNotFound:         kerr.UnknownTopicOrPartition,
+	stream.KindGone:             kerr.UnknownTopicOrPartition,
+	stream.KindOffsetTrimmed:    kerr.OffsetOutOfRange,
+	stream.KindOffsetOutOfRange: kerr.OffsetOutOfRange,
+	stream.KindProducerFenced:   kerr.InvalidProducerEpoch,
+	stream.KindProducerSeqGap:   kerr.OutOfOrderSequenceNumber,
+	stream.KindProducerEpochSeq: kerr.OutOfOrderSequenceNumber,
+	stream.KindStreamClosed:     kerr.InvalidRecord,
+	stream.KindTopicConflict:    kerr.TopicAlreadyExists,
+	stream.KindConflict:         kerr.TopicAlreadyExists,
+	stream.KindInvalidTopic:     kerr.InvalidTopicException,
+	stream.KindInvalidName:      kerr.InvalidTopicException,
+	stream.KindReservedName:     kerr.InvalidTopicException,
+	stream.KindInvalidArgument:  kerr.InvalidRequest,
+	stream.KindUnavailable:      kerr.NotLeaderForPartition,
+	stream.KindCanceled:         kerr.RequestTimedOut,
+}
+
+// batchCodes refine KindInvalidArgument for a bad record batch (one of
+// record's kinds rather than stream.ErrInvalidArgument): Kafka has a code
+// per kind. A record kind missing here is UNKNOWN_SERVER_ERROR.
+var batchCodes = []struct {
 	err  error
 	code *kerr.Error
 }{
-	{stream.ErrRedirect, kerr.NotLeaderForPartition},
-	{stream.ErrNotFound, kerr.UnknownTopicOrPartition},
-	{stream.ErrOffsetTrimmed, kerr.OffsetOutOfRange},
-	{stream.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
-	{stream.ErrProducerFenced, kerr.InvalidProducerEpoch},
-	{stream.ErrProducerSeqGap, kerr.OutOfOrderSequenceNumber},
-	{stream.ErrProducerEpochSeq, kerr.OutOfOrderSequenceNumber},
-	{stream.ErrStreamClosed, kerr.InvalidRecord},
-	{stream.ErrTopicConflict, kerr.TopicAlreadyExists},
-	{stream.ErrConflict, kerr.TopicAlreadyExists},
-	{stream.ErrInvalidTopic, kerr.InvalidTopicException},
-	{stream.ErrInvalidName, kerr.InvalidTopicException},
-	{stream.ErrReservedName, kerr.InvalidTopicException},
-	{stream.ErrInvalidArgument, kerr.InvalidRequest},
-	{stream.ErrUnavailable, kerr.NotLeaderForPartition},
 	{record.ErrBadMagic, kerr.UnsupportedForMessageFormat},
 	{record.ErrUnsupportedCodec, kerr.UnsupportedCompressionType},
 	{record.ErrBadCRC, kerr.CorruptMessage},
 	{record.ErrTruncated, kerr.CorruptMessage},
 	{record.ErrCorrupt, kerr.CorruptMessage},
-	{context.DeadlineExceeded, kerr.RequestTimedOut},
-	{context.Canceled, kerr.RequestTimedOut},
 }
 
 // errCode is the Kafka error code for err (0 for nil).
@@ -52,10 +58,17 @@ func errCode(err error) int16 {
 	if errors.As(err, &ke) {
 		return ke.Code
 	}
-	for _, e := range errorCodes {
-		if errors.Is(err, e.err) {
-			return e.code.Code
+	kind := stream.KindOf(err)
+	if kind == stream.KindInvalidArgument && !errors.Is(err, stream.ErrInvalidArgument) {
+		for _, b := range batchCodes {
+			if errors.Is(err, b.err) {
+				return b.code.Code
+			}
 		}
+		return kerr.UnknownServerError.Code
+	}
+	if c, ok := kindCodes[kind]; ok {
+		return c.Code
 	}
 	return kerr.UnknownServerError.Code
 }

@@ -37,7 +37,6 @@ type Streams interface {
 	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error)
 	ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (stream.BatchRead, error)
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error) // group offsets
-	Changed(ctx context.Context, name string) (<-chan struct{}, error)
 	Members(ctx context.Context) ([]stream.Member, error)
 	ServingNode(info stream.Info, members []stream.Member) string
 	LookupTopic(ctx context.Context, topic string) (stream.Info, error)

@@ -75,6 +75,11 @@ func (s *Server) resolveTopic(ctx context.Context, name string) (topic, error) {
 	if err != nil {
 		return topic{}, err
 	}
+	return s.resolveTopicFrom(ctx, name, base)
+}
+
+// resolveTopicFrom is resolveTopic when partition 0 is already known.
+func (s *Server) resolveTopicFrom(ctx context.Context, name string, base stream.Info) (topic, error) {
 	subs, err := s.listAll(ctx, base.Name+"/")
 	if err != nil {
 		return topic{}, err
@@ -183,10 +188,11 @@ func (c *topicCache) get(name string) (cachedTopic, bool) {
 	return e, ok
 }
 
-// maxBatch is the topic's max.message.bytes, or def.
-func (c *topicCache) maxBatch(name string, def int32) int {
-	if e, ok := c.get(name); ok && e.maxBatch > 0 {
-		return int(e.maxBatch)
+// maxBatch is a topic's max.message.bytes: its own (topicMax > 0) or the
+// server's default def.
+func maxBatch(topicMax int64, def int32) int {
+	if topicMax > 0 {
+		return int(topicMax)
 	}
 	return int(def)
 }
@@ -200,11 +206,19 @@ func (c *topicCache) forget(name string) {
 // partitionName finds the stream of a topic partition, from the cache or
 // the registry; create says whether an unknown topic may be auto-created.
 func (s *Server) partitionName(ctx context.Context, name string, p int32, create bool) (string, error) {
+	n, _, err := s.locatePartition(ctx, name, p, create)
+	return n, err
+}
+
+// locatePartition is partitionName that also returns the topic's own
+// max.message.bytes (0 = default), found in the same cache entry or
+// registry read.
+func (s *Server) locatePartition(ctx context.Context, name string, p int32, create bool) (string, int64, error) {
 	if p < 0 {
-		return "", fmt.Errorf("%w: partition %d", stream.ErrNotFound, p)
+		return "", 0, fmt.Errorf("%w: partition %d", stream.ErrNotFound, p)
 	}
 	if e, ok := s.topics.get(name); ok && p < e.partitions {
-		return partitionStream(e.base, p), nil
+		return partitionStream(e.base, p), e.maxBatch, nil
 	}
 	t, err := s.resolveTopic(ctx, name)
 	if errors.Is(err, stream.ErrNotFound) && create && s.cfg.AutoCreateTopics {
@@ -214,12 +228,12 @@ func (s *Server) partitionName(ctx context.Context, name string, p int32, create
 		}
 	}
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if int(p) >= len(t.partitions) {
-		return "", fmt.Errorf("%w: topic %q has %d partitions, not %d", stream.ErrNotFound, name, len(t.partitions), p+1)
+		return "", 0, fmt.Errorf("%w: topic %q has %d partitions, not %d", stream.ErrNotFound, name, len(t.partitions), p+1)
 	}
-	return partitionStream(t.partitions[0].Name, p), nil
+	return partitionStream(t.partitions[0].Name, p), t.partitions[0].MaxBatchBytes, nil
 }
 
 // brokers are the live nodes with a Kafka listener, by broker id.

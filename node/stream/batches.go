@@ -25,6 +25,11 @@ type BatchRead struct {
 	// any read may return.
 	HighWatermark int64
 	Stream        Info
+	// Changed is closed when the high watermark next moves (or the stream
+	// goes away from this node). It was taken before the read, so an
+	// append landing after the read closes it: a long-poll waits on it
+	// without polling and misses nothing.
+	Changed <-chan struct{}
 }
 
 // ReadBatches returns stored batches of the stream starting with the one
@@ -34,29 +39,42 @@ type BatchRead struct {
 // the start offset are *TrimmedError, beyond the high watermark
 // ErrOffsetOutOfRange; reading at the high watermark returns no batches.
 // Only the owner serves it (a *RedirectError elsewhere): a Kafka consumer
-// fetches from the partition leader.
+// fetches from the partition leader. A stream deleted while it was being
+// looked up is ErrNotFound.
 func (s *Service) ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (BatchRead, error) {
 	st, err := s.lookup(ctx, name)
 	if err != nil {
 		return BatchRead{}, err
+	}
+	st.mu.Lock()
+	changed, deleted := st.wake, st.deleted
+	st.mu.Unlock()
+	if deleted {
+		return BatchRead{}, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
 	st.life.touch(s.cfg.Now())
 	if err := st.checkTrimmed(offset); err != nil {
 		return BatchRead{}, err
 	}
 	maxBytes = min(max(maxBytes, 1), s.cfg.MaxReadBytes)
+	var res BatchRead
 	if st.info.Fork != nil {
-		return s.readViewBatches(ctx, st, name, offset, maxBytes)
-	}
-	res, err := s.readBatches(ctx, st, offset, maxBytes)
-	if errors.Is(err, ErrObjectMissing) {
-		// Compaction or the collector replaced the object after this read
-		// picked it: refresh the index from the manifests, once.
-		if rerr := s.refreshObjects(ctx, st); rerr == nil {
-			res, err = s.readBatches(ctx, st, offset, maxBytes)
+		res, err = s.readViewBatches(ctx, st, name, offset, maxBytes)
+	} else {
+		res, err = s.readBatches(ctx, st, offset, maxBytes)
+		if errors.Is(err, ErrObjectMissing) {
+			// Compaction or the collector replaced the object after this
+			// read picked it: refresh the index from the manifests, once.
+			if rerr := s.refreshObjects(ctx, st); rerr == nil {
+				res, err = s.readBatches(ctx, st, offset, maxBytes)
+			}
 		}
 	}
-	return res, err
+	if err != nil {
+		return BatchRead{}, err
+	}
+	res.Changed = changed
+	return res, nil
 }
 
 func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64, maxBytes int) (BatchRead, error) {
@@ -162,21 +180,4 @@ func (s *Service) readViewBatches(ctx context.Context, st *streamState, name str
 		i = j
 	}
 	return out, nil
-}
-
-// Changed returns a channel that is closed when the stream's high watermark
-// next moves (or the stream goes away from this node). Take it before
-// reading, so an append landing between the read and the wait is not missed.
-// Waiting costs no polling.
-func (s *Service) Changed(ctx context.Context, name string) (<-chan struct{}, error) {
-	st, err := s.lookup(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.deleted {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
-	}
-	return st.wake, nil
 }
