@@ -59,7 +59,8 @@ type proc struct {
 	logs    *syncBuffer
 	exited  chan struct{}
 	exitErr error
-	bin     string // the binary to run; empty = the picomq built by TestMain
+	bin     string       // the binary to run; empty = the picomq built by TestMain
+	client  *http.Client // polls /readyz; nil = plain HTTP (a TLS node needs one trusting its CA)
 }
 
 type syncBuffer = testproc.SyncBuffer
@@ -76,7 +77,13 @@ func startNodeEnv(t testing.TB, dataDir string, env []string, extra ...string) *
 	t.Helper()
 	addr := freeAddr(t)
 	args := append([]string{"serve", "--data-dir", dataDir, "--http-addr", addr, "--kafka-addr", "off", "--node-id", "e2e"}, extra...)
-	p := &proc{t: t, URL: "http://" + addr, dataDir: dataDir, args: args, env: env, logs: &syncBuffer{}, exited: make(chan struct{})}
+	return startProc(t, &proc{t: t, URL: "http://" + addr, dataDir: dataDir, args: args, env: env, logs: &syncBuffer{}})
+}
+
+// startProc starts p and, when the test ends, kills it and logs the tail
+// of its output if the test failed.
+func startProc(t testing.TB, p *proc) *proc {
+	t.Helper()
 	p.start()
 	t.Cleanup(func() {
 		p.kill()
@@ -105,7 +112,7 @@ func (p *proc) start() {
 		p.exitErr = p.cmd.Wait()
 		close(p.exited)
 	}()
-	if err := testproc.WaitReady(p.URL+"/readyz", p.exited, 60*time.Second); err != nil {
+	if err := testproc.WaitReadyWith(p.client, p.URL+"/readyz", p.exited, 60*time.Second); err != nil {
 		p.t.Fatalf("picomq: %v\n%s", err, p.logs.String())
 	}
 }

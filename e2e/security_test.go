@@ -350,30 +350,7 @@ func startTLSNode(t *testing.T, ca *testCA, dir string, extra ...string) (*proc,
 	addr := freeAddr(t)
 	args := append([]string{"serve", "--data-dir", filepath.Join(dir, "data"), "--http-addr", addr, "--kafka-addr", "off",
 		"--node-id", "tls", "--tls-cert", certFile, "--tls-key", keyFile}, extra...)
-	p := &proc{t: t, URL: "https://" + addr, args: args, logs: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(picomqBin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exitErr = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("node log:\n%s", lastBytes(p.logs.String(), 8000))
-		}
-	})
-	c := ca.client()
-	if !pollUntil(60*time.Second, 20*time.Millisecond, func() bool {
-		resp, err := c.Get(p.URL + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}) {
-		t.Fatalf("TLS node not ready\n%s", p.logs.String())
-	}
+	p := startProc(t, &proc{t: t, URL: "https://" + addr, args: args, logs: &syncBuffer{}, client: ca.client()})
 	return p, certFile, keyFile
 }
 

@@ -50,8 +50,17 @@ func FreeAddr() (string, error) {
 // WaitReady polls url until it answers 200, the process exits (exited is
 // closed; nil means never), or within has passed.
 func WaitReady(url string, exited <-chan struct{}, within time.Duration) error {
+	return WaitReadyWith(nil, url, exited, within)
+}
+
+// WaitReadyWith is WaitReady through client c (nil: a plain one with a 2s
+// timeout); an https url needs a client that trusts the server's
+// certificate.
+func WaitReadyWith(c *http.Client, url string, exited <-chan struct{}, within time.Duration) error {
+	if c == nil {
+		c = &http.Client{Timeout: 2 * time.Second}
+	}
 	deadline := time.Now().Add(within)
-	c := http.Client{Timeout: 2 * time.Second}
 	for {
 		select {
 		case <-exited:
