@@ -8,6 +8,7 @@
 package e2e
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -32,4 +33,23 @@ func TestSoak(t *testing.T) {
 		faults:       []string{"kill-9", "sigstop-past-lease", "etcd-stop"},
 	})
 	failOnViolations(t, res)
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(t *testing.T, key string, def time.Duration) time.Duration {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", key, v, err)
+	}
+	return d
 }

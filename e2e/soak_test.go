@@ -304,22 +304,3 @@ func readAllRecords(c *http.Client, base, name string) ([]history.Record, error)
 	}
 	return nil, fmt.Errorf("no end")
 }
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-func envDuration(t *testing.T, key string, def time.Duration) time.Duration {
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", key, v, err)
-	}
-	return d
-}
