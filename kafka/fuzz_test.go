@@ -12,11 +12,17 @@ import (
 
 // frameOf is a request as decodeRequest sees it (after the size prefix).
 func frameOf(req kmsg.Request, corr int32) []byte {
-	b := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
+	return appendFrame(nil, req, corr, "fuz")
+}
+
+// appendFrame appends req, with correlation id corr and client id
+// clientID, as decodeRequest sees it (after the size prefix).
+func appendFrame(b []byte, req kmsg.Request, corr int32, clientID string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
 	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
 	b = binary.BigEndian.AppendUint32(b, uint32(corr))
-	b = binary.BigEndian.AppendUint16(b, 3)
-	b = append(b, "fuz"...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(clientID)))
+	b = append(b, clientID...)
 	if req.IsFlexible() {
 		b = append(b, 0)
 	}

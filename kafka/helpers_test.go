@@ -113,16 +113,7 @@ func (ts *testServer) raw() *rawConn {
 // send writes one request with correlation id corr.
 func (rc *rawConn) send(req kmsg.Request, corr int32) {
 	rc.t.Helper()
-	body := []byte{0, 0, 0, 0}
-	body = binary.BigEndian.AppendUint16(body, uint16(req.Key()))
-	body = binary.BigEndian.AppendUint16(body, uint16(req.GetVersion()))
-	body = binary.BigEndian.AppendUint32(body, uint32(corr))
-	body = binary.BigEndian.AppendUint16(body, 4)
-	body = append(body, "test"...)
-	if req.IsFlexible() {
-		body = append(body, 0)
-	}
-	body = req.AppendTo(body)
+	body := appendFrame([]byte{0, 0, 0, 0}, req, corr, "test")
 	binary.BigEndian.PutUint32(body, uint32(len(body)-4))
 	if _, err := rc.c.Write(body); err != nil {
 		rc.t.Fatal(err)

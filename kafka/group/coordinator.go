@@ -248,6 +248,22 @@ func code(err error) int16 {
 	}
 }
 
+// lockedGroup is group with g.mu held, or the error code to answer
+// instead: a group unloaded meanwhile (its coordination moved) is
+// NOT_COORDINATOR.
+func (c *Coordinator) lockedGroup(ctx context.Context, id string) (*group, int16) {
+	g, err := c.group(ctx, id)
+	if err != nil {
+		return nil, code(err)
+	}
+	g.mu.Lock()
+	if g.unloaded {
+		g.mu.Unlock()
+		return nil, kerr.NotCoordinator.Code
+	}
+	return g, 0
+}
+
 // group returns the local state of group id if this node coordinates it,
 // creating it if needed, with its committed offsets brought up to date
 // with the offsets stream. A group this node used to coordinate and no

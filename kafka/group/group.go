@@ -505,17 +505,11 @@ func (c *Coordinator) joinGroup(ctx context.Context, r *kmsg.JoinGroupRequest) (
 	case r.ProtocolType == "" || len(r.Protocols) == 0:
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
-	g, err := c.group(ctx, r.Group)
-	if err != nil {
-		return fail(code(err))
-	}
 	ci := clientOf(ctx)
 	inst := str(r.InstanceID)
-
-	g.mu.Lock()
-	if g.unloaded {
-		g.mu.Unlock()
-		return fail(kerr.NotCoordinator.Code)
+	g, ec := c.lockedGroup(ctx, r.Group)
+	if ec != 0 {
+		return fail(ec)
 	}
 	if !g.supports(r.ProtocolType, r.Protocols) {
 		g.mu.Unlock()
@@ -680,14 +674,9 @@ func (c *Coordinator) syncGroup(ctx context.Context, r *kmsg.SyncGroupRequest) (
 		resp.ErrorCode = code
 		return resp, nil
 	}
-	g, err := c.group(ctx, r.Group)
-	if err != nil {
-		return fail(code(err))
-	}
-	g.mu.Lock()
-	if g.unloaded {
-		g.mu.Unlock()
-		return fail(kerr.NotCoordinator.Code)
+	g, ec := c.lockedGroup(ctx, r.Group)
+	if ec != 0 {
+		return fail(ec)
 	}
 	if code := g.checkMember(r.MemberID, str(r.InstanceID)); code != 0 {
 		g.mu.Unlock()
@@ -761,17 +750,12 @@ func (c *Coordinator) syncGroup(ctx context.Context, r *kmsg.SyncGroupRequest) (
 // tells it to rejoin while a rebalance is running.
 func (c *Coordinator) heartbeat(ctx context.Context, r *kmsg.HeartbeatRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-	g, err := c.group(ctx, r.Group)
-	if err != nil {
-		resp.ErrorCode = code(err)
+	g, ec := c.lockedGroup(ctx, r.Group)
+	if ec != 0 {
+		resp.ErrorCode = ec
 		return resp
 	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.unloaded {
-		resp.ErrorCode = kerr.NotCoordinator.Code
-		return resp
-	}
 	if code := g.checkMember(r.MemberID, str(r.InstanceID)); code != 0 {
 		resp.ErrorCode = code
 		return resp
@@ -802,17 +786,12 @@ func (c *Coordinator) leaveGroup(ctx context.Context, r *kmsg.LeaveGroupRequest)
 	if r.Version < 3 {
 		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: r.MemberID}}
 	}
-	g, err := c.group(ctx, r.Group)
-	if err != nil {
-		resp.ErrorCode = code(err)
+	g, ec := c.lockedGroup(ctx, r.Group)
+	if ec != 0 {
+		resp.ErrorCode = ec
 		return resp
 	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.unloaded {
-		resp.ErrorCode = kerr.NotCoordinator.Code
-		return resp
-	}
 	removed, pendingLeft := false, false
 	for _, lm := range leaving {
 		out := kmsg.NewLeaveGroupResponseMember()
