@@ -70,14 +70,18 @@ func compactJSON(v []byte) []byte {
 }
 
 // appendJSONArray appends the values of recs as one JSON array. Records
-// written by other protocols into a JSON stream may hold anything; a value
-// that is not valid JSON is embedded as a JSON string so the response stays
-// parseable.
+// written by other protocols into a JSON stream may hold anything: a null
+// value (a Kafka or Pico tombstone) is JSON null, and a value that is not
+// valid JSON is embedded as a JSON string so the response stays parseable.
 func appendJSONArray(dst []byte, recs []record.Record) []byte {
 	dst = append(dst, '[')
 	for i, r := range recs {
 		if i > 0 {
 			dst = append(dst, ',')
+		}
+		if r.Value == nil {
+			dst = append(dst, "null"...)
+			continue
 		}
 		if json.Valid(r.Value) {
 			dst = append(dst, bytes.TrimSpace(r.Value)...)

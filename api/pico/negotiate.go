@@ -39,7 +39,7 @@ var errNotAcceptable = errors.New("not acceptable")
 //
 //	application/vnd.picomq.batch     binary (the Pico record codec)
 //	application/json                 JSON records
-//	the stream's own content type    raw values (unless it is application/json)
+//	the stream's own content type    raw values (unless it is a JSON type)
 //	*/*, application/*, or no Accept JSON records
 //
 // A client whose Accept matches nothing gets 406: a server that silently
@@ -72,7 +72,9 @@ func chooseFormat(query, accept, streamCT string) (readFormat, error) {
 			f = formatBinary
 		case mt == wire.MediaJSON, mt == "*/*", mt == "application/*":
 			f = formatJSON
-		case mt == own:
+		case mt == own && !wire.IsJSON(own):
+			// Concatenated JSON values are not one JSON document, so a raw
+			// read never answers a request for a JSON type.
 			f = formatRaw
 		}
 		if f >= 0 {

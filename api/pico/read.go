@@ -243,7 +243,7 @@ func (h *Handler) writePage(w http.ResponseWriter, res stream.ReadResult, p read
 		hd.Set("Content-Type", wire.MediaBatch)
 		buf = appendRecordsBinary(growTo(buf, binarySize(res.Records)), res.Records)
 	case formatRaw:
-		hd.Set("Content-Type", streamCT)
+		hd.Set("Content-Type", rawContentType(streamCT))
 		buf = appendRecordsRaw(growTo(buf, rawSize(res.Records)), res.Records)
 	default:
 		hd.Set("Content-Type", wire.MediaJSON)
@@ -259,6 +259,17 @@ func (h *Handler) writePage(w http.ResponseWriter, res stream.ReadResult, p read
 		*bp = buf[:0]
 		readBufPool.Put(bp)
 	}
+}
+
+// rawContentType labels a raw read of a stream of content type streamCT. The
+// values of a JSON stream, concatenated, are not one JSON document ({"a":1}{"b":2}),
+// so that read is labelled as bytes; any other stream's concatenated values
+// are still its type (text lines, bytes).
+func rawContentType(streamCT string) string {
+	if wire.IsJSON(streamCT) {
+		return wire.MediaOctetStream
+	}
+	return streamCT
 }
 
 func growTo(b []byte, n int) []byte {

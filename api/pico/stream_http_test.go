@@ -428,3 +428,33 @@ func TestReadFormatsAgree(t *testing.T) {
 		t.Fatalf("formats disagree: %+v vs %+v", recs[0], bin[0])
 	}
 }
+
+// TestRawReadOfJSONStreamIsBytes: the values of a JSON stream concatenated
+// ({"a":1}{"b":2}) are not one JSON document, so a raw read of one is
+// labelled application/octet-stream, and asking for the stream's own JSON
+// type by Accept gets JSON records (application/json) or a 406, never
+// concatenated values labelled as JSON.
+func TestRawReadOfJSONStreamIsBytes(t *testing.T) {
+	s := newServer(t, Config{}, stream.Config{})
+	for _, ct := range []string{wire.MediaJSON, "application/ld+json"} {
+		name := "/j/" + strings.ReplaceAll(ct, "/", "-")
+		s.create(name, ct)
+		s.do("POST", name, []byte(`{"a":1}`), "Content-Type", ct)
+		s.do("POST", name, []byte(`{"b":2}`), "Content-Type", ct)
+		r := s.do("GET", name+"?format=raw", nil)
+		wantStatus(t, r, 200, ct+" format=raw")
+		wantHeader(t, r, "Content-Type", wire.MediaOctetStream, ct+" format=raw")
+		if string(r.Body) != `{"a":1}{"b":2}` {
+			t.Fatalf("%s format=raw: body %q", ct, r.Body)
+		}
+	}
+	r := s.do("GET", "/j/application-ld+json", nil, "Accept", "application/ld+json")
+	wantError(t, r, 406, wire.CodeNotAcceptable, "Accept: the stream's own +json type")
+	r = s.do("GET", "/j/application-ld+json", nil, "Accept", "application/ld+json, application/json;q=0.5")
+	wantStatus(t, r, 200, "Accept: +json, then application/json")
+	wantHeader(t, r, "Content-Type", wire.MediaJSON, "Accept: +json, then application/json")
+	// Other streams keep their type on raw reads.
+	s.create("/j/text", "text/plain")
+	s.do("POST", "/j/text", []byte("a\n"))
+	wantHeader(t, s.do("GET", "/j/text?format=raw", nil), "Content-Type", "text/plain", "text stream format=raw")
+}
