@@ -138,7 +138,7 @@ fuzz:
 ## bench: hot-path benchmarks next to their same-run baselines
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./wal/ | tee /tmp/picomq-bench-wal.txt
-	$(GO) test -run '^$$' -bench . -benchmem ./node/record/ ./api/pico/ ./sdk/wire/codec/
+	$(GO) test -run '^$$' -bench . -benchmem ./record/ ./api/pico/ ./sdk/wire/codec/
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./client/go/ | tee /tmp/picomq-bench-sdk.txt
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/bench/ | tee /tmp/picomq-bench-pico.txt
 	$(S3_ENV) $(GO) test -run '^$$' -bench . -benchtime 10x ./tiering/ | tee /tmp/picomq-bench-tiering.txt

@@ -5,8 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
 )
 
 // kindCodes maps the stream service's error kinds (stream.KindOf) to Kafka

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
 )
 
 // TestProduceConsumeFranzGo: an unmodified franz-go client produces (its

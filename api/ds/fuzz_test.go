@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 )
 
 // FuzzParseOffset: the offset parser never panics, accepts only the

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
 

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
 

@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/PicoMQ/picomq/api/httpx"
-	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/sdk/wire/codec"
 )

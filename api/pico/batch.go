@@ -12,7 +12,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/sdk/wire/codec"
 )

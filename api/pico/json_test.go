@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 )
 
 // TestAppendJSONStringMatchesEncodingJSON: the hand-written encoder must

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
 

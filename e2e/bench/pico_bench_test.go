@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/testproc"
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/sdk/wire/codec"
 	"github.com/PicoMQ/picomq/wal"

@@ -23,8 +23,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
 )
 
 // groupsRoot is where the offsets streams live.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
 )
 
 func strp(s string) *string { return &s }

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 )
 
 // BatchRead is one page of stored batches.

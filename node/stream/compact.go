@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/tiering"
 )
 

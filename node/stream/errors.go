@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 )
 
 // Sentinel errors of the stream service. Callers inside the service wrap

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 )
 
 func TestKindOf(t *testing.T) {

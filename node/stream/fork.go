@@ -27,7 +27,7 @@ import (
 	"strings"
 
 	"github.com/PicoMQ/picomq/meta"
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
-	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
 )
 
 func fork(src string, offset, sub int64) *stream.ForkOptions {

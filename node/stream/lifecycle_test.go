@@ -9,8 +9,8 @@ import (
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metatest"
-	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
 )
 
 // fakeClock is a settable clock for TTL tests.

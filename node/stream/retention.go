@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 )
 
 // RetentionOptions tune StartRetention.

@@ -32,7 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/PicoMQ/picomq/meta"
-	"github.com/PicoMQ/picomq/node/record"
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/wal"
 )

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/PicoMQ/picomq/node/record"
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
 )
 
 // TestSystemStreams: server components (WithSystemAccess) create, append,

@@ -1,69 +1,33 @@
 package segment
 
 import (
-	"encoding/binary"
 	"fmt"
+
+	"github.com/PicoMQ/picomq/record"
 )
 
-// RecordBatch v2 header fields this package needs (see node/record's
-// package documentation for the full layout). Only the framing is read
-// here; records are never decoded, tiering moves batches as opaque bytes.
-const (
-	batchLengthOff     = 8  // int32: bytes after this field
-	batchMagicOff      = 16 // int8: 2
-	batchCRCOff        = 17 // uint32: CRC-32C of [21, end)
-	batchCRCStart      = 21
-	batchLastDeltaOff  = 23 // int32
-	batchFirstTSOff    = 27 // int64
-	batchMaxTSOff      = 35 // int64
-	batchHeaderMinimum = 12 // baseOffset + batchLength: enough to know the size
-)
-
-// batchInfo is what the segment index needs from one batch.
-type batchInfo struct {
-	baseOffset, lastOffset int64
-	firstTS, maxTS         int64
-}
+// Batches are RecordBatch v2 (package record holds the format). Tiering
+// reads only their framing and never decodes records: it moves batches as
+// opaque bytes.
 
 // batchSize returns the total size of the batch starting at b (which must
-// hold at least batchHeaderMinimum bytes), or an error for an impossible
+// hold at least record.PrefixSize bytes), or an error for an impossible
 // length.
 func batchSize(b []byte) (int64, error) {
-	n := int64(int32(binary.BigEndian.Uint32(b[batchLengthOff:]))) + 12
-	if n < minBatchSize {
-		return 0, fmt.Errorf("batch length %d below the minimum %d", n, minBatchSize)
-	}
-	return n, nil
+	n, err := record.BatchSize(b)
+	return int64(n), err
 }
 
-// checkBatch verifies one complete batch: framing, magic, CRC-32C, and
-// a non-negative offset range. It returns the fields the index needs.
-func checkBatch(b []byte) (batchInfo, error) {
-	if len(b) < minBatchSize {
-		return batchInfo{}, fmt.Errorf("%d bytes is shorter than a batch header", len(b))
-	}
-	n, err := batchSize(b)
+// checkBatch verifies one complete batch (record.Validate: framing, magic,
+// header rules, CRC-32C) and that its offsets leave room to count past its
+// last one. It returns the header the index needs.
+func checkBatch(b []byte) (record.BatchHeader, error) {
+	h, err := record.Validate(b)
 	if err != nil {
-		return batchInfo{}, err
+		return h, err
 	}
-	if n != int64(len(b)) {
-		return batchInfo{}, fmt.Errorf("batch length field says %d bytes, have %d", n, len(b))
+	if h.BaseOffset > 1<<62 || h.LastOffset() > 1<<62 {
+		return h, fmt.Errorf("base offset %d, last offset delta %d", h.BaseOffset, h.LastOffsetDelta)
 	}
-	if m := b[batchMagicOff]; m != 2 {
-		return batchInfo{}, fmt.Errorf("magic %d, want 2", m)
-	}
-	if got, want := binary.BigEndian.Uint32(b[batchCRCOff:]), crc32c(b[batchCRCStart:]); got != want {
-		return batchInfo{}, fmt.Errorf("batch CRC %08x, computed %08x", got, want)
-	}
-	bi := batchInfo{
-		baseOffset: int64(binary.BigEndian.Uint64(b)),
-		firstTS:    int64(binary.BigEndian.Uint64(b[batchFirstTSOff:])),
-		maxTS:      int64(binary.BigEndian.Uint64(b[batchMaxTSOff:])),
-	}
-	delta := int64(int32(binary.BigEndian.Uint32(b[batchLastDeltaOff:])))
-	if bi.baseOffset < 0 || delta < 0 || bi.baseOffset > 1<<62 {
-		return batchInfo{}, fmt.Errorf("base offset %d, last offset delta %d", bi.baseOffset, delta)
-	}
-	bi.lastOffset = bi.baseOffset + delta
-	return bi, nil
+	return h, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+
+	"github.com/PicoMQ/picomq/record"
 )
 
 // These constants are part of the object format and must not change; a new
@@ -17,8 +19,6 @@ const (
 	Version = 1
 	// TrailerSize is the fixed size of the trailer at the end of every object.
 	TrailerSize = 32
-	// minBatchSize is the smallest valid RecordBatch v2 (header, no records).
-	minBatchSize = 61
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -287,7 +287,7 @@ func DecodeFooter(b []byte, dataLen int64) (*Footer, error) {
 			d.fail("stream %d: range [%d, +%d) beyond data length %d", s.Stream, s.Start, s.Length, dataLen)
 			break
 		}
-		if batches == 0 || batches > uint64(s.Length/minBatchSize) {
+		if batches == 0 || batches > uint64(s.Length/record.HeaderSize) {
 			d.fail("stream %d: %d batches cannot fill %d bytes", s.Stream, batches, s.Length)
 			break
 		}
@@ -313,7 +313,7 @@ func DecodeFooter(b []byte, dataLen int64) (*Footer, error) {
 				break
 			}
 			e.Pos, ok = addNoOverflow(prev.Pos, dp)
-			if !ok || e.Pos+minBatchSize > s.End() {
+			if !ok || e.Pos+record.HeaderSize > s.End() {
 				d.fail("stream %d: index entry %d position beyond the range", s.Stream, j)
 				break
 			}
@@ -329,7 +329,7 @@ func DecodeFooter(b []byte, dataLen int64) (*Footer, error) {
 				d.fail("stream %d: first index entry is not the first batch", s.Stream)
 				break
 			}
-			if j > 0 && (do == 0 || dp < minBatchSize) {
+			if j > 0 && (do == 0 || dp < record.HeaderSize) {
 				d.fail("stream %d: index entry %d does not advance", s.Stream, j)
 				break
 			}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+
+	"github.com/PicoMQ/picomq/record"
 )
 
 // RangeReader is how segment reads objects: a ranged read with io.ReaderAt
@@ -185,9 +187,9 @@ func (r *Reader) OffsetForTimestamp(ctx context.Context, stream uint64, ts int64
 	}
 	span := s.StreamEntry
 	var found2 int64 = -1
-	_, _, err = scan(ctx, r.src, r.key, span, e.Pos, e.Offset, end, end-e.Pos, func(b []byte, bi batchInfo) (bool, bool) {
-		if bi.maxTS >= ts {
-			found2 = bi.baseOffset
+	_, _, err = scan(ctx, r.src, r.key, span, e.Pos, e.Offset, end, end-e.Pos, func(b []byte, bi record.BatchHeader) (bool, bool) {
+		if bi.MaxTimestamp >= ts {
+			found2 = bi.BaseOffset
 			return false, false
 		}
 		return true, true
@@ -282,15 +284,15 @@ func readRange(ctx context.Context, src RangeReader, key string, e StreamEntry, 
 	// copy only if they span several (most reads then copy nothing).
 	var parts [][]byte
 	size := 0
-	pos, base, err := scan(ctx, src, key, e, pos, base, e.End(), hint, func(b []byte, bi batchInfo) (bool, bool) {
-		if bi.lastOffset < offset {
+	pos, base, err := scan(ctx, src, key, e, pos, base, e.End(), hint, func(b []byte, bi record.BatchHeader) (bool, bool) {
+		if bi.LastOffset() < offset {
 			return true, true
 		}
 		if out.Count > 0 && maxBytes > 0 && size+len(b) > maxBytes {
 			return false, false
 		}
 		if out.Count == 0 {
-			out.FirstOffset = bi.baseOffset
+			out.FirstOffset = bi.BaseOffset
 		}
 		if k := len(parts) - 1; k >= 0 && adjacent(parts[k], b) {
 			parts[k] = parts[k][:len(parts[k])+len(b)]
@@ -298,7 +300,7 @@ func readRange(ctx context.Context, src RangeReader, key string, e StreamEntry, 
 			parts = append(parts, b)
 		}
 		size += len(b)
-		out.NextOffset = bi.lastOffset + 1
+		out.NextOffset = bi.LastOffset() + 1
 		out.Count++
 		return true, maxBytes <= 0 || size < maxBytes
 	})
@@ -334,7 +336,7 @@ func adjacent(a, b []byte) bool {
 // and whether to go on; scan returns the position and base offset of the
 // first batch not consumed. Reads are chunked, so a scan is a few large
 // ranged reads, not one per batch.
-func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, base, stop, hint int64, fn func([]byte, batchInfo) (consumed, more bool)) (int64, int64, error) {
+func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, base, stop, hint int64, fn func([]byte, record.BatchHeader) (consumed, more bool)) (int64, int64, error) {
 	end := e.End()
 	var buf []byte
 	var bufPos int64
@@ -374,7 +376,7 @@ func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, 
 	}
 	expect := base
 	for pos < stop {
-		hdr, err := window(pos, batchHeaderMinimum)
+		hdr, err := window(pos, record.PrefixSize)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -390,16 +392,16 @@ func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, 
 		if err != nil {
 			return 0, 0, corruptf(key, pos, "stream %d: %v", e.Stream, err)
 		}
-		if bi.baseOffset != expect {
-			return 0, 0, corruptf(key, pos, "stream %d: batch base offset %d, want %d", e.Stream, bi.baseOffset, expect)
+		if bi.BaseOffset != expect {
+			return 0, 0, corruptf(key, pos, "stream %d: batch base offset %d, want %d", e.Stream, bi.BaseOffset, expect)
 		}
-		if bi.lastOffset > e.LastOffset {
-			return 0, 0, corruptf(key, pos, "stream %d: batch ends at offset %d past the range's last offset %d", e.Stream, bi.lastOffset, e.LastOffset)
+		if bi.LastOffset() > e.LastOffset {
+			return 0, 0, corruptf(key, pos, "stream %d: batch ends at offset %d past the range's last offset %d", e.Stream, bi.LastOffset(), e.LastOffset)
 		}
 		consumed, more := fn(b, bi)
 		if consumed {
 			pos += n
-			expect = bi.lastOffset + 1
+			expect = bi.LastOffset() + 1
 		}
 		if !more {
 			return pos, expect, nil

@@ -70,24 +70,24 @@ func (w *Writer) Append(stream uint64, batch []byte) error {
 		}
 		w.closeStream()
 		w.streams = append(w.streams, streamIndex{StreamEntry: StreamEntry{
-			Stream: stream, FirstOffset: bi.baseOffset, LastOffset: bi.baseOffset - 1,
-			Start: w.pos, FirstTimestamp: bi.firstTS, MaxTimestamp: bi.maxTS,
+			Stream: stream, FirstOffset: bi.BaseOffset, LastOffset: bi.BaseOffset - 1,
+			Start: w.pos, FirstTimestamp: bi.FirstTimestamp, MaxTimestamp: bi.MaxTimestamp,
 		}})
 		w.cur = &w.streams[len(w.streams)-1]
 		w.crc = 0
 		w.lastIdx = -1
 	}
 	s := w.cur
-	if bi.baseOffset != s.LastOffset+1 {
-		return fmt.Errorf("%w: stream %d: batch base offset %d, want %d (batches must be contiguous)", ErrInvalidBatch, stream, bi.baseOffset, s.LastOffset+1)
+	if bi.BaseOffset != s.LastOffset+1 {
+		return fmt.Errorf("%w: stream %d: batch base offset %d, want %d (batches must be contiguous)", ErrInvalidBatch, stream, bi.BaseOffset, s.LastOffset+1)
 	}
 	if w.lastIdx < 0 || w.pos-w.lastIdx >= w.interval {
-		s.index = append(s.index, IndexEntry{Offset: bi.baseOffset, Pos: w.pos})
+		s.index = append(s.index, IndexEntry{Offset: bi.BaseOffset, Pos: w.pos})
 		w.lastIdx = w.pos
 	}
-	s.MaxTimestamp = max(s.MaxTimestamp, bi.maxTS)
+	s.MaxTimestamp = max(s.MaxTimestamp, bi.MaxTimestamp)
 	s.index[len(s.index)-1].MaxTimestamp = s.MaxTimestamp
-	s.LastOffset = bi.lastOffset
+	s.LastOffset = bi.LastOffset()
 	s.Batches++
 	s.Length += int64(len(batch))
 	w.crc = crc32.Update(w.crc, castagnoli, batch)

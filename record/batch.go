@@ -259,6 +259,24 @@ func SplitBatches(b []byte, fn func(batch []byte, h BatchHeader) error) error {
 	return nil
 }
 
+// PrefixSize is how many bytes at the start of a batch tell its size: the
+// base offset and the length field.
+const PrefixSize = lengthOverhead
+
+// BatchSize returns the size in bytes, header included, that the batch
+// starting at b claims, reading only its first PrefixSize bytes (b must hold
+// them; a shorter slice is a caller bug and panics). A length shorter than
+// the header is an *Error (ErrCorrupt). Readers of stored batches use it to
+// learn how much to fetch before Validate checks the whole batch.
+func BatchSize(b []byte) (int, error) {
+	length := int32(binary.BigEndian.Uint32(b[offLength:]))
+	if length < HeaderSize-lengthOverhead {
+		return 0, headerError(ErrCorrupt, offLength,
+			fmt.Sprintf("batch length %d is shorter than the %d-byte header", length, HeaderSize-lengthOverhead))
+	}
+	return lengthOverhead + int(length), nil
+}
+
 // batchSpan returns how many bytes the batch at the start of b claims to
 // occupy, or len(b) when the length field is missing or implausible, so that
 // Validate then reports the real problem with the header.
@@ -266,11 +284,11 @@ func batchSpan(b []byte) int {
 	if len(b) < HeaderSize {
 		return len(b)
 	}
-	length := int32(binary.BigEndian.Uint32(b[offLength:]))
-	if length < HeaderSize-lengthOverhead {
+	n, err := BatchSize(b)
+	if err != nil {
 		return len(b)
 	}
-	return lengthOverhead + int(length)
+	return n
 }
 
 // SetBaseOffset writes off into the batch's base offset. The field sits before

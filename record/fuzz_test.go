@@ -155,7 +155,7 @@ func fuzzSeeds(t testing.TB) (decode, split map[string][]byte) {
 }
 
 // TestWriteFuzzCorpus regenerates the committed corpora. It only runs when
-// asked: RECORD_WRITE_CORPUS=1 go test -run TestWriteFuzzCorpus ./node/record/
+// asked: RECORD_WRITE_CORPUS=1 go test -run TestWriteFuzzCorpus ./record/
 func TestWriteFuzzCorpus(t *testing.T) {
 	if os.Getenv("RECORD_WRITE_CORPUS") == "" {
 		t.Skip("set RECORD_WRITE_CORPUS=1 to regenerate testdata/fuzz")
