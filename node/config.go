@@ -129,6 +129,8 @@ const (
 	maxLongPollTimeoutLimit = 5 * time.Minute
 
 	defaultMaxHeaderBytes         = 64 << 10
+	defaultKafkaMaxFrameBytes     = 100 << 20
+	defaultKafkaMaxMessageBytes   = 1048588 // Kafka's own max.message.bytes default
 	defaultMaxConnections         = 4096
 	defaultMaxRecordBytes         = 1 << 20
 	defaultMaxBatchRecords        = 10000
@@ -161,8 +163,8 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.StringVar(&cfg.KafkaAddr, "kafka-addr", defaultKafkaAddr, "Kafka listener address, or off")
 	fs.StringVar(&cfg.KafkaAdvertiseAddr, "kafka-advertise-addr", "", "host:port Kafka clients are told to connect to (default: the bound --kafka-addr)")
 	fs.BoolVar(&cfg.KafkaAutoCreate, "kafka-auto-create-topics", false, "create unknown topics (1 partition) on Kafka Metadata and Produce")
-	fs.Int64Var(&cfg.KafkaMaxMessageBytes, "kafka-max-message-bytes", 1048588, "largest record batch a Kafka producer may send (Kafka's max.message.bytes)")
-	fs.Int64Var(&cfg.KafkaMaxFrameBytes, "kafka-max-frame-bytes", 100<<20, "largest Kafka request accepted; larger ones close the connection")
+	fs.Int64Var(&cfg.KafkaMaxMessageBytes, "kafka-max-message-bytes", defaultKafkaMaxMessageBytes, "largest record batch a Kafka producer may send (Kafka's max.message.bytes)")
+	fs.Int64Var(&cfg.KafkaMaxFrameBytes, "kafka-max-frame-bytes", defaultKafkaMaxFrameBytes, "largest Kafka request accepted; larger ones close the connection")
 	fs.StringVar(&etcd, "etcd-endpoints", "", "comma-separated external etcd endpoints (empty = embedded etcd in the data dir)")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object store URL: file:///path or s3://bucket?endpoint=…&region=… (default file://<data-dir>/objects)")
 	fs.Int64Var(&cfg.SealMaxBytes, "seal-max-bytes", 8<<20, "flush pending stream data to object storage once this many bytes are pending")
@@ -207,7 +209,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	if !set["config"] {
 		configFile = getenv(envPrefix + "CONFIG")
 	}
-	var raw, file map[string]any
+	var raw map[string]any
 	if configFile != "" {
 		b, err := os.ReadFile(configFile)
 		if err != nil {
@@ -219,7 +221,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	}
 	// Keys are flag names; snake_case spellings (auth_tokens) are accepted
 	// too, since most YAML tooling writes those.
-	file = make(map[string]any, len(raw))
+	file := make(map[string]any, len(raw))
 	for key, v := range raw {
 		name := strings.ReplaceAll(key, "_", "-")
 		if name == "config" || fs.Lookup(name) == nil {
@@ -304,10 +306,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.KafkaMaxFrameBytes == 0 {
-		c.KafkaMaxFrameBytes = 100 << 20
+		c.KafkaMaxFrameBytes = defaultKafkaMaxFrameBytes
 	}
 	if c.KafkaMaxMessageBytes == 0 {
-		c.KafkaMaxMessageBytes = 1048588
+		c.KafkaMaxMessageBytes = defaultKafkaMaxMessageBytes
 	}
 	if c.KafkaMaxMessageBytes < 1<<10 || c.KafkaMaxMessageBytes > c.KafkaMaxFrameBytes {
 		return fmt.Errorf("--kafka-max-message-bytes %d: want between %d and --kafka-max-frame-bytes (%d)", c.KafkaMaxMessageBytes, 1<<10, c.KafkaMaxFrameBytes)

@@ -163,36 +163,49 @@ type appendBudget struct {
 	bodyTimeout    time.Duration
 	maxWait        time.Duration
 
-	mu      sync.Mutex
-	used    int64
-	freed   chan struct{} // closed and replaced whenever bytes are released
-	waiting atomic.Int64
+	mu   sync.Mutex
+	used int64
+	// freed is closed when bytes are released; nil while nobody waits,
+	// so an append that fits costs no timer and no channel.
+	freed chan struct{}
 }
 
 func newAppendBudget(total, maxBody int64, bodyTimeout time.Duration) *appendBudget {
-	return &appendBudget{total: total, maxBody: maxBody, bodyTimeout: bodyTimeout, maxWait: 5 * time.Second, freed: make(chan struct{})}
+	return &appendBudget{total: total, maxBody: maxBody, bodyTimeout: bodyTimeout, maxWait: 5 * time.Second}
+}
+
+// take reserves n bytes if they fit; otherwise it returns the channel
+// closed at the next release.
+func (b *appendBudget) take(n int64) (bool, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n <= b.total {
+		b.used += n
+		return true, nil
+	}
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
+	return false, b.freed
 }
 
 func (b *appendBudget) acquire(ctx context.Context, n int64) bool {
+	ok, freed := b.take(n)
+	if ok {
+		return true
+	}
 	timer := time.NewTimer(b.maxWait)
 	defer timer.Stop()
-	b.waiting.Add(1)
-	defer b.waiting.Add(-1)
 	for {
-		b.mu.Lock()
-		if b.used+n <= b.total {
-			b.used += n
-			b.mu.Unlock()
-			return true
-		}
-		ch := b.freed
-		b.mu.Unlock()
 		select {
-		case <-ch:
+		case <-freed:
 		case <-timer.C:
 			return false
 		case <-ctx.Done():
 			return false
+		}
+		if ok, freed = b.take(n); ok {
+			return true
 		}
 	}
 }
@@ -200,8 +213,10 @@ func (b *appendBudget) acquire(ctx context.Context, n int64) bool {
 func (b *appendBudget) release(n int64) {
 	b.mu.Lock()
 	b.used -= n
-	close(b.freed)
-	b.freed = make(chan struct{})
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
 	b.mu.Unlock()
 }
 
@@ -225,7 +240,6 @@ func (b *appendBudget) wrap(next http.Handler) http.Handler {
 			return
 		}
 		if !b.acquire(r.Context(), n) {
-			w.Header().Set("Retry-After", "1")
 			httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeOverloaded,
 				"too many append bytes in flight on this node; retry shortly")
 			return

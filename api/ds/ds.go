@@ -176,13 +176,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, code,
 func (h *Handler) failDetail(w http.ResponseWriter, r *http.Request, status int, d wire.ErrorDetail) {
 	hd := w.Header()
 	hd.Set("Cache-Control", "no-store")
-	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && hd.Get("Retry-After") == "" {
-		hd.Set("Retry-After", "1")
-	}
 	if r.Method == http.MethodHead {
+		httpx.SetRetryAfter(hd, status)
 		w.WriteHeader(status)
 		return
 	}
-	hd.Set("X-Content-Type-Options", "nosniff")
-	httpx.WriteJSON(w, status, wire.ErrorBody{Error: d})
+	httpx.WriteErrorDetail(w, status, d)
 }

@@ -43,15 +43,13 @@ var errorTable = httpx.ErrorTable{
 // code, the producer numbers in Producer-* headers and the body, and for a
 // closed stream Stream-Closed with the final offset.
 func (h *Handler) serviceError(w http.ResponseWriter, r *http.Request, err error) {
-	httpx.SetRedirect(w, r, err)
-	a, msg := errorTable.Lookup(h.cfg.Logger, err, "request failed", "method", r.Method, "path", r.URL.Path)
-	d := httpx.Detail(err, a.Code, msg)
+	status, d := errorTable.Detail(h.cfg.Logger, w, r, err)
 	hd := w.Header()
 	if d.ExpectedSeq != nil {
 		hd.Set(wire.DSHeaderProducerExpected, strconv.FormatUint(*d.ExpectedSeq, 10))
 		hd.Set(wire.DSHeaderProducerReceived, strconv.FormatUint(*d.ReceivedSeq, 10))
 	}
-	if d.CurrentEpoch != nil && a.Code == wire.CodeProducerFenced {
+	if d.CurrentEpoch != nil && d.Code == wire.CodeProducerFenced {
 		hd.Set(wire.DSHeaderProducerEpoch, strconv.FormatUint(*d.CurrentEpoch, 10))
 	}
 	// Offsets are Pico integers in the detail; the protocol's offsets are
@@ -62,5 +60,5 @@ func (h *Handler) serviceError(w http.ResponseWriter, r *http.Request, err error
 		hd.Set(wire.DSHeaderNextOffset, formatOffset(*d.NextOffset))
 		d.NextOffset, d.Message = nil, "the stream is closed; it accepts no more appends"
 	}
-	h.failDetail(w, r, a.Status, d)
+	h.failDetail(w, r, status, d)
 }

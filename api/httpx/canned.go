@@ -75,7 +75,7 @@ func rewriteCanned(p []byte) ([]byte, bool) {
 	case 431:
 		code = CodeHeaderTooLarge
 	case 501:
-		code = "not_implemented"
+		code = wire.CodeNotImplemented
 	}
 	msg := string(p[i+len(cannedHeaders):])
 	switch status {

@@ -9,11 +9,10 @@ import (
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
-// Detail is the JSON error detail of a service error: code and message,
+// detail is the JSON error detail of a service error: code and message,
 // plus the numbers the typed errors in err's chain carry, so a client acts
-// on them without parsing the message. Both HTTP frontends build their
-// error bodies here; each copies the numbers into its own headers.
-func Detail(err error, code, msg string) wire.ErrorDetail {
+// on them without parsing the message.
+func detail(err error, code, msg string) wire.ErrorDetail {
 	d := wire.ErrorDetail{Code: code, Message: msg}
 	var pe *stream.ProducerError
 	if errors.As(err, &pe) {
@@ -58,6 +57,17 @@ func (t ErrorTable) Lookup(log *slog.Logger, err error, logMsg string, attrs ...
 	}
 	log.Error(logMsg, append(attrs, "err", err)...)
 	return Answer{http.StatusInternalServerError, wire.CodeInternal}, "internal error"
+}
+
+// Detail answers a service error on a request: the table's status, and the
+// JSON error detail with the numbers the typed errors in err's chain carry,
+// so a client acts on them without parsing the message. A redirect sets
+// Location and Pico-Owner on w. Both HTTP frontends build their error
+// bodies here; each copies the numbers into its own headers.
+func (t ErrorTable) Detail(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) (int, wire.ErrorDetail) {
+	SetRedirect(w, r, err)
+	a, msg := t.Lookup(log, err, "request failed", "method", r.Method, "path", r.URL.Path)
+	return a.Status, detail(err, a.Code, msg)
 }
 
 // StreamMethods are a frontend's handlers of the five methods on a stream

@@ -18,14 +18,24 @@ import (
 // WriteError writes {"error":{"code","message"}} with status. Statuses 429
 // and 503 carry Retry-After so well-behaved clients back off.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	WriteErrorDetail(w, status, wire.ErrorDetail{Code: code, Message: msg})
+}
+
+// WriteErrorDetail is WriteError with the detail's optional fields (the
+// numbers a client acts on, see Detail).
+func WriteErrorDetail(w http.ResponseWriter, status int, d wire.ErrorDetail) {
 	h := w.Header()
-	h.Set("Content-Type", wire.MediaJSON)
 	h.Set("X-Content-Type-Options", "nosniff")
+	SetRetryAfter(h, status)
+	WriteJSON(w, status, wire.ErrorBody{Error: d})
+}
+
+// SetRetryAfter gives a 429 or 503 a Retry-After of one second, unless the
+// handler set its own.
+func SetRetryAfter(h http.Header, status int) {
 	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && h.Get("Retry-After") == "" {
 		h.Set("Retry-After", "1")
 	}
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: msg}})
 }
 
 // WriteJSON writes v as a JSON body with status.

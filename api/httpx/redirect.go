@@ -28,6 +28,5 @@ func SetRedirect(w http.ResponseWriter, r *http.Request, err error) bool {
 		return false // no Location: the same path there is another protocol's
 	}
 	w.Header().Set("Location", re.URL+r.URL.RequestURI())
-	w.Header().Set("Pico-Owner", re.NodeID)
 	return true
 }

@@ -41,9 +41,7 @@ var errorTable = httpx.ErrorTable{
 // to act on it (expected sequence, start offset, …) both in the body and in
 // Pico-* response headers.
 func (h *Handler) errorDetail(w http.ResponseWriter, r *http.Request, err error) (int, wire.ErrorDetail) {
-	a, msg := errorTable.Lookup(h.cfg.Logger, err, "request failed", "method", r.Method, "path", r.URL.Path)
-	httpx.SetRedirect(w, r, err)
-	d := httpx.Detail(err, a.Code, msg)
+	status, d := errorTable.Detail(h.cfg.Logger, w, r, err)
 	hd := w.Header()
 	if d.ExpectedSeq != nil {
 		hd.Set(wire.HeaderProducerExpectedSeq, strconv.FormatUint(*d.ExpectedSeq, 10))
@@ -59,20 +57,10 @@ func (h *Handler) errorDetail(w http.ResponseWriter, r *http.Request, err error)
 		hd.Set(wire.HeaderNextOffset, strconv.FormatInt(*d.NextOffset, 10))
 		hd.Set(wire.HeaderClosed, "true")
 	}
-	return a.Status, d
+	return status, d
 }
 
 func (h *Handler) writeServiceError(w http.ResponseWriter, r *http.Request, err error) {
 	status, d := h.errorDetail(w, r, err)
-	writeErrorDetail(w, status, d)
-}
-
-// writeErrorDetail is httpx.WriteError with the optional detail fields.
-func writeErrorDetail(w http.ResponseWriter, status int, d wire.ErrorDetail) {
-	hd := w.Header()
-	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && hd.Get("Retry-After") == "" {
-		hd.Set("Retry-After", "1")
-	}
-	hd.Set("X-Content-Type-Options", "nosniff")
-	httpx.WriteJSON(w, status, wire.ErrorBody{Error: d})
+	httpx.WriteErrorDetail(w, status, d)
 }

@@ -51,13 +51,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		return serve(args[1:], stderr)
 	case "create", "append", "read", "tail", "ls", "rm", "describe":
-		return runClient(args[0], args[1:], env{
-			stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv,
-			stderrTTY: isTerminal(os.Stderr),
-		})
+		return runClient(args[0], args[1:], processEnv(stdout, stderr))
 	case "bench":
-		return benchCmd(args[1:], env{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv,
-			stderrTTY: isTerminal(os.Stderr)})
+		return benchCmd(args[1:], processEnv(stdout, stderr))
 	case "token":
 		return tokenCmd(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version":
@@ -70,6 +66,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "picomq: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
+}
+
+// processEnv is the client subcommands' view of the process: its stdin,
+// environment and terminal.
+func processEnv(stdout, stderr io.Writer) env {
+	return env{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, stderrTTY: isTerminal(os.Stderr)}
 }
 
 func serve(args []string, stderr io.Writer) int {
