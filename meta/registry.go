@@ -341,6 +341,36 @@ func (r *Registry) DeleteStream(ctx context.Context, name string, id uint64) err
 // same transaction; if the new alias belongs to another stream, nothing is
 // written and the error wraps ErrTopicTaken.
 func (r *Registry) UpdateStream(ctx context.Context, name string, fn func(*Stream) error) (Stream, error) {
+	return r.updateStream(ctx, name, "", fn)
+}
+
+// TakeOver makes node the owner of m's stream with the next fencing epoch,
+// only if the record still has m's ID, owner and epoch and m's owner holds
+// no live membership (if it has an owner at all): the compare on the owner's member key is in the same
+// transaction as the write. A stream is therefore never taken from a node
+// that is a member at that moment, however stale the taker's view of the
+// membership is; together with flush commits conditioned on the session
+// they were prepared under, an owner whose session lives on is the only
+// node that can commit the stream's data. A live owner (or any change of
+// the record) is ErrConflict.
+func (r *Registry) TakeOver(ctx context.Context, m Stream, node string) (Stream, error) {
+	absent := ""
+	if m.Owner != "" {
+		absent = r.memberKey(m.Owner)
+	}
+	return r.updateStream(ctx, m.Name, absent, func(cur *Stream) error {
+		if cur.ID != m.ID || cur.Owner != m.Owner || cur.Epoch != m.Epoch {
+			return fmt.Errorf("%w: %s changed owner while being taken over", ErrConflict, m.Name)
+		}
+		cur.Owner = node
+		cur.Epoch++
+		return nil
+	})
+}
+
+// updateStream is UpdateStream, also conditioned on absentKey (if set)
+// not existing: if it exists the update fails with ErrConflict.
+func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn func(*Stream) error) (Stream, error) {
 	if err := checkName(name); err != nil {
 		return Stream{}, fmt.Errorf("meta: update stream: %w", err)
 	}
@@ -389,16 +419,24 @@ func (r *Registry) UpdateStream(ctx context.Context, name string, fn func(*Strea
 				ops = append(ops, clientv3.OpDelete(r.topicKey(cur.KafkaTopic)))
 			}
 		}
+		elses := []clientv3.Op{clientv3.OpGet(key), clientv3.OpGet(newTopic)}
+		if absentKey != "" {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(absentKey), "=", 0))
+			elses = append(elses, clientv3.OpGet(absentKey, clientv3.WithKeysOnly()))
+		}
 		tresp, err := r.cli.Txn(ctx).
 			If(cmps...).
 			Then(ops...).
-			Else(clientv3.OpGet(key), clientv3.OpGet(newTopic)).
+			Else(elses...).
 			Commit()
 		if err != nil {
 			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
 		}
 		if tresp.Succeeded {
 			return next, nil
+		}
+		if absentKey != "" && len(tresp.Responses[2].GetResponseRange().Kvs) > 0 {
+			return Stream{}, fmt.Errorf("meta: update stream %q: %w: %s exists", name, ErrConflict, absentKey)
 		}
 		reread := tresp.Responses[0].GetResponseRange().Kvs
 		if next.KafkaTopic != cur.KafkaTopic && next.KafkaTopic != "" &&

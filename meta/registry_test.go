@@ -619,3 +619,34 @@ func modRevision(t *testing.T, cli *clientv3.Client, key string) int64 {
 	}
 	return resp.Kvs[0].ModRevision
 }
+
+// TestTakeOverOnlyFromAnAbsentOwner: a stream is never taken from a node
+// that holds a live membership, whatever the taker believed; once the
+// owner's lease is gone it is taken with the next epoch, once.
+func TestTakeOverOnlyFromAnAbsentOwner(t *testing.T) {
+	t.Parallel()
+	reg, cli := newRegistry(t)
+	ctx := t.Context()
+	s := mustCreate(t, reg, meta.Stream{Name: "/t"})
+	s, err := reg.UpdateStream(ctx, "/t", func(m *meta.Stream) error { m.Owner = "a"; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := reg.Join(ctx, meta.Member{NodeID: "a"}, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.TakeOver(ctx, s, "b"); !errors.Is(err, meta.ErrConflict) {
+		t.Fatalf("take over from a live owner: %v, want ErrConflict", err)
+	}
+	if _, err := cli.Revoke(ctx, sess.LeaseID()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := reg.TakeOver(ctx, s, "b")
+	if err != nil || got.Owner != "b" || got.Epoch != s.Epoch+1 {
+		t.Fatalf("take over from a gone owner: %+v %v", got, err)
+	}
+	if _, err := reg.TakeOver(ctx, s, "c"); !errors.Is(err, meta.ErrConflict) {
+		t.Fatalf("second take over with the old record: %v, want ErrConflict", err)
+	}
+}

@@ -57,6 +57,10 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 	}
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
+	sess, err := s.commitSession()
+	if err != nil {
+		return 0, nil // fenced: nothing to do until the node has rejoined
+	}
 	all, err := s.tcfg.Manifests.Manifests(ctx)
 	if err != nil {
 		return 0, err
@@ -215,7 +219,7 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 		replaced[i] = r.Key
 		oldObjects[r.Object] = true
 	}
-	if err := s.commitObject(ctx, m, replaced); err != nil {
+	if err := s.commitObject(ctx, sess, m, replaced); err != nil {
 		return 0, fmt.Errorf("compact: %w", err)
 	}
 	// Point the served streams at the merged object.

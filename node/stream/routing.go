@@ -60,6 +60,7 @@ func (e *RedirectError) Unwrap() []error {
 type Cluster interface {
 	Members(ctx context.Context) ([]meta.Member, error)
 	UpdateStream(ctx context.Context, name string, fn func(*meta.Stream) error) (meta.Stream, error)
+	TakeOver(ctx context.Context, m meta.Stream, node string) (meta.Stream, error)
 }
 
 // routeTimeout bounds the registry calls of one routing decision: a client
@@ -203,18 +204,14 @@ func (s *Service) claim(ctx context.Context, m meta.Stream, takeover bool) (*str
 func (s *Service) doClaim(ctx context.Context, m meta.Stream, takeover bool) (*streamState, error) {
 	start := time.Now()
 	if takeover {
-		prevOwner, prevEpoch := m.Owner, m.Epoch
-		updated, err := s.cluster.UpdateStream(ctx, m.Name, func(cur *meta.Stream) error {
-			if cur.ID != m.ID || cur.Owner != prevOwner || cur.Epoch != prevEpoch {
-				return fmt.Errorf("%w: %s changed owner while claiming", meta.ErrConflict, m.Name)
-			}
-			cur.Owner = s.cfg.NodeID
-			cur.Epoch++
-			return nil
-		})
+		prevOwner := m.Owner
+		// The registry refuses while the previous owner is a member (our
+		// view of the membership may be stale): see meta.TakeOver.
+		updated, err := s.cluster.TakeOver(ctx, m, s.cfg.NodeID)
 		if err != nil {
 			if errors.Is(err, meta.ErrConflict) || errors.Is(err, meta.ErrNotFound) {
-				// Someone else won, or it was deleted: route again.
+				// Someone else won, the owner is back, or it was
+				// deleted: route again.
 				return nil, fmt.Errorf("%w: ownership of %s changed; retry", ErrUnavailable, m.Name)
 			}
 			return nil, fmt.Errorf("%w: claim %s: %v", ErrUnavailable, m.Name, err)

@@ -73,16 +73,13 @@ func manifestEntry(id uint64, first, next int64, ref *ObjectRef, state json.RawM
 }
 
 // commitObject commits the manifest of an uploaded object, replacing the
-// manifests in replaces, fenced on the node's session. If the commit
-// certainly failed the object is unreferenced and is deleted (best effort:
-// an orphan only costs space and the collector finds it); if its outcome
-// is unknown the object stays, since a manifest may reference it; a lost
-// lease fences the node.
-func (s *Service) commitObject(ctx context.Context, m meta.Manifest, replaces []string) error {
-	var sess *meta.Session
-	if s.tcfg.Session != nil {
-		sess = s.tcfg.Session()
-	}
+// manifests in replaces, fenced on sess: the session the node held when it
+// took the snapshot the object was built from (see commitSession). If the
+// commit certainly failed the object is unreferenced and is deleted (best
+// effort: an orphan only costs space and the collector finds it); if its
+// outcome is unknown the object stays, since a manifest may reference it;
+// a lost lease fences the node.
+func (s *Service) commitObject(ctx context.Context, sess *meta.Session, m meta.Manifest, replaces []string) error {
 	// Once the object is uploaded, the commit is not abandoned halfway
 	// because the flush was cancelled (shutdown): it is one etcd
 	// transaction, bounded on its own.
@@ -95,10 +92,42 @@ func (s *Service) commitObject(ctx context.Context, m meta.Manifest, replaces []
 	if !errors.Is(err, meta.ErrCommitUnknown) {
 		_ = s.tier.Delete(context.WithoutCancel(ctx), m.Object)
 	}
-	if errors.Is(err, meta.ErrLeaseLost) {
+	if errors.Is(err, meta.ErrLeaseLost) && sess == s.session() {
 		s.fence(err)
 	}
 	return fmt.Errorf("commit manifest of %s: %w", m.Object, err)
+}
+
+func (s *Service) session() *meta.Session {
+	if s.tcfg.Session == nil {
+		return nil
+	}
+	return s.tcfg.Session()
+}
+
+// commitSession returns the session a flush or compaction must commit
+// under, taken before it looks at any stream: a commit must never use a
+// session newer than the snapshot it commits. A node paused past its lease
+// (SIGSTOP, a long GC) may resume in the middle of a flush, rejoin with a
+// new session and drop the streams taken over meanwhile; the flush that
+// was in flight still holds data of those streams at offsets the new owner
+// has handed out since, and committing it under the new session would put
+// a second, older copy of those offsets in the manifests. Committed under
+// the old session it fails: that session's member key is gone.
+func (s *Service) commitSession() (*meta.Session, error) {
+	sess := s.session()
+	s.mu.RLock()
+	fenced := s.fenced
+	s.mu.RUnlock()
+	if fenced != nil {
+		// Without a live lease nothing may be committed; the data stays
+		// in the WAL until the node has rejoined and re-checked ownership.
+		return nil, fenced
+	}
+	if sess != nil && sess.Lost() {
+		return nil, meta.ErrLeaseLost
+	}
+	return sess, nil
 }
 
 func refFromManifest(m *meta.Manifest, r meta.ManifestStream) *ObjectRef {
@@ -381,13 +410,9 @@ type flushItem struct {
 func (s *Service) Flush(ctx context.Context) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	s.mu.RLock()
-	fenced := s.fenced
-	s.mu.RUnlock()
-	if fenced != nil {
-		// Without a live lease nothing may be committed; the data stays
-		// in the WAL until the node has rejoined and re-checked ownership.
-		return fmt.Errorf("flush: %w", fenced)
+	sess, err := s.commitSession()
+	if err != nil {
+		return fmt.Errorf("flush: %w", err)
 	}
 
 	streams := s.loaded()
@@ -479,7 +504,7 @@ func (s *Service) Flush(ctx context.Context) error {
 		refs[i] = ref
 		m.Streams = append(m.Streams, manifestEntry(it.st.info.ID, it.base, it.end, data, it.state))
 	}
-	if err := s.commitObject(ctx, m, nil); err != nil {
+	if err := s.commitObject(ctx, sess, m, nil); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
 	var flushed int64

@@ -1,0 +1,193 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metatest"
+	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/wal"
+)
+
+// gatedTier holds uploads at a gate while armed: a flush that is in the
+// middle of its upload when the node is paused.
+type gatedTier struct {
+	*dirTier
+	mu      sync.Mutex
+	armed   bool
+	entered chan struct{} // closed when an upload reaches the armed gate
+	release chan struct{} // closing it lets held uploads through
+}
+
+func newGatedTier(d *dirTier) *gatedTier {
+	return &gatedTier{dirTier: d, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gatedTier) Upload(ctx context.Context, key string, streams []stream.UploadStream) ([]stream.ObjectRef, int64, error) {
+	g.mu.Lock()
+	armed := g.armed
+	if armed {
+		g.armed = false
+		close(g.entered)
+	}
+	g.mu.Unlock()
+	if armed {
+		<-g.release
+	}
+	return g.dirTier.Upload(ctx, key, streams)
+}
+
+// sessionNode is a stream service whose membership session the test
+// replaces, as node/membership.go does when a node rejoins.
+type sessionNode struct {
+	id   string
+	sess atomic.Pointer[meta.Session]
+	svc  *stream.Service
+}
+
+func startSessionNode(t *testing.T, reg *meta.Registry, tier stream.Tier, id string) *sessionNode {
+	t.Helper()
+	ctx := context.Background()
+	n := &sessionNode{id: id}
+	n.join(t, reg)
+	w, _, err := wal.Open(wal.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	n.svc, err = stream.Open(ctx, stream.Config{
+		NodeID: id, Cluster: reg, DefaultDurability: stream.DurabilityObject,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Tier:   stream.TierConfig{Tier: tier, Manifests: reg, Session: n.sess.Load, SealMaxAge: 20 * time.Millisecond},
+	}, w, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { n.svc.RunFlusher(fctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return n
+}
+
+func (n *sessionNode) join(t *testing.T, reg *meta.Registry) {
+	t.Helper()
+	sess, err := reg.Join(context.Background(), meta.Member{NodeID: n.id, AdvertiseURL: "http://" + n.id}, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.sess.Store(sess)
+}
+
+// TestZombieFlushCommitsNothingAfterRejoin is the acknowledged-record loss
+// the soak found (an `object` record replaced at its offset after a zombie
+// owner came back): an owner is paused in the middle of a flush, loses its
+// lease, another node takes the stream over and acknowledges a record at
+// the offset the paused flush also holds; the old owner resumes, rejoins
+// with a new session and drops the stream, and then its flush reaches the
+// commit. Committed under the new session it succeeded, and the manifests
+// held two copies of the offset, the zombie's winning. It must be
+// committed under the session the flush started with, and fail.
+func TestZombieFlushCommitsNothingAfterRejoin(t *testing.T) {
+	cli := metatest.StartEtcd(t)
+	reg := meta.NewRegistry(cli, "/zf/")
+	shared := &dirTier{dir: t.TempDir()}
+	gate := newGatedTier(shared)
+	a := startSessionNode(t, reg, gate, "a")
+	b := startSessionNode(t, reg, shared, "b")
+	ctx := context.Background()
+	if _, _, err := a.svc.Create(ctx, "/s", stream.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.svc.Append(ctx, "/s", []record.Record{{Value: []byte("a0")}}); err != nil || res.FirstOffset != 0 {
+		t.Fatalf("first append: %+v %v", res, err)
+	}
+
+	// a's next flush stops in the middle of its upload: "paused".
+	gate.mu.Lock()
+	gate.armed = true
+	gate.mu.Unlock()
+	zombie := make(chan error, 1)
+	go func() {
+		_, err := a.svc.Append(ctx, "/s", []record.Record{{Value: []byte("zombie")}})
+		zombie <- err
+	}()
+	select {
+	case <-gate.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's flush never reached the upload")
+	}
+
+	// a's lease expires while it is paused; b takes the stream over and
+	// acknowledges its own record at offset 1.
+	if _, err := cli.Revoke(ctx, a.sess.Load().LeaseID()); err != nil {
+		t.Fatal(err)
+	}
+	var res stream.AppendResult
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res, err = b.svc.Append(ctx, "/s", []record.Record{{Value: []byte("b1")}})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || res.FirstOffset != 1 {
+		t.Fatalf("append on b after the takeover: %+v %v", res, err)
+	}
+
+	// a resumes: membership notices the lost lease (fence), joins with a
+	// new session and re-checks ownership, dropping /s. Then the paused
+	// flush goes on to its commit.
+	a.svc.Fence(meta.ErrLeaseLost)
+	a.join(t, reg)
+	if err := a.svc.Rejoined(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(gate.release)
+	select {
+	case err := <-zombie:
+		if err == nil {
+			t.Fatal("the zombie's append was acknowledged")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the zombie's append never returned")
+	}
+	// Let a's flusher finish whatever it does with the released upload.
+	if err := a.svc.Flush(ctx); err != nil && !errors.Is(err, meta.ErrLeaseLost) {
+		t.Logf("a's flush after the rejoin: %v", err)
+	}
+
+	ms, err := reg.Manifests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		for _, r := range m.Streams {
+			if m.Node == "a" && r.Next > 1 {
+				t.Errorf("the zombie committed manifest %s with offsets [%d, %d) of stream %d", m.Key, r.First, r.Next, r.StreamID)
+			}
+		}
+	}
+	// A node that rebuilds the stream from the manifests (c, which never
+	// served it) reads b's acknowledged record at offset 1.
+	c := startSessionNode(t, reg, shared, "c")
+	page, err := c.svc.Read(ctx, "/s", stream.ReadOptions{Offset: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range page.Records {
+		got = append(got, string(r.Value))
+	}
+	if len(got) != 2 || got[0] != "a0" || got[1] != "b1" {
+		t.Fatalf("stream read from the manifests on c: %q, want [a0 b1]", got)
+	}
+}
