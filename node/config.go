@@ -287,7 +287,7 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("--data-dir: must not be empty")
 	}
-	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+	if err := checkHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("--http-addr %q: %v", c.HTTPAddr, err)
 	}
 	switch c.Protocol {
@@ -296,12 +296,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--protocol %q: want pico or durable-streams", c.Protocol)
 	}
 	if c.KafkaAddr != "off" {
-		if _, _, err := net.SplitHostPort(c.KafkaAddr); err != nil {
+		if err := checkHostPort(c.KafkaAddr); err != nil {
 			return fmt.Errorf("--kafka-addr %q: %v (or off)", c.KafkaAddr, err)
 		}
 	}
 	if c.KafkaAdvertiseAddr != "" {
-		if _, _, err := net.SplitHostPort(c.KafkaAdvertiseAddr); err != nil {
+		if err := checkHostPort(c.KafkaAdvertiseAddr); err != nil {
 			return fmt.Errorf("--kafka-advertise-addr %q: want host:port: %v", c.KafkaAdvertiseAddr, err)
 		}
 	}
@@ -318,7 +318,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--kafka-max-frame-bytes %d: want between %d and %d", c.KafkaMaxFrameBytes, 1<<20, 1<<30)
 	}
 	for _, e := range c.EtcdEndpoints {
-		if _, _, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(e, "http://"), "https://")); err != nil {
+		if err := checkHostPort(strings.TrimPrefix(strings.TrimPrefix(e, "http://"), "https://")); err != nil {
 			return fmt.Errorf("--etcd-endpoints: %q is not host:port or a URL", e)
 		}
 	}
@@ -428,6 +428,22 @@ func (c *Config) validateSecurity() error {
 	}
 	if c.BodyTimeout < 0 || c.IdleTimeout < 0 {
 		return errors.New("--body-timeout/--idle-timeout: must not be negative (0 = no limit)")
+	}
+	return nil
+}
+
+// checkHostPort accepts host:port with a numeric port (0–65535) and an
+// optional host. net.SplitHostPort alone accepts ":http" or ":U", which
+// net.Listen may resolve as a service name but which makes no usable
+// advertise URL (url.Parse rejects a non-numeric port), so the derived
+// http://<http-addr> default would fail later, far from the flag.
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
 	}
 	return nil
 }
