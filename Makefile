@@ -13,7 +13,7 @@ E2E_TIMEOUT  ?= 25m
 FUZZTIME ?= 10s
 BENCHTIME ?= 2s
 
-.PHONY: soak all build run test test-race unit e2e fuzz bench bench-ds lint fmt clean cluster cluster-down cluster-report minio minio-stop
+.PHONY: soak all build run test test-race unit e2e fuzz bench bench-ds bench-peers bench-micro lint fmt clean cluster cluster-down cluster-report minio minio-stop
 
 all: build
 
@@ -135,20 +135,39 @@ fuzz:
 	  done; \
 	done
 
-## bench: hot-path benchmarks next to their same-run baselines
-bench:
+## bench: PicoMQ next to its baselines and peers (disk floor, NATS JetStream with
+## sync_interval: always, the Durable Streams reference server, ...), each
+## figure beside the one measured in the same run, twice, with the spread:
+## one table on stdout, the report (table.md, SVG charts, results.json) in
+## BENCH_OUT. Builds the peers from bench/go.mod and npm itself. Not part of
+## make test (its harness is smoke-tested there). docs/benchmarks.md.
+BENCH_OUT   ?= bin/bench-report
+BENCH_RUNS  ?= 2
+BENCH_SECS  ?= 4s
+BENCH_ONLY  ?=
+BENCH_TOOLS := bin/bench-tools
+bench: build bench-peers
+	$(GO) run ./e2e/benchmatrix -picomq $(BIN) -natsload $(BENCH_TOOLS)/natsload -nats-server $(BENCH_TOOLS)/nats-server \
+	  -out $(BENCH_OUT) -runs $(BENCH_RUNS) -secs $(BENCH_SECS) $(if $(BENCH_ONLY),-only $(BENCH_ONLY))
+
+## bench-peers: build the NATS server and its load client from their own module (bench/)
+bench-peers:
+	@mkdir -p $(BENCH_TOOLS)
+	cd bench && GOFLAGS= $(GO) build -o ../$(BENCH_TOOLS)/natsload ./natsload && \
+	  GOFLAGS= $(GO) build -o ../$(BENCH_TOOLS)/nats-server github.com/nats-io/nats-server/v2
+
+## bench-ds: only the Durable Streams rows of make bench (vs the Node reference server)
+bench-ds:
+	$(MAKE) --no-print-directory bench BENCH_ONLY=ds
+
+## bench-micro: the go test -bench hot-path benchmarks next to their same-run baselines
+bench-micro:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./wal/ | tee /tmp/picomq-bench-wal.txt
 	$(GO) test -run '^$$' -bench . -benchmem ./record/ ./api/pico/ ./sdk/wire/codec/
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./client/go/ | tee /tmp/picomq-bench-sdk.txt
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/bench/ | tee /tmp/picomq-bench-pico.txt
 	$(S3_ENV) $(GO) test -run '^$$' -bench . -benchtime 10x ./tiering/ | tee /tmp/picomq-bench-tiering.txt
 	$(GO) test -run '^$$' -bench PUTsPerGiB -benchtime 1x -timeout 20m ./node/ | tee /tmp/picomq-bench-puts.txt
-	$(MAKE) bench-ds
-
-## bench-ds: Durable Streams appends (100 B JSON, 1 and 32 writers) vs the Node reference server, same run
-BENCH_DS_DURATION ?= 10s
-bench-ds: build
-	$(GO) run ./e2e/dsbench -picomq $(BIN) -duration $(BENCH_DS_DURATION) | tee /tmp/picomq-bench-ds.txt
 
 lint:
 	$(GO) vet $(PKGS)

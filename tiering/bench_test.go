@@ -14,7 +14,7 @@ import (
 	"github.com/PicoMQ/picomq/tiering/segment/segmenttest"
 )
 
-// benchStore is MinIO when PICOMQ_S3_ENDPOINT is set (make bench exports
+// benchStore is MinIO when PICOMQ_S3_ENDPOINT is set (make bench-micro exports
 // it for a MinIO started by deploy/local-minio.sh), else a file store.
 func benchStore(b *testing.B) (objstore.Store, string) {
 	if os.Getenv("PICOMQ_S3_ENDPOINT") == "" {

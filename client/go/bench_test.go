@@ -18,7 +18,7 @@ import (
 // in between. The raw loop is the ceiling of a one-in-flight producer; the
 // gap between the two is the SDK's cost.
 //
-//	go test -run '^$' -bench . ./client/go/   (or: make bench)
+//	go test -run '^$' -bench . ./client/go/   (or: make bench-micro)
 
 var benchSizes = []struct {
 	name string

@@ -73,7 +73,7 @@ func testMain(m *testing.M) int {
 			s.kill()
 		}
 	}()
-	// Benchmarks alone (-run '^$', as make bench does) do not need the
+	// Benchmarks alone (-run '^$', as make bench-micro does) do not need the
 	// documented address.
 	flag.Parse()
 	addr := exampleAddr

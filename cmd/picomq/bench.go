@@ -27,6 +27,7 @@ import (
 	"time"
 
 	picomq "github.com/PicoMQ/picomq/client/go"
+	"github.com/PicoMQ/picomq/internal/benchreport"
 	"github.com/PicoMQ/picomq/internal/hdr"
 )
 
@@ -37,10 +38,12 @@ type benchConfig struct {
 	batch      int
 	streams    int
 	duration   time.Duration
-	rate       float64 // records/s over all producers; 0 = closed loop
+	warmup     time.Duration // unmeasured load before duration
+	rate       float64       // records/s over all producers; 0 = closed loop
 	prefix     string
 	keep       bool
 	jsonOut    bool
+	report     string // rebuild the report in this directory instead of running
 }
 
 // benchResult is the --json shape of a run.
@@ -85,12 +88,15 @@ const benchUsage = `picomq bench [flags]: append load against a node, ack latenc
   --record-size B    bytes per record (default 1024)
   --batch N          records per append (default 1)
   --streams N        streams the producers spread over (default 1)
-  --duration D       how long to run (default 10s)
+  --duration D       how long to measure (default 10s)
+  --warmup D         unmeasured load before the measured time (default 0)
   --rate R           open loop: R records/s in total, latency from the intended
                      send time; 0 (default) = closed loop, as fast as acks come
   --prefix P         stream name prefix (default /bench/<start time>)
   --keep             keep the streams afterwards (default: delete them)
   --json             print the result as one JSON object
+  --report DIR       run nothing: rebuild the report of a make bench run in DIR
+                     (table.md and SVG charts from DIR/results.json) and print the table
   plus --server, --token, --protocol as for the client commands.
 `
 
@@ -107,16 +113,21 @@ func benchCmd(args []string, e env) int {
 	fs.IntVar(&cfg.batch, "batch", 1, "records per append")
 	fs.IntVar(&cfg.streams, "streams", 1, "streams")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "run time")
+	fs.DurationVar(&cfg.warmup, "warmup", 0, "unmeasured time before the run")
 	fs.Float64Var(&cfg.rate, "rate", 0, "records/s in total (open loop); 0 = closed loop")
 	fs.StringVar(&cfg.prefix, "prefix", "", "stream name prefix")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the streams")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "JSON output")
+	fs.StringVar(&cfg.report, "report", "", "rebuild the report in DIR")
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
 	if err != nil {
 		return exitUsage
+	}
+	if cfg.report != "" {
+		return benchReport(cfg.report, e)
 	}
 	if err := cfg.check(pos); err != nil {
 		fmt.Fprintf(e.stderr, "picomq bench: %v\n", err)
@@ -170,12 +181,31 @@ func (cfg *benchConfig) check(pos []string) error {
 		return usagef("--streams must be in 1..100000")
 	case cfg.duration <= 0:
 		return usagef("--duration must be positive")
+	case cfg.warmup < 0:
+		return usagef("--warmup must not be negative")
 	case cfg.rate < 0:
 		return usagef("--rate must not be negative")
 	case cfg.prefix != "" && !strings.HasPrefix(cfg.prefix, "/"):
 		return usagef("--prefix %q: names are paths such as /bench", cfg.prefix)
 	}
 	return nil
+}
+
+// benchReport rebuilds the Markdown table and SVG charts of a make bench
+// run from its results.json and prints the table.
+func benchReport(dir string, e env) int {
+	res, err := benchreport.Load(dir)
+	if err == nil {
+		err = res.Write(dir)
+	}
+	if err == nil {
+		err = res.Table(e.stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "picomq bench --report: %v\n", err)
+		return exitError
+	}
+	return exitOK
 }
 
 // benchProducer is one producer's state; its histogram is read by the
@@ -199,6 +229,9 @@ type benchRun struct {
 	errors    atomic.Uint64
 	errOnce   sync.Once
 	firstErr  string
+	// measureFrom ends the warm-up: appends intended before it are
+	// neither counted nor timed.
+	measureFrom time.Time
 }
 
 func (r *benchRun) fail(err error) {
@@ -270,9 +303,10 @@ func runBench(ctx context.Context, c picomq.Client, cfg benchConfig, e env) (ben
 	for i := range r.producers {
 		r.producers[i] = &benchProducer{}
 	}
-	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
+	runCtx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.duration)
 	defer cancel()
 	start := time.Now()
+	r.measureFrom = start.Add(cfg.warmup)
 
 	// Open loop: the scheduler hands out intended send times; a producer
 	// that picks one up late still measures from the intended time.
@@ -293,12 +327,12 @@ func runBench(ctx context.Context, c picomq.Client, cfg benchConfig, e env) (ben
 	}
 	progressDone := make(chan struct{})
 	if e.stderrTTY {
-		go r.progress(runCtx, e.stderr, start, progressDone)
+		go r.progress(runCtx, e.stderr, progressDone)
 	} else {
 		close(progressDone)
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := time.Since(r.measureFrom)
 	cancel()
 	<-progressDone
 	if schedule != nil {
@@ -379,6 +413,9 @@ func (r *benchRun) produce(ctx context.Context, s picomq.Stream, p *benchProduce
 			intended = time.Now()
 		}
 		_, err := s.Append(ctx, recs...)
+		if intended.Before(r.measureFrom) {
+			continue // warm-up
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return // cut off by the end of the run, not a failure
@@ -392,7 +429,7 @@ func (r *benchRun) produce(ctx context.Context, s picomq.Stream, p *benchProduce
 }
 
 // progress prints one status line a second on a terminal.
-func (r *benchRun) progress(ctx context.Context, w io.Writer, start time.Time, done chan<- struct{}) {
+func (r *benchRun) progress(ctx context.Context, w io.Writer, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -402,7 +439,10 @@ func (r *benchRun) progress(ctx context.Context, w io.Writer, start time.Time, d
 			fmt.Fprintln(w)
 			return
 		case now := <-t.C:
-			secs := now.Sub(start).Seconds()
+			secs := now.Sub(r.measureFrom).Seconds()
+			if secs <= 0 {
+				continue
+			}
 			recs := float64(r.appends.Load()) * float64(r.cfg.batch)
 			l := latencyOf(r.merged())
 			fmt.Fprintf(w, "\r\033[Kbench %3.0fs/%s: %.0f records/s, %.1f MB/s, ack p50 %.2f ms p99 %.2f ms, %d errors",

@@ -43,12 +43,16 @@ func TestBenchClosedLoop(t *testing.T) {
 	for _, proto := range []string{"pico", "durable-streams"} {
 		t.Run(proto, func(t *testing.T) {
 			prefix := streamName(t)
-			res := benchJSON(t, proto, "--duration", "2s", "--producers", "2", "--streams", "2",
+			res := benchJSON(t, proto, "--duration", "2s", "--warmup", "1s", "--producers", "2", "--streams", "2",
 				"--batch", "4", "--record-size", "256", "--prefix", prefix)
 			if res.Mode != "closed" || res.Protocol != proto || res.Producers != 2 || res.Streams != 2 {
 				t.Fatalf("run description: %+v", res)
 			}
 			checkBench(t, res, 4, 256)
+			// The warm-up is not part of the measured time.
+			if res.DurationSeconds < 2 || res.DurationSeconds > 2.9 {
+				t.Fatalf("measured %.2f s, want the 2 s after the 1 s warm-up", res.DurationSeconds)
+			}
 			if proto == "pico" {
 				ls := cli(t, proto, "", "ls", "--prefix", prefix).want(t, exitOK, "ls")
 				if strings.TrimSpace(ls.stdout) != "" {
@@ -69,7 +73,7 @@ func TestBenchOpenLoop(t *testing.T) {
 }
 
 func TestBenchUsage(t *testing.T) {
-	for _, args := range [][]string{{"--batch", "0"}, {"--rate", "-1"}, {"--prefix", "x"}, {"extra"}} {
+	for _, args := range [][]string{{"--batch", "0"}, {"--rate", "-1"}, {"--warmup", "-1s"}, {"--prefix", "x"}, {"extra"}} {
 		cli(t, "pico", "", append([]string{"bench"}, args...)...).want(t, exitUsage, strings.Join(args, " "))
 	}
 }

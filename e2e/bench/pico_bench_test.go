@@ -2,7 +2,7 @@
 // `picomq serve` process on loopback, driven by concurrent HTTP clients,
 // next to the write-ahead log alone measured in the same run on the same
 // disk, so the ratio says how much of the storage ceiling the protocol
-// layer keeps. Run with `make bench` (or go test -run '^$' -bench .
+// layer keeps. Run with `make bench-micro` (or go test -run '^$' -bench .
 // -benchtime 1x ./e2e/bench/). PICOMQ_BENCH_DIR picks the disk,
 // PICOMQ_BENCH_SECONDS the duration of each measurement (default 2).
 package bench

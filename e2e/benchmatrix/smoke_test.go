@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/PicoMQ/picomq/internal/benchreport"
+	"github.com/PicoMQ/picomq/internal/testproc"
+)
+
+// TestMatrixSmoke checks the make bench harness itself, briefly, in
+// make test: the matrix runs its WAL and HTTP rows against a real node
+// (without the peers, which make bench builds and CI does not), writes a
+// report whose rows carry real measurements, and picomq bench --report
+// rebuilds the same table from that output.
+func TestMatrixSmoke(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "picomq")
+	if err := testproc.Build(bin, testproc.Picomq); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	err := run([]string{"-picomq", bin, "-out", out, "-work", t.TempDir(), "-runs", "1", "-secs", "1s", "-warmup", "200ms",
+		"-only", "wal,http"}, &stdout)
+	if err != nil {
+		t.Fatalf("matrix: %v\n%s", err, stdout.String())
+	}
+	res, err := benchreport.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) > 0 {
+		t.Fatalf("failures: %v", res.Failures)
+	}
+	got := map[string]benchreport.Sample{}
+	for _, s := range res.Samples {
+		got[s.Row+"/"+s.Side] = s
+	}
+	for _, want := range []string{"wal-c1/pico", "wal-c1/peer", "wal-c64/pico", "http-c1-s100/pico", "http-c64-s1024/pico", "cpu-append/pico", "rss-after-appends/pico"} {
+		s, ok := got[want]
+		if !ok || s.Value <= 0 {
+			t.Errorf("%s: missing or not positive: %+v", want, s)
+		}
+	}
+	if s := got["http-c64-s100/pico"]; s.Lat == nil || !(s.Lat.P50 > 0 && s.Lat.P50 <= s.Lat.P99 && s.Lat.P99 <= s.Lat.Max) {
+		t.Errorf("latency of http-c64-s100: %+v", s.Lat)
+	}
+	table, err := os.ReadFile(filepath.Join(out, "table.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| WAL append, 1 writer, 100 B | appends/s |", "single-record HTTP appends, 64 clients, 1 KiB", "latency-http-c64-s100.svg", "throughput-single-record-appends--100-b.svg"} {
+		if !strings.Contains(string(table), want) {
+			t.Errorf("table.md lacks %q:\n%s", want, table)
+		}
+	}
+	if !strings.Contains(stdout.String(), "| single-record HTTP appends, 1 client, 100 B | appends/s |") {
+		t.Errorf("printed table:\n%s", stdout.String())
+	}
+	svg, err := os.ReadFile(filepath.Join(out, "latency-http-c64-s100.svg"))
+	if err != nil || !bytes.HasPrefix(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("<polyline")) {
+		t.Errorf("latency chart: %v\n%.300s", err, svg)
+	}
+
+	// picomq bench --report rebuilds the report from results.json alone.
+	if err := os.Remove(filepath.Join(out, "table.md")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "bench", "--report", out)
+	printed, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("picomq bench --report: %v", err)
+	}
+	again, err := os.ReadFile(filepath.Join(out, "table.md"))
+	if err != nil || !bytes.Contains(again, printed) {
+		t.Fatalf("--report table.md (%v) does not hold the printed table:\n%s\n---\n%s", err, printed, again)
+	}
+	if !bytes.Equal(again, table) {
+		t.Errorf("--report wrote a different table.md:\n%s\n---\n%s", again, table)
+	}
+}
