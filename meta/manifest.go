@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/PicoMQ/picomq/tiering/extent"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -30,15 +31,9 @@ type Manifest struct {
 
 // ManifestStream is one stream's range inside a manifest's object.
 type ManifestStream struct {
-	StreamID       uint64 `json:"id"`
-	First          int64  `json:"first"`             // first offset held
-	Next           int64  `json:"next"`              // one past the last offset held
-	Offset         int64  `json:"off"`               // byte offset of the range in the object
-	Length         int64  `json:"len"`               // byte length of the range
-	CRC            uint32 `json:"crc,omitempty"`     // CRC-32C of the byte range
-	Batches        int    `json:"batches,omitempty"` // number of batches in the range
-	FirstTimestamp int64  `json:"firstTs,omitempty"`
-	MaxTimestamp   int64  `json:"maxTs,omitempty"`
+	// Extent is the stream's range in the object (its JSON fields are
+	// inlined: "id", "first", "next", "off", "len", ...).
+	extent.Extent
 	// State is the stream service's snapshot of the stream as of Next
 	// (producer state, closure, writer sequence): once the WAL that held
 	// those facts is truncated, this is where they are rebuilt from. Opaque

@@ -8,6 +8,7 @@ import (
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metatest"
+	"github.com/PicoMQ/picomq/tiering/extent"
 )
 
 func TestJoinRejectsDuplicateLiveNode(t *testing.T) {
@@ -49,7 +50,7 @@ func TestCommitManifestFencedByLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := meta.Manifest{Node: "n1", Seq: 1, Object: "l0/n1/1", Streams: []meta.ManifestStream{{StreamID: 7, First: 0, Next: 10, Length: 100}}}
+	m := meta.Manifest{Node: "n1", Seq: 1, Object: "l0/n1/1", Streams: []meta.ManifestStream{{Extent: extent.Extent{StreamID: 7, First: 0, Next: 10, Length: 100}}}}
 	if err := reg.CommitManifest(ctx, old, m, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestCommitManifestOutcomeUnknown(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	m := meta.Manifest{Node: "n1", Seq: 1, Object: "l0/n1/1", Streams: []meta.ManifestStream{{StreamID: 7, First: 0, Next: 10, Length: 100}}}
+	m := meta.Manifest{Node: "n1", Seq: 1, Object: "l0/n1/1", Streams: []meta.ManifestStream{{Extent: extent.Extent{StreamID: 7, First: 0, Next: 10, Length: 100}}}}
 	if err := reg.CommitManifest(cancelled, sess, m, nil); !errors.Is(err, meta.ErrCommitUnknown) {
 		t.Fatalf("commit that never left: %v, want ErrCommitUnknown", err)
 	}

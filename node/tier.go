@@ -12,6 +12,7 @@ import (
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/cache"
+	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/tiering/objstore"
 	"github.com/PicoMQ/picomq/tiering/segment"
 )
@@ -84,9 +85,11 @@ func (t *tierAdapter) Upload(ctx context.Context, key string, streams []stream.U
 	refs := make([]stream.ObjectRef, 0, len(u.Streams))
 	for _, e := range u.Streams {
 		refs = append(refs, stream.ObjectRef{
-			Key: key, StreamID: e.Stream, First: e.FirstOffset, Next: e.NextOffset(),
-			Offset: e.Start, Length: e.Length, ObjectSize: u.Size, CRC: e.CRC, Batches: e.Batches,
-			FirstTimestamp: e.FirstTimestamp, MaxTimestamp: e.MaxTimestamp,
+			Key: key, ObjectSize: u.Size, Extent: extent.Extent{
+				StreamID: e.Stream, First: e.FirstOffset, Next: e.NextOffset(),
+				Offset: e.Start, Length: e.Length, CRC: e.CRC, Batches: e.Batches,
+				FirstTimestamp: e.FirstTimestamp, MaxTimestamp: e.MaxTimestamp,
+			},
 		})
 	}
 	return refs, u.Size, nil

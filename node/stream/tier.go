@@ -11,6 +11,7 @@ import (
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/tiering"
+	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/wal"
 )
 
@@ -47,28 +48,24 @@ type UploadStream struct {
 	Batches  [][]byte // RecordBatch v2 batches, in offset order
 }
 
-// ObjectRef is one stream's range in an uploaded object: everything needed
-// to read it with a single ranged GET, without the object's footer.
+// ObjectRef is one stream's range in an uploaded object: the object's key
+// and size (0: unknown, so a reader needs no HEAD) and the extent, all that
+// is needed to read the range with a single ranged GET, without the
+// object's footer.
 type ObjectRef struct {
-	Key            string
-	StreamID       uint64
-	First, Next    int64 // offsets [First, Next)
-	Offset, Length int64 // byte range in the object
-	ObjectSize     int64 // the whole object's size (0: unknown), so a reader needs no HEAD
-	CRC            uint32
-	Batches        int
-	FirstTimestamp int64
-	MaxTimestamp   int64
+	Key        string
+	ObjectSize int64
+	extent.Extent
 }
 
-// manifestEntry records offsets [first, next) of ref's stream and its state
+// manifestEntry records offsets [first, next) of stream id and its state
 // snapshot; ref nil is a state-only entry (no bytes in the object).
 func manifestEntry(id uint64, first, next int64, ref *ObjectRef, state json.RawMessage) meta.ManifestStream {
-	ms := meta.ManifestStream{StreamID: id, First: first, Next: next, State: state}
+	ms := meta.ManifestStream{State: state}
 	if ref != nil {
-		ms.Offset, ms.Length, ms.CRC, ms.Batches = ref.Offset, ref.Length, ref.CRC, ref.Batches
-		ms.FirstTimestamp, ms.MaxTimestamp = ref.FirstTimestamp, ref.MaxTimestamp
+		ms.Extent = ref.Extent
 	}
+	ms.StreamID, ms.First, ms.Next = id, first, next
 	return ms
 }
 
@@ -131,8 +128,7 @@ func (s *Service) commitSession() (*meta.Session, error) {
 }
 
 func refFromManifest(m *meta.Manifest, r meta.ManifestStream) *ObjectRef {
-	return &ObjectRef{Key: m.Object, StreamID: r.StreamID, First: r.First, Next: r.Next, Offset: r.Offset, Length: r.Length,
-		ObjectSize: m.Size, CRC: r.CRC, Batches: r.Batches, FirstTimestamp: r.FirstTimestamp, MaxTimestamp: r.MaxTimestamp}
+	return &ObjectRef{Key: m.Object, ObjectSize: m.Size, Extent: r.Extent}
 }
 
 // Manifests is what the service needs from the registry for tiering.
@@ -489,7 +485,7 @@ func (s *Service) Flush(ctx context.Context) error {
 	ri := 0
 	for i, it := range items {
 		var data *ObjectRef
-		ref := &ObjectRef{Key: key, StreamID: it.st.info.ID, First: it.base, Next: it.end}
+		ref := &ObjectRef{Key: key, Extent: extent.Extent{StreamID: it.st.info.ID, First: it.base, Next: it.end}}
 		if it.end > it.base {
 			// Streams with only state changes (a close) hold no bytes
 			// and get no range from the uploader.

@@ -15,6 +15,7 @@ import (
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/wal"
 )
 
@@ -55,7 +56,7 @@ func (d *dirTier) Upload(ctx context.Context, key string, streams []stream.Uploa
 			data = append(data, b...)
 		}
 		idx[s.StreamID] = [2]int64{start, int64(len(data)) - start}
-		out = append(out, stream.ObjectRef{Key: key, StreamID: s.StreamID, First: s.First, Next: s.Next, Offset: start, Length: int64(len(data)) - start})
+		out = append(out, stream.ObjectRef{Key: key, Extent: extent.Extent{StreamID: s.StreamID, First: s.First, Next: s.Next, Offset: start, Length: int64(len(data)) - start}})
 	}
 	p := filepath.Join(d.dir, filepath.FromSlash(key))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
