@@ -41,6 +41,7 @@ type clusterOpts struct {
 	Extra      []string      // more serve flags for every node
 	Token      string        // bearer token of the harness's own requests (auth-on clusters)
 	Bin        string        // picomq binary; empty = the one TestMain built
+	Kafka      bool          // give every node a Kafka listener (clusterNode.KafkaAddr)
 }
 
 func (o *clusterOpts) defaults() {
@@ -64,8 +65,9 @@ type cluster struct {
 // back with the same node id, port and data dir.
 type clusterNode struct {
 	*proc
-	ID    string
-	token string // sent by the harness's /_sys/cluster polls
+	ID        string
+	token     string // sent by the harness's /_sys/cluster polls
+	KafkaAddr string // the node's Kafka listener when clusterOpts.Kafka
 }
 
 // startCluster starts etcd, MinIO and n nodes named node-a, node-b, ... and
@@ -86,12 +88,16 @@ func startCluster(t testing.TB, n int, opts clusterOpts) *cluster {
 func (c *cluster) startNode(id, dataDir string) *clusterNode {
 	c.t.Helper()
 	addr := freeAddr(c.t)
+	kafkaAddr := "off"
+	if c.opts.Kafka {
+		kafkaAddr = freeAddr(c.t)
+	}
 	args := []string{"serve",
 		"--node-id", id,
 		"--data-dir", dataDir,
 		"--http-addr", addr,
 		"--advertise-url", "http://" + addr,
-		"--kafka-addr", "off",
+		"--kafka-addr", kafkaAddr,
 		"--etcd-endpoints", c.etcd.Endpoint(),
 		"--object-store", c.minio.ObjectStoreURL(),
 		"--lease-ttl", c.opts.LeaseTTL.String(),
@@ -107,7 +113,11 @@ func (c *cluster) startNode(id, dataDir string) *clusterNode {
 			c.t.Logf("=== log of %s (%s) ===\n%s", id, p.URL, lastBytes(p.logs.String(), 8000))
 		}
 	})
-	return &clusterNode{proc: p, ID: id, token: c.opts.Token}
+	cn := &clusterNode{proc: p, ID: id, token: c.opts.Token}
+	if c.opts.Kafka {
+		cn.KafkaAddr = kafkaAddr
+	}
+	return cn
 }
 
 func lastBytes(s string, n int) string {
