@@ -5,7 +5,8 @@
 // `picomq bench --json` so the matrix runner reads both the same way.
 //
 //	natsload pub     -url nats://127.0.0.1:P -c 64 -size 100 -d 5s [-warmup 1s] -subject bench.x
-//	natsload catchup -url ... -subject bench.x            (reads the stream holding subject from the start)
+//	natsload fill    -url ... -subject bench.x -n 10000 -size 1024  (async publishes, waits for every ack)
+//	natsload catchup -url ... -subject bench.x            (reads subject's messages from the start)
 //	natsload tail    -url ... -subject bench.t -rate 200 -d 5s
 //
 // The stream (BENCH on bench.>, file storage, one replica) is created if
@@ -66,12 +67,15 @@ func main() {
 	d := fs.Duration("d", 5*time.Second, "measured time")
 	warmup := fs.Duration("warmup", 0, "unmeasured time before")
 	rate := fs.Float64("rate", 200, "tail: messages/s")
+	count := fs.Int("n", 10000, "fill: messages")
 	_ = fs.Parse(os.Args[2:])
 	var res result
 	var err error
 	switch os.Args[1] {
 	case "pub":
 		res, err = pub(*url, *subject, *c, *size, *warmup, *d)
+	case "fill":
+		res, err = fill(*url, *subject, *count, *size)
 	case "catchup":
 		res, err = catchup(*url, *subject)
 	case "tail":
@@ -183,21 +187,54 @@ func pub(url, subject string, c, size int, warmup, d time.Duration) (result, err
 	return res, nil
 }
 
-// catchup reads every message stored under subject's stream from the start
-// with an ordered consumer (the reader a replaying client uses).
+// fill publishes n messages asynchronously (at most 1024 unacknowledged)
+// and waits until every one is acknowledged.
+func fill(url, subject string, n, size int) (result, error) {
+	nc, js, err := connect(url)
+	if err != nil {
+		return result{}, err
+	}
+	defer nc.Close()
+	ajs, err := nc.JetStream(nats.PublishAsyncMaxPending(4096))
+	if err != nil {
+		return result{}, err
+	}
+	_ = js // connect made sure the stream exists
+	msg := make([]byte, size)
+	t0 := time.Now()
+	// Chunks of 1024 publishes, each waited for, keep the client below
+	// its pending limit (beyond it PublishAsync fails with a stall).
+	for done := 0; done < n; {
+		for k := 0; k < 1024 && done < n; k, done = k+1, done+1 {
+			if _, err := ajs.PublishAsync(subject, msg); err != nil {
+				return result{}, err
+			}
+		}
+		select {
+		case <-ajs.PublishAsyncComplete():
+		case <-time.After(5 * time.Minute):
+			return result{}, errors.New("fill: acks did not arrive")
+		}
+	}
+	el := time.Since(t0)
+	return result{Mode: "fill", Records: int64(n), DurationSeconds: el.Seconds(), RecordsPerSec: float64(n) / el.Seconds()}, nil
+}
+
+// catchup reads every message stored under subject from the start with
+// an ordered consumer (the reader a replaying client uses).
 func catchup(url, subject string) (result, error) {
 	nc, js, err := connect(url)
 	if err != nil {
 		return result{}, err
 	}
 	defer nc.Close()
-	si, err := js.StreamInfo("BENCH")
+	info, err := js.StreamInfo("BENCH", &nats.StreamInfoRequest{SubjectsFilter: subject})
 	if err != nil {
 		return result{}, err
 	}
-	total := int64(si.State.Msgs)
+	total := int64(info.State.Subjects[subject])
 	if total == 0 {
-		return result{}, errors.New("stream is empty")
+		return result{}, errors.New("no messages under " + subject)
 	}
 	t0 := time.Now()
 	sub, err := js.SubscribeSync(subject, nats.OrderedConsumer(), nats.DeliverAll())

@@ -92,7 +92,9 @@ func closedLoop(ctx context.Context, c int, warmup, d time.Duration, op func(w i
 				if t0.After(until) {
 					break
 				}
-				if err := op(w); err != nil {
+				if err := op(w); err == errDone {
+					break
+				} else if err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
@@ -309,9 +311,11 @@ func sizeName(n int) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-func clients(c int) string {
-	if c == 1 {
-		return "1 client"
+func clients(c int) string { return plural(c, "client") }
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
 	}
-	return fmt.Sprintf("%d clients", c)
+	return fmt.Sprintf("%d %ss", n, what)
 }

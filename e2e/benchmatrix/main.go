@@ -194,6 +194,10 @@ func (m *matrix) runOnce(ctx context.Context, run int) error {
 		{"wal", m.walRows},
 		{"http", m.httpRows},
 		{"ds", m.dsRows},
+		{"kafka", m.kafkaRows},
+		{"consumers", m.consumerRows},
+		{"density", m.densityRows},
+		{"object", m.objectRows},
 	}
 	for _, s := range steps {
 		if !m.cfg.want(s.group) || ctx.Err() != nil {

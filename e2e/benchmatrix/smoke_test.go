@@ -13,10 +13,10 @@ import (
 )
 
 // TestMatrixSmoke checks the make bench harness itself, briefly, in
-// make test: the matrix runs its WAL and HTTP rows against a real node
-// (without the peers, which make bench builds and CI does not), writes a
-// report whose rows carry real measurements, and picomq bench --report
-// rebuilds the same table from that output.
+// make test: the matrix runs its WAL, HTTP and density rows (40 streams)
+// against a real node, without the peers (make bench builds them, CI does
+// not), writes a report whose rows carry real measurements, and
+// picomq bench --report rebuilds the same table from that output.
 func TestMatrixSmoke(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "picomq")
 	if err := testproc.Build(bin, testproc.Picomq); err != nil {
@@ -25,7 +25,7 @@ func TestMatrixSmoke(t *testing.T) {
 	out := t.TempDir()
 	var stdout bytes.Buffer
 	err := run([]string{"-picomq", bin, "-out", out, "-work", t.TempDir(), "-runs", "1", "-secs", "1s", "-warmup", "200ms",
-		"-only", "wal,http"}, &stdout)
+		"-only", "wal,http,density", "-streams", "40"}, &stdout)
 	if err != nil {
 		t.Fatalf("matrix: %v\n%s", err, stdout.String())
 	}
@@ -40,7 +40,8 @@ func TestMatrixSmoke(t *testing.T) {
 	for _, s := range res.Samples {
 		got[s.Row+"/"+s.Side] = s
 	}
-	for _, want := range []string{"wal-c1/pico", "wal-c1/peer", "wal-c64/pico", "http-c1-s100/pico", "http-c64-s1024/pico", "cpu-append/pico", "rss-after-appends/pico"} {
+	for _, want := range []string{"wal-c1/pico", "wal-c1/peer", "wal-c64/pico", "http-c1-s100/pico", "http-c64-s1024/pico", "cpu-append/pico", "rss-after-appends/pico",
+		"create-c32/pico", "create-c32/peer", "rss-idle/pico", "rss-idle/peer", "etcd-per-stream/pico", "restart/pico", "restart/peer"} {
 		s, ok := got[want]
 		if !ok || s.Value <= 0 {
 			t.Errorf("%s: missing or not positive: %+v", want, s)

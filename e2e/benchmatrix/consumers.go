@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+
+	picomq "github.com/PicoMQ/picomq/client/go"
+	"github.com/PicoMQ/picomq/internal/benchreport"
+	"github.com/PicoMQ/picomq/internal/hdr"
+)
+
+// Consumer load: a catch-up reader replays catchupRecords 1 KiB records
+// from the start; a live-tail reader receives tailRate appends/s of 100 B.
+const (
+	catchupRecords = 10000
+	tailRate       = 200
+)
+
+// consumerRows: a consumer catching up (reading a filled stream from the
+// start, records/s) and a live tail (append-to-delivery latency at a fixed
+// rate), PicoMQ over Pico HTTP (paged reads; SSE) next to NATS JetStream
+// (an ordered consumer; a push consumer) with the same records.
+func (m *matrix) consumerRows(ctx context.Context, run int) error {
+	n, err := m.startNode("pico-consumers")
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+	var nats *proc
+	var natsURL string
+	if m.cfg.natsload != "" {
+		if nats, natsURL, err = m.startNATS(); err != nil {
+			return err
+		}
+		defer nats.stop()
+	}
+	c, err := picomq.NewPico(n.url)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	const peer = "NATS JetStream, sync_interval: always"
+
+	cu := m.row(benchreport.Row{ID: "catchup", What: fmt.Sprintf("consumer catch-up: read %d x 1 KiB records from the start", catchupRecords),
+		Unit: "records/s", Peer: peer + ", ordered consumer"})
+	s := c.Stream(fmt.Sprintf("/mb/r%d/catchup", run))
+	if _, err := s.Create(ctx, "application/octet-stream", 0); err != nil {
+		return err
+	}
+	batch := make([]picomq.AppendRecord, 500)
+	for i := range batch {
+		batch[i].Body = make([]byte, 1024)
+	}
+	for i := 0; i < catchupRecords; i += len(batch) {
+		if _, err := s.Append(ctx, batch...); err != nil {
+			return fmt.Errorf("fill: %w", err)
+		}
+	}
+	t0 := time.Now()
+	it := s.Records(c.Beginning(), picomq.RecordsOptions{})
+	got := 0
+	for it.Next(ctx) {
+		got++
+	}
+	el := time.Since(t0)
+	if err := it.Err(); err != nil || got != catchupRecords {
+		m.fail(cu+" PicoMQ", fmt.Errorf("read %d of %d records: %v", got, catchupRecords, err))
+	} else {
+		m.res.Add(cu, run, benchreport.SidePico, float64(got)/el.Seconds(), nil)
+	}
+	if nats != nil {
+		subj := fmt.Sprintf("bench.r%d.catchup", run)
+		if _, err := jsonCommand(ctx, m.cfg.natsload, "fill", "-url", natsURL, "-subject", subj, "-n", fmt.Sprint(catchupRecords), "-size", "1024"); err != nil {
+			m.fail(cu+" JetStream fill", err)
+		} else if q, err := jsonCommand(ctx, m.cfg.natsload, "catchup", "-url", natsURL, "-subject", subj); err != nil {
+			m.fail(cu+" JetStream", err)
+		} else {
+			m.res.Add(cu, run, benchreport.SidePeer, q.RecordsPerSec, nil)
+		}
+	}
+
+	p50 := m.row(benchreport.Row{ID: "tail-p50", What: fmt.Sprintf("live tail: append-to-delivery latency p50, %d appends/s of 100 B", tailRate),
+		Unit: "ms", Peer: peer + ", push consumer", LowerBetter: true})
+	p99 := m.row(benchreport.Row{ID: "tail-p99", What: "live tail: append-to-delivery latency p99, same run", Unit: "ms",
+		Peer: peer + ", push consumer", LowerBetter: true})
+	lat, err := m.picoTail(ctx, c, fmt.Sprintf("/mb/r%d/tail", run))
+	if err != nil {
+		m.fail("tail PicoMQ", err)
+	} else {
+		m.res.Add(p50, run, benchreport.SidePico, lat.P50, lat)
+		m.res.Add(p99, run, benchreport.SidePico, lat.P99, nil)
+	}
+	if nats != nil {
+		q, err := jsonCommand(ctx, m.cfg.natsload, "tail", "-url", natsURL, "-subject", fmt.Sprintf("bench.r%d.tail", run),
+			"-rate", fmt.Sprint(tailRate), "-size", "100", "-d", m.cfg.secs.String())
+		if err != nil {
+			m.fail("tail JetStream", err)
+		} else {
+			m.res.Add(p50, run, benchreport.SidePeer, q.Lat.P50, &q.Lat)
+			m.res.Add(p99, run, benchreport.SidePeer, q.Lat.P99, nil)
+		}
+	}
+	return nil
+}
+
+// picoTail appends tailRate records/s, each carrying its send time, to a
+// stream an SSE subscription tails, and returns the append-to-delivery
+// latency (from the moment the append was issued).
+func (m *matrix) picoTail(ctx context.Context, c picomq.Client, name string) (*benchreport.Latency, error) {
+	s := c.Stream(name)
+	if _, err := s.Create(ctx, "application/octet-stream", 0); err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub, err := s.Subscribe(sctx, c.Beginning(), picomq.SubscribeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Close()
+	var mu sync.Mutex
+	var h hdr.Histogram
+	received := make(chan struct{}, 1<<16)
+	go func() {
+		for ev := range sub.Events() {
+			now := time.Now().UnixNano()
+			for _, r := range ev.Records {
+				if len(r.Body) >= 8 {
+					if sent := int64(binary.BigEndian.Uint64(r.Body)); sent > 0 {
+						mu.Lock()
+						h.Record(now - sent)
+						mu.Unlock()
+					}
+				}
+				received <- struct{}{}
+			}
+		}
+	}()
+	body := make([]byte, 100)
+	// A first record (send time 0, not measured) shows the subscription
+	// is live before the measured appends start.
+	if _, err := s.Append(ctx, picomq.AppendRecord{Body: body}); err != nil {
+		return nil, err
+	}
+	select {
+	case <-received:
+	case <-time.After(30 * time.Second):
+		return nil, fmt.Errorf("the subscription did not deliver the first record")
+	}
+	interval := time.Second / tailRate
+	start := time.Now()
+	sent := 0
+	for k := 0; time.Since(start) < m.cfg.secs; k++ {
+		if w := time.Until(start.Add(time.Duration(k) * interval)); w > 0 {
+			time.Sleep(w)
+		}
+		binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
+		if _, err := s.Append(ctx, picomq.AppendRecord{Body: body}); err != nil {
+			return nil, err
+		}
+		sent++
+	}
+	deadline := time.After(30 * time.Second)
+	for i := 0; i < sent; i++ {
+		select {
+		case <-received:
+		case <-deadline:
+			return nil, fmt.Errorf("delivered %d of %d records", i, sent)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return latencyOf(&h), nil
+}

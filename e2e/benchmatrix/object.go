@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	picomq "github.com/PicoMQ/picomq/client/go"
+	"github.com/PicoMQ/picomq/internal/benchreport"
+	"github.com/PicoMQ/picomq/tiering/objstore"
+)
+
+// Object-store load: objectMiB of 1 KiB records appended to one stream in
+// 1 MiB batches by 4 writers, then read back cold.
+const objectMiB = 64
+
+// objectRows: a node on MinIO (started by deploy/local-minio.sh in a state
+// dir of its own): object-store PUTs per GiB ingested next to the seal
+// policy's ideal (one object per --seal-max-bytes, 8 MiB), and a cold read
+// of what was written (the node restarted, so its read cache is empty)
+// next to plain sequential GETs of the same objects from the same MinIO.
+func (m *matrix) objectRows(ctx context.Context, run int) error {
+	s3, stopMinio, err := m.startMinio()
+	if err != nil {
+		return err
+	}
+	defer stopMinio()
+	prefix := fmt.Sprintf("r%d/", run)
+	n, err := m.startNode("pico-object", "--object-store", s3.url(prefix))
+	if err != nil {
+		return err
+	}
+	defer func() { n.stop() }()
+	c, err := picomq.NewPico(n.url)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	s := c.Stream("/mb/object")
+	if _, err := s.Create(ctx, "application/octet-stream", 0); err != nil {
+		return err
+	}
+	batch := make([]picomq.AppendRecord, 1024)
+	for i := range batch {
+		batch[i].Body = make([]byte, 1024)
+	}
+	flushes0, _ := metric(n.url, "picomq_flushes_total")
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < objectMiB; i += 4 {
+				if _, err := s.Append(ctx, batch...); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	// Wait until everything is in the object store.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		u, err := metric(n.url, "picomq_unflushed_bytes")
+		if err == nil && u == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still %v unflushed bytes after 2 minutes (%v)", u, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	flushes1, err := metric(n.url, "picomq_flushes_total")
+	if err != nil {
+		return err
+	}
+	const puts = "puts-per-gib"
+	m.row(benchreport.Row{ID: puts, What: fmt.Sprintf("object-store PUTs per GiB ingested (%d MiB, one stream, unpaced)", objectMiB),
+		Unit: "PUTs/GiB", Peer: "one object per --seal-max-bytes (8 MiB)", LowerBetter: true})
+	m.res.Add(puts, run, benchreport.SidePico, (flushes1-flushes0)/(objectMiB/1024.0), nil)
+	m.res.Add(puts, run, benchreport.SidePeer, 1024.0/8, nil)
+
+	// Cold read: a restarted node has an empty read cache.
+	n.stop()
+	if err := n.restart("picomq", m.cfg.picomq); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	it := s.Records(c.Beginning(), picomq.RecordsOptions{})
+	var bytes int64
+	for it.Next(ctx) {
+		bytes += int64(len(it.Record().Body))
+	}
+	el := time.Since(t0)
+	if err := it.Err(); err != nil || bytes != objectMiB<<20 {
+		return fmt.Errorf("cold read: %d of %d bytes: %v", bytes, objectMiB<<20, err)
+	}
+	const cold = "cold-read"
+	m.row(benchreport.Row{ID: cold, What: "cold read of that stream from the start (node restarted: empty cache), record bytes", Unit: "MB/s",
+		Peer: "sequential whole-object GETs of the node's objects from the same MinIO"})
+	coldMBs := float64(bytes) / 1e6 / el.Seconds()
+	m.res.Add(cold, run, benchreport.SidePico, coldMBs, nil)
+
+	st, err := objstore.Open(ctx, s3.url(prefix))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t0 = time.Now()
+	var got int64
+	for a, err := range st.List(ctx, "") {
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, a.Size)
+		k, err := st.ReadAt(ctx, a.Key, buf, 0)
+		if err != nil {
+			return fmt.Errorf("GET %s: %w", a.Key, err)
+		}
+		got += int64(k)
+	}
+	el = time.Since(t0)
+	m.res.Add(cold, run, benchreport.SidePeer, float64(got)/1e6/el.Seconds(), nil)
+	logf("  object: %.0f PUTs/GiB; cold read %.0f MB/s, MinIO GETs %.0f MB/s (%d bytes)", (flushes1-flushes0)/(objectMiB/1024.0),
+		coldMBs, float64(got)/1e6/el.Seconds(), got)
+	return nil
+}
+
+// minio is a MinIO the matrix started.
+type minio struct{ endpoint, bucket string }
+
+// url is the --object-store URL of the bucket under prefix.
+func (s minio) url(prefix string) string {
+	return fmt.Sprintf("s3://%s/%s?endpoint=%s&region=us-east-1", s.bucket, strings.TrimSuffix(prefix, "/"), s.endpoint)
+}
+
+// startMinio starts a MinIO with deploy/local-minio.sh (which builds the
+// pinned MinIO into the tool cache the first time) in a state dir under
+// the work dir, and sets the credentials in this process's environment,
+// which the nodes it starts inherit.
+func (m *matrix) startMinio() (minio, func(), error) {
+	state := filepath.Join(m.cfg.work, "minio")
+	script := "deploy/local-minio.sh"
+	env := append(os.Environ(), "PICOMQ_MINIO_STATE="+state, "PICOMQ_MINIO_PORT=29000")
+	cmd := exec.Command(script, "start")
+	cmd.Env = env
+	cmd.Stderr = os.Stderr
+	if out, err := cmd.Output(); err != nil {
+		return minio{}, nil, fmt.Errorf("%s start: %v\n%s", script, err, out)
+	}
+	stop := func() {
+		c := exec.Command(script, "stop")
+		c.Env = env
+		_ = c.Run()
+	}
+	vals := map[string]string{}
+	f, err := os.Open(filepath.Join(state, "env"))
+	if err != nil {
+		stop()
+		return minio{}, nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			vals[k] = v
+		}
+	}
+	os.Setenv("AWS_ACCESS_KEY_ID", vals["PICOMQ_S3_ACCESS_KEY"])
+	os.Setenv("AWS_SECRET_ACCESS_KEY", vals["PICOMQ_S3_SECRET_KEY"])
+	os.Setenv("AWS_REGION", "us-east-1")
+	return minio{endpoint: vals["PICOMQ_S3_ENDPOINT"], bucket: vals["PICOMQ_S3_BUCKET"]}, stop, nil
+}
+
+// metric reads one unlabelled metric from a node's /metrics.
+func metric(nodeURL, name string) (float64, error) {
+	b, err := httpGet(nodeURL + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no metric %s", nodeURL, name)
+}
