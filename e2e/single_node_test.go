@@ -18,8 +18,37 @@ type jsonRecord struct {
 	Offset        int64   `json:"offset"`
 	Timestamp     int64   `json:"timestamp"`
 	Key           *string `json:"key"`
-	Value         *string `json:"value"`
+	Value         *string `json:"value"` // the value's text; nil for a null value
 	ValueEncoding string  `json:"valueEncoding"`
+}
+
+// UnmarshalJSON decodes a record of a JSON read. On a JSON stream the value
+// is embedded as JSON (docs/api.md#formats): Value is then that JSON's
+// text, as stored.
+func (r *jsonRecord) UnmarshalJSON(b []byte) error {
+	var in struct {
+		Offset        int64           `json:"offset"`
+		Timestamp     int64           `json:"timestamp"`
+		Key           *string         `json:"key"`
+		Value         json.RawMessage `json:"value"`
+		ValueEncoding string          `json:"valueEncoding"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*r = jsonRecord{Offset: in.Offset, Timestamp: in.Timestamp, Key: in.Key, ValueEncoding: in.ValueEncoding}
+	v := string(in.Value)
+	switch {
+	case in.ValueEncoding == "json" || (v != "" && v != "null" && v[0] != '"'):
+		r.Value = &v
+	case v != "" && v != "null":
+		var s string
+		if err := json.Unmarshal(in.Value, &s); err != nil {
+			return err
+		}
+		r.Value = &s
+	}
+	return nil
 }
 
 func readAll(t testing.TB, base, stream string) []jsonRecord {

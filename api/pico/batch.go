@@ -199,7 +199,12 @@ func parseJSONBatch(body []byte, lim batchLimits) ([]record.Record, error) {
 // Absent and null are nil; anyJSON allows non-string values as JSON text.
 func jsonBytes(raw json.RawMessage, enc string, anyJSON bool) ([]byte, error) {
 	if raw == nil || string(raw) == "null" {
-		if enc != "" && enc != wire.EncodingUTF8 && enc != wire.EncodingBase64 && !(anyJSON && enc == "json") {
+		if raw != nil && anyJSON && enc == wire.EncodingJSON {
+			// The JSON value null, stored as its text: what a JSON read
+			// of a JSON stream returns for one, unlike a tombstone.
+			return []byte("null"), nil
+		}
+		if enc != "" && enc != wire.EncodingUTF8 && enc != wire.EncodingBase64 {
 			return nil, fmt.Errorf("unknown encoding %q", enc)
 		}
 		return nil, nil
@@ -208,13 +213,13 @@ func jsonBytes(raw json.RawMessage, enc string, anyJSON bool) ([]byte, error) {
 		if !anyJSON {
 			return nil, fmt.Errorf("want a string or null, got %s", firstBytes(raw))
 		}
-		if enc != "" && enc != "json" {
+		if enc != "" && enc != wire.EncodingJSON {
 			return nil, fmt.Errorf("a non-string value cannot have encoding %q", enc)
 		}
 		return []byte(raw), nil
 	}
 	switch enc {
-	case "json":
+	case wire.EncodingJSON:
 		if anyJSON {
 			return []byte(raw), nil
 		}

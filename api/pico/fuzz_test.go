@@ -2,6 +2,7 @@ package pico
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -41,6 +42,7 @@ func FuzzParseJSONBatch(f *testing.F) {
 		`[{"key":"k","value":"v","headers":[{"key":"h","value":"x"}]}]`,
 		`[{"value":"/w==","valueEncoding":"base64"},{"value":null}]`,
 		`[{"value":{"a":[1,2,{"b":null}]}},{"value":"s","valueEncoding":"json"}]`,
+		`[{"value":null,"valueEncoding":"json"},{"value":" {\"a\":\n1} "},{"value":"\"s\""},{"value":"12"}]`,
 		`[{"offset":3,"timestamp":4,"value":"echo","key":"AA==","keyEncoding":"base64"}]`,
 		`[{"value":"x","headers":[{"key":"n","value":null},{"key":"b","value":"AQ==","valueEncoding":"base64"}]}]`,
 		`[]`, `{}`, `null`, `[{"key":"k"}]`, `[{"value":1e999}]`, `[{"value":"\ud800"}]`,
@@ -60,7 +62,7 @@ func FuzzParseJSONBatch(f *testing.F) {
 		}
 		// Non-string JSON values are stored as JSON text; rendered back
 		// they are strings, which parse to the same bytes.
-		page := appendRecordsJSON(nil, recs, false)
+		page := appendRecordsJSON(nil, recs, false, false)
 		again, err := parseJSONBatch(page, fuzzLimits)
 		if err != nil {
 			t.Fatalf("read page %s does not parse back: %v", page, err)
@@ -68,7 +70,35 @@ func FuzzParseJSONBatch(f *testing.F) {
 		if !sameRecords(recs, again) {
 			t.Fatalf("round trip changed records:\n%s\n%+v\n%+v", body, recs, again)
 		}
+		// Rendered as a JSON stream's page, JSON values are embedded as
+		// JSON; they parse back to the same JSON (line breaks between
+		// tokens may be compacted away), everything else to the same bytes.
+		page = appendRecordsJSON(nil, recs, false, true)
+		if again, err = parseJSONBatch(page, fuzzLimits); err != nil {
+			t.Fatalf("JSON-stream page %s does not parse back: %v", page, err)
+		}
+		if len(again) != len(recs) {
+			t.Fatalf("JSON-stream round trip: %d records, want %d", len(again), len(recs))
+		}
+		for i := range recs {
+			if wire.IsJSONText(recs[i].Value) {
+				if !sameJSON(recs[i].Value, again[i].Value) {
+					t.Fatalf("JSON-stream round trip of %q gave %q (page %s)", recs[i].Value, again[i].Value, page)
+				}
+				again[i].Value = recs[i].Value
+			}
+		}
+		if !sameRecords(recs, again) {
+			t.Fatalf("JSON-stream round trip changed records:\n%s\n%s", body, page)
+		}
 	})
+}
+
+// sameJSON reports whether a and b are the same JSON text up to
+// insignificant whitespace.
+func sameJSON(a, b []byte) bool {
+	var x, y bytes.Buffer
+	return json.Compact(&x, a) == nil && json.Compact(&y, b) == nil && bytes.Equal(x.Bytes(), y.Bytes())
 }
 
 // FuzzParseBinaryBatch: the server's binary append path (codec plus

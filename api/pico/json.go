@@ -1,11 +1,14 @@
 package pico
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
 // appendRecordsJSON renders records as a JSON array, by hand: reads are a hot
@@ -19,7 +22,11 @@ import (
 // base64 and flagged with "keyEncoding"/"valueEncoding":"base64", so a client
 // can always recover the exact bytes. A null key is omitted; a null value
 // (a Kafka tombstone) is JSON null.
-func appendRecordsJSON(dst []byte, recs []record.Record, forceBase64 bool) []byte {
+//
+// With jsonValues (the stream's content type is JSON) a value that is JSON
+// text is embedded as JSON ("value":{"item":"widget"}), the shape a JSON
+// batch append takes, so jq '.[].value.item' works; see appendJSONValue.
+func appendRecordsJSON(dst []byte, recs []record.Record, forceBase64, jsonValues bool) []byte {
 	dst = append(dst, '[')
 	for i := range recs {
 		r := &recs[i]
@@ -33,9 +40,12 @@ func appendRecordsJSON(dst []byte, recs []record.Record, forceBase64 bool) []byt
 		if r.Key != nil {
 			dst = appendBytesField(dst, "key", r.Key, forceBase64)
 		}
-		if r.Value == nil {
+		switch {
+		case r.Value == nil:
 			dst = append(dst, `,"value":null`...)
-		} else {
+		case jsonValues && !forceBase64 && wire.IsJSONText(r.Value):
+			dst = appendJSONValue(dst, r.Value)
+		default:
 			dst = appendBytesField(dst, "value", r.Value, forceBase64)
 		}
 		if len(r.Headers) > 0 {
@@ -58,6 +68,28 @@ func appendRecordsJSON(dst []byte, recs []record.Record, forceBase64 bool) []byt
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')
+}
+
+// appendJSONValue appends the field "value" holding the JSON text v as JSON.
+// Objects, arrays, numbers and booleans are unambiguous; a JSON string or
+// null would read like a text value or a tombstone, so those carry
+// "valueEncoding":"json" (which a JSON batch append takes back as the same
+// value). A value with raw line breaks between tokens is compacted, so an
+// SSE data line never splits inside it; other whitespace is kept.
+func appendJSONValue(dst []byte, v []byte) []byte {
+	v = bytes.TrimSpace(v)
+	dst = append(dst, `,"value":`...)
+	if bytes.ContainsAny(v, "\r\n") {
+		buf := bytes.NewBuffer(dst)
+		_ = json.Compact(buf, v) // v is valid JSON (wire.IsJSONText)
+		dst = buf.Bytes()
+	} else {
+		dst = append(dst, v...)
+	}
+	if wire.JSONValueFlagged(v) {
+		dst = append(dst, `,"valueEncoding":"json"`...)
+	}
+	return dst
 }
 
 func appendBytesField(dst []byte, name string, b []byte, forceBase64 bool) []byte {

@@ -1,11 +1,13 @@
 package pico
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"testing"
 
 	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
 // TestAppendJSONStringMatchesEncodingJSON: the hand-written encoder must
@@ -49,7 +51,7 @@ func TestRecordsJSONBase64Fallback(t *testing.T) {
 		{Offset: 8, Timestamp: 9, Value: []byte{0xff, 0x00, 0x80}},
 		{Offset: 9, Timestamp: 9},
 	}
-	out := appendRecordsJSON(nil, recs, false)
+	out := appendRecordsJSON(nil, recs, false, false)
 	var got []map[string]any
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%s: %v", out, err)
@@ -70,10 +72,57 @@ func TestRecordsJSONBase64Fallback(t *testing.T) {
 	if v, ok := got[2]["value"]; !ok || v != nil {
 		t.Fatalf("null value: %v", got[2])
 	}
-	forced := appendRecordsJSON(nil, recs[:1], true)
+	forced := appendRecordsJSON(nil, recs[:1], true, false)
 	var f []map[string]any
 	if err := json.Unmarshal(forced, &f); err != nil || f[0]["value"] != base64.StdEncoding.EncodeToString([]byte("text")) || f[0]["keyEncoding"] != "base64" {
 		t.Fatalf("forced base64: %s %v", forced, err)
+	}
+}
+
+// TestRecordsJSONEmbedsJSONValues: on a JSON stream a JSON read embeds each
+// value that is JSON as JSON ("value":{"item":"widget"}, where it once was
+// the escaped string "{\"item\":…}"), flags the ambiguous ones (a JSON
+// string or null) with valueEncoding "json", compacts line breaks away, and
+// keeps strings or base64 for values that are not JSON; the page parses
+// back as a JSON batch to the same values.
+func TestRecordsJSONEmbedsJSONValues(t *testing.T) {
+	recs := []record.Record{
+		{Offset: 0, Value: []byte(`{"item":"widget","qty":2}`)},
+		{Offset: 1, Value: []byte("[1,\n 2]\n")},
+		{Offset: 2, Value: []byte(`"s"`)},
+		{Offset: 3, Value: []byte(`null`)},
+		{Offset: 4},
+		{Offset: 5, Value: []byte(`not json`)},
+		{Offset: 6, Value: []byte{'"', 0xff, '"'}},
+		{Offset: 7, Value: []byte(`12.5`)},
+	}
+	out := appendRecordsJSON(nil, recs, false, true)
+	want := `[{"offset":0,"timestamp":0,"value":{"item":"widget","qty":2}},` +
+		`{"offset":1,"timestamp":0,"value":[1,2]},` +
+		`{"offset":2,"timestamp":0,"value":"s","valueEncoding":"json"},` +
+		`{"offset":3,"timestamp":0,"value":null,"valueEncoding":"json"},` +
+		`{"offset":4,"timestamp":0,"value":null},` +
+		`{"offset":5,"timestamp":0,"value":"not json"},` +
+		`{"offset":6,"timestamp":0,"value":"Iv8i","valueEncoding":"base64"},` +
+		`{"offset":7,"timestamp":0,"value":12.5}]`
+	if string(out) != want {
+		t.Fatalf("JSON stream page\n got %s\nwant %s", out, want)
+	}
+	back, err := parseJSONBatch(out, fuzzLimits)
+	if err != nil {
+		t.Fatalf("page does not parse back as a batch: %v", err)
+	}
+	for i, r := range back {
+		wantV := recs[i].Value
+		if i == 1 {
+			wantV = []byte("[1,2]")
+		}
+		if (r.Value == nil) != (wantV == nil) || !bytes.Equal(r.Value, wantV) {
+			t.Fatalf("record %d parsed back as %q, want %q", i, r.Value, wantV)
+		}
+	}
+	if forced := appendRecordsJSON(nil, recs[:1], true, true); !bytes.Contains(forced, []byte(`"valueEncoding":"base64"`)) {
+		t.Fatalf("encoding=base64 on a JSON stream: %s", forced)
 	}
 }
 
@@ -83,10 +132,47 @@ func BenchmarkRecordsJSON(b *testing.B) {
 	for i := range recs {
 		recs[i] = record.Record{Offset: int64(i), Timestamp: 1764406800123, Value: val}
 	}
-	buf := make([]byte, 0, 64<<10)
-	b.ReportAllocs()
-	b.SetBytes(int64(100 * len(val)))
-	for b.Loop() {
-		buf = appendRecordsJSON(buf[:0], recs, false)
+	// text: the values as escaped strings (a stream that is not JSON);
+	// json: embedded as JSON (a JSON stream: validated, copied as is).
+	for _, c := range []struct {
+		name       string
+		jsonValues bool
+	}{{"text", false}, {"json", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			buf := make([]byte, 0, 64<<10)
+			b.ReportAllocs()
+			b.SetBytes(int64(100 * len(val)))
+			for b.Loop() {
+				buf = appendRecordsJSON(buf[:0], recs, false, c.jsonValues)
+			}
+		})
 	}
+}
+
+// UnmarshalJSON decodes a record of a JSON read for the tests: a value
+// embedded as JSON (a JSON stream's, docs/api.md#formats) becomes its JSON
+// text, so Value is always the stored value's text (or base64).
+func (r *jsonRec) UnmarshalJSON(b []byte) error {
+	type plain jsonRec
+	var in struct {
+		plain
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*r = jsonRec(in.plain)
+	r.Value = nil
+	v := string(in.Value)
+	switch {
+	case in.ValueEncoding == wire.EncodingJSON || (v != "" && v != "null" && v[0] != '"'):
+		r.Value = &v
+	case v != "" && v != "null":
+		var s string
+		if err := json.Unmarshal(in.Value, &s); err != nil {
+			return err
+		}
+		r.Value = &s
+	}
+	return nil
 }

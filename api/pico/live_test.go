@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -283,5 +284,49 @@ func TestSSEWithEventSourceAccept(t *testing.T) {
 	line, err := bufio.NewReader(r.Body).ReadString('\n')
 	if err != nil || line == "" {
 		t.Fatalf("no event: %q %v", line, err)
+	}
+}
+
+// TestJSONStreamReadsEmbedJSON: over HTTP, a JSON read (catch-up and SSE) of
+// a JSON stream embeds each value as JSON, so the README tour's record reads
+// as {"item":"widget","qty":2} (jq '.[].value.item' works), and a JSON
+// batch with valueEncoding "json" stores the JSON value's text: null then
+// is the 4-byte value null, not a tombstone.
+func TestJSONStreamReadsEmbedJSON(t *testing.T) {
+	s := newServer(t, Config{}, stream.Config{})
+	s.create("/orders/1042", wire.MediaJSON)
+	s.do("POST", "/orders/1042", []byte("{\"item\":\"widget\",\n \"qty\":2}"), "Content-Type", wire.MediaJSON)
+	wantStatus(t, s.do("POST", "/orders/1042", []byte(`[{"value":{"a":1},"valueEncoding":"json"},{"value":"s","valueEncoding":"json"},{"value":null,"valueEncoding":"json"},{"value":null}]`),
+		"Content-Type", wire.MediaBatchJSON), 200, "batch with valueEncoding json")
+	want := `[{"offset":0,"timestamp":T,"value":{"item":"widget","qty":2}},` +
+		`{"offset":1,"timestamp":T,"value":{"a":1}},` +
+		`{"offset":2,"timestamp":T,"value":"s","valueEncoding":"json"},` +
+		`{"offset":3,"timestamp":T,"value":null,"valueEncoding":"json"},` +
+		`{"offset":4,"timestamp":T,"value":null}]`
+	stamp := regexp.MustCompile(`"timestamp":\d+`)
+	r := s.do("GET", "/orders/1042", nil)
+	if got := stamp.ReplaceAllString(string(r.Body), `"timestamp":T`); got != want {
+		t.Fatalf("JSON read of a JSON stream\n got %s\nwant %s", got, want)
+	}
+	var page []struct {
+		Value struct{ Item string } `json:"value"`
+	}
+	if err := json.Unmarshal(r.Body, &page); err == nil || page[0].Value.Item != "widget" {
+		// Records 2 and 3 are not objects, so the decode fails after record 0.
+		t.Fatalf("record 0 value .item = %q (%v)", page[0].Value.Item, err)
+	}
+	raw := s.do("GET", "/orders/1042?format=raw&offset=1&limit=3", nil)
+	if string(raw.Body) != `{"a":1}"s"null` {
+		t.Fatalf("stored values: %q", raw.Body)
+	}
+	c := s.sse("/orders/1042?offset=0&live=sse")
+	ev := c.next("SSE data")
+	if got := stamp.ReplaceAllString(ev.data, `"timestamp":T`); ev.event != wire.EventData || got != want {
+		t.Fatalf("SSE data of a JSON stream\n got %s %s\nwant %s", ev.event, got, want)
+	}
+	// encoding=base64 still gives exact bytes of every value.
+	recs, _ := s.readJSON("/orders/1042?encoding=base64&limit=1")
+	if recs[0].ValueEncoding != wire.EncodingBase64 {
+		t.Fatalf("encoding=base64 on a JSON stream: %+v", recs[0])
 	}
 }

@@ -45,15 +45,18 @@ func FuzzSSEPage(f *testing.F) {
 	f.Add([]byte("v"), []byte("k"), "h", []byte("hv"), "cursor")
 	f.Add([]byte("a\n\nevent: control\ndata: {}\n\n"), []byte("\r\n"), "x\ny", []byte{0xff, 0, '\n'}, "c\r\nevent: x")
 	f.Add([]byte{0xe2, 0x80, 0xa8}, []byte(nil), "", []byte(nil), "\u2028")
+	f.Add([]byte("{\"a\":\r\n[1,\n2]}\n"), []byte("k"), "h", []byte(nil), "")
 	f.Fuzz(func(t *testing.T, value, key []byte, hk string, hv []byte, cursor string) {
 		recs := []record.Record{{Offset: 1, Timestamp: 2, Key: key, Value: value, Headers: []record.Header{{Key: hk, Value: hv}}}}
 		for _, b64 := range []bool{false, true} {
-			out := appendRecordsJSON(nil, recs, b64)
-			if bytes.ContainsAny(out, "\r\n") {
-				t.Fatalf("page %q holds a line break", out)
-			}
-			if !json.Valid(out) {
-				t.Fatalf("page %q is not JSON", out)
+			for _, jsonValues := range []bool{false, true} {
+				out := appendRecordsJSON(nil, recs, b64, jsonValues)
+				if bytes.ContainsAny(out, "\r\n") {
+					t.Fatalf("page %q holds a line break", out)
+				}
+				if !json.Valid(out) {
+					t.Fatalf("page %q is not JSON", out)
+				}
 			}
 		}
 		ctl := appendControl(nil, ssePage{next: 3}, cursor)

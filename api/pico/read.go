@@ -247,7 +247,7 @@ func (h *Handler) writePage(w http.ResponseWriter, res stream.ReadResult, p read
 		buf = appendRecordsRaw(growTo(buf, rawSize(res.Records)), res.Records)
 	default:
 		hd.Set("Content-Type", wire.MediaJSON)
-		buf = appendRecordsJSON(growTo(buf, 256+estimateSize(res.Records)), res.Records, p.base64)
+		buf = appendRecordsJSON(growTo(buf, 256+estimateSize(res.Records)), res.Records, p.base64, wire.IsJSON(streamCT))
 	}
 	h.setReadHeaders(hd, res, p)
 	hd.Set("Cache-Control", "no-store")

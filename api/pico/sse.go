@@ -52,7 +52,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, name string, p rea
 		h.writeServiceError(w, r, err)
 		return
 	}
-	pg := h.pages.fromResult(info.ID, p, res)
+	pg := h.pages.fromResult(info.ID, wire.IsJSON(info.ContentType), p, res)
 	rc := http.NewResponseController(w)
 	hd := w.Header()
 	hd.Set("Content-Type", wire.MediaEventStream)
@@ -218,7 +218,7 @@ func (h *Handler) nextPage(ctx context.Context, name string, p readParams) (sseP
 	if err != nil {
 		return ssePage{}, err
 	}
-	return h.pages.fromResult(info.ID, p, res), nil
+	return h.pages.fromResult(info.ID, wire.IsJSON(info.ContentType), p, res), nil
 }
 
 // pageKey identifies a rendered page: the stream incarnation (ids are
@@ -253,13 +253,14 @@ func (c *pageCache) get(k pageKey) (ssePage, bool) {
 	return pg, ok
 }
 
-// fromResult renders res and caches it if it holds records.
-func (c *pageCache) fromResult(id uint64, p readParams, res stream.ReadResult) ssePage {
+// fromResult renders res (a page of stream incarnation id; jsonValues: the
+// stream holds JSON) and caches it if it holds records.
+func (c *pageCache) fromResult(id uint64, jsonValues bool, p readParams, res stream.ReadResult) ssePage {
 	pg := ssePage{count: len(res.Records), next: res.NextOffset, upToDate: res.UpToDate, closed: res.Closed}
 	if pg.count == 0 {
 		return pg
 	}
-	pg.data = appendRecordsJSON(make([]byte, 0, 64+estimateSize(res.Records)), res.Records, p.base64)
+	pg.data = appendRecordsJSON(make([]byte, 0, 64+estimateSize(res.Records)), res.Records, p.base64, jsonValues)
 	k := pageKey{id: id, offset: p.offset, limit: p.limit, maxBytes: p.maxBytes, base64: p.base64}
 	c.mu.Lock()
 	if c.pages == nil {

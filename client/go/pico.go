@@ -378,6 +378,25 @@ func decodeText(s string, enc string) ([]byte, error) {
 	return []byte(s), nil
 }
 
+// decodeJSONValue decodes the value of a JSON read record. On a JSON stream
+// the server embeds JSON values as JSON: an object, array, number or boolean
+// is the value's JSON text, and a string or null flagged valueEncoding
+// "json" is too (docs/api.md#formats). Otherwise null is a null value (a
+// tombstone) and a string is UTF-8 or base64 text.
+func decodeJSONValue(v json.RawMessage, enc string) ([]byte, error) {
+	if enc == wire.EncodingJSON || (len(v) > 0 && v[0] != '"' && !bytes.Equal(v, []byte("null"))) {
+		return bytes.Clone(v), nil
+	}
+	if len(v) == 0 || bytes.Equal(v, []byte("null")) {
+		return nil, nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return nil, err
+	}
+	return decodeText(s, enc)
+}
+
 // decodeJSONRecords decodes the records of a Pico JSON read (SSE data
 // events carry them).
 func decodeJSONRecords(data []byte) ([]Record, error) {
@@ -394,14 +413,8 @@ func decodeJSONRecords(data []byte) ([]Record, error) {
 				return nil, fmt.Errorf("record %d key: %v", r.Offset, err)
 			}
 		}
-		if len(r.Value) > 0 && !bytes.Equal(r.Value, []byte("null")) {
-			var v string
-			if err := json.Unmarshal(r.Value, &v); err != nil {
-				return nil, fmt.Errorf("record %d value: %v", r.Offset, err)
-			}
-			if rec.Body, err = decodeText(v, r.ValueEncoding); err != nil {
-				return nil, fmt.Errorf("record %d value: %v", r.Offset, err)
-			}
+		if rec.Body, err = decodeJSONValue(r.Value, r.ValueEncoding); err != nil {
+			return nil, fmt.Errorf("record %d value: %v", r.Offset, err)
 		}
 		for _, h := range r.Headers {
 			hd := Header{Key: h.Key}

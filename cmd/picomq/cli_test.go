@@ -275,6 +275,36 @@ func TestCLIKeysAndBinary(t *testing.T) {
 	}
 }
 
+// TestCLIJSONValues: read --json and tail --json of a JSON stream print each
+// value that is JSON as JSON ("value":{"item":"widget"}, so jq
+// '.value.item' works), flag a JSON string with valueEncoding "json", and
+// print a text stream's values as strings, over both protocols.
+func TestCLIJSONValues(t *testing.T) {
+	for _, proto := range []string{"pico", "durable-streams"} {
+		t.Run(proto, func(t *testing.T) {
+			name := streamName(t)
+			cli(t, proto, "", "create", name, "--content-type", "application/json").want(t, 0, "create")
+			cli(t, proto, "{\"item\":\"widget\",\"qty\":2}\n\"s\"\n[1,2]\n", "append", name).want(t, 0, "append")
+			for _, cmd := range [][]string{{"read", name, "--json"}, {"tail", name, "--json"}} {
+				r := cli(t, proto, "", cmd...).want(t, 0, cmd[0])
+				lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+				if len(lines) != 3 || !strings.Contains(lines[0], `"value":{"item":"widget","qty":2}`) ||
+					!strings.Contains(lines[1], `"value":"s","valueEncoding":"json"`) || !strings.Contains(lines[2], `"value":[1,2]`) {
+					t.Fatalf("%s --json of a JSON stream:\n%s", cmd[0], r.stdout)
+				}
+			}
+			text := streamName(t)
+			cli(t, proto, "", "create", text, "--content-type", "text/plain").want(t, 0, "create text")
+			cli(t, proto, "{\"a\":1}\n", "append", text).want(t, 0, "append text")
+			r := cli(t, proto, "", "read", text, "--json").want(t, 0, "read text")
+			recs := jsonLines(t, r.stdout)
+			if len(recs) != 1 || !strings.HasPrefix(fmt.Sprint(recs[0]["value"]), `{"a":1}`) {
+				t.Fatalf("read --json of a text stream: %s", r.stdout)
+			}
+		})
+	}
+}
+
 func TestCLIUsageAndErrors(t *testing.T) {
 	cli(t, "pico", "", "read").want(t, exitUsage, "read without a name")
 	cli(t, "pico", "", "read", "no-slash").want(t, exitUsage, "a name without /")

@@ -514,13 +514,13 @@ func humanBytes(n int64) string {
 
 // recordJSON is the --json shape of a record (one JSON object per line).
 type recordJSON struct {
-	Position      string       `json:"position"`
-	Timestamp     string       `json:"timestamp,omitempty"`
-	Key           *string      `json:"key,omitempty"`
-	KeyEncoding   string       `json:"keyEncoding,omitempty"`
-	Value         string       `json:"value"`
-	ValueEncoding string       `json:"valueEncoding,omitempty"`
-	Headers       []headerJSON `json:"headers,omitempty"`
+	Position      string          `json:"position"`
+	Timestamp     string          `json:"timestamp,omitempty"`
+	Key           *string         `json:"key,omitempty"`
+	KeyEncoding   string          `json:"keyEncoding,omitempty"`
+	Value         json.RawMessage `json:"value"`
+	ValueEncoding string          `json:"valueEncoding,omitempty"`
+	Headers       []headerJSON    `json:"headers,omitempty"`
 }
 
 type headerJSON struct {
@@ -538,10 +538,48 @@ func text(b []byte) (string, string) {
 }
 
 // recordPrinter writes records for humans (the value, one per line) or as
-// JSON lines.
+// JSON lines. On a JSON stream (jsonValues) the JSON lines embed values
+// that are JSON as JSON, as the server's JSON reads do (docs/api.md#formats).
 type recordPrinter struct {
-	w      *bufio.Writer
-	asJSON bool
+	w          *bufio.Writer
+	asJSON     bool
+	jsonValues bool
+}
+
+// newRecordPrinter makes the printer for stream s; with asJSON it asks the
+// server for the stream's content type (one HEAD) unless info is given.
+func newRecordPrinter(ctx context.Context, w io.Writer, s picomq.Stream, asJSON bool, info *picomq.StreamInfo) (*recordPrinter, error) {
+	p := &recordPrinter{w: bufio.NewWriter(w), asJSON: asJSON}
+	if asJSON && info == nil {
+		i, err := s.Head(ctx)
+		if err != nil {
+			return nil, err
+		}
+		info = &i
+	}
+	p.jsonValues = asJSON && wire.IsJSON(info.ContentType)
+	return p, nil
+}
+
+// valueJSON renders a record value for --json: null for a null value, the
+// JSON itself on a JSON stream (flagged "json" where it would read as text
+// or null), else a string, base64 when the bytes are not UTF-8.
+func (p *recordPrinter) valueJSON(b []byte) (json.RawMessage, string) {
+	switch {
+	case b == nil:
+		return json.RawMessage("null"), ""
+	case p.jsonValues && wire.IsJSONText(b):
+		var buf bytes.Buffer
+		_ = json.Compact(&buf, b) // one JSON line per record
+		enc := ""
+		if wire.JSONValueFlagged(b) {
+			enc = wire.EncodingJSON
+		}
+		return buf.Bytes(), enc
+	}
+	v, enc := text(b)
+	q, _ := json.Marshal(v)
+	return q, enc
 }
 
 func (p *recordPrinter) print(r picomq.Record) error {
@@ -560,7 +598,7 @@ func (p *recordPrinter) print(r picomq.Record) error {
 		k, enc := text(r.Key)
 		j.Key, j.KeyEncoding = &k, enc
 	}
-	j.Value, j.ValueEncoding = text(r.Body)
+	j.Value, j.ValueEncoding = p.valueJSON(r.Body)
 	for _, h := range r.Headers {
 		hj := headerJSON{Key: h.Key}
 		if h.Value != nil {
@@ -593,7 +631,10 @@ func readCmd(fs *flag.FlagSet, e env) func(context.Context, picomq.Client, []str
 		if start == "" {
 			start = c.Beginning()
 		}
-		out := &recordPrinter{w: bufio.NewWriter(e.stdout), asJSON: *asJSON}
+		out, err := newRecordPrinter(ctx, e.stdout, c.Stream(name), *asJSON, nil)
+		if err != nil {
+			return err
+		}
 		defer out.w.Flush()
 		it := c.Stream(name).Records(start, picomq.RecordsOptions{})
 		n := 0
@@ -636,7 +677,10 @@ func tailCmd(fs *flag.FlagSet, e env) func(context.Context, picomq.Client, []str
 				from = c.PositionAt(max(first, next-int64(*lines)))
 			}
 		}
-		out := &recordPrinter{w: bufio.NewWriter(e.stdout), asJSON: *asJSON}
+		out, err := newRecordPrinter(ctx, e.stdout, s, *asJSON, &info)
+		if err != nil {
+			return err
+		}
 		defer out.w.Flush()
 		if !*follow {
 			it := s.Records(from, picomq.RecordsOptions{})

@@ -1,8 +1,10 @@
 package wire
 
 import (
+	"encoding/json"
 	"mime"
 	"strings"
+	"unicode/utf8"
 )
 
 // MediaType returns the media type of a Content-Type value: lower-cased,
@@ -33,3 +35,27 @@ func IsJSON(ct string) bool {
 // The protocol fixes this to application/json alone, parameters ignored, so
 // it is narrower than IsJSON.
 func IsDSJSONMode(ct string) bool { return MediaType(ct) == MediaJSON }
+
+// IsJSONText reports whether a record value v can be embedded as JSON in a
+// JSON read of a JSON stream (docs/api.md#formats): valid JSON and valid
+// UTF-8 (encoding/json's validator does not check the bytes inside
+// strings). Records written by Kafka producers into a JSON stream may be
+// neither; they are rendered as strings or base64 as on any stream.
+func IsJSONText(v []byte) bool {
+	return utf8.Valid(v) && json.Valid(v)
+}
+
+// JSONValueFlagged reports whether a JSON text embedded as a record value
+// needs "valueEncoding":"json": a JSON string or null would otherwise read
+// as a text value or a tombstone. Objects, arrays, numbers and booleans are
+// unambiguous. v must satisfy IsJSONText.
+func JSONValueFlagged(v []byte) bool {
+	for _, c := range v {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '"' || c == 'n'
+	}
+	return false
+}

@@ -113,6 +113,9 @@ const (
 const (
 	EncodingUTF8   = "utf8"
 	EncodingBase64 = "base64"
+	// EncodingJSON is valueEncoding only: the value field is the record's
+	// value as a JSON value, stored as its JSON text.
+	EncodingJSON = "json"
 )
 
 // Media types.
