@@ -12,7 +12,6 @@ import (
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/cache"
-	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/tiering/objstore"
 	"github.com/PicoMQ/picomq/tiering/segment"
 )
@@ -84,13 +83,7 @@ func (t *tierAdapter) Upload(ctx context.Context, key string, streams []stream.U
 	}
 	refs := make([]stream.ObjectRef, 0, len(u.Streams))
 	for _, e := range u.Streams {
-		refs = append(refs, stream.ObjectRef{
-			Key: key, ObjectSize: u.Size, Extent: extent.Extent{
-				StreamID: e.Stream, First: e.FirstOffset, Next: e.NextOffset(),
-				Offset: e.Start, Length: e.Length, CRC: e.CRC, Batches: e.Batches,
-				FirstTimestamp: e.FirstTimestamp, MaxTimestamp: e.MaxTimestamp,
-			},
-		})
+		refs = append(refs, stream.ObjectRef{Key: key, ObjectSize: u.Size, Extent: e})
 	}
 	return refs, u.Size, nil
 }
@@ -117,12 +110,7 @@ func (t *tierAdapter) ReadBatches(ctx context.Context, ref *stream.ObjectRef, fr
 
 func (t *tierAdapter) readBatches(ctx context.Context, ref *stream.ObjectRef, from int64, maxBytes int) ([]byte, error) {
 	if ref.Length <= smallRange || from <= ref.First {
-		e := segment.StreamEntry{
-			Stream: ref.StreamID, FirstOffset: ref.First, LastOffset: ref.Next - 1,
-			Start: ref.Offset, Length: ref.Length, CRC: ref.CRC,
-			FirstTimestamp: ref.FirstTimestamp, MaxTimestamp: ref.MaxTimestamp, Batches: ref.Batches,
-		}
-		b, err := segment.ReadStream(ctx, t.src, ref.Key, e, from, maxBytes)
+		b, err := segment.ReadStream(ctx, t.src, ref.Key, ref.Extent, from, maxBytes)
 		if err != nil {
 			return nil, missing(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/tiering/cache"
+	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/tiering/objstore"
 	"github.com/PicoMQ/picomq/tiering/objstore/objstoretest"
 	"github.com/PicoMQ/picomq/tiering/segment"
@@ -45,7 +46,7 @@ func benchStore(b *testing.B) (objstore.Store, string) {
 
 type benchObject struct {
 	up Upload
-	e  segment.StreamEntry
+	e  extent.Extent
 }
 
 // uploadStream writes one stream as objects of about objBytes each, in
@@ -63,7 +64,7 @@ func uploadStream(b *testing.B, store objstore.Store, stream uint64, objects, ob
 			b.Fatal(err)
 		}
 		out = append(out, benchObject{up: up, e: up.Streams[0]})
-		next = up.Streams[0].NextOffset()
+		next = up.Streams[0].Next
 	}
 	return out
 }
@@ -106,9 +107,9 @@ func BenchmarkCatchUp(b *testing.B) {
 		for j, o := range objs {
 			if j+1 < len(objs) {
 				n := objs[j+1]
-				c.Advise(n.up.Key, n.e.Start, n.e.End())
+				c.Advise(n.up.Key, n.e.Offset, n.e.End())
 			}
-			cur, err := segment.NewCursor(c, o.up.Key, o.e, o.e.FirstOffset)
+			cur, err := segment.NewCursor(c, o.up.Key, o.e, o.e.First)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -200,21 +201,21 @@ func BenchmarkTimeToFirstRecord(b *testing.B) {
 		var getT, coldT, footerT time.Duration
 		for i := 0; b.Loop(); i++ {
 			o := objs[i%len(objs)]
-			first, err := segment.ReadStream(ctx, store, o.up.Key, o.e, o.e.FirstOffset, 1)
+			first, err := segment.ReadStream(ctx, store, o.up.Key, o.e, o.e.First, 1)
 			if err != nil {
 				b.Fatal(err)
 			}
 			buf := make([]byte, len(first.Data))
 
 			start := time.Now()
-			if _, err := store.ReadAt(ctx, o.up.Key, buf, o.e.Start); err != nil {
+			if _, err := store.ReadAt(ctx, o.up.Key, buf, o.e.Offset); err != nil {
 				b.Fatal(err)
 			}
 			getT += time.Since(start)
 
 			c, _ := cache.New(store, cache.Options{})
 			start = time.Now()
-			if _, err := segment.ReadStream(ctx, c, o.up.Key, o.e, o.e.FirstOffset, 1); err != nil {
+			if _, err := segment.ReadStream(ctx, c, o.up.Key, o.e, o.e.First, 1); err != nil {
 				b.Fatal(err)
 			}
 			coldT += time.Since(start)
@@ -226,7 +227,7 @@ func BenchmarkTimeToFirstRecord(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := r.ReadBatches(ctx, 1, (o.e.FirstOffset+o.e.LastOffset)/2, 1); err != nil {
+			if _, err := r.ReadBatches(ctx, 1, (o.e.First+o.e.Last())/2, 1); err != nil {
 				b.Fatal(err)
 			}
 			footerT += time.Since(start)

@@ -17,7 +17,7 @@
 // bytes and time, not the number of streams. The node's adapter
 // (node/tier.go) hands them to Uploader.Upload, which builds the object with
 // Build (segment format) and creates it conditionally, retrying transient
-// failures. Each stream's segment.StreamEntry (offset range, byte range,
+// failures. Each stream's extent.Extent (offset range, byte range,
 // timestamps, CRC) comes back; the service commits them in one manifest, an
 // etcd transaction conditioned on its lease, and only then lets the WAL drop
 // the entries. A failed or fenced commit leaves an orphan object that no

@@ -115,9 +115,9 @@ func TestUploadL0RoundTrip(t *testing.T) {
 				byID[s.Stream] = s.Batches
 			}
 			for _, e := range up.Streams {
-				got, err := segment.ReadStream(t.Context(), store, up.Key, e, e.FirstOffset, 0)
-				if err != nil || !bytes.Equal(got.Data, bytes.Join(byID[e.Stream], nil)) {
-					t.Fatalf("stream %d: %v", e.Stream, err)
+				got, err := segment.ReadStream(t.Context(), store, up.Key, e, e.First, 0)
+				if err != nil || !bytes.Equal(got.Data, bytes.Join(byID[e.StreamID], nil)) {
+					t.Fatalf("stream %d: %v", e.StreamID, err)
 				}
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/tiering/objstore"
 	"github.com/PicoMQ/picomq/tiering/segment"
 )
@@ -124,7 +125,7 @@ type Upload struct {
 	// the object without a HEAD request (segment.Open needs Size).
 	Size, DataLen, FooterLen int64
 	// Streams are the per-stream entries, ascending by stream id.
-	Streams []segment.StreamEntry
+	Streams []extent.Extent
 	// Attempts is how many PUTs it took (1 = no retry).
 	Attempts int
 }

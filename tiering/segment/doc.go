@@ -80,7 +80,7 @@
 // Three ways in, by what the caller knows:
 //
 //   - ReadStream(src, key, entry, offset, maxBytes): the registry's
-//     StreamEntry is enough; reads from the start of the stream's range
+//     extent.Extent is enough; reads from the start of the stream's range
 //     (one GET when offset is near the start, the common catch-up case).
 //   - Open(src, key, size) then Reader.ReadBatches / Reader.Cursor /
 //     Reader.OffsetForTimestamp: the footer's index puts a read at any

@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/tiering/extent"
 )
 
 // These constants are part of the object format and must not change; a new
@@ -103,26 +104,6 @@ func ParseTrailer(b []byte, size int64) (Trailer, error) {
 	return t, nil
 }
 
-// StreamEntry describes one stream's range in an object: what a registry
-// records per stream per object (a manifest entry, docs/storage.md), and all a reader
-// needs to read the range from its start without the footer.
-type StreamEntry struct {
-	Stream         uint64
-	FirstOffset    int64  // base offset of the first batch
-	LastOffset     int64  // offset of the last record
-	Start, Length  int64  // byte range [Start, Start+Length) in the object
-	CRC            uint32 // CRC-32C of the range
-	FirstTimestamp int64  // first batch's firstTimestamp (ms)
-	MaxTimestamp   int64  // max batch maxTimestamp (ms)
-	Batches        int
-}
-
-// End is the byte position just after the stream's range.
-func (e StreamEntry) End() int64 { return e.Start + e.Length }
-
-// NextOffset is the offset after the stream's last record in this object.
-func (e StreamEntry) NextOffset() int64 { return e.LastOffset + 1 }
-
 // IndexEntry locates one batch: its base offset, its byte position in the
 // object, and the largest batch maxTimestamp from the stream's start through
 // the batches before the next entry.
@@ -132,7 +113,7 @@ type IndexEntry struct {
 
 // streamIndex is one stream's footer record.
 type streamIndex struct {
-	StreamEntry
+	extent.Extent
 	index []IndexEntry
 }
 
@@ -143,10 +124,10 @@ type Footer struct {
 
 // Streams returns the entries of every stream in the object, in ascending
 // stream id.
-func (f *Footer) Streams() []StreamEntry {
-	out := make([]StreamEntry, len(f.streams))
+func (f *Footer) Streams() []extent.Extent {
+	out := make([]extent.Extent, len(f.streams))
 	for i, s := range f.streams {
-		out[i] = s.StreamEntry
+		out[i] = s.Extent
 	}
 	return out
 }
@@ -154,16 +135,16 @@ func (f *Footer) Streams() []StreamEntry {
 func appendFooter(b []byte, streams []streamIndex) []byte {
 	b = binary.AppendUvarint(b, uint64(len(streams)))
 	for _, s := range streams {
-		b = binary.AppendUvarint(b, s.Stream)
-		b = binary.AppendUvarint(b, uint64(s.FirstOffset))
-		b = binary.AppendUvarint(b, uint64(s.LastOffset-s.FirstOffset))
+		b = binary.AppendUvarint(b, s.StreamID)
+		b = binary.AppendUvarint(b, uint64(s.First))
+		b = binary.AppendUvarint(b, uint64(s.Last()-s.First))
 		b = binary.AppendUvarint(b, uint64(s.Length))
 		b = binary.BigEndian.AppendUint32(b, s.CRC)
 		b = binary.AppendVarint(b, s.FirstTimestamp)
 		b = binary.AppendVarint(b, s.MaxTimestamp)
 		b = binary.AppendUvarint(b, uint64(s.Batches))
 		b = binary.AppendUvarint(b, uint64(len(s.index)))
-		prev := IndexEntry{Offset: s.FirstOffset, Pos: s.Start, MaxTimestamp: s.FirstTimestamp}
+		prev := IndexEntry{Offset: s.First, Pos: s.Offset, MaxTimestamp: s.FirstTimestamp}
 		for _, e := range s.index {
 			b = binary.AppendUvarint(b, uint64(e.Offset-prev.Offset))
 			b = binary.AppendUvarint(b, uint64(e.Pos-prev.Pos))
@@ -261,8 +242,8 @@ func DecodeFooter(b []byte, dataLen int64) (*Footer, error) {
 	var pos int64
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		var s streamIndex
-		s.Stream = d.uvarint("stream id")
-		s.FirstOffset = d.int63("first offset")
+		s.StreamID = d.uvarint("stream id")
+		s.First = d.int63("first offset")
 		span := d.int63("offset span")
 		s.Length = d.int63("length")
 		s.CRC = d.uint32("range CRC")
@@ -274,31 +255,34 @@ func DecodeFooter(b []byte, dataLen int64) (*Footer, error) {
 			break
 		}
 		var ok bool
-		if s.LastOffset, ok = addNoOverflow(s.FirstOffset, span); !ok {
-			d.fail("stream %d: last offset overflows", s.Stream)
+		// Next = First+span+1 must fit too.
+		if next, ok := addNoOverflow(s.First, span); ok && next < math.MaxInt64 {
+			s.Next = next + 1
+		} else {
+			d.fail("stream %d: last offset overflows", s.StreamID)
 			break
 		}
-		if i > 0 && s.Stream <= f.streams[i-1].Stream {
-			d.fail("stream ids not ascending: %d after %d", s.Stream, f.streams[i-1].Stream)
+		if i > 0 && s.StreamID <= f.streams[i-1].StreamID {
+			d.fail("stream ids not ascending: %d after %d", s.StreamID, f.streams[i-1].StreamID)
 			break
 		}
-		s.Start = pos
+		s.Offset = pos
 		if pos, ok = addNoOverflow(pos, s.Length); !ok || pos > dataLen {
-			d.fail("stream %d: range [%d, +%d) beyond data length %d", s.Stream, s.Start, s.Length, dataLen)
+			d.fail("stream %d: range [%d, +%d) beyond data length %d", s.StreamID, s.Offset, s.Length, dataLen)
 			break
 		}
 		if batches == 0 || batches > uint64(s.Length/record.HeaderSize) {
-			d.fail("stream %d: %d batches cannot fill %d bytes", s.Stream, batches, s.Length)
+			d.fail("stream %d: %d batches cannot fill %d bytes", s.StreamID, batches, s.Length)
 			break
 		}
 		s.Batches = int(batches)
 		// Each index entry takes at least 3 bytes.
 		if idx == 0 || idx > batches || idx > uint64(len(b)-d.off)/3 {
-			d.fail("stream %d: index count %d (batches %d)", s.Stream, idx, batches)
+			d.fail("stream %d: index count %d (batches %d)", s.StreamID, idx, batches)
 			break
 		}
 		s.index = make([]IndexEntry, 0, idx)
-		prev := IndexEntry{Offset: s.FirstOffset, Pos: s.Start, MaxTimestamp: s.FirstTimestamp}
+		prev := IndexEntry{Offset: s.First, Pos: s.Offset, MaxTimestamp: s.FirstTimestamp}
 		for j := uint64(0); j < idx && d.err == nil; j++ {
 			do := d.int63("index offset delta")
 			dp := d.int63("index position delta")
@@ -308,36 +292,36 @@ func DecodeFooter(b []byte, dataLen int64) (*Footer, error) {
 			}
 			e := IndexEntry{}
 			e.Offset, ok = addNoOverflow(prev.Offset, do)
-			if !ok || e.Offset > s.LastOffset {
-				d.fail("stream %d: index entry %d offset beyond last offset %d", s.Stream, j, s.LastOffset)
+			if !ok || e.Offset > s.Last() {
+				d.fail("stream %d: index entry %d offset beyond last offset %d", s.StreamID, j, s.Last())
 				break
 			}
 			e.Pos, ok = addNoOverflow(prev.Pos, dp)
 			if !ok || e.Pos+record.HeaderSize > s.End() {
-				d.fail("stream %d: index entry %d position beyond the range", s.Stream, j)
+				d.fail("stream %d: index entry %d position beyond the range", s.StreamID, j)
 				break
 			}
 			// Only the first entry may lie below its base (a batch whose
 			// maxTimestamp is below the stream's firstTimestamp); the
 			// running maximum never decreases after it.
 			if (j > 0 && dt < 0) || (dt > 0 && prev.MaxTimestamp > math.MaxInt64-dt) || (dt < 0 && prev.MaxTimestamp < math.MinInt64-dt) {
-				d.fail("stream %d: index entry %d timestamp decreases or overflows", s.Stream, j)
+				d.fail("stream %d: index entry %d timestamp decreases or overflows", s.StreamID, j)
 				break
 			}
 			e.MaxTimestamp = prev.MaxTimestamp + dt
 			if j == 0 && (do != 0 || dp != 0) {
-				d.fail("stream %d: first index entry is not the first batch", s.Stream)
+				d.fail("stream %d: first index entry is not the first batch", s.StreamID)
 				break
 			}
 			if j > 0 && (do == 0 || dp < record.HeaderSize) {
-				d.fail("stream %d: index entry %d does not advance", s.Stream, j)
+				d.fail("stream %d: index entry %d does not advance", s.StreamID, j)
 				break
 			}
 			s.index = append(s.index, e)
 			prev = e
 		}
 		if d.err == nil && prev.MaxTimestamp != s.MaxTimestamp {
-			d.fail("stream %d: index max timestamp %d != stream max timestamp %d", s.Stream, prev.MaxTimestamp, s.MaxTimestamp)
+			d.fail("stream %d: index max timestamp %d != stream max timestamp %d", s.StreamID, prev.MaxTimestamp, s.MaxTimestamp)
 		}
 		f.streams = append(f.streams, s)
 	}

@@ -41,25 +41,25 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("footer does not round-trip: %v", err)
 		}
 		for _, e := range r.Streams() {
-			for _, off := range []int64{e.FirstOffset, e.LastOffset, (e.FirstOffset + e.LastOffset) / 2} {
-				got, err := r.ReadBatches(ctx, e.Stream, off, 0)
+			for _, off := range []int64{e.First, e.Last(), (e.First + e.Last()) / 2} {
+				got, err := r.ReadBatches(ctx, e.StreamID, off, 0)
 				if err != nil {
 					if !errors.Is(err, ErrCorrupt) {
 						t.Fatalf("ReadBatches: %v is not ErrCorrupt", err)
 					}
 					continue
 				}
-				if got.FirstOffset > off || got.NextOffset <= off || got.NextOffset > e.NextOffset() {
-					t.Fatalf("ReadBatches(%d) = [%d, %d) outside [%d, %d]", off, got.FirstOffset, got.NextOffset, e.FirstOffset, e.LastOffset)
+				if got.FirstOffset > off || got.NextOffset <= off || got.NextOffset > e.Next {
+					t.Fatalf("ReadBatches(%d) = [%d, %d) outside [%d, %d]", off, got.FirstOffset, got.NextOffset, e.First, e.Last())
 				}
 			}
 			// The zero-copy path (windows lent by a Slicer, as the block
 			// cache does) serves exactly what plain reads serve.
 			for _, maxBytes := range []int{100, 4096} {
-				plain, perr := ReadStream(ctx, memObject(data), "fuzz", e, e.FirstOffset, maxBytes)
-				lent, lerr := ReadStream(ctx, &memRuns{data: data, runSize: 64}, "fuzz", e, e.FirstOffset, maxBytes)
+				plain, perr := ReadStream(ctx, memObject(data), "fuzz", e, e.First, maxBytes)
+				lent, lerr := ReadStream(ctx, &memRuns{data: data, runSize: 64}, "fuzz", e, e.First, maxBytes)
 				if (perr == nil) != (lerr == nil) || string(plain.Data) != string(lent.Data) {
-					t.Fatalf("stream %d maxBytes %d: plain read (%v) and lent read (%v) differ", e.Stream, maxBytes, perr, lerr)
+					t.Fatalf("stream %d maxBytes %d: plain read (%v) and lent read (%v) differ", e.StreamID, maxBytes, perr, lerr)
 				}
 			}
 		}

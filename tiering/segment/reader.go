@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/tiering/extent"
 )
 
 // RangeReader is how segment reads objects: a ranged read with io.ReaderAt
@@ -118,24 +119,24 @@ func (r *Reader) Size() int64 { return r.size }
 func (r *Reader) Footer() *Footer { return r.footer }
 
 // Streams returns the entries of every stream in the object.
-func (r *Reader) Streams() []StreamEntry { return r.footer.Streams() }
+func (r *Reader) Streams() []extent.Extent { return r.footer.Streams() }
 
 func (r *Reader) stream(id uint64) (*streamIndex, bool) {
 	ss := r.footer.streams
-	i := sort.Search(len(ss), func(i int) bool { return ss[i].Stream >= id })
-	if i == len(ss) || ss[i].Stream != id {
+	i := sort.Search(len(ss), func(i int) bool { return ss[i].StreamID >= id })
+	if i == len(ss) || ss[i].StreamID != id {
 		return nil, false
 	}
 	return &ss[i], true
 }
 
 // Stream returns the entry of stream id, if the object holds it.
-func (r *Reader) Stream(id uint64) (StreamEntry, bool) {
+func (r *Reader) Stream(id uint64) (extent.Extent, bool) {
 	s, ok := r.stream(id)
 	if !ok {
-		return StreamEntry{}, false
+		return extent.Extent{}, false
 	}
-	return s.StreamEntry, true
+	return s.Extent, true
 }
 
 // Batches is the result of a read: whole batches, concatenated as stored.
@@ -160,13 +161,13 @@ func (r *Reader) ReadBatches(ctx context.Context, stream uint64, offset int64, m
 	if !ok {
 		return Batches{}, fmt.Errorf("%w: object %q has no stream %d", ErrOffsetOutOfRange, r.key, stream)
 	}
-	if offset < s.FirstOffset || offset > s.LastOffset {
-		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, r.key, s.FirstOffset, s.LastOffset, stream, offset)
+	if offset < s.First || offset > s.Last() {
+		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, r.key, s.First, s.Last(), stream, offset)
 	}
 	// The last index entry at or before offset.
 	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].Offset > offset }) - 1
 	e := s.index[i]
-	b, _, _, err := readRange(ctx, r.src, r.key, s.StreamEntry, e.Pos, e.Offset, offset, maxBytes)
+	b, _, _, err := readRange(ctx, r.src, r.key, s.Extent, e.Pos, e.Offset, offset, maxBytes)
 	return b, err
 }
 
@@ -185,7 +186,7 @@ func (r *Reader) OffsetForTimestamp(ctx context.Context, stream uint64, ts int64
 	if i+1 < len(s.index) {
 		end = s.index[i+1].Pos
 	}
-	span := s.StreamEntry
+	span := s.Extent
 	var found2 int64 = -1
 	_, _, err = scan(ctx, r.src, r.key, span, e.Pos, e.Offset, end, end-e.Pos, func(b []byte, bi record.BatchHeader) (bool, bool) {
 		if bi.MaxTimestamp >= ts {
@@ -205,15 +206,15 @@ func (r *Reader) OffsetForTimestamp(ctx context.Context, stream uint64, ts int64
 
 // ReadStream reads like Reader.ReadBatches without the footer, from the
 // start of the stream's range as the registry describes it: one ranged
-// read when offset is near e.FirstOffset, so the first record of a cold
+// read when offset is near e.First, so the first record of a cold
 // read costs a single GET. For an offset deep inside a large range, Open
 // the object and use its index instead; to read a range piece by piece,
 // use a Cursor.
-func ReadStream(ctx context.Context, src RangeReader, key string, e StreamEntry, offset int64, maxBytes int) (Batches, error) {
-	if offset < e.FirstOffset || offset > e.LastOffset {
-		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.FirstOffset, e.LastOffset, e.Stream, offset)
+func ReadStream(ctx context.Context, src RangeReader, key string, e extent.Extent, offset int64, maxBytes int) (Batches, error) {
+	if offset < e.First || offset > e.Last() {
+		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.First, e.Last(), e.StreamID, offset)
 	}
-	b, _, _, err := readRange(ctx, src, key, e, e.Start, e.FirstOffset, offset, maxBytes)
+	b, _, _, err := readRange(ctx, src, key, e, e.Offset, e.First, offset, maxBytes)
 	return b, err
 }
 
@@ -223,7 +224,7 @@ func ReadStream(ctx context.Context, src RangeReader, key string, e StreamEntry,
 type Cursor struct {
 	src    RangeReader
 	key    string
-	e      StreamEntry
+	e      extent.Extent
 	pos    int64 // byte position of the next batch
 	base   int64 // its base offset
 	offset int64 // first offset the caller wants
@@ -232,11 +233,11 @@ type Cursor struct {
 // NewCursor returns a cursor at offset of the range e of object key. It
 // starts at the range's first batch (no footer needed) and skips batches
 // before offset on the first Next.
-func NewCursor(src RangeReader, key string, e StreamEntry, offset int64) (*Cursor, error) {
-	if offset < e.FirstOffset || offset > e.LastOffset {
-		return nil, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.FirstOffset, e.LastOffset, e.Stream, offset)
+func NewCursor(src RangeReader, key string, e extent.Extent, offset int64) (*Cursor, error) {
+	if offset < e.First || offset > e.Last() {
+		return nil, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.First, e.Last(), e.StreamID, offset)
 	}
-	return &Cursor{src: src, key: key, e: e, pos: e.Start, base: e.FirstOffset, offset: offset}, nil
+	return &Cursor{src: src, key: key, e: e, pos: e.Offset, base: e.First, offset: offset}, nil
 }
 
 // Cursor returns a cursor at offset of stream, positioned with the index
@@ -246,7 +247,7 @@ func (r *Reader) Cursor(stream uint64, offset int64) (*Cursor, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: object %q has no stream %d", ErrOffsetOutOfRange, r.key, stream)
 	}
-	c, err := NewCursor(r.src, r.key, s.StreamEntry, offset)
+	c, err := NewCursor(r.src, r.key, s.Extent, offset)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +273,7 @@ func (c *Cursor) Next(ctx context.Context, maxBytes int) (Batches, error) {
 
 // readRange collects the batches of e holding offset and after, from the
 // batch at byte pos with base offset base; it returns where it stopped.
-func readRange(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, base, offset int64, maxBytes int) (Batches, int64, int64, error) {
+func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int) (Batches, int64, int64, error) {
 	out := Batches{FirstOffset: -1}
 	// Read what the caller wants plus what the index may make us skip.
 	hint := int64(maxBytes) + DefaultIndexInterval
@@ -308,7 +309,7 @@ func readRange(ctx context.Context, src RangeReader, key string, e StreamEntry, 
 		return Batches{}, 0, 0, err
 	}
 	if out.Count == 0 {
-		return Batches{}, 0, 0, corruptf(key, pos, "stream %d: no batch holds offset %d although the index says so", e.Stream, offset)
+		return Batches{}, 0, 0, corruptf(key, pos, "stream %d: no batch holds offset %d although the index says so", e.StreamID, offset)
 	}
 	if len(parts) == 1 {
 		// Capped: the window may be the source's memory (Slicer), and an
@@ -336,7 +337,7 @@ func adjacent(a, b []byte) bool {
 // and whether to go on; scan returns the position and base offset of the
 // first batch not consumed. Reads are chunked, so a scan is a few large
 // ranged reads, not one per batch.
-func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, base, stop, hint int64, fn func([]byte, record.BatchHeader) (consumed, more bool)) (int64, int64, error) {
+func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, stop, hint int64, fn func([]byte, record.BatchHeader) (consumed, more bool)) (int64, int64, error) {
 	end := e.End()
 	var buf []byte
 	var bufPos int64
@@ -347,7 +348,7 @@ func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, 
 			return buf[p-bufPos : p-bufPos+n], nil
 		}
 		if p+n > end {
-			return nil, corruptf(key, p, "stream %d: batch of %d bytes crosses the end of its range at %d", e.Stream, n, end)
+			return nil, corruptf(key, p, "stream %d: batch of %d bytes crosses the end of its range at %d", e.StreamID, n, end)
 		}
 		want := min(max(n, chunkSize(min(hint, stop-p))), end-p)
 		var nb []byte
@@ -382,7 +383,7 @@ func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, 
 		}
 		n, err := batchSize(hdr)
 		if err != nil {
-			return 0, 0, corruptf(key, pos, "stream %d: %v", e.Stream, err)
+			return 0, 0, corruptf(key, pos, "stream %d: %v", e.StreamID, err)
 		}
 		b, err := window(pos, n)
 		if err != nil {
@@ -390,13 +391,13 @@ func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, 
 		}
 		bi, err := checkBatch(b)
 		if err != nil {
-			return 0, 0, corruptf(key, pos, "stream %d: %v", e.Stream, err)
+			return 0, 0, corruptf(key, pos, "stream %d: %v", e.StreamID, err)
 		}
 		if bi.BaseOffset != expect {
-			return 0, 0, corruptf(key, pos, "stream %d: batch base offset %d, want %d", e.Stream, bi.BaseOffset, expect)
+			return 0, 0, corruptf(key, pos, "stream %d: batch base offset %d, want %d", e.StreamID, bi.BaseOffset, expect)
 		}
-		if bi.LastOffset() > e.LastOffset {
-			return 0, 0, corruptf(key, pos, "stream %d: batch ends at offset %d past the range's last offset %d", e.Stream, bi.LastOffset(), e.LastOffset)
+		if bi.LastOffset() > e.Last() {
+			return 0, 0, corruptf(key, pos, "stream %d: batch ends at offset %d past the range's last offset %d", e.StreamID, bi.LastOffset(), e.Last())
 		}
 		consumed, more := fn(b, bi)
 		if consumed {
@@ -407,8 +408,8 @@ func scan(ctx context.Context, src RangeReader, key string, e StreamEntry, pos, 
 			return pos, expect, nil
 		}
 	}
-	if pos == end && expect != e.LastOffset+1 {
-		return 0, 0, corruptf(key, pos, "stream %d: range ends at offset %d, index says %d", e.Stream, expect-1, e.LastOffset)
+	if pos == end && expect != e.Next {
+		return 0, 0, corruptf(key, pos, "stream %d: range ends at offset %d, index says %d", e.StreamID, expect-1, e.Last())
 	}
 	return pos, expect, nil
 }

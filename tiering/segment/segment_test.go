@@ -108,19 +108,19 @@ func TestRoundTrip(t *testing.T) {
 					t.Fatalf("stream %d missing", s.id)
 				}
 				all := bytes.Join(s.batches, nil)
-				if e.Start != pos || e.Length != int64(len(all)) || e.Batches != len(s.batches) || e.CRC != crc32c(all) {
+				if e.Offset != pos || e.Length != int64(len(all)) || e.Batches != len(s.batches) || e.CRC != crc32c(all) {
 					t.Errorf("stream %d entry %+v", s.id, e)
 				}
-				if !bytes.Equal(data[e.Start:e.End()], all) {
+				if !bytes.Equal(data[e.Offset:e.End()], all) {
 					t.Errorf("stream %d bytes not at its range", s.id)
 				}
 				pos = e.End()
 				wantLast := int64(binary.BigEndian.Uint64(s.batches[len(s.batches)-1])) + int64(binary.BigEndian.Uint32(s.batches[len(s.batches)-1][23:]))
-				if e.LastOffset != wantLast {
-					t.Errorf("stream %d last offset %d, want %d", s.id, e.LastOffset, wantLast)
+				if e.Last() != wantLast {
+					t.Errorf("stream %d last offset %d, want %d", s.id, e.Last(), wantLast)
 				}
 				// Every offset, through the index and without it.
-				for off := e.FirstOffset; off <= e.LastOffset; off++ {
+				for off := e.First; off <= e.Last(); off++ {
 					got, err := r.ReadBatches(t.Context(), s.id, off, 1)
 					if err != nil {
 						t.Fatalf("ReadBatches(%d, %d): %v", s.id, off, err)
@@ -140,12 +140,12 @@ func TestRoundTrip(t *testing.T) {
 					}
 				}
 				// Everything at once.
-				got, err := r.ReadBatches(t.Context(), s.id, e.FirstOffset, 0)
-				if err != nil || !bytes.Equal(got.Data, all) || got.NextOffset != e.NextOffset() || got.Count != len(s.batches) {
+				got, err := r.ReadBatches(t.Context(), s.id, e.First, 0)
+				if err != nil || !bytes.Equal(got.Data, all) || got.NextOffset != e.Next || got.Count != len(s.batches) {
 					t.Errorf("whole stream %d: %v", s.id, err)
 				}
 				// maxBytes stops at whole batches.
-				got, err = r.ReadBatches(t.Context(), s.id, e.FirstOffset, 3*len(s.batches[0])+1)
+				got, err = r.ReadBatches(t.Context(), s.id, e.First, 3*len(s.batches[0])+1)
 				if err != nil || got.Count != min(3, len(s.batches)) {
 					t.Errorf("maxBytes: %d batches, %v", got.Count, err)
 				}
@@ -301,13 +301,13 @@ func TestCorruptionNeverServed(t *testing.T) {
 					t.Fatalf("byte %d: stream %d vanished without a corruption error", i, id)
 				}
 				for _, read := range []func() (Batches, error){
-					func() (Batches, error) { return r.ReadBatches(context.Background(), id, e.FirstOffset, 0) },
+					func() (Batches, error) { return r.ReadBatches(context.Background(), id, e.First, 0) },
 					func() (Batches, error) {
-						return ReadStream(context.Background(), memObject(data), "k", e, e.FirstOffset, 0)
+						return ReadStream(context.Background(), memObject(data), "k", e, e.First, 0)
 					},
-					func() (Batches, error) { return r.ReadBatches(context.Background(), id, e.LastOffset, 0) },
+					func() (Batches, error) { return r.ReadBatches(context.Background(), id, e.Last(), 0) },
 					func() (Batches, error) {
-						c, err := NewCursor(memObject(data), "k", e, e.FirstOffset)
+						c, err := NewCursor(memObject(data), "k", e, e.First)
 						if err != nil {
 							return Batches{}, err
 						}
@@ -365,7 +365,7 @@ func TestTruncatedAndWrongSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := r.Streams()[0]
-	if _, err := ReadStream(t.Context(), memObject(data[:e.Start+100]), "k", e, e.FirstOffset, 0); !errors.Is(err, ErrCorrupt) {
+	if _, err := ReadStream(t.Context(), memObject(data[:e.Offset+100]), "k", e, e.First, 0); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("short range: %v", err)
 	}
 }
@@ -388,12 +388,12 @@ func TestCursor(t *testing.T) {
 	for i, e := range info.Streams {
 		all := bytes.Join(streams[i].batches, nil)
 		for _, maxBytes := range []int{1, 700, 5000, 0} {
-			c, err := NewCursor(memObject(data), "k", e, e.FirstOffset)
+			c, err := NewCursor(memObject(data), "k", e, e.First)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []byte
-			next := e.FirstOffset
+			next := e.First
 			for {
 				b, err := c.Next(t.Context(), maxBytes)
 				if err == io.EOF {
@@ -403,19 +403,19 @@ func TestCursor(t *testing.T) {
 					t.Fatal(err)
 				}
 				if b.FirstOffset != next || (maxBytes > 0 && b.Count > 1 && len(b.Data) > maxBytes) {
-					t.Fatalf("stream %d maxBytes %d: batches [%d, %d) count %d size %d, expected start %d", e.Stream, maxBytes, b.FirstOffset, b.NextOffset, b.Count, len(b.Data), next)
+					t.Fatalf("stream %d maxBytes %d: batches [%d, %d) count %d size %d, expected start %d", e.StreamID, maxBytes, b.FirstOffset, b.NextOffset, b.Count, len(b.Data), next)
 				}
 				next = b.NextOffset
 				got = append(got, b.Data...)
 			}
-			if !bytes.Equal(got, all) || next != e.NextOffset() {
-				t.Errorf("stream %d maxBytes %d: cursor read %d bytes up to %d, want %d up to %d", e.Stream, maxBytes, len(got), next, len(all), e.NextOffset())
+			if !bytes.Equal(got, all) || next != e.Next {
+				t.Errorf("stream %d maxBytes %d: cursor read %d bytes up to %d, want %d up to %d", e.StreamID, maxBytes, len(got), next, len(all), e.Next)
 			}
 		}
 		// A cursor from the index at a middle offset starts at the batch
 		// holding it.
-		mid := (e.FirstOffset + e.LastOffset) / 2
-		c, err := r.Cursor(e.Stream, mid)
+		mid := (e.First + e.Last()) / 2
+		c, err := r.Cursor(e.StreamID, mid)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/tiering/segment/segmenttest"
 )
 
@@ -44,9 +45,9 @@ func (m *memRuns) Slice(_ context.Context, _ string, off int64, atLeast, atMost 
 // readCursor reads stream range e of src through a cursor, maxBytes at a
 // time, checking that no returned data has capacity over the source and
 // that appending to it leaves the source alone.
-func readCursor(t *testing.T, src RangeReader, e StreamEntry, maxBytes int) []byte {
+func readCursor(t *testing.T, src RangeReader, e extent.Extent, maxBytes int) []byte {
 	t.Helper()
-	c, err := NewCursor(src, "k", e, e.FirstOffset)
+	c, err := NewCursor(src, "k", e, e.First)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func readCursor(t *testing.T, src RangeReader, e StreamEntry, maxBytes int) []by
 			return got
 		}
 		if err != nil {
-			t.Fatalf("stream %d maxBytes %d: %v", e.Stream, maxBytes, err)
+			t.Fatalf("stream %d maxBytes %d: %v", e.StreamID, maxBytes, err)
 		}
 		if cap(b.Data) != len(b.Data) {
 			t.Fatalf("maxBytes %d: Data has spare capacity %d over the source", maxBytes, cap(b.Data)-len(b.Data))
@@ -84,15 +85,15 @@ func TestSlicerSourceReadsAlike(t *testing.T) {
 			all := bytes.Join(streams[i].batches, nil)
 			for _, maxBytes := range []int{1, 700, 5000, 0} {
 				if got := readCursor(t, src, e, maxBytes); !bytes.Equal(got, all) {
-					t.Fatalf("run size %d stream %d maxBytes %d: cursor read differs", runSize, e.Stream, maxBytes)
+					t.Fatalf("run size %d stream %d maxBytes %d: cursor read differs", runSize, e.StreamID, maxBytes)
 				}
 			}
-			for _, off := range []int64{e.FirstOffset, (e.FirstOffset + e.LastOffset) / 2, e.LastOffset} {
+			for _, off := range []int64{e.First, (e.First + e.Last()) / 2, e.Last()} {
 				viaStream, err := ReadStream(t.Context(), src, "k", e, off, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
-				viaReader, err := r.ReadBatches(t.Context(), e.Stream, off, 0)
+				viaReader, err := r.ReadBatches(t.Context(), e.StreamID, off, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -101,7 +102,7 @@ func TestSlicerSourceReadsAlike(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(viaStream.Data, plain.Data) || !bytes.Equal(viaReader.Data, plain.Data) {
-					t.Fatalf("run size %d stream %d offset %d: slicer reads differ from plain reads", runSize, e.Stream, off)
+					t.Fatalf("run size %d stream %d offset %d: slicer reads differ from plain reads", runSize, e.StreamID, off)
 				}
 			}
 		}
@@ -122,18 +123,18 @@ func TestSlicerSourceCorruptionNeverServed(t *testing.T) {
 	want := bytes.Join(batches, nil)
 	e := info.Streams[0]
 	epoch := map[int64]bool{} // the partition leader epoch is outside every check
-	pos := e.Start
+	pos := e.Offset
 	for _, b := range batches {
 		for j := int64(12); j < 16; j++ {
 			epoch[pos+j] = true
 		}
 		pos += int64(len(b))
 	}
-	for i := e.Start; i < e.End(); i++ {
+	for i := e.Offset; i < e.End(); i++ {
 		data := bytes.Clone(orig)
 		data[i] ^= 0x40
 		for _, runSize := range []int{64, 1 << 20} {
-			got, err := ReadStream(context.Background(), &memRuns{data: data, runSize: runSize}, "k", e, e.FirstOffset, 0)
+			got, err := ReadStream(context.Background(), &memRuns{data: data, runSize: runSize}, "k", e, e.First, 0)
 			if err != nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("byte %d: %v, want ErrCorrupt", i, err)
@@ -145,8 +146,8 @@ func TestSlicerSourceCorruptionNeverServed(t *testing.T) {
 			}
 		}
 	}
-	short := &memRuns{data: orig[:e.Start+150], runSize: 64}
-	if _, err := ReadStream(t.Context(), short, "k", e, e.FirstOffset, 0); !errors.Is(err, ErrCorrupt) {
+	short := &memRuns{data: orig[:e.Offset+150], runSize: 64}
+	if _, err := ReadStream(t.Context(), short, "k", e, e.First, 0); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("truncated object: %v, want ErrCorrupt", err)
 	}
 }
@@ -166,7 +167,7 @@ func TestSlicerWindowsOverlap(t *testing.T) {
 			t.Fatalf("maxBytes %d: cursor read differs", maxBytes)
 		}
 		var got []byte
-		for off := e.FirstOffset; off <= e.LastOffset; {
+		for off := e.First; off <= e.Last(); {
 			b, err := ReadStream(t.Context(), src, "k", e, off, maxBytes)
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+
+	"github.com/PicoMQ/picomq/tiering/extent"
 )
 
 // DefaultIndexInterval is the default data distance between batch index
@@ -64,22 +66,22 @@ func (w *Writer) Append(stream uint64, batch []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: stream %d: %v", ErrInvalidBatch, stream, err)
 	}
-	if w.cur == nil || stream != w.cur.Stream {
-		if w.cur != nil && stream < w.cur.Stream {
-			return fmt.Errorf("%w: stream %d after stream %d (streams must ascend)", ErrInvalidBatch, stream, w.cur.Stream)
+	if w.cur == nil || stream != w.cur.StreamID {
+		if w.cur != nil && stream < w.cur.StreamID {
+			return fmt.Errorf("%w: stream %d after stream %d (streams must ascend)", ErrInvalidBatch, stream, w.cur.StreamID)
 		}
 		w.closeStream()
-		w.streams = append(w.streams, streamIndex{StreamEntry: StreamEntry{
-			Stream: stream, FirstOffset: bi.BaseOffset, LastOffset: bi.BaseOffset - 1,
-			Start: w.pos, FirstTimestamp: bi.FirstTimestamp, MaxTimestamp: bi.MaxTimestamp,
+		w.streams = append(w.streams, streamIndex{Extent: extent.Extent{
+			StreamID: stream, First: bi.BaseOffset, Next: bi.BaseOffset,
+			Offset: w.pos, FirstTimestamp: bi.FirstTimestamp, MaxTimestamp: bi.MaxTimestamp,
 		}})
 		w.cur = &w.streams[len(w.streams)-1]
 		w.crc = 0
 		w.lastIdx = -1
 	}
 	s := w.cur
-	if bi.BaseOffset != s.LastOffset+1 {
-		return fmt.Errorf("%w: stream %d: batch base offset %d, want %d (batches must be contiguous)", ErrInvalidBatch, stream, bi.BaseOffset, s.LastOffset+1)
+	if bi.BaseOffset != s.Next {
+		return fmt.Errorf("%w: stream %d: batch base offset %d, want %d (batches must be contiguous)", ErrInvalidBatch, stream, bi.BaseOffset, s.Next)
 	}
 	if w.lastIdx < 0 || w.pos-w.lastIdx >= w.interval {
 		s.index = append(s.index, IndexEntry{Offset: bi.BaseOffset, Pos: w.pos})
@@ -87,7 +89,7 @@ func (w *Writer) Append(stream uint64, batch []byte) error {
 	}
 	s.MaxTimestamp = max(s.MaxTimestamp, bi.MaxTimestamp)
 	s.index[len(s.index)-1].MaxTimestamp = s.MaxTimestamp
-	s.LastOffset = bi.LastOffset()
+	s.Next = bi.LastOffset() + 1
 	s.Batches++
 	s.Length += int64(len(batch))
 	w.crc = crc32.Update(w.crc, castagnoli, batch)
@@ -119,7 +121,7 @@ type Info struct {
 	// the footer with one exact ranged read.
 	DataLen, FooterLen int64
 	// Streams are the per-stream entries, in ascending stream id.
-	Streams []StreamEntry
+	Streams []extent.Extent
 }
 
 // Finish writes the footer and trailer, flushes, and describes the object.
