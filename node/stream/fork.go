@@ -68,7 +68,18 @@ func (s *Service) resolveFork(ctx context.Context, opts *CreateOptions, plan *cr
 	src := s.byName[fo.Source]
 	s.mu.RUnlock()
 	if src == nil {
-		return fmt.Errorf("%w: fork source %s", ErrNotFound, fo.Source)
+		// Not served here: the routing step claims it if this node should
+		// own it, or names its owner. A fork is created beside its source
+		// (it reads the source's log), so a source owned elsewhere is a
+		// *RedirectError, which the frontend answers with a 307 to the
+		// fork's own path on the source's owner (or 421 across protocols).
+		var err error
+		if src, err = s.route(ctx, fo.Source); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("%w: fork source %s", ErrNotFound, fo.Source)
+			}
+			return fmt.Errorf("fork source: %w", err)
+		}
 	}
 	if err := s.gate(src); err != nil {
 		if errors.Is(err, ErrGone) {
