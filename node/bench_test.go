@@ -15,18 +15,19 @@ import (
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/wal"
 )
 
 // countingTier counts PUTs (uploads) made through it.
 type countingTier struct {
-	*tierAdapter
+	*tiering.Tier
 	puts  atomic.Int64
 	bytes atomic.Int64
 }
 
-func (c *countingTier) Upload(ctx context.Context, key string, s []stream.UploadStream) ([]stream.ObjectRef, int64, error) {
-	refs, n, err := c.tierAdapter.Upload(ctx, key, s)
+func (c *countingTier) Upload(ctx context.Context, key string, s []tiering.StreamBatches) ([]stream.ObjectRef, int64, error) {
+	refs, n, err := c.Tier.Upload(ctx, key, s)
 	if err == nil {
 		c.puts.Add(1)
 		c.bytes.Add(n)
@@ -76,7 +77,7 @@ func BenchmarkPUTsPerGiB(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			tier := &countingTier{tierAdapter: ta}
+			tier := &countingTier{Tier: ta}
 			svc, err := stream.Open(ctx, stream.Config{NodeID: "bench", Logger: log, Tier: stream.TierConfig{
 				Tier: tier, Manifests: reg, Session: func() *meta.Session { return sess },
 				SealMaxAge: time.Second, SealMaxBytes: 8 << 20,

@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/cache"
 	"github.com/PicoMQ/picomq/wal"
 )
@@ -28,11 +29,11 @@ func registerWALMetrics(reg prometheus.Registerer, w *wal.WAL) {
 
 // registerTierMetrics exposes the object-read block cache's counters, read
 // at scrape time from cache.Stats, and corrupt objects met by reads.
-func registerTierMetrics(reg prometheus.Registerer, t *tierAdapter) {
+func registerTierMetrics(reg prometheus.Registerer, t *tiering.Tier) {
 	registerCounter(reg, "picomq_corrupt_objects_total", "Distinct objects whose bytes failed their CRC on read (reads of them fail with 503).",
-		func() float64 { return float64(t.corruptObjects.Load()) })
+		func() float64 { return float64(t.CorruptObjects()) })
 	counter := func(name, help string, f func(cache.Stats) float64) {
-		registerCounter(reg, name, help, func() float64 { return f(t.cache.Stats()) })
+		registerCounter(reg, name, help, func() float64 { return f(t.CacheStats()) })
 	}
 	counter("picomq_cache_hit_blocks_total", "Object blocks served from the cache.", func(s cache.Stats) float64 { return float64(s.Hits) })
 	counter("picomq_cache_miss_blocks_total", "Object blocks a reader had to fetch.", func(s cache.Stats) float64 { return float64(s.Misses) })

@@ -35,6 +35,7 @@ import (
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
+	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/wal"
 )
 
@@ -62,7 +63,7 @@ type Node struct {
 	connRefused *prometheus.CounterVec // connections closed at accept, by listener
 
 	members     *membership
-	tier        *tierAdapter
+	tier        *tiering.Tier
 	bgCancel    context.CancelFunc
 	flusherDone chan struct{}
 	stopLife    func() // stops the stream expiry reaper

@@ -7,15 +7,17 @@
 //	tiering/objstore/objstoretest   the acceptance suite every Store passes
 //	tiering/segment    the object format: Writer, Reader, footer index, CRCs
 //	tiering/cache      block cache (ristretto) with read-ahead; a segment.RangeReader
-//	tiering            (this package) object names and the Uploader
+//	tiering/extent     Extent: a stream's range inside an object (also in manifests)
+//	tiering            (this package) Tier, the port the stream service uses;
+//	                   the Uploader; object names
 //
 // # Write path
 //
 // The stream service (node/stream, Service.Flush) collects every stream's
 // batches that are in the WAL but not yet uploaded and uploads them as one
 // object per flush, named L0Key(node, seq, NewNonce()), so PUTs follow
-// bytes and time, not the number of streams. The node's adapter
-// (node/tier.go) hands them to Uploader.Upload, which builds the object with
+// bytes and time, not the number of streams. Tier.Upload (tier.go) hands
+// them to Uploader.Upload, which builds the object with
 // Build (segment format) and creates it conditionally, retrying transient
 // failures. Each stream's extent.Extent (offset range, byte range,
 // timestamps, CRC) comes back; the service commits them in one manifest, an
@@ -28,10 +30,12 @@
 //
 // # Read path
 //
-// A read below the uploaded offset asks the node's adapter for a stream's
-// range: small ranges are one ranged GET (segment.ReadStream), larger ones
+// A read below the uploaded offset asks Tier.ReadBatches for a stream's
+// range (an ObjectRef: key, size, extent): small ranges are one ranged GET (segment.ReadStream), larger ones
 // go through a segment.Reader opened on the footer; both read through the
-// block cache (tiering/cache). docs/architecture.md draws the whole path.
+// block cache (tiering/cache). Tier keeps a bounded set of opened footers,
+// drops a corrupt object from the cache so the next read fetches it again,
+// and logs and counts each corrupt object once. docs/architecture.md draws the whole path.
 //
 // # Names
 //

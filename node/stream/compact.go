@@ -193,15 +193,9 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 		spans[id] = [2]int64{u.First, u.Next}
 		ups = append(ups, u)
 	}
-	var withData []UploadStream
-	for _, u := range ups {
-		if len(u.Batches) > 0 {
-			withData = append(withData, u)
-		}
-	}
 	seq := s.nextSeq()
 	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
-	refs, objSize, err := s.tier.Upload(ctx, key, withData)
+	refs, objSize, err := s.tier.Upload(ctx, key, withBatches(ups))
 	if err != nil {
 		return 0, fmt.Errorf("compact: upload %s: %w", key, err)
 	}

@@ -27,10 +27,7 @@ type ObjectLister interface {
 }
 
 // ObjectInfo describes one stored object.
-type ObjectInfo struct {
-	Key     string
-	ModTime time.Time
-}
+type ObjectInfo = tiering.ObjectInfo
 
 // ManifestDeleter removes manifests whose objects were deleted.
 type ManifestDeleter interface {

@@ -15,14 +15,13 @@ import (
 	"github.com/PicoMQ/picomq/wal"
 )
 
-// Tier is what the service needs from object storage (the tiering package,
-// adapted in node/). Objects are immutable once uploaded.
+// Tier is what the service needs from object storage (tiering.Tier). Objects are immutable once uploaded.
 type Tier interface {
 	// Upload writes one object holding every given stream's batches
 	// (streams in ascending id) and returns where each stream's bytes
 	// landed, in the same order. It must fail rather than overwrite an
 	// existing key.
-	Upload(ctx context.Context, key string, streams []UploadStream) ([]ObjectRef, int64, error)
+	Upload(ctx context.Context, key string, streams []tiering.StreamBatches) ([]ObjectRef, int64, error)
 	// ReadBatches returns whole, CRC-verified batches of ref's stream,
 	// starting with the batch holding offset from, about maxBytes long (at
 	// least one batch). The bytes may be the block cache's own memory,
@@ -48,15 +47,21 @@ type UploadStream struct {
 	Batches  [][]byte // RecordBatch v2 batches, in offset order
 }
 
-// ObjectRef is one stream's range in an uploaded object: the object's key
-// and size (0: unknown, so a reader needs no HEAD) and the extent, all that
-// is needed to read the range with a single ranged GET, without the
-// object's footer.
-type ObjectRef struct {
-	Key        string
-	ObjectSize int64
-	extent.Extent
+// withBatches is what Tier.Upload takes of ups: the streams that have
+// batches (a stream with only a state change has no bytes in the object).
+func withBatches(ups []UploadStream) []tiering.StreamBatches {
+	out := make([]tiering.StreamBatches, 0, len(ups))
+	for _, u := range ups {
+		if len(u.Batches) > 0 {
+			out = append(out, tiering.StreamBatches{Stream: u.StreamID, Batches: u.Batches})
+		}
+	}
+	return out
 }
+
+// ObjectRef is one stream's range in an uploaded object (tiering owns
+// the object vocabulary).
+type ObjectRef = tiering.ObjectRef
 
 // manifestEntry records offsets [first, next) of stream id and its state
 // snapshot; ref nil is a state-only entry (no bytes in the object).
@@ -476,7 +481,7 @@ func (s *Service) Flush(ctx context.Context) error {
 	seq := s.nextSeq()
 	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
 	start := time.Now()
-	ranges, objSize, err := s.tier.Upload(ctx, key, ups)
+	ranges, objSize, err := s.tier.Upload(ctx, key, withBatches(ups))
 	if err != nil {
 		return fmt.Errorf("flush: upload %s: %w", key, err)
 	}
@@ -635,7 +640,7 @@ func (s *Service) Unfence() {
 
 // ErrObjectMissing is what Tier.ReadBatches wraps when an object does not
 // exist (any more): the reader's index is stale, not the data lost.
-var ErrObjectMissing = errors.New("stream: object missing")
+var ErrObjectMissing = tiering.ErrObjectMissing
 
 // refreshObjects rebuilds the object part of a stream's index from fresh
 // manifests, keeping the WAL chunks above the uploaded watermark.

@@ -15,6 +15,7 @@ import (
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/wal"
 )
@@ -41,7 +42,7 @@ func (d *dirTier) Prefetch(ref *stream.ObjectRef) {
 	d.pref = append(d.pref, ref.Key)
 }
 
-func (d *dirTier) Upload(ctx context.Context, key string, streams []stream.UploadStream) ([]stream.ObjectRef, int64, error) {
+func (d *dirTier) Upload(ctx context.Context, key string, streams []tiering.StreamBatches) ([]stream.ObjectRef, int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.fail {
@@ -55,8 +56,10 @@ func (d *dirTier) Upload(ctx context.Context, key string, streams []stream.Uploa
 		for _, b := range s.Batches {
 			data = append(data, b...)
 		}
-		idx[s.StreamID] = [2]int64{start, int64(len(data)) - start}
-		out = append(out, stream.ObjectRef{Key: key, Extent: extent.Extent{StreamID: s.StreamID, First: s.First, Next: s.Next, Offset: start, Length: int64(len(data)) - start}})
+		idx[s.Stream] = [2]int64{start, int64(len(data)) - start}
+		first, _ := record.ParseHeader(s.Batches[0])
+		last, _ := record.ParseHeader(s.Batches[len(s.Batches)-1])
+		out = append(out, stream.ObjectRef{Key: key, Extent: extent.Extent{StreamID: s.Stream, First: first.BaseOffset, Next: last.LastOffset() + 1, Offset: start, Length: int64(len(data)) - start}})
 	}
 	p := filepath.Join(d.dir, filepath.FromSlash(key))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

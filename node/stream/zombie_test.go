@@ -14,6 +14,7 @@ import (
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/wal"
 )
 
@@ -31,7 +32,7 @@ func newGatedTier(d *dirTier) *gatedTier {
 	return &gatedTier{dirTier: d, entered: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (g *gatedTier) Upload(ctx context.Context, key string, streams []stream.UploadStream) ([]stream.ObjectRef, int64, error) {
+func (g *gatedTier) Upload(ctx context.Context, key string, streams []tiering.StreamBatches) ([]stream.ObjectRef, int64, error) {
 	g.mu.Lock()
 	armed := g.armed
 	if armed {
