@@ -72,6 +72,10 @@ type Config struct {
 	BodyTimeout            time.Duration
 	IdleTimeout            time.Duration
 
+	// PprofAddr is the loopback debug listener serving Go's runtime
+	// profiles (node/pprof.go); empty = off.
+	PprofAddr string
+
 	// walFS replaces the real filesystem under the WAL; only this
 	// package's tests set it (to inject disk faults).
 	walFS wal.FS
@@ -196,6 +200,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a client has to send its request headers (and TLS handshake)")
 	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", defaultBodyTimeout, "time a client has to send a request body")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", defaultIdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "loopback host:port serving Go profiles under /debug/pprof/ (empty = off)")
 
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -429,7 +434,7 @@ func (c *Config) validateSecurity() error {
 	if c.BodyTimeout < 0 || c.IdleTimeout < 0 {
 		return errors.New("--body-timeout/--idle-timeout: must not be negative (0 = no limit)")
 	}
-	return nil
+	return validatePprofAddr(c.PprofAddr)
 }
 
 // checkHostPort accepts host:port with a numeric port (0–65535) and an

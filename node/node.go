@@ -21,7 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -72,6 +71,8 @@ type Node struct {
 	kafkaLn     net.Listener // nil when --kafka-addr off
 	kafka       *kafka.Server
 	kafkaServed chan error
+
+	pprof *pprofServer // nil without --pprof-addr
 }
 
 // NewLogger builds the process logger from the config.
@@ -106,6 +107,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		if n.ln != nil {
 			_ = n.ln.Close()
 		}
+		n.pprof.close(ctx)
 		var se *SettingError
 		if errors.As(err, &se) {
 			return nil, err
@@ -138,6 +140,9 @@ func (n *Node) start(ctx context.Context) (err error) {
 	}
 	if n.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return settingErr("--http-addr", err)
+	}
+	if n.pprof, err = listenPprof(cfg.PprofAddr); err != nil {
+		return settingErr("--pprof-addr", err)
 	}
 	// The Kafka listener is bound before joining, so the membership
 	// record carries the address it really got (port 0 in tests).
@@ -246,37 +251,40 @@ func (n *Node) start(ctx context.Context) (err error) {
 		registerTierMetrics(promReg, n.tier)
 	}
 
-	// SkipClean: stream names are validated, never silently rewritten by a
-	// redirect to a "cleaned" path that might name another stream.
-	router := mux.NewRouter().SkipClean(true)
-	router.Handle("/metrics", httpx.Allow(promhttp.HandlerFor(promReg, promhttp.HandlerOpts{Registry: promReg}), http.MethodGet, http.MethodHead))
-	router.Handle("/healthz", httpx.Allow(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	}), http.MethodGet, http.MethodHead))
-	router.Handle("/readyz", httpx.Allow(http.HandlerFunc(n.readyz), http.MethodGet, http.MethodHead))
-	router.Handle("/_sys/drain", httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost))
-	router.Handle("/_sys/cluster", httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead))
+	// The node's own paths are matched exactly; everything else goes to
+	// the protocol handler, which never rewrites ("cleans") a path: stream
+	// names are validated, not silently turned into another name.
+	router := rootRoutes{fixed: map[string]http.Handler{
+		"/metrics": httpx.Allow(promhttp.HandlerFor(promReg, promhttp.HandlerOpts{Registry: promReg}), http.MethodGet, http.MethodHead),
+		"/healthz": httpx.Allow(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write([]byte("ok\n"))
+		}), http.MethodGet, http.MethodHead),
+		"/readyz":       httpx.Allow(http.HandlerFunc(n.readyz), http.MethodGet, http.MethodHead),
+		"/_sys/drain":   httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost),
+		"/_sys/cluster": httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead),
+	}}
 	if cfg.Protocol == ProtocolDurableStreams {
-		ds.New(n.svc, ds.Config{
+		router.proto = ds.New(n.svc, ds.Config{
 			BaseURL:         cfg.AdvertiseURL,
 			MaxAppendBytes:  cfg.MaxAppendBytes,
 			LongPollTimeout: cfg.LongPollTimeout,
 			SSETimeout:      cfg.SSETimeout,
 			Logger:          log,
-		}).Register(router)
+		})
 	} else {
-		pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, LongPollTimeout: cfg.LongPollTimeout,
+		router.proto = pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, LongPollTimeout: cfg.LongPollTimeout,
 			MaxRecordBytes: cfg.MaxRecordBytes, MaxBatchRecords: cfg.MaxBatchRecords,
-			SSETimeout: cfg.SSETimeout, Logger: log}).Register(router)
+			SSETimeout: cfg.SSETimeout, Logger: log})
 	}
 	var inner http.Handler = newAppendBudget(cfg.MaxInflightAppendBytes, cfg.MaxAppendBytes, cfg.BodyTimeout).wrap(router)
 	if n.tokens != nil {
 		inner = newGuard(n.tokens, cfg.Protocol, promReg).wrap(inner)
 	}
+	servedByValue := []string{cfg.NodeID} // shared, read-only: no allocation per response
 	servedBy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Which node answered: history reads may be served by any node.
-		w.Header().Set("Pico-Served-By", cfg.NodeID)
+		w.Header()["Pico-Served-By"] = servedByValue
 		inner.ServeHTTP(w, r)
 	})
 	handler := httpx.Instrument(servedBy, routeLabel, httpx.NewMetrics(promReg), log)
@@ -318,6 +326,22 @@ func (n *Node) start(ctx context.Context) (err error) {
 	log.Info("picomq node serving", "node_id", cfg.NodeID, "http", n.ln.Addr().String(),
 		"protocol", cfg.Protocol, "advertise_url", cfg.AdvertiseURL, "data_dir", cfg.DataDir)
 	return nil
+}
+
+// rootRoutes serves the node's own paths (exact matches) and hands every
+// other request to the protocol handler: one map lookup per request, no
+// router, no request copy.
+type rootRoutes struct {
+	fixed map[string]http.Handler
+	proto http.Handler
+}
+
+func (rt rootRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h, ok := rt.fixed[r.URL.Path]; ok {
+		h.ServeHTTP(w, r)
+		return
+	}
+	rt.proto.ServeHTTP(w, r)
 }
 
 // routeLabel keeps metric cardinality bounded: stream names never become
@@ -376,6 +400,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		_ = n.server.Close()
 	}
 	n.closeKafka(ctx)
+	n.pprof.close(ctx)
 	n.svc.Close()
 	if cerr := n.closeStorage(); cerr != nil {
 		err = errors.Join(err, cerr)

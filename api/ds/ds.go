@@ -20,8 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -103,15 +101,19 @@ func New(svc Service, cfg Config) *Handler {
 	return &Handler{svc: svc, cfg: cfg}
 }
 
-// Register mounts the protocol on r: streams under Prefix, and a protocol
-// 404 (with the same security headers) for every other path. Callers
-// register their own root routes (/healthz, /metrics, …) first.
-func (h *Handler) Register(r *mux.Router) {
-	r.PathPrefix(Prefix + "/").Handler(h)
-	r.PathPrefix("/").HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+// ServeHTTP serves the protocol: streams under Prefix, and a protocol 404
+// (with the same security headers) for every other path. Callers serve
+// their own root routes (/healthz, /metrics, …) before it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch p := r.URL.Path; {
+	case strings.HasPrefix(p, Prefix+"/"):
+		h.serveStreams(w, r)
+	case strings.HasPrefix(p, "/"):
 		setCommonHeaders(w.Header())
-		httpx.WriteError(w, http.StatusNotFound, wire.CodeNotFoundRoute, "no such endpoint: "+req.URL.Path+" (Durable Streams are served under "+Prefix+"/)")
-	})
+		httpx.WriteError(w, http.StatusNotFound, wire.CodeNotFoundRoute, "no such endpoint: "+p+" (Durable Streams are served under "+Prefix+"/)")
+	default:
+		http.NotFound(w, r)
+	}
 }
 
 // setCommonHeaders sets what every response carries, errors included: the
@@ -123,8 +125,8 @@ func setCommonHeaders(hd http.Header) {
 	hd.Set("Access-Control-Expose-Headers", corsExposeHeaders)
 }
 
-// ServeHTTP dispatches one request under Prefix.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serveStreams dispatches one request under Prefix.
+func (h *Handler) serveStreams(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	setCommonHeaders(hd)
 	if r.Method == http.MethodOptions {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +51,46 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inflight prometheus.Gauge
+	byLabels sync.Map // seriesKey -> *series: the vectors' children, resolved once
+}
+
+type seriesKey struct {
+	method, route string
+	code          int
+}
+
+// series is the counter and histogram of one (method, route, code).
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// series returns the children for one request's labels; after the first
+// request of a kind it is one map read, with no label hashing or
+// formatting of the status code. Only standard methods and valid codes
+// are kept, so a client inventing methods cannot grow the cache.
+func (m *Metrics) series(method, route string, code int) *series {
+	k := seriesKey{method, route, code}
+	if o, ok := m.byLabels.Load(k); ok {
+		return o.(*series)
+	}
+	o := &series{
+		requests: m.requests.WithLabelValues(method, route, strconv.Itoa(code)),
+		duration: m.duration.WithLabelValues(method, route),
+	}
+	if standardMethod(method) && code >= 100 && code <= 999 {
+		m.byLabels.Store(k, o)
+	}
+	return o
+}
+
+func standardMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
 }
 
 // NewMetrics registers the HTTP metrics on reg.
@@ -127,8 +168,9 @@ func Instrument(h http.Handler, route func(*http.Request) string, m *Metrics, lo
 				code = http.StatusOK
 			}
 			d := time.Since(start)
-			m.requests.WithLabelValues(r.Method, rt, strconv.Itoa(code)).Inc()
-			m.duration.WithLabelValues(r.Method, rt).Observe(d.Seconds())
+			o := m.series(r.Method, rt, code)
+			o.requests.Inc()
+			o.duration.Observe(d.Seconds())
 			if log.Enabled(r.Context(), slog.LevelDebug) {
 				log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", code, "dur", d)
 			}

@@ -111,25 +111,64 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 		h.writeServiceError(w, r, err)
 		return
 	}
+	writeAppendAck(w, ack, len(recs), producer != nil)
+}
+
+// writeAppendAck answers a successful append: the Pico-* headers and the
+// appendAck JSON body, formatted by hand into one buffer (what
+// encoding/json would write, without reflection or an encoder per request).
+func writeAppendAck(w http.ResponseWriter, ack stream.AppendResult, count int, producer bool) {
+	var num [8]string
+	vals := num[:0:0] // one backing array for every header value below
 	hd := w.Header()
-	hd.Set(wire.HeaderOffset, strconv.FormatInt(ack.FirstOffset, 10))
-	hd.Set(wire.HeaderNextOffset, strconv.FormatInt(ack.NextOffset, 10))
-	hd.Set(wire.HeaderTimestamp, strconv.FormatInt(ack.Timestamp, 10))
-	hd.Set(wire.HeaderRecordCount, strconv.Itoa(len(recs)))
-	out := appendAck{Offset: ack.FirstOffset, NextOffset: ack.NextOffset, Timestamp: ack.Timestamp, Count: len(recs), Duplicate: ack.Duplicate}
-	if producer != nil {
-		ep, sq := ack.ProducerEpoch, ack.ProducerSeq
-		out.ProducerEpoch, out.ProducerSeq = &ep, &sq
-		hd.Set(wire.HeaderProducerEpoch, strconv.FormatUint(ep, 10))
-		hd.Set(wire.HeaderProducerSeq, strconv.FormatUint(sq, 10))
+	set := func(k, v string) {
+		vals = append(num[:len(vals)], v)
+		hd[k] = vals[len(vals)-1:]
+	}
+	set(wire.HeaderOffset, strconv.FormatInt(ack.FirstOffset, 10))
+	set(wire.HeaderNextOffset, strconv.FormatInt(ack.NextOffset, 10))
+	set(wire.HeaderTimestamp, strconv.FormatInt(ack.Timestamp, 10))
+	set(wire.HeaderRecordCount, strconv.Itoa(count))
+	if producer {
+		set(wire.HeaderProducerEpoch, strconv.FormatUint(ack.ProducerEpoch, 10))
+		set(wire.HeaderProducerSeq, strconv.FormatUint(ack.ProducerSeq, 10))
 	}
 	if ack.Duplicate {
-		hd.Set(wire.HeaderDuplicate, "true")
+		set(wire.HeaderDuplicate, "true")
 	}
 	if ack.Closed {
-		hd.Set(wire.HeaderClosed, "true")
+		set(wire.HeaderClosed, "true")
 	}
-	httpx.WriteJSON(w, http.StatusOK, out)
+	hd["Content-Type"] = jsonContentType
+	var buf [192]byte
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(appendAckJSON(buf[:0], ack, count, producer))
+}
+
+var jsonContentType = []string{wire.MediaJSON}
+
+// appendAckJSON appends the JSON of appendAck{...} plus a newline, byte
+// for byte what json.NewEncoder(w).Encode of the struct writes
+// (TestAppendAckJSON).
+func appendAckJSON(b []byte, ack stream.AppendResult, count int, producer bool) []byte {
+	b = append(b, `{"offset":`...)
+	b = strconv.AppendInt(b, ack.FirstOffset, 10)
+	b = append(b, `,"nextOffset":`...)
+	b = strconv.AppendInt(b, ack.NextOffset, 10)
+	b = append(b, `,"timestamp":`...)
+	b = strconv.AppendInt(b, ack.Timestamp, 10)
+	b = append(b, `,"count":`...)
+	b = strconv.AppendInt(b, int64(count), 10)
+	if ack.Duplicate {
+		b = append(b, `,"duplicate":true`...)
+	}
+	if producer {
+		b = append(b, `,"producerEpoch":`...)
+		b = strconv.AppendUint(b, ack.ProducerEpoch, 10)
+		b = append(b, `,"producerSeq":`...)
+		b = strconv.AppendUint(b, ack.ProducerSeq, 10)
+	}
+	return append(b, "}\n"...)
 }
 
 // readBody reads the request body into dst, at most limit bytes. With a

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/node/stream/streamtest"
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -37,9 +35,7 @@ func newServer(t testing.TB, cfg Config, scfg stream.Config) *server {
 }
 
 func (s *server) start() {
-	router := mux.NewRouter().SkipClean(true)
-	New(s.env.Svc, s.cfg).Register(router)
-	s.srv = httptest.NewServer(router)
+	s.srv = httptest.NewServer(New(s.env.Svc, s.cfg))
 	s.URL = s.srv.URL
 	s.t.Cleanup(s.srv.Close)
 }

@@ -140,9 +140,12 @@ func appendShape(ct string) (bodyShape, string, error) {
 	if strings.TrimSpace(ct) == "" {
 		return shapeSingle, "", nil
 	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return 0, "", fmt.Errorf("%w: Content-Type %q: %v", errUnsupportedMedia, ct, err)
+	mt := ct // a plain type/subtype is its own media type: no parse, no map
+	if !wire.IsPlainMediaType(ct) {
+		var err error
+		if mt, _, err = mime.ParseMediaType(ct); err != nil {
+			return 0, "", fmt.Errorf("%w: Content-Type %q: %v", errUnsupportedMedia, ct, err)
+		}
 	}
 	switch mt {
 	case wire.MediaBatchJSON:

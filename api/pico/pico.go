@@ -18,10 +18,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/gorilla/mux"
 
 	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/node/stream"
@@ -85,9 +82,6 @@ type Handler struct {
 	cfg   Config
 	lim   batchLimits
 	pages pageCache // rendered live-read pages shared by SSE readers
-
-	routerOnce sync.Once // ServeHTTP's own router, built on first use
-	router     *mux.Router
 }
 
 // New returns a Pico handler over svc.
@@ -129,24 +123,25 @@ func New(svc Service, cfg Config) *Handler {
 	}}
 }
 
-// Register mounts the Pico routes on r. The stream route catches every path,
-// so callers register their own root routes (/healthz, /metrics, …) first.
-func (h *Handler) Register(r *mux.Router) {
-	r.Path(wire.PathStreams).HandlerFunc(h.serveList)
-	r.PathPrefix(wire.PathStreams + "/").HandlerFunc(h.serveAdmin)
-	r.PathPrefix("/_").HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		httpx.WriteError(w, http.StatusNotFound, wire.CodeNotFoundRoute, "no such endpoint: "+req.URL.Path)
-	})
-	r.PathPrefix("/").HandlerFunc(h.serveStream)
-}
-
-// ServeHTTP serves the Pico routes alone, for tests and embedding.
+// ServeHTTP serves the Pico routes: /_streams (list), /_streams/… (admin),
+// other /_… paths (reserved: 404), and every other path as a stream name.
+// Callers serve their own root routes (/healthz, /metrics, …) before it.
+// A plain switch, not a router: an append pays for no route matching,
+// request copy or context value.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.routerOnce.Do(func() {
-		h.router = mux.NewRouter().SkipClean(true)
-		h.Register(h.router)
-	})
-	h.router.ServeHTTP(w, r)
+	p := r.URL.Path
+	switch {
+	case p == wire.PathStreams:
+		h.serveList(w, r)
+	case strings.HasPrefix(p, wire.PathStreams+"/"):
+		h.serveAdmin(w, r)
+	case strings.HasPrefix(p, "/_"):
+		httpx.WriteError(w, http.StatusNotFound, wire.CodeNotFoundRoute, "no such endpoint: "+p)
+	case strings.HasPrefix(p, "/"):
+		h.serveStream(w, r)
+	default:
+		http.NotFound(w, r)
+	}
 }
 
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {

@@ -47,7 +47,7 @@ func (s *Service) ReadBatches(ctx context.Context, name string, offset int64, ma
 		return BatchRead{}, err
 	}
 	st.mu.Lock()
-	changed, deleted := st.wake, st.deleted
+	changed, deleted := st.wakeChanLocked(), st.deleted
 	st.mu.Unlock()
 	if deleted {
 		return BatchRead{}, fmt.Errorf("%w: %s", ErrNotFound, name)

@@ -317,8 +317,19 @@ func (s *Service) retire(st *streamState) {
 
 // wakeReadersLocked wakes everything waiting for the high watermark.
 func (st *streamState) wakeReadersLocked() {
-	close(st.wake)
-	st.wake = make(chan struct{})
+	if st.wake != nil { // nobody waits otherwise: no channel per append
+		close(st.wake)
+		st.wake = nil
+	}
+}
+
+// wakeChanLocked is the channel the next wakeReadersLocked closes, made
+// when the first waiter asks for it.
+func (st *streamState) wakeChanLocked() <-chan struct{} {
+	if st.wake == nil {
+		st.wake = make(chan struct{})
+	}
+	return st.wake
 }
 
 // wakeUploadWaitersLocked wakes appends waiting for object durability.

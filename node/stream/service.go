@@ -180,8 +180,9 @@ type streamState struct {
 	// flush: updated with st.next, so a flush knows exactly how much of
 	// Service.pending its snapshot takes away.
 	unflushed int64
-	// wake is closed (and replaced) whenever hwm advances, so long-polls
-	// of exactly this stream wake up without polling.
+	// wake is closed whenever hwm advances, so long-polls of exactly this
+	// stream wake up without polling; nil until a waiter asks for it
+	// (wakeChanLocked), so appends nobody waits for make no channel.
 	wake    chan struct{}
 	deleted bool
 
@@ -449,7 +450,7 @@ func (s *Service) loadedLocked() []*streamState {
 }
 
 func (s *Service) insertLocked(m meta.Stream) *streamState {
-	st := &streamState{info: m, wake: make(chan struct{}), upWake: make(chan struct{})}
+	st := &streamState{info: m, upWake: make(chan struct{})}
 	s.initLifecycle(st)
 	s.byName[m.Name] = st
 	s.byID[m.ID] = st
@@ -1159,7 +1160,7 @@ func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool,
 	}
 	for {
 		st.mu.Lock()
-		hwm, wake, deleted, closed := st.hwm, st.wake, st.deleted, st.closedVisible
+		hwm, wake, deleted, closed := st.hwm, st.wakeChanLocked(), st.deleted, st.closedVisible
 		st.mu.Unlock()
 		if deleted {
 			return false, fmt.Errorf("%w: %s", ErrNotFound, name)

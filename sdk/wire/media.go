@@ -12,6 +12,9 @@ import (
 // trimmed, so a sloppy header still names its type the same way on every
 // side (server, Go client, CLI).
 func MediaType(ct string) string {
+	if IsPlainMediaType(ct) {
+		return ct // what mime would return, without its parameter map
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		mt, _, _ = strings.Cut(ct, ";")
@@ -58,4 +61,26 @@ func JSONValueFlagged(v []byte) bool {
 		return c == '"' || c == 'n'
 	}
 	return false
+}
+
+// IsPlainMediaType reports whether ct is a bare lower-case "type/subtype"
+// of RFC 2045 token characters: no parameters, spaces or upper case. Such a
+// value is its own media type, and mime.ParseMediaType accepts it with no
+// parameters, so the append path compares it without parsing (most
+// Content-Types a client sends look like this).
+func IsPlainMediaType(ct string) bool {
+	slash := -1
+	for i := 0; i < len(ct); i++ {
+		c := ct[i]
+		switch {
+		case c == '/':
+			if slash >= 0 {
+				return false
+			}
+			slash = i
+		case c <= ' ' || c >= 0x7f || ('A' <= c && c <= 'Z') || strings.IndexByte(`()<>@,;:\"[]?=`, c) >= 0:
+			return false
+		}
+	}
+	return slash > 0 && slash < len(ct)-1
 }
