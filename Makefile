@@ -168,6 +168,7 @@ bench-micro:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/bench/ | tee /tmp/picomq-bench-pico.txt
 	$(S3_ENV) $(GO) test -run '^$$' -bench . -benchtime 10x ./tiering/ | tee /tmp/picomq-bench-tiering.txt
 	$(GO) test -run '^$$' -bench PUTsPerGiB -benchtime 1x -timeout 20m ./node/ | tee /tmp/picomq-bench-puts.txt
+	$(GO) test -run '^$$' -bench AppendHTTPNode -benchmem -benchtime $(BENCHTIME) ./node/ | tee /tmp/picomq-bench-node-http.txt
 
 lint:
 	$(GO) vet $(PKGS)
