@@ -33,17 +33,18 @@ import (
 
 // benchConfig is what one run does.
 type benchConfig struct {
-	producers  int
-	recordSize int
-	batch      int
-	streams    int
-	duration   time.Duration
-	warmup     time.Duration // unmeasured load before duration
-	rate       float64       // records/s over all producers; 0 = closed loop
-	prefix     string
-	keep       bool
-	jsonOut    bool
-	report     string // rebuild the report in this directory instead of running
+	producers   int
+	recordSize  int
+	batch       int
+	streams     int
+	duration    time.Duration
+	warmup      time.Duration // unmeasured load before duration
+	rate        float64       // records/s over all producers; 0 = closed loop
+	prefix      string
+	keep        bool
+	jsonOut     bool
+	report      string // rebuild the report in this directory instead of running
+	contentType string // of the streams; "" = by protocol (benchContentType)
 }
 
 // benchResult is the --json shape of a run.
@@ -68,14 +69,9 @@ type benchResult struct {
 	AckLatencyMs    latencyStats `json:"ackLatencyMs"`
 }
 
-type latencyStats struct {
-	P50  float64 `json:"p50"`
-	P90  float64 `json:"p90"`
-	P99  float64 `json:"p99"`
-	P999 float64 `json:"p99_9"`
-	Max  float64 `json:"max"`
-	Mean float64 `json:"mean"`
-}
+// latencyStats is the --json latency shape, the one make bench's report
+// reads.
+type latencyStats = benchreport.Latency
 
 func latencyOf(h *hdr.Histogram) latencyStats {
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
@@ -93,6 +89,8 @@ const benchUsage = `picomq bench [flags]: append load against a node, ack latenc
   --rate R           open loop: R records/s in total, latency from the intended
                      send time; 0 (default) = closed loop, as fast as acks come
   --prefix P         stream name prefix (default /bench/<start time>)
+  --content-type T   the streams' content type (default: application/json over
+                     Durable Streams, application/octet-stream over Pico)
   --keep             keep the streams afterwards (default: delete them)
   --json             print the result as one JSON object
   --report DIR       run nothing: rebuild the report of a make bench run in DIR
@@ -119,6 +117,7 @@ func benchCmd(args []string, e env) int {
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the streams")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "JSON output")
 	fs.StringVar(&cfg.report, "report", "", "rebuild the report in DIR")
+	fs.StringVar(&cfg.contentType, "content-type", "", "content type of the streams")
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -249,16 +248,13 @@ func (r *benchRun) merged() *hdr.Histogram {
 	return &h
 }
 
-// benchRecords builds one append's records. Over Pico a record is random
-// bytes. Over Durable Streams the bench creates an application/json stream
-// so that a batch of N records stays N messages (a byte stream's append is
-// one message whatever its size): each record is a JSON string of exactly
-// recordSize bytes.
-func benchRecords(p picomq.Protocol, size, batch int) []picomq.AppendRecord {
+// benchRecords builds one append's records: JSON strings of exactly size
+// bytes on a JSON stream, random bytes otherwise.
+func benchRecords(jsonStream bool, size, batch int) []picomq.AppendRecord {
 	recs := make([]picomq.AppendRecord, batch)
 	for i := range recs {
 		b := make([]byte, size)
-		if p == picomq.ProtocolDurableStreams {
+		if jsonStream {
 			for j := range b {
 				b[j] = 'a' + byte((i+j)%26)
 			}
@@ -271,15 +267,23 @@ func benchRecords(p picomq.Protocol, size, batch int) []picomq.AppendRecord {
 	return recs
 }
 
-func benchContentType(p picomq.Protocol) string {
-	if p == picomq.ProtocolDurableStreams {
+// benchContentType is the streams' content type: --content-type, else
+// application/json over Durable Streams, so that a batch of N records
+// stays N messages (a byte stream's append is one message whatever its
+// size), and application/octet-stream over Pico.
+func benchContentType(p picomq.Protocol, flag string) string {
+	switch {
+	case flag != "":
+		return flag
+	case p == picomq.ProtocolDurableStreams:
 		return "application/json"
 	}
 	return "application/octet-stream"
 }
 
 func runBench(ctx context.Context, c picomq.Client, cfg benchConfig, e env) (benchResult, error) {
-	ct := benchContentType(c.Protocol())
+	ct := benchContentType(c.Protocol(), cfg.contentType)
+	jsonStream := strings.HasPrefix(ct, "application/json")
 	streams := make([]picomq.Stream, cfg.streams)
 	for i := range streams {
 		streams[i] = c.Stream(fmt.Sprintf("%s/%d", cfg.prefix, i))
@@ -322,7 +326,7 @@ func runBench(ctx context.Context, c picomq.Client, cfg benchConfig, e env) (ben
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.produce(runCtx, streams[i%len(streams)], p, benchRecords(c.Protocol(), cfg.recordSize, cfg.batch), schedule)
+			r.produce(runCtx, streams[i%len(streams)], p, benchRecords(jsonStream, cfg.recordSize, cfg.batch), schedule)
 		}()
 	}
 	progressDone := make(chan struct{})

@@ -77,3 +77,16 @@ func TestBenchUsage(t *testing.T) {
 		cli(t, "pico", "", append([]string{"bench"}, args...)...).want(t, exitUsage, strings.Join(args, " "))
 	}
 }
+
+// TestBenchContentType: --content-type picks the streams' type; over
+// Durable Streams a byte stream takes random-byte records.
+func TestBenchContentType(t *testing.T) {
+	prefix := streamName(t)
+	res := benchJSON(t, "durable-streams", "--duration", "1s", "--producers", "2", "--record-size", "100",
+		"--content-type", "text/plain", "--prefix", prefix, "--keep")
+	checkBench(t, res, 1, 100)
+	info := cli(t, "durable-streams", "", "describe", prefix+"/0").want(t, exitOK, "describe")
+	if !strings.Contains(info.stdout, "text/plain") {
+		t.Fatalf("stream is not text/plain:\n%s", info.stdout)
+	}
+}

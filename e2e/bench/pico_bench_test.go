@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -113,24 +112,6 @@ func startNode(b *testing.B, extra ...string) *node {
 		b.Fatalf("picomq: %v\n%s", err, logs.String())
 	}
 	return n
-}
-
-// cpuSeconds is the user+system CPU time of a process, from /proc.
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the parenthesised command name; utime and stime are
-	// fields 14 and 15 of the whole line.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ is 100 on Linux
 }
 
 // result is one measured configuration.
@@ -411,7 +392,7 @@ func BenchmarkPicoSSEFanout(b *testing.B) {
 		}()
 	}
 	ready.Wait()
-	cpu0 := cpuSeconds(n.pid)
+	cpu0 := testproc.CPUSeconds(n.pid)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	stop := time.After(d)
 	sent := 0
@@ -432,7 +413,7 @@ loop:
 	}
 	tick.Stop()
 	time.Sleep(500 * time.Millisecond) // let the last deliveries land
-	cpu1 := cpuSeconds(n.pid)
+	cpu1 := testproc.CPUSeconds(n.pid)
 	cancel()
 	wg.Wait()
 	res := result{lat: lat}

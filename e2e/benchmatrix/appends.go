@@ -18,6 +18,7 @@ import (
 
 	"github.com/PicoMQ/picomq/internal/benchreport"
 	"github.com/PicoMQ/picomq/internal/hdr"
+	"github.com/PicoMQ/picomq/internal/testproc"
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/wal"
 )
@@ -64,10 +65,10 @@ func lastBytes(s string, n int) string {
 
 // picoBench runs picomq bench against a node: c producers, one stream
 // each, single-record appends of size bytes, closed loop.
-func (m *matrix) picoBench(ctx context.Context, url, proto, prefix string, c, size int) (loadResult, error) {
-	return jsonCommand(ctx, m.cfg.picomq, "bench", "--json", "--server", url, "--protocol", proto,
+func (m *matrix) picoBench(ctx context.Context, url, proto, prefix string, c, size int, extra ...string) (loadResult, error) {
+	return jsonCommand(ctx, m.cfg.picomq, append([]string{"bench", "--json", "--server", url, "--protocol", proto,
 		"--producers", fmt.Sprint(c), "--streams", fmt.Sprint(c), "--record-size", fmt.Sprint(size),
-		"--duration", m.cfg.secs.String(), "--warmup", m.cfg.warmup.String(), "--prefix", prefix)
+		"--duration", m.cfg.secs.String(), "--warmup", m.cfg.warmup.String(), "--prefix", prefix}, extra...)...)
 }
 
 // closedLoop runs op from c goroutines back to back for warmup+d and
@@ -204,14 +205,11 @@ func (m *matrix) httpRows(ctx context.Context, run int) error {
 		return err
 	}
 	defer n.stop()
-	var nats *proc
-	var natsURL string
-	if m.cfg.natsload != "" {
-		if nats, natsURL, err = m.startNATS(); err != nil {
-			return err
-		}
-		defer nats.stop()
+	nats, natsURL, err := m.startNATS()
+	if err != nil {
+		return err
 	}
+	defer nats.stop()
 	const peer = "NATS JetStream, sync_interval: always"
 	const cpuRow, rssRow = "cpu-append", "rss-after-appends"
 	for _, size := range []int{100, 1024} {
@@ -219,9 +217,9 @@ func (m *matrix) httpRows(ctx context.Context, run int) error {
 			id := m.row(benchreport.Row{ID: fmt.Sprintf("http-c%d-s%d", c, size),
 				What: fmt.Sprintf("single-record HTTP appends, %s, %s", clients(c), sizeName(size)),
 				Unit: "appends/s", Peer: peer, Group: "single-record appends, " + sizeName(size), X: c})
-			cpu0 := cpuSeconds(n.pid)
+			cpu0 := testproc.CPUSeconds(n.pid)
 			r, err := m.picoBench(ctx, n.url, "pico", fmt.Sprintf("/mb/r%d/c%d-s%d", run, c, size), c, size)
-			cpu1 := cpuSeconds(n.pid)
+			cpu1 := testproc.CPUSeconds(n.pid)
 			if err != nil {
 				m.fail(id+" PicoMQ", err)
 			} else {
@@ -233,10 +231,10 @@ func (m *matrix) httpRows(ctx context.Context, run int) error {
 			if nats == nil {
 				continue
 			}
-			cpu0 = cpuSeconds(nats.pid)
+			cpu0 = testproc.CPUSeconds(nats.pid)
 			q, err := jsonCommand(ctx, m.cfg.natsload, "pub", "-url", natsURL, "-subject", fmt.Sprintf("bench.r%d.c%d.s%d", run, c, size),
 				"-c", fmt.Sprint(c), "-size", fmt.Sprint(size), "-d", m.cfg.secs.String(), "-warmup", m.cfg.warmup.String())
-			cpu1 = cpuSeconds(nats.pid)
+			cpu1 = testproc.CPUSeconds(nats.pid)
 			if err != nil {
 				m.fail(id+" JetStream", err)
 				continue
@@ -251,9 +249,9 @@ func (m *matrix) httpRows(ctx context.Context, run int) error {
 	m.row(benchreport.Row{ID: cpuRow, What: "server CPU per single-record append, 64 clients, 100 B", Unit: "µs",
 		Peer: peer, LowerBetter: true, Note: "warm-up appends counted at the measured rate"})
 	m.row(benchreport.Row{ID: rssRow, What: "server RSS after the append points", Unit: "MiB", Peer: peer, LowerBetter: true})
-	m.res.Add(rssRow, run, benchreport.SidePico, rssBytes(n.pid)/(1<<20), nil)
+	m.res.Add(rssRow, run, benchreport.SidePico, testproc.RSSBytes(n.pid)/(1<<20), nil)
 	if nats != nil {
-		m.res.Add(rssRow, run, benchreport.SidePeer, rssBytes(nats.pid)/(1<<20), nil)
+		m.res.Add(rssRow, run, benchreport.SidePeer, testproc.RSSBytes(nats.pid)/(1<<20), nil)
 	}
 	return nil
 }
@@ -268,8 +266,9 @@ func cpuPerOp(cpuSecs float64, r loadResult, c config) float64 {
 	return cpuSecs / ops * 1e6
 }
 
-// dsRows: Durable Streams appends (100 B JSON messages, one POST each, one
-// stream per client) at 1 and 64 clients, PicoMQ next to the Node
+// dsRows: Durable Streams appends (one POST of 100 B each, one stream per
+// client) at 1 and 64 clients on byte streams (text/plain), and at 64 on
+// JSON streams (each append one JSON message), PicoMQ next to the Node
 // reference server, both file-backed and fsyncing before the ack.
 func (m *matrix) dsRows(ctx context.Context, run int) error {
 	n, err := m.startNode("pico-ds", "--protocol", "durable-streams")
@@ -283,17 +282,25 @@ func (m *matrix) dsRows(ctx context.Context, run int) error {
 	}
 	defer ref.stop()
 	const peer = "Durable Streams Node reference server (file store)"
-	for _, c := range []int{1, 64} {
-		id := m.row(benchreport.Row{ID: fmt.Sprintf("ds-c%d", c), What: fmt.Sprintf("Durable Streams appends, %s, 100 B JSON", clients(c)),
-			Unit: "appends/s", Peer: peer, Group: "Durable Streams appends, 100 B", X: c})
-		prefix := fmt.Sprintf("/mb/r%d/ds-c%d", run, c)
-		r, err := m.picoBench(ctx, n.url, "durable-streams", prefix, c, 100)
+	for _, p := range []struct {
+		c      int
+		ct, id string
+	}{{1, "text/plain", "ds-c1"}, {64, "text/plain", "ds-c64"}, {64, "application/json", "ds-json-c64"}} {
+		what := fmt.Sprintf("Durable Streams appends, %s, 100 B, %s stream", clients(p.c), p.ct)
+		row := benchreport.Row{ID: p.id, What: what, Unit: "appends/s", Peer: peer}
+		if p.ct == "text/plain" {
+			row.Group, row.X = "Durable Streams appends, 100 B, text/plain", p.c
+		}
+		id := m.row(row)
+		prefix := fmt.Sprintf("/mb/r%d/%s", run, p.id)
+		args := []string{"--content-type", p.ct}
+		r, err := m.picoBench(ctx, n.url, "durable-streams", prefix, p.c, 100, args...)
 		if err != nil {
 			m.fail(id+" PicoMQ", err)
 		} else {
 			m.res.Add(id, run, benchreport.SidePico, r.RecordsPerSec, &r.Lat)
 		}
-		q, err := m.picoBench(ctx, refURL, "durable-streams", prefix, c, 100)
+		q, err := m.picoBench(ctx, refURL, "durable-streams", prefix, p.c, 100, args...)
 		if err != nil {
 			m.fail(id+" reference", err)
 			continue

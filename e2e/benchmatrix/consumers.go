@@ -29,14 +29,11 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 		return err
 	}
 	defer n.stop()
-	var nats *proc
-	var natsURL string
-	if m.cfg.natsload != "" {
-		if nats, natsURL, err = m.startNATS(); err != nil {
-			return err
-		}
-		defer nats.stop()
+	nats, natsURL, err := m.startNATS()
+	if err != nil {
+		return err
 	}
+	defer nats.stop()
 	c, err := picomq.NewPico(n.url)
 	if err != nil {
 		return err

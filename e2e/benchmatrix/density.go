@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/benchreport"
+	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
 // createCap bounds the measured stream creation: a slow node creates
@@ -36,7 +37,7 @@ func (m *matrix) densityRows(ctx context.Context, run int) error {
 		return err
 	}
 	time.Sleep(2 * time.Second) // let the fresh process settle before its RSS is read
-	rss0 := rssBytes(n.pid)
+	rss0 := testproc.RSSBytes(n.pid)
 	etcd0, err := etcdInUse(n.pid, n.url)
 	if err != nil {
 		m.fail("etcd size", err)
@@ -55,7 +56,7 @@ func (m *matrix) densityRows(ctx context.Context, run int) error {
 	logf("  created %d streams at %.0f/s", created, rate)
 
 	time.Sleep(2 * time.Second)
-	rss1 := rssBytes(n.pid)
+	rss1 := testproc.RSSBytes(n.pid)
 	m.row(benchreport.Row{ID: "rss-idle", What: "node RSS with the idle streams", Unit: "MiB", Peer: "the same node, empty", LowerBetter: true})
 	m.res.Add("rss-idle", run, benchreport.SidePico, rss1/(1<<20), nil)
 	m.res.Add("rss-idle", run, benchreport.SidePeer, rss0/(1<<20), nil)

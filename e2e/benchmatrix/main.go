@@ -28,7 +28,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -267,38 +266,6 @@ func (p *proc) tail() string {
 	return s
 }
 
-// cpuSeconds is the user+system CPU time of a process, from /proc.
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
-}
-
-// rssBytes is a process's resident set size, from /proc.
-func rssBytes(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			kb, _ := strconv.ParseFloat(f[0], 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
-
 // node is a running picomq serve.
 type node struct {
 	*proc
@@ -344,8 +311,12 @@ func (n *node) restart(name, bin string) error {
 }
 
 // startNATS starts nats-server with JetStream on a file store that
-// fsyncs before every ack (sync_interval: always).
+// fsyncs before every ack (sync_interval: always); without -natsload it
+// starts nothing and returns a nil proc.
 func (m *matrix) startNATS() (*proc, string, error) {
+	if m.cfg.natsload == "" {
+		return nil, "", nil
+	}
 	dir, err := os.MkdirTemp(m.cfg.work, "nats-")
 	if err != nil {
 		return nil, "", err
