@@ -24,6 +24,8 @@ import (
 
 	picomq "github.com/PicoMQ/picomq/client/go"
 	"github.com/PicoMQ/picomq/internal/testproc"
+	"github.com/PicoMQ/picomq/sdk/wire"
+	"github.com/PicoMQ/picomq/sdk/wire/codec"
 )
 
 var (
@@ -303,6 +305,42 @@ func TestCLIJSONValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCLIEncodeAndAppendBinary: picomq encode writes a Pico binary batch
+// that the server takes as an application/vnd.picomq.batch body (the curl
+// of docs/api.md), and append --format binary appends such a batch as one
+// append, keys and headers kept.
+func TestCLIEncodeAndAppendBinary(t *testing.T) {
+	enc := cli(t, "pico", "one\ntwo\n", "encode", "--key", "k7").want(t, 0, "encode")
+	recs, err := codec.Decode([]byte(enc.stdout), nil, codec.Limits{})
+	if err != nil || len(recs) != 2 || string(recs[0].Key) != "k7" || string(recs[1].Value) != "two" {
+		t.Fatalf("encode wrote %q: %v %+v", enc.stdout, err, recs)
+	}
+	name := streamName(t)
+	cli(t, "pico", "", "create", name, "--content-type", "text/plain").want(t, 0, "create")
+	res, err := http.Post(servers["pico"]+name, wire.MediaBatch, strings.NewReader(enc.stdout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get(wire.HeaderRecordCount) != "2" {
+		t.Fatalf("POST of the encoded batch: %d, %s records", res.StatusCode, res.Header.Get(wire.HeaderRecordCount))
+	}
+	frame := codec.Encode([]codec.Record{{Key: []byte("k8"), Value: []byte("three"), Headers: []codec.Header{{Key: "h", Value: []byte("v")}}}, {Value: []byte("four")}})
+	r := cli(t, "pico", string(frame), "append", name, "--format", "binary").want(t, 0, "append --format binary")
+	if !strings.Contains(r.stdout, "appended 2 records") || !strings.Contains(r.stdout, "first position 2") {
+		t.Fatalf("append --format binary: %s", r.stdout)
+	}
+	out := jsonLines(t, cli(t, "pico", "", "read", name, "--json").want(t, 0, "read").stdout)
+	if len(out) != 4 || out[0]["key"] != "k7" || out[2]["key"] != "k8" || out[2]["value"] != "three" || out[3]["value"] != "four" ||
+		len(out[2]["headers"].([]any)) != 1 {
+		t.Fatalf("read after the binary appends: %v", out)
+	}
+	cli(t, "pico", "not a batch", "append", name, "--format", "binary").want(t, exitError, "append --format binary of garbage")
+	cli(t, "pico", "x", "append", name, "--format", "xml").want(t, exitUsage, "unknown --format")
+	cli(t, "pico", "", "encode").want(t, exitError, "encode of empty input")
+	cli(t, "pico", "", "encode", "extra").want(t, exitUsage, "encode with an argument")
 }
 
 func TestCLIUsageAndErrors(t *testing.T) {

@@ -41,7 +41,8 @@ const (
 
 const clientUsage = `Client commands (all take --server, --token, --protocol):
   picomq create NAME [--content-type T] [--retention D] [--kafka-topic T] [--ttl D]
-  picomq append NAME [--whole] [--key K] [--keep-empty] < input
+  picomq append NAME [--format lines|whole|binary] [--key K] [--keep-empty] < input
+  picomq encode [--key K] [--whole] < input > batch.bin   (a Pico binary batch)
   picomq read NAME [--from POSITION] [--limit N] [--json]
   picomq tail NAME [-n N] [-f] [--json]
   picomq ls [--prefix P] [--json]
@@ -316,12 +317,33 @@ func appendCmd(fs *flag.FlagSet, e env) func(context.Context, picomq.Client, []s
 	keepEmpty := fs.Bool("keep-empty", false, "append empty lines as empty records (default: skip them)")
 	linger := fs.Duration("linger", 0, "wait this long to fill a batch")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	format := fs.String("format", "lines", "stdin is: lines (a record per line), whole (one record) or binary (a Pico binary batch, e.g. from picomq encode, appended as one append)")
 	return func(ctx context.Context, c picomq.Client, args []string) error {
 		name, err := oneName(args)
 		if err != nil {
 			return err
 		}
 		s := c.Stream(name)
+		switch *format {
+		case "lines":
+		case "whole":
+			*whole = true
+		case "binary":
+			if *key != "" || *whole || *keepEmpty {
+				return usagef("--format binary takes keys and records from the batch; --key, --whole and --keep-empty do not apply")
+			}
+			recs, err := readBinaryBatch(e.stdin)
+			if err != nil {
+				return err
+			}
+			ack, err := s.Append(ctx, recs...)
+			if err != nil {
+				return err
+			}
+			return printAppended(e, name, *asJSON, ack.Count, ack.Start, ack.Next)
+		default:
+			return usagef("--format %q: want lines, whole or binary", *format)
+		}
 		var k []byte
 		if *key != "" {
 			k = []byte(*key)
@@ -392,16 +414,21 @@ func appendCmd(fs *flag.FlagSet, e env) func(context.Context, picomq.Client, []s
 			a, _ = last.Result()
 			next = a.Next
 		}
-		if *asJSON {
-			return writeJSON(e.stdout, map[string]any{"stream": name, "records": count, "first": firstPos, "next": next})
-		}
-		if count == 0 {
-			_, err = fmt.Fprintf(e.stdout, "appended nothing to %s (empty input)\n", name)
-			return err
-		}
-		_, err = fmt.Fprintf(e.stdout, "appended %d records to %s (first position %s, next %s)\n", count, name, firstPos, next)
+		return printAppended(e, name, *asJSON, count, firstPos, next)
+	}
+}
+
+// printAppended prints append's result line (or JSON object).
+func printAppended(e env, name string, asJSON bool, count int, firstPos, next string) error {
+	if asJSON {
+		return writeJSON(e.stdout, map[string]any{"stream": name, "records": count, "first": firstPos, "next": next})
+	}
+	if count == 0 {
+		_, err := fmt.Fprintf(e.stdout, "appended nothing to %s (empty input)\n", name)
 		return err
 	}
+	_, err := fmt.Fprintf(e.stdout, "appended %d records to %s (first position %s, next %s)\n", count, name, firstPos, next)
+	return err
 }
 
 // maxLine bounds one input line (the server's default record limit is

@@ -54,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runClient(args[0], args[1:], processEnv(stdout, stderr))
 	case "bench":
 		return benchCmd(args[1:], processEnv(stdout, stderr))
+	case "encode":
+		return encodeCmd(args[1:], os.Stdin, stdout, stderr)
 	case "token":
 		return tokenCmd(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version":
