@@ -42,6 +42,10 @@ type clusterOpts struct {
 	Token      string        // bearer token of the harness's own requests (auth-on clusters)
 	Bin        string        // picomq binary; empty = the one TestMain built
 	Kafka      bool          // give every node a Kafka listener (clusterNode.KafkaAddr)
+	// KafkaHost, when set, is the host of every node's
+	// --kafka-advertise-addr (its listener's port), which is then what
+	// clusterNode.KafkaAddr holds.
+	KafkaHost string
 }
 
 func (o *clusterOpts) defaults() {
@@ -102,6 +106,11 @@ func (c *cluster) startNode(id, dataDir string) *clusterNode {
 		"--object-store", c.minio.ObjectStoreURL(),
 		"--lease-ttl", c.opts.LeaseTTL.String(),
 		"--seal-max-age", c.opts.SealMaxAge.String(),
+	}
+	if c.opts.Kafka && c.opts.KafkaHost != "" {
+		_, port, _ := net.SplitHostPort(kafkaAddr)
+		kafkaAddr = net.JoinHostPort(c.opts.KafkaHost, port)
+		args = append(args, "--kafka-advertise-addr", kafkaAddr)
 	}
 	args = append(args, c.opts.Extra...)
 	p := &proc{t: c.t, URL: "http://" + addr, dataDir: dataDir, args: args, env: c.minio.Env(), bin: c.opts.Bin,

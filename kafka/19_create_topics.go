@@ -70,29 +70,63 @@ func (s *Server) createTopic(ctx context.Context, name string, partitions int32,
 	if _, err := s.svc.LookupTopic(ctx, name); err == nil {
 		return topic{}, fmt.Errorf("%w: topic %q exists", stream.ErrTopicConflict, name)
 	}
+	leaders := s.spread(ctx, name, partitions)
 	none := ""
 	for p := int32(1); p < partitions; p++ {
-		if _, err := s.createPartition(ctx, partitionStream(base, p), &none, tc); err != nil {
+		if _, err := s.createPartition(ctx, partitionStream(base, p), &none, tc, leaders(p)); err != nil {
 			return topic{}, err
 		}
 	}
 	alias := name
-	info, err := s.createPartition(ctx, base, &alias, tc)
+	info, err := s.createPartition(ctx, base, &alias, tc, leaders(0))
 	if err != nil {
 		return topic{}, err
 	}
 	return s.resolveTopicFrom(ctx, name, info)
 }
 
-// createPartition creates one partition stream; one that exists already
-// with the same configuration is taken as is (a retried create).
-func (s *Server) createPartition(ctx context.Context, name string, alias *string, tc topicConfig) (stream.Info, error) {
-	info, _, err := s.svc.Create(ctx, name, stream.CreateOptions{
+// spread chooses the node that leads each partition of a new topic: the
+// live Kafka nodes in node-id order, round robin, starting at a node picked
+// by the topic name's hash (so one-partition topics spread too). Without
+// other live nodes every partition stays here.
+func (s *Server) spread(ctx context.Context, name string, partitions int32) func(p int32) string {
+	self := s.svc.NodeID()
+	b, err := s.brokers(ctx)
+	if err != nil {
+		return func(int32) string { return self }
+	}
+	var nodes []string
+	for _, m := range b.members { // sorted by node id
+		if _, ok := b.byNode[m.NodeID]; ok {
+			nodes = append(nodes, m.NodeID)
+		}
+	}
+	if len(nodes) < 2 {
+		return func(int32) string { return self }
+	}
+	first := int(uint32(brokerID(name)) % uint32(len(nodes)))
+	return func(p int32) string { return nodes[(first+int(p))%len(nodes)] }
+}
+
+// createPartition creates one partition stream and hands it to its
+// leader node when that is another node; one that exists already with the
+// same configuration is taken as is (a retried create). A hand-over that
+// fails leaves the partition here, where it works as well.
+func (s *Server) createPartition(ctx context.Context, name string, alias *string, tc topicConfig, leader string) (stream.Info, error) {
+	info, created, err := s.svc.Create(ctx, name, stream.CreateOptions{
 		ContentType: kafkaContentType, KafkaTopic: alias,
 		RetentionMs: tc.retentionMs, RetentionBytes: tc.retentionBytes, MaxBatchBytes: tc.maxBatchBytes,
 	})
 	if err != nil {
 		return stream.Info{}, fmt.Errorf("create partition stream %s: %w", name, err)
+	}
+	if created && leader != s.svc.NodeID() {
+		moved, err := s.svc.HandOver(ctx, name, leader)
+		if err != nil {
+			s.log.Warn("new partition stays on this node", "stream", name, "leader", leader, "err", err)
+			return info, nil
+		}
+		return moved, nil
 	}
 	return info, nil
 }

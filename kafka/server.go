@@ -42,6 +42,7 @@ type Streams interface {
 	LookupTopic(ctx context.Context, topic string) (stream.Info, error)
 	Describe(ctx context.Context, name string) (stream.Info, error)
 	NodeID() string
+	HandOver(ctx context.Context, name, nodeID string) (stream.Info, error) // spread new partitions
 }
 
 // Config configures the frontend.

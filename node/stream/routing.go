@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -439,23 +440,11 @@ func (s *Service) Drain(ctx context.Context) (int, error) {
 			errs = append(errs, fmt.Errorf("%s: not fully uploaded", info.Name))
 			continue
 		}
-		target := placement(info.Name, others)
-		_, err := s.cluster.UpdateStream(ctx, info.Name, func(cur *meta.Stream) error {
-			if cur.ID != info.ID || cur.Owner != s.cfg.NodeID || cur.Epoch != epoch {
-				return fmt.Errorf("%w: %s is no longer ours", meta.ErrConflict, info.Name)
-			}
-			cur.Owner = target.NodeID
-			cur.Epoch++
-			return nil
-		})
-		if err != nil && !errors.Is(err, meta.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("%s: %w", info.Name, err))
+		if _, err := s.handOff(ctx, st, info, epoch, placement(info.Name, others).NodeID); err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		s.retire(st) // ends live reads: they reconnect and get redirected
 		moved++
-		s.metrics.handoffs.Inc()
-		s.cfg.Logger.Info("handed stream over", "stream", info.Name, "to", target.NodeID, "epoch", epoch+1)
 	}
 	for _, st := range streams {
 		st.mu.Lock()
@@ -463,6 +452,81 @@ func (s *Service) Drain(ctx context.Context) (int, error) {
 		st.mu.Unlock()
 	}
 	return moved, errors.Join(errs...)
+}
+
+// handOff makes node the owner of st (epoch+1) in the registry, conditioned
+// on the record still being ours at epoch, and drops the local state. The
+// caller has flushed st to object storage: the new owner adopts it from
+// there.
+func (s *Service) handOff(ctx context.Context, st *streamState, info meta.Stream, epoch int64, node string) (meta.Stream, error) {
+	m, err := s.cluster.UpdateStream(ctx, info.Name, func(cur *meta.Stream) error {
+		if cur.ID != info.ID || cur.Owner != s.cfg.NodeID || cur.Epoch != epoch {
+			return fmt.Errorf("%w: %s is no longer ours", meta.ErrConflict, info.Name)
+		}
+		cur.Owner = node
+		cur.Epoch++
+		return nil
+	})
+	if err != nil && !errors.Is(err, meta.ErrNotFound) {
+		return meta.Stream{}, fmt.Errorf("%s: %w", info.Name, err)
+	}
+	s.retire(st) // ends live reads: they reconnect and get redirected
+	s.metrics.handoffs.Inc()
+	s.cfg.Logger.Info("handed stream over", "stream", info.Name, "to", node, "epoch", epoch+1)
+	return m, nil
+}
+
+// HandOver moves one stream this node serves to the live node nodeID, as
+// Drain does for all of them (flush, then ownership in the registry with
+// epoch+1; nodeID adopts it from object storage on its next request). The
+// Kafka frontend uses it to spread a new topic's partitions over the
+// cluster. It needs a cluster and object storage.
+func (s *Service) HandOver(ctx context.Context, name, nodeID string) (Info, error) {
+	if s.cluster == nil || s.tier == nil {
+		return Info{}, fmt.Errorf("%w: handing a stream over needs a cluster and object storage", ErrUnavailable)
+	}
+	if nodeID == s.cfg.NodeID {
+		return s.Describe(ctx, name)
+	}
+	members, err := s.liveMembers(ctx)
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if !slices.ContainsFunc(members, func(m meta.Member) bool { return m.NodeID == nodeID }) {
+		return Info{}, fmt.Errorf("%w: node %q is not live", ErrUnavailable, nodeID)
+	}
+	st, err := s.lookup(ctx, name)
+	if err != nil {
+		return Info{}, err
+	}
+	st.mu.Lock()
+	st.moving = true
+	st.mu.Unlock()
+	defer func() {
+		st.mu.Lock()
+		st.moving = false
+		st.mu.Unlock()
+	}()
+	state := func() (meta.Stream, int64, bool) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.info, st.info.Epoch, st.uploaded == st.next
+	}
+	info, epoch, clean := state()
+	if !clean { // a new stream is clean: nothing to upload
+		if err := s.Flush(ctx); err != nil {
+			return Info{}, fmt.Errorf("hand over %s: flush: %w", name, err)
+		}
+		info, epoch, clean = state()
+	}
+	if !clean {
+		return Info{}, fmt.Errorf("%w: hand over %s: not fully uploaded", ErrUnavailable, name)
+	}
+	m, err := s.handOff(ctx, st, info, epoch, nodeID)
+	if err != nil {
+		return Info{}, fmt.Errorf("hand over: %w", err)
+	}
+	return infoFromMeta(m), nil
 }
 
 // Rejoined is called after the node lost its lease and joined again with a
