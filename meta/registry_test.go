@@ -627,7 +627,7 @@ func TestTakeOverOnlyFromAnAbsentOwner(t *testing.T) {
 	t.Parallel()
 	reg, cli := newRegistry(t)
 	ctx := t.Context()
-	s := mustCreate(t, reg, meta.Stream{Name: "/t"})
+	mustCreate(t, reg, meta.Stream{Name: "/t"})
 	s, err := reg.UpdateStream(ctx, "/t", func(m *meta.Stream) error { m.Owner = "a"; return nil })
 	if err != nil {
 		t.Fatal(err)
