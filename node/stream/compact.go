@@ -61,9 +61,55 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 	if err != nil {
 		return 0, nil // fenced: nothing to do until the node has rejoined
 	}
-	all, err := s.tcfg.Manifests.Manifests(ctx)
+	mine, startOf, err := s.compactCandidates(ctx, cfg)
+	if err != nil || mine == nil {
+		return 0, err
+	}
+	run, per := s.chooseRun(mine, startOf, cfg)
+	if len(run) < 2 {
+		return 0, nil
+	}
+	ids, ups, states, err := s.mergeRanges(ctx, per)
 	if err != nil {
 		return 0, err
+	}
+	seq := s.nextSeq()
+	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
+	refs, objSize, err := s.tier.Upload(ctx, key, withBatches(ups))
+	if err != nil {
+		return 0, fmt.Errorf("compact: upload %s: %w", key, err)
+	}
+	byID := map[uint64]*ObjectRef{}
+	for i := range refs {
+		byID[refs[i].StreamID] = &refs[i]
+	}
+	m := meta.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, Level: 1, CreatedAt: time.Now().UTC()}
+	for i, id := range ids {
+		m.Streams = append(m.Streams, manifestEntry(id, ups[i].First, ups[i].Next, byID[id], states[i]))
+	}
+	replaced := make([]string, len(run))
+	oldObjects := map[string]bool{}
+	for i, r := range run {
+		replaced[i] = r.Key
+		oldObjects[r.Object] = true
+	}
+	if err := s.commitObject(ctx, sess, m, replaced); err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	s.switchToMerged(ids, byID, oldObjects)
+	s.metrics.compactions.Inc()
+	s.cfg.Logger.Info("compacted flush objects", "replaced", len(run), "object", key, "bytes", objSize)
+	s.deleteLater(oldObjects, cfg.DeleteDelay)
+	return len(run), nil
+}
+
+// compactCandidates returns this node's manifests in commit order, or nil
+// when there are not more than cfg.MaxManifests of them, and every
+// registered stream's start offset (ranges below it are dead).
+func (s *Service) compactCandidates(ctx context.Context, cfg CompactConfig) ([]meta.Manifest, map[uint64]int64, error) {
+	all, err := s.tcfg.Manifests.Manifests(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	var mine []meta.Manifest
 	for _, m := range all {
@@ -72,26 +118,33 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 		}
 	}
 	if len(mine) <= cfg.MaxManifests {
-		return 0, nil
+		return nil, nil, nil
 	}
 	sort.Slice(mine, func(i, j int) bool { return mine[i].Seq < mine[j].Seq })
 	regs, err := s.reg.AllStreams(ctx)
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
 	startOf := map[uint64]int64{}
 	for _, m := range regs {
 		startOf[m.ID] = m.StartOffset
 	}
+	return mine, startOf, nil
+}
 
-	// Choose the oldest run whose live streams are all served here and
-	// contiguous per stream within the run.
-	type rng struct {
-		ref   *ObjectRef
-		state json.RawMessage
-		order int
-	}
-	per := map[uint64][]rng{}
+// compactRange is one live stream range of a manifest in the run, with
+// the stream's state snapshot and the manifest's place in the run.
+type compactRange struct {
+	ref   *ObjectRef
+	state json.RawMessage
+	order int
+}
+
+// chooseRun picks the oldest run of mine whose live streams are all served
+// here and contiguous per stream within the run, bounded by cfg.MaxRun and
+// cfg.TargetBytes, and returns it with its live ranges per stream.
+func (s *Service) chooseRun(mine []meta.Manifest, startOf map[uint64]int64, cfg CompactConfig) ([]meta.Manifest, map[uint64][]compactRange) {
+	per := map[uint64][]compactRange{}
 	lastNext := map[uint64]int64{} // end of the last data range taken per stream
 	var run []meta.Manifest
 	var size int64
@@ -100,7 +153,7 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 			break
 		}
 		ok := true
-		add := map[uint64][]rng{}
+		add := map[uint64][]compactRange{}
 		ends := map[uint64]int64{}
 		for _, r := range m.Streams {
 			start, live := startOf[r.StreamID]
@@ -125,7 +178,7 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 				}
 				ends[r.StreamID] = r.Next
 			}
-			add[r.StreamID] = append(add[r.StreamID], rng{ref: refFromManifest(&m, r), state: r.State, order: i})
+			add[r.StreamID] = append(add[r.StreamID], compactRange{ref: refFromManifest(&m, r), state: r.State, order: i})
 		}
 		if !ok {
 			break
@@ -139,84 +192,79 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 		run = append(run, m)
 		size += m.Size
 	}
-	if len(run) < 2 {
-		return 0, nil
-	}
+	return run, per
+}
 
+// mergeRanges reads every stream's ranges of the run back from their
+// objects and returns, in ascending stream order, the ids, each stream's
+// merged batches with the offsets they cover, and its newest state
+// snapshot.
+func (s *Service) mergeRanges(ctx context.Context, per map[uint64][]compactRange) ([]uint64, []UploadStream, []json.RawMessage, error) {
 	ids := make([]uint64, 0, len(per))
 	for id := range per {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	var ups []UploadStream
-	states := map[uint64]json.RawMessage{}
-	spans := map[uint64][2]int64{}
+	ups := make([]UploadStream, 0, len(ids))
+	states := make([]json.RawMessage, 0, len(ids))
 	for _, id := range ids {
-		rs := per[id]
 		u := UploadStream{StreamID: id, First: -1}
-		var newest rng
-		for _, r := range rs {
+		var newest compactRange
+		for _, r := range per[id] {
 			if r.order >= newest.order || newest.ref == nil {
 				newest = r
 			}
 			if r.ref.Next == r.ref.First {
 				continue
 			}
-			data, err := s.tier.ReadBatches(ctx, r.ref, r.ref.First, int(r.ref.Length))
+			batches, err := s.readRange(ctx, r.ref)
 			if err != nil {
-				return 0, fmt.Errorf("compact: read %s: %w", r.ref.Key, err)
+				return nil, nil, nil, err
 			}
-			var got int64 = r.ref.First
-			err = record.SplitBatches(data, func(b []byte, h record.BatchHeader) error {
-				if h.BaseOffset >= r.ref.Next {
-					return nil
-				}
-				u.Batches = append(u.Batches, b)
-				got = h.LastOffset() + 1
-				return nil
-			})
-			if err != nil {
-				return 0, fmt.Errorf("compact: %s: %w", r.ref.Key, err)
-			}
-			if got != r.ref.Next {
-				return 0, fmt.Errorf("compact: %s: range of stream %d ends at %d, manifest says %d", r.ref.Key, id, got, r.ref.Next)
-			}
+			u.Batches = append(u.Batches, batches...)
 			if u.First < 0 {
 				u.First = r.ref.First
 			}
 			u.Next = r.ref.Next
 		}
-		states[id] = newest.state
 		if u.First < 0 {
 			u.First, u.Next = newest.ref.Next, newest.ref.Next
 		}
-		spans[id] = [2]int64{u.First, u.Next}
 		ups = append(ups, u)
+		states = append(states, newest.state)
 	}
-	seq := s.nextSeq()
-	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
-	refs, objSize, err := s.tier.Upload(ctx, key, withBatches(ups))
+	return ids, ups, states, nil
+}
+
+// readRange returns the batches of ref's range, checking that they cover
+// exactly its offsets.
+func (s *Service) readRange(ctx context.Context, ref *ObjectRef) ([][]byte, error) {
+	data, err := s.tier.ReadBatches(ctx, ref, ref.First, int(ref.Length))
 	if err != nil {
-		return 0, fmt.Errorf("compact: upload %s: %w", key, err)
+		return nil, fmt.Errorf("compact: read %s: %w", ref.Key, err)
 	}
-	byID := map[uint64]*ObjectRef{}
-	for i := range refs {
-		byID[refs[i].StreamID] = &refs[i]
+	var batches [][]byte
+	got := ref.First
+	err = record.SplitBatches(data, func(b []byte, h record.BatchHeader) error {
+		if h.BaseOffset >= ref.Next {
+			return nil
+		}
+		batches = append(batches, b)
+		got = h.LastOffset() + 1
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("compact: %s: %w", ref.Key, err)
 	}
-	m := meta.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, Level: 1, CreatedAt: time.Now().UTC()}
-	for _, id := range ids {
-		m.Streams = append(m.Streams, manifestEntry(id, spans[id][0], spans[id][1], byID[id], states[id]))
+	if got != ref.Next {
+		return nil, fmt.Errorf("compact: %s: range of stream %d ends at %d, manifest says %d", ref.Key, ref.StreamID, got, ref.Next)
 	}
-	replaced := make([]string, len(run))
-	oldObjects := map[string]bool{}
-	for i, r := range run {
-		replaced[i] = r.Key
-		oldObjects[r.Object] = true
-	}
-	if err := s.commitObject(ctx, sess, m, replaced); err != nil {
-		return 0, fmt.Errorf("compact: %w", err)
-	}
-	// Point the served streams at the merged object.
+	return batches, nil
+}
+
+// switchToMerged points the served streams' indexes at the merged object:
+// each stream's chunks in the replaced objects become one chunk.
+func (s *Service) switchToMerged(ids []uint64, byID map[uint64]*ObjectRef, oldObjects map[string]bool) {
 	for _, id := range ids {
 		r := byID[id]
 		if r == nil {
@@ -244,22 +292,23 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 		st.chunks = nc
 		st.mu.Unlock()
 	}
-	s.metrics.compactions.Inc()
-	s.cfg.Logger.Info("compacted flush objects", "replaced", len(run), "object", key, "bytes", objSize)
-	objs := make([]string, 0, len(oldObjects))
-	for o := range oldObjects {
+}
+
+// deleteLater deletes the replaced objects after delay, so that reads
+// that picked one before the swap finish. A failure leaves an
+// unreferenced object that the collector's orphan sweep deletes later.
+func (s *Service) deleteLater(objects map[string]bool, delay time.Duration) {
+	objs := make([]string, 0, len(objects))
+	for o := range objects {
 		objs = append(objs, o)
 	}
-	time.AfterFunc(cfg.DeleteDelay, func() {
+	time.AfterFunc(delay, func() {
 		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for _, o := range objs {
-			// A failure leaves an unreferenced object that the
-			// collector's orphan sweep deletes later.
 			_ = s.tier.Delete(dctx, o)
 		}
 	})
-	return len(run), nil
 }
 
 // nextSeq allocates a manifest sequence number (shared with flushes).
