@@ -152,3 +152,133 @@ func TestKafkaTLS(t *testing.T) {
 }
 
 var _ sasl.Mechanism = plain.Auth{}.AsMechanism()
+
+// TestKafkaGroupScopes: committed offsets are guarded by the topics'
+// scopes. A token with read on one topic's streams commits, fetches and
+// deletes that topic's offsets in a group; for another topic it gets
+// TOPIC_AUTHORIZATION_FAILED, nothing is written, OffsetFetch of every
+// offset leaves that topic out, and DeleteGroups (admin on the group's
+// offsets stream) is GROUP_AUTHORIZATION_FAILED.
+func TestKafkaGroupScopes(t *testing.T) {
+	dir := t.TempDir()
+	const consumerToken = "tok-consumer-0123456789"
+	tokens := writeTokenFile(t, filepath.Join(dir, "tokens.yaml"), append(matrixTokens,
+		testToken{name: "consumer", secret: consumerToken, scopes: []string{"read:/mine"}})...)
+	_, addr := startKafkaNode(t, filepath.Join(dir, "data"), "--auth-tokens", tokens)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := func(token string) *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), plainSASL(token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	root, consumer := client(rootToken), client(consumerToken)
+	for _, topic := range []string{"mine", "theirs"} {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 2, 1
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, root)
+		if err != nil || resp.Topics[0].ErrorCode != 0 {
+			t.Fatalf("create %s: %v %+v", topic, err, resp)
+		}
+	}
+	const group = "scoped"
+	commit := func(cl *kgo.Client, offsets map[string]int64) map[string]int16 {
+		t.Helper()
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.Generation = group, -1
+		for topic, off := range offsets {
+			rt := kmsg.NewOffsetCommitRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset = 0, off
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("OffsetCommit: %v", err)
+		}
+		out := map[string]int16{}
+		for _, rt := range resp.Topics {
+			out[rt.Topic] = rt.Partitions[0].ErrorCode
+		}
+		return out
+	}
+	// fetch returns topic -> partition 0's offset (or error code as -100-code).
+	fetch := func(cl *kgo.Client, topics ...string) map[string]int64 {
+		t.Helper()
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group = group
+		for _, topic := range topics {
+			rt := kmsg.NewOffsetFetchRequestTopic()
+			rt.Topic, rt.Partitions = topic, []int32{0}
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("OffsetFetch: %v %+v", err, resp)
+		}
+		out := map[string]int64{}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.Partition != 0 {
+					continue
+				}
+				if rp.ErrorCode != 0 {
+					out[rt.Topic] = -100 - int64(rp.ErrorCode)
+				} else {
+					out[rt.Topic] = rp.Offset
+				}
+			}
+		}
+		return out
+	}
+	denied := -100 - int64(kerr.TopicAuthorizationFailed.Code)
+
+	if got := commit(root, map[string]int64{"theirs": 7}); got["theirs"] != 0 {
+		t.Fatalf("root commit: %v", got)
+	}
+	got := commit(consumer, map[string]int64{"mine": 3, "theirs": 99})
+	if got["mine"] != 0 || got["theirs"] != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("consumer commit: %v, want mine ok and theirs TOPIC_AUTHORIZATION_FAILED", got)
+	}
+	if f := fetch(root, "mine", "theirs"); f["mine"] != 3 || f["theirs"] != 7 {
+		t.Fatalf("root fetch: %v, want mine 3, theirs 7 (the consumer's commit of theirs must not land)", f)
+	}
+	if f := fetch(consumer, "mine", "theirs"); f["mine"] != 3 || f["theirs"] != denied {
+		t.Fatalf("consumer fetch: %v, want mine 3 and theirs TOPIC_AUTHORIZATION_FAILED", f)
+	}
+	if f := fetch(consumer); len(f) != 1 || f["mine"] != 3 {
+		t.Fatalf("consumer fetch of every offset: %v, want only mine", f)
+	}
+
+	del := kmsg.NewPtrOffsetDeleteRequest()
+	del.Group = group
+	dt := kmsg.NewOffsetDeleteRequestTopic()
+	dt.Topic = "theirs"
+	dp := kmsg.NewOffsetDeleteRequestTopicPartition()
+	dt.Partitions = append(dt.Partitions, dp)
+	del.Topics = append(del.Topics, dt)
+	dresp, err := del.RequestWith(ctx, consumer)
+	if err != nil || dresp.ErrorCode != 0 || dresp.Topics[0].Partitions[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("consumer OffsetDelete of theirs: %v %+v, want TOPIC_AUTHORIZATION_FAILED", err, dresp)
+	}
+	if f := fetch(root, "theirs"); f["theirs"] != 7 {
+		t.Fatalf("after the refused OffsetDelete, theirs = %d, want 7", f["theirs"])
+	}
+
+	dg := kmsg.NewPtrDeleteGroupsRequest()
+	dg.Groups = []string{group}
+	dgresp, err := dg.RequestWith(ctx, consumer)
+	if err != nil || dgresp.Groups[0].ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("consumer DeleteGroups: %v %+v, want GROUP_AUTHORIZATION_FAILED", err, dgresp)
+	}
+	if dgresp, err = dg.RequestWith(ctx, root); err != nil || dgresp.Groups[0].ErrorCode != 0 {
+		t.Fatalf("root DeleteGroups: %v %+v", err, dgresp)
+	}
+}

@@ -223,7 +223,33 @@ func (s *Server) handle(ctx context.Context, cc *connState, req kmsg.Request) (k
 		if err != nil {
 			host = cc.remote
 		}
-		return s.groups.Handle(group.WithClient(ctx, cc.clientID, host), req)
+		ctx = group.WithClient(ctx, cc.clientID, host)
+		if s.cfg.Auth != nil {
+			ctx = group.WithAuthorizer(ctx, groupAuthz{s, cc})
+		}
+		return s.groups.Handle(ctx, req)
 	}
 	return h.fn(s, ctx, cc, req)
+}
+
+// groupAuthz applies a connection's token to the group keys
+// (group.Authorizer): a partition's committed offset is read and written
+// with read access to the partition's stream.
+type groupAuthz struct {
+	s  *Server
+	cc *connState
+}
+
+func (a groupAuthz) ReadPartition(ctx context.Context, topic string, p int32) bool {
+	name, err := a.s.partitionName(ctx, topic, p, false)
+	if err != nil {
+		// A topic that does not exist (commits may name any topic): the
+		// stream its partition would be if CreateTopics made it.
+		name = partitionStream(topicStream(topic), p)
+	}
+	return a.s.allow(a.cc, auth.Read, name) == nil
+}
+
+func (a groupAuthz) AdminStream(name string) bool {
+	return a.s.allow(a.cc, auth.Admin, name) == nil
 }

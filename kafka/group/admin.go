@@ -125,6 +125,9 @@ func (c *Coordinator) deleteGroups(ctx context.Context, r *kmsg.DeleteGroupsRequ
 }
 
 func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
+	if name, err := streamName(id); err == nil && !adminStream(ctx, name) {
+		return kerr.GroupAuthorizationFailed.Code
+	}
 	g, err := c.group(ctx, id)
 	if err != nil {
 		return code(err)

@@ -65,6 +65,10 @@ func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 			if errs[i][j] != 0 {
 				continue
 			}
+			if !readPartition(ctx, t.Topic, p.Partition) {
+				errs[i][j] = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if p.Metadata != nil && len(*p.Metadata) > maxMetadata {
 				errs[i][j] = kerr.OffsetMetadataTooLarge.Code
 				continue
@@ -128,13 +132,19 @@ func (c *Coordinator) fetchGroup(ctx context.Context, id string, topics []fetchT
 	}
 	var out []kmsg.OffsetFetchResponseGroupTopic
 	if topics == nil {
+		// Every committed offset the principal may read; the others are
+		// left out, as Kafka leaves out topics a client may not describe.
 		for topic, ps := range g.offs.all() {
 			rt := kmsg.NewOffsetFetchResponseGroupTopic()
 			rt.Topic = topic
 			for p, cm := range ps {
-				rt.Partitions = append(rt.Partitions, part(p, cm, true))
+				if readPartition(ctx, topic, p) {
+					rt.Partitions = append(rt.Partitions, part(p, cm, true))
+				}
 			}
-			out = append(out, rt)
+			if len(rt.Partitions) > 0 {
+				out = append(out, rt)
+			}
 		}
 		return out, 0
 	}
@@ -142,6 +152,12 @@ func (c *Coordinator) fetchGroup(ctx context.Context, id string, topics []fetchT
 		rt := kmsg.NewOffsetFetchResponseGroupTopic()
 		rt.Topic = t.topic
 		for _, p := range t.partitions {
+			if !readPartition(ctx, t.topic, p) {
+				rp := part(p, committed{}, false)
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			cm, ok := g.offs.lookup(tp{t.topic, p})
 			rt.Partitions = append(rt.Partitions, part(p, cm, ok))
 		}
@@ -250,8 +266,13 @@ func (c *Coordinator) offsetDelete(ctx context.Context, r *kmsg.OffsetDeleteRequ
 		return resp
 	}
 	var changes []change
+	denied := map[tp]bool{}
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
+			if !readPartition(ctx, t.Topic, p.Partition) {
+				denied[tp{t.Topic, p.Partition}] = true
+				continue
+			}
 			if _, ok := g.offs.lookup(tp{t.Topic, p.Partition}); ok && !subs[t.Topic] {
 				changes = append(changes, change{p: tp{t.Topic, p.Partition}, del: true})
 			}
@@ -267,7 +288,10 @@ func (c *Coordinator) offsetDelete(ctx context.Context, r *kmsg.OffsetDeleteRequ
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, ec
-			if subs[t.Topic] {
+			switch {
+			case denied[tp{t.Topic, p.Partition}]:
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case subs[t.Topic]:
 				rp.ErrorCode = kerr.GroupSubscribedToTopic.Code
 			}
 			rt.Partitions = append(rt.Partitions, rp)
