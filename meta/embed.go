@@ -25,6 +25,14 @@ const DefaultEmbedName = "picomq"
 // is generous.
 const DefaultStartTimeout = time.Minute
 
+// History and raft-log settings of the embedded etcd (docs/operations.md
+// gives the matching flags for an external etcd).
+const (
+	EmbedCompactionRetention    = "10m"
+	EmbedSnapshotCount          = 1000
+	EmbedSnapshotCatchUpEntries = 100
+)
+
 // freePortAttempts is how often StartEmbedded picks new ports when an
 // automatically chosen port was taken between probing and binding it.
 const freePortAttempts = 5
@@ -142,10 +150,19 @@ func startEmbeddedOnce(ctx context.Context, cfg EmbedConfig) (*Embedded, error) 
 	ec.LogLevel = "error"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newEtcdZapLogger(cfg.Logger, closing))
 	// Every registry update leaves an old revision behind; without compaction
-	// the single node's bbolt file only grows. An hour of history is far more
-	// than any watch or paged read here needs to resume.
+	// the single node's bbolt file only grows. Ten minutes of history is far
+	// more than any paged read here needs to finish (AllStreams starts over
+	// if its revision is compacted away mid-scan).
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
-	ec.AutoCompactionRetention = "1h"
+	ec.AutoCompactionRetention = EmbedCompactionRetention
+	// etcd keeps every raft entry since its last snapshot in memory and
+	// replays them from its WAL at start. With batched creates one entry
+	// carries up to ~60 records, so etcd's defaults (a snapshot every
+	// 10,000 entries, 5,000 kept for followers) held over 100 MiB and
+	// added seconds to a restart. A single member has no follower to
+	// catch up: snapshot often, keep few.
+	ec.SnapshotCount = EmbedSnapshotCount
+	ec.SnapshotCatchUpEntries = EmbedSnapshotCatchUpEntries
 	if cfg.Fast {
 		ec.TickMs = 10
 		ec.ElectionMs = 100

@@ -3,3 +3,6 @@ package meta
 // SetAllStreamsPageSize lets tests exercise AllStreams' paging without
 // creating more than MaxListLimit streams.
 func SetAllStreamsPageSize(r *Registry, n int) { r.pageSize = n }
+
+// SetMaxTxnOps lets tests make create batches small.
+func SetMaxTxnOps(r *Registry, n int) { r.maxTxnOps = n }

@@ -3,10 +3,8 @@ package meta
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -28,8 +26,10 @@ const MaxListLimit = 1000
 // revision it was reading at got compacted away.
 const allStreamsRestarts = 5
 
-// Stream is the registry record of one stream. It is stored as JSON, so new
-// optional fields can be added with omitempty without a migration.
+// Stream is the registry record of one stream. It is stored in a compact
+// binary form (record.go) in which new optional fields can be added without
+// a migration; the JSON tags describe the records of earlier versions,
+// which are still read.
 type Stream struct {
 	// Name is the stream's URL path, e.g. "/orders/1042". It always starts
 	// with "/"; the full grammar is checked by the caller.
@@ -110,6 +110,8 @@ type Registry struct {
 	topicsKey  string // prefix + "topics/": Kafka topic alias -> stream
 	idKey      string // prefix + "counters/stream-id"
 	pageSize   int    // AllStreams page size; MaxListLimit except in tests
+	maxTxnOps  int    // etcd's --max-txn-ops; DefaultMaxTxnOps except in tests
+	creates    createQueue
 }
 
 // NewRegistry returns a registry keeping all its keys under prefix (default
@@ -129,6 +131,7 @@ func NewRegistry(cli *clientv3.Client, prefix string) *Registry {
 		topicsKey:  prefix + "topics/",
 		idKey:      prefix + "counters/stream-id",
 		pageSize:   MaxListLimit,
+		maxTxnOps:  DefaultMaxTxnOps,
 	}
 }
 
@@ -150,8 +153,7 @@ type topicEntry struct {
 }
 
 func (r *Registry) topicValue(s Stream) string {
-	b, _ := json.Marshal(topicEntry{Stream: s.Name, ID: s.ID})
-	return string(b)
+	return string(encodeTopicEntry(topicEntry{Stream: s.Name, ID: s.ID}))
 }
 
 func checkName(name string) error {
@@ -171,9 +173,13 @@ func checkName(name string) error {
 // the same transaction that creates the record, rather than from the key's
 // etcd create revision: revisions are not preserved when etcd data is
 // mirrored to another cluster or restored with a revision bump, while a
-// counter travels with the data. Creates of different names therefore
-// contend on the counter and retry; creating streams is rare enough for that
-// to be cheap.
+// counter travels with the data.
+//
+// Concurrent creates are committed together (createbatch.go): one etcd
+// transaction creates many streams and bumps the counter once, so creates
+// of different names do not contend on the counter. Each create is still
+// atomic, is refused alone if its name or topic is taken, and returns only
+// once its transaction is committed.
 //
 // A non-empty s.KafkaTopic is claimed in the same transaction: if another
 // stream holds that alias, nothing is created and the error wraps
@@ -183,79 +189,17 @@ func (r *Registry) CreateStream(ctx context.Context, s Stream) (Stream, bool, er
 	if err := checkName(s.Name); err != nil {
 		return Stream{}, false, fmt.Errorf("meta: create stream: %w", err)
 	}
-	key := r.streamKey(s.Name)
 	s.ID = 0
 	s.Epoch = 1
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = time.Now()
 	}
 	s.CreatedAt = s.CreatedAt.UTC().Round(0)
-
-	// The topic key is read and compared even when no topic is asked for
-	// (topicKey("") is never written), so every branch has the same shape.
-	tkey := r.topicKey(s.KafkaTopic)
-	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(r.idKey), clientv3.OpGet(tkey)).Commit()
+	out, created, err := r.creates.create(ctx, r, s)
 	if err != nil {
-		return Stream{}, false, fmt.Errorf("meta: create stream %q: read: %w", s.Name, err)
+		return Stream{}, false, fmt.Errorf("meta: create stream %q: %w", s.Name, err)
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return Stream{}, false, fmt.Errorf("meta: create stream %q: %w", s.Name, err)
-		}
-		streamKVs := resp.Responses[0].GetResponseRange().Kvs
-		idKVs := resp.Responses[1].GetResponseRange().Kvs
-		if len(streamKVs) > 0 {
-			existing, err := decodeStream(streamKVs[0])
-			if err != nil {
-				return Stream{}, false, fmt.Errorf("meta: create stream %q: %w", s.Name, err)
-			}
-			return existing, false, nil
-		}
-		if s.KafkaTopic != "" && len(resp.Responses[2].GetResponseRange().Kvs) > 0 {
-			var owner topicEntry
-			_ = json.Unmarshal(resp.Responses[2].GetResponseRange().Kvs[0].Value, &owner)
-			return Stream{}, false, fmt.Errorf("meta: create stream %q: %w: %q belongs to %s", s.Name, ErrTopicTaken, s.KafkaTopic, owner.Stream)
-		}
-		var lastID uint64
-		var idRev int64 // ModRevision 0 matches an absent counter
-		if len(idKVs) > 0 {
-			lastID, err = strconv.ParseUint(string(idKVs[0].Value), 10, 64)
-			if err != nil {
-				return Stream{}, false, fmt.Errorf("meta: create stream %q: %w: id counter %q = %q", s.Name, ErrCorrupt, r.idKey, idKVs[0].Value)
-			}
-			idRev = idKVs[0].ModRevision
-		}
-		s.ID = lastID + 1
-		data, err := json.Marshal(s)
-		if err != nil {
-			return Stream{}, false, fmt.Errorf("meta: create stream %q: encode: %w", s.Name, err)
-		}
-		cmps := []clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-			clientv3.Compare(clientv3.ModRevision(r.idKey), "=", idRev),
-		}
-		ops := []clientv3.Op{
-			clientv3.OpPut(key, string(data)),
-			clientv3.OpPut(r.idKey, strconv.FormatUint(s.ID, 10)),
-		}
-		if s.KafkaTopic != "" {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(tkey), "=", 0))
-			ops = append(ops, clientv3.OpPut(tkey, r.topicValue(s)))
-		}
-		resp, err = r.cli.Txn(ctx).
-			If(cmps...).
-			Then(ops...).
-			Else(clientv3.OpGet(key), clientv3.OpGet(r.idKey), clientv3.OpGet(tkey)).
-			Commit()
-		if err != nil {
-			return Stream{}, false, fmt.Errorf("meta: create stream %q: %w", s.Name, err)
-		}
-		if resp.Succeeded {
-			return s, true, nil
-		}
-		// Someone created this name, took the next ID for another name, or
-		// took the topic: the Else branch read all three again, go round.
-	}
+	return out, created, nil
 }
 
 // GetStream returns the stream called name, or ErrNotFound.
@@ -270,7 +214,7 @@ func (r *Registry) GetStream(ctx context.Context, name string) (Stream, error) {
 	if len(resp.Kvs) == 0 {
 		return Stream{}, fmt.Errorf("meta: get stream %q: %w", name, ErrNotFound)
 	}
-	s, err := decodeStream(resp.Kvs[0])
+	s, err := r.decodeStream(resp.Kvs[0])
 	if err != nil {
 		return Stream{}, fmt.Errorf("meta: get stream %q: %w", name, err)
 	}
@@ -300,7 +244,7 @@ func (r *Registry) DeleteStream(ctx context.Context, name string, id uint64) err
 		if len(kvs) == 0 {
 			return fmt.Errorf("meta: delete stream %q: %w", name, ErrNotFound)
 		}
-		cur, err := decodeStream(kvs[0])
+		cur, err := r.decodeStream(kvs[0])
 		if err != nil {
 			return fmt.Errorf("meta: delete stream %q: %w", name, err)
 		}
@@ -387,7 +331,7 @@ func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn 
 		if len(kvs) == 0 {
 			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, ErrNotFound)
 		}
-		cur, err := decodeStream(kvs[0])
+		cur, err := r.decodeStream(kvs[0])
 		if err != nil {
 			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
 		}
@@ -400,10 +344,7 @@ func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn 
 				name, ErrInvalid, next.Name, next.ID, cur.Name, cur.ID)
 		}
 		next.CreatedAt = next.CreatedAt.UTC().Round(0)
-		data, err := json.Marshal(next)
-		if err != nil {
-			return Stream{}, fmt.Errorf("meta: update stream %q: encode: %w", name, err)
-		}
+		data := encodeStream(next)
 		if bytes.Equal(data, kvs[0].Value) {
 			return cur, nil
 		}
@@ -443,8 +384,7 @@ func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn 
 			len(reread) > 0 && reread[0].ModRevision == kvs[0].ModRevision &&
 			len(tresp.Responses[1].GetResponseRange().Kvs) > 0 {
 			// The record did not change: the topic compare failed.
-			var owner topicEntry
-			_ = json.Unmarshal(tresp.Responses[1].GetResponseRange().Kvs[0].Value, &owner)
+			owner, _ := decodeTopicEntry(tresp.Responses[1].GetResponseRange().Kvs[0].Value)
 			return Stream{}, fmt.Errorf("meta: update stream %q: %w: %q belongs to %s", name, ErrTopicTaken, next.KafkaTopic, owner.Stream)
 		}
 		kvs = reread
@@ -465,8 +405,8 @@ func (r *Registry) LookupTopic(ctx context.Context, topic string) (Stream, error
 	if len(resp.Kvs) == 0 {
 		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, ErrNotFound)
 	}
-	var e topicEntry
-	if err := json.Unmarshal(resp.Kvs[0].Value, &e); err != nil || e.Stream == "" {
+	e, err := decodeTopicEntry(resp.Kvs[0].Value)
+	if err != nil || e.Stream == "" {
 		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index value %q", topic, ErrCorrupt, resp.Kvs[0].Value)
 	}
 	sresp, err := r.cli.Get(ctx, r.streamKey(e.Stream), clientv3.WithRev(resp.Header.Revision))
@@ -476,7 +416,7 @@ func (r *Registry) LookupTopic(ctx context.Context, topic string) (Stream, error
 	if len(sresp.Kvs) == 0 {
 		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index names %s, which does not exist", topic, ErrCorrupt, e.Stream)
 	}
-	s, err := decodeStream(sresp.Kvs[0])
+	s, err := r.decodeStream(sresp.Kvs[0])
 	if err != nil {
 		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
 	}
@@ -534,7 +474,7 @@ func (r *Registry) list(ctx context.Context, prefix, after string, limit int, re
 	}
 	streams := make([]Stream, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		s, err := decodeStream(kv)
+		s, err := r.decodeStream(kv)
 		if err != nil {
 			return nil, false, 0, err
 		}
@@ -581,9 +521,13 @@ func (r *Registry) allAtOneRevision(ctx context.Context) ([]Stream, error) {
 	}
 }
 
-func decodeStream(kv *mvccpb.KeyValue) (Stream, error) {
-	var s Stream
-	if err := json.Unmarshal(kv.Value, &s); err != nil {
+func (r *Registry) decodeStream(kv *mvccpb.KeyValue) (Stream, error) {
+	name, ok := strings.CutPrefix(string(kv.Key), r.streamsKey)
+	if !ok {
+		return Stream{}, fmt.Errorf("%w: key %q is not a stream key", ErrCorrupt, kv.Key)
+	}
+	s, err := decodeStreamValue(name, kv.Value)
+	if err != nil {
 		return Stream{}, fmt.Errorf("%w: key %q: %v", ErrCorrupt, kv.Key, err)
 	}
 	return s, nil

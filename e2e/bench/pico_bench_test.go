@@ -78,18 +78,25 @@ func measureFor() time.Duration {
 
 // node is a running picomq process.
 type node struct {
-	cmd *exec.Cmd
-	url string
-	pid int
+	cmd  *exec.Cmd
+	url  string
+	pid  int
+	done chan struct{} // closed when the process has exited
 }
 
 func startNode(b *testing.B, extra ...string) *node {
+	return startNodeIn(b, benchDir(b), extra...)
+}
+
+// startNodeIn starts picomq serve on dataDir and waits until it is ready;
+// the process is stopped at the end of the benchmark if stop was not called.
+func startNodeIn(b *testing.B, dataDir string, extra ...string) *node {
 	b.Helper()
 	addr, err := testproc.FreeAddr()
 	if err != nil {
 		b.Fatal(err)
 	}
-	args := append([]string{"serve", "--data-dir", benchDir(b), "--http-addr", addr, "--kafka-addr", "off",
+	args := append([]string{"serve", "--data-dir", dataDir, "--http-addr", addr, "--kafka-addr", "off",
 		"--node-id", "bench", "--log-level", "warn"}, extra...)
 	cmd := exec.Command(picomqBinary(b), args...)
 	logs := &testproc.SyncBuffer{}
@@ -97,21 +104,25 @@ func startNode(b *testing.B, extra ...string) *node {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	n := &node{cmd: cmd, url: "http://" + addr, pid: cmd.Process.Pid}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
-	if err := testproc.WaitReady(n.url+"/readyz", nil, 60*time.Second); err != nil {
+	n := &node{cmd: cmd, url: "http://" + addr, pid: cmd.Process.Pid, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(n.done) }()
+	b.Cleanup(func() { n.stop(b) })
+	if err := testproc.WaitReady(n.url+"/readyz", n.done, 120*time.Second); err != nil {
 		b.Fatalf("picomq: %v\n%s", err, logs.String())
 	}
 	return n
+}
+
+// stop sends SIGTERM and waits for the process to exit (kill -9 after 60 s).
+func (n *node) stop(b *testing.B) {
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(60 * time.Second):
+		b.Logf("picomq %d did not stop within 60s; killing it", n.pid)
+		_ = n.cmd.Process.Kill()
+		<-n.done
+	}
 }
 
 // result is one measured configuration.

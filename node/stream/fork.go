@@ -133,7 +133,7 @@ func (s *Service) resolveFork(ctx context.Context, opts *CreateOptions, plan *cr
 		// A fork without its own expiry inherits its source's: the same
 		// sliding window (refreshed independently) or the same deadline.
 		opts.TTL = src.life.ttl
-		opts.ExpiresAt = src.life.expiresAt
+		opts.ExpiresAt = src.life.expiry()
 	}
 	plan.fork = fork
 	plan.src = src

@@ -46,15 +46,25 @@ func (goneError) Is(target error) bool { return target == ErrNotFound }
 
 // lifecycle is the per-stream part, embedded in streamState.
 type lifecycle struct {
-	ttl       time.Duration // sliding; 0 = none
-	expiresAt time.Time     // absolute; zero = none
+	ttl time.Duration // sliding; 0 = none
+	// expiresAt is the record's absolute expiry (shared with it, never
+	// changed); nil = none.
+	expiresAt *time.Time
 	// lastAccess is the unix-nano time of the last read or append.
 	lastAccess atomic.Int64
 
 	mu          sync.Mutex
-	refs        int64 // mirror of meta.Stream.ForkRefs
 	softDeleted bool
 	deleting    bool
+	refs        int64 // mirror of meta.Stream.ForkRefs
+}
+
+// expiry is the absolute expiry, zero if none.
+func (l *lifecycle) expiry() time.Time {
+	if l.expiresAt == nil {
+		return time.Time{}
+	}
+	return *l.expiresAt
 }
 
 func (l *lifecycle) touch(now time.Time) {
@@ -63,10 +73,10 @@ func (l *lifecycle) touch(now time.Time) {
 	}
 }
 
-func (l *lifecycle) expiring() bool { return l.ttl > 0 || !l.expiresAt.IsZero() }
+func (l *lifecycle) expiring() bool { return l.ttl > 0 || !l.expiry().IsZero() }
 
 func (l *lifecycle) expired(now time.Time) bool {
-	if !l.expiresAt.IsZero() && !now.Before(l.expiresAt) {
+	if e := l.expiry(); !e.IsZero() && !now.Before(e) {
 		return true
 	}
 	return l.ttl > 0 && now.UnixNano()-l.lastAccess.Load() >= int64(l.ttl)
@@ -116,9 +126,7 @@ func (s *Service) initLifecycle(st *streamState) {
 	}
 	l := &st.life
 	l.ttl = time.Duration(m.TTLSeconds) * time.Second
-	if m.ExpiresAt != nil {
-		l.expiresAt = *m.ExpiresAt
-	}
+	l.expiresAt = m.ExpiresAt
 	l.lastAccess.Store(s.cfg.Now().UnixNano())
 	l.refs, l.softDeleted, l.deleting = m.ForkRefs, m.SoftDeleted, m.Deleting
 	if l.expiring() && !m.SoftDeleted {
@@ -307,6 +315,7 @@ func (s *Service) finishCreate(ctx context.Context, name string, opts CreateOpti
 // created, so a crash in between leaks a reference (repaired at start)
 // rather than leaving a fork whose source could be deleted under it.
 func (s *Service) takeRef(ctx context.Context, src *streamState) error {
+	s.refChanges.Add(1)
 	name, id := src.info.Name, src.info.ID
 	stored, err := s.updateRecord(ctx, name, func(m *meta.Stream) error {
 		switch {
@@ -333,6 +342,7 @@ func (s *Service) takeRef(ctx context.Context, src *streamState) error {
 // that was the last reference of a soft-deleted source, deletes the source
 // for real, which in turn releases its own source (cascading GC).
 func (s *Service) releaseRef(ctx context.Context, name string, id uint64) error {
+	s.refChanges.Add(1)
 	stored, err := s.updateRecord(ctx, name, func(m *meta.Stream) error {
 		if m.ID != id {
 			return errStale
@@ -537,14 +547,18 @@ func (s *Service) reconcile(ctx context.Context) error {
 	// 2. Recount fork references from the fork records themselves — all
 	// of them, wherever their forks are served — and repair the counts of
 	// the streams this node holds.
-	records, err := s.reg.AllStreams(ctx)
-	if err != nil {
-		return fmt.Errorf("stream: recount fork references: %w", err)
-	}
-	actual := make(map[uint64]int64)
-	for _, m := range records {
-		if m.Fork != nil {
-			actual[m.Fork.SourceID]++
+	actual := s.openForks
+	s.openForks = nil
+	if actual == nil || s.refChanges.Load() != 0 {
+		records, err := s.reg.AllStreams(ctx)
+		if err != nil {
+			return fmt.Errorf("stream: recount fork references: %w", err)
+		}
+		actual = make(map[uint64]int64)
+		for _, m := range records {
+			if m.Fork != nil {
+				actual[m.Fork.SourceID]++
+			}
 		}
 	}
 	live := s.loaded()

@@ -333,10 +333,21 @@ func (st *streamState) wakeChanLocked() <-chan struct{} {
 	return st.wake
 }
 
+// uploadedChangedLocked is wakeChanLocked for the uploaded watermark: an
+// idle stream holds neither channel.
+func (st *streamState) uploadedChangedLocked() <-chan struct{} {
+	if st.upWake == nil {
+		st.upWake = make(chan struct{})
+	}
+	return st.upWake
+}
+
 // wakeUploadWaitersLocked wakes appends waiting for object durability.
 func (st *streamState) wakeUploadWaitersLocked() {
-	close(st.upWake)
-	st.upWake = make(chan struct{})
+	if st.upWake != nil {
+		close(st.upWake)
+		st.upWake = nil
+	}
 }
 
 // unload drops a stream's local state (ownership moved away).

@@ -121,14 +121,22 @@ type Service struct {
 	log Log
 	reg Registry
 
-	mu      sync.RWMutex
-	byName  map[string]*streamState
-	byID    map[uint64]*streamState
-	failed  error // sticky: set when the WAL failed; every later append fails
-	fenced  error // set while the node has no live etcd lease
-	closed  bool
-	bufPool sync.Pool
-	life    lifeSet // streams that can expire (lifecycle.go)
+	mu     sync.RWMutex
+	byName map[string]*streamState
+	byID   map[uint64]*streamState
+	// interned holds one copy of strings many streams share (insertLocked).
+	interned map[string]string
+	// openForks counts the forks of each source as Open read them, so the
+	// start-up repair (reconcile) needs no second scan of the registry;
+	// refChanges counts fork references taken or released since, which
+	// makes that count stale.
+	openForks  map[uint64]int64
+	refChanges atomic.Int64
+	failed     error // sticky: set when the WAL failed; every later append fails
+	fenced     error // set while the node has no live etcd lease
+	closed     bool
+	bufPool    sync.Pool
+	life       lifeSet // streams that can expire (lifecycle.go)
 
 	tier      Tier
 	tcfg      TierConfig
@@ -166,8 +174,8 @@ type streamState struct {
 	chunks []chunk
 	// uploaded: offsets below are committed in object storage.
 	uploaded int64
-	// upWake is closed (and replaced) when uploaded advances, for appends
-	// with object durability.
+	// upWake is closed when uploaded advances, for appends with object
+	// durability; nil while nobody waits (uploadedChangedLocked).
 	upWake chan struct{}
 	// walLow is the WAL segment of the oldest entry of this stream not yet
 	// covered by a committed flush (0 = none); the WAL is truncated below
@@ -183,21 +191,23 @@ type streamState struct {
 	// wake is closed whenever hwm advances, so long-polls of exactly this
 	// stream wake up without polling; nil until a waiter asks for it
 	// (wakeChanLocked), so appends nobody waits for make no channel.
-	wake    chan struct{}
-	deleted bool
+	wake chan struct{}
 
 	// Idempotent producers, writer sequence and closure: rebuilt from WAL
 	// entries on replay (see entry.go).
 	producers map[string]*producerState
 	writerSeq string
-	closed    bool // no append may be enqueued any more
+	closedBy  *Producer // the producer batch that closed the stream, for dedup of its retries
+	closed    bool      // no append may be enqueued any more
 	// closedVisible: the close is durable, so readers may be told.
 	closedVisible bool
-	closedBy      *Producer
 	// moving: ownership is being handed to another node; appends get 503
 	// until the handoff is done, then a redirect.
-	moving bool      // the producer batch that closed the stream, for dedup of its retries
-	life   lifecycle // expiry, soft delete, fork references (lifecycle.go)
+	moving bool
+	// deleted: retired; waiters wake and see it gone. (The flags sit
+	// together so an idle stream's struct stays in a smaller size class.)
+	deleted bool
+	life    lifecycle // expiry, soft delete, fork references (lifecycle.go)
 }
 
 // chunk locates offsets [base, next) of a stream: either one batch in the
@@ -308,7 +318,11 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 	if err != nil {
 		return nil, fmt.Errorf("stream: load registry: %w", err)
 	}
+	s.openForks = make(map[uint64]int64)
 	for _, m := range all {
+		if m.Fork != nil {
+			s.openForks[m.Fork.SourceID]++
+		}
 		// Only streams this node owns are served from local state; the
 		// rest are routed (see routing.go).
 		if m.Owner == cfg.NodeID || m.Owner == "" {
@@ -450,11 +464,34 @@ func (s *Service) loadedLocked() []*streamState {
 }
 
 func (s *Service) insertLocked(m meta.Stream) *streamState {
-	st := &streamState{info: m, upWake: make(chan struct{})}
+	m.ContentType = s.internLocked(m.ContentType)
+	m.Owner = s.internLocked(m.Owner)
+	m.Durability = s.internLocked(m.Durability)
+	st := &streamState{info: m}
 	s.initLifecycle(st)
 	s.byName[m.Name] = st
 	s.byID[m.ID] = st
 	return st
+}
+
+// maxInterned bounds the table of shared strings: content types are
+// chosen by clients, so their variety is not.
+const maxInterned = 4096
+
+// internLocked returns the service's one copy of v: nearly every stream
+// repeats a few content types and owner ids, and a million idle streams
+// should not hold a million copies of "application/octet-stream".
+func (s *Service) internLocked(v string) string {
+	if c, ok := s.interned[v]; ok {
+		return c
+	}
+	if len(s.interned) < maxInterned {
+		if s.interned == nil {
+			s.interned = make(map[string]string)
+		}
+		s.interned[v] = v
+	}
+	return v
 }
 
 // Ready reports whether the service accepts appends.
@@ -600,7 +637,7 @@ func (st *streamState) infoLocked() Info {
 		NextOffset:  st.hwm,
 		Closed:      st.closedVisible,
 		TTL:         st.life.ttl,
-		ExpiresAt:   st.life.expiresAt,
+		ExpiresAt:   st.life.expiry(),
 
 		StartOffset:    st.info.StartOffset,
 		KafkaTopic:     st.info.KafkaTopic,

@@ -585,7 +585,7 @@ func (s *Service) truncateWAL() {
 func (s *Service) waitUploaded(ctx context.Context, st *streamState, end int64) error {
 	for {
 		st.mu.Lock()
-		up, wake, deleted := st.uploaded, st.upWake, st.deleted
+		up, wake, deleted := st.uploaded, st.uploadedChangedLocked(), st.deleted
 		st.mu.Unlock()
 		if up >= end {
 			return nil

@@ -1,0 +1,208 @@
+package meta_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/PicoMQ/picomq/meta"
+)
+
+// TestConcurrentCreatesShareTransactions: many concurrent creates of
+// distinct names all succeed with distinct IDs, the counter ends at the
+// largest, and they took far fewer etcd transactions than creates.
+func TestConcurrentCreatesShareTransactions(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	reg, cli := newRegistry(t)
+	meta.SetMaxTxnOps(reg, 32) // batches of up to 15 creates with a topic
+	mustCreate(t, reg, meta.Stream{Name: "/first"})
+	rev0 := currentRevision(t, cli)
+
+	const n = 300
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		ids   [n]uint64
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			s, ok, err := reg.CreateStream(ctx, meta.Stream{Name: fmt.Sprintf("/b/%d", i), KafkaTopic: fmt.Sprintf("b.%d", i)})
+			if err != nil || !ok {
+				t.Errorf("create /b/%d: created=%v err=%v", i, ok, err)
+			}
+			ids[i] = s.ID
+		})
+	}
+	close(start)
+	wg.Wait()
+	sorted := slices.Clone(ids[:])
+	slices.Sort(sorted)
+	if len(slices.Compact(sorted)) != n || sorted[0] <= 1 {
+		t.Fatalf("IDs are not distinct and above the first stream's: %v", sorted)
+	}
+	ctr, err := cli.Get(ctx, testPrefix+"counters/stream-id")
+	if err != nil || len(ctr.Kvs) != 1 || string(ctr.Kvs[0].Value) != strconv.FormatUint(sorted[n-1], 10) {
+		t.Fatalf("id counter = %v, %v; want %d", ctr, err, sorted[n-1])
+	}
+	// Every successful transaction is one revision; one per create would
+	// be n. Batches of 15 need at least 20.
+	if txns := currentRevision(t, cli) - rev0; txns > n/3 {
+		t.Fatalf("%d creates took %d transactions, want them batched", n, txns)
+	}
+	for i := range n {
+		name := fmt.Sprintf("/b/%d", i)
+		if s, err := reg.LookupTopic(ctx, fmt.Sprintf("b.%d", i)); err != nil || s.Name != name || s.ID != ids[i] {
+			t.Fatalf("topic of %s: %+v, %v", name, s, err)
+		}
+	}
+}
+
+// TestBatchedCreateConflictsFailAlone: in one burst of creates, the ones
+// that meet an existing stream, a taken topic or each other are answered
+// as a lone create would be, and the others are created.
+func TestBatchedCreateConflictsFailAlone(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	reg, _ := newRegistry(t)
+	existing := mustCreate(t, reg, meta.Stream{Name: "/taken", ContentType: "text/plain"})
+	mustCreate(t, reg, meta.Stream{Name: "/holder", KafkaTopic: "hot"})
+
+	type outcome struct {
+		s       meta.Stream
+		created bool
+		err     error
+	}
+	reqs := []meta.Stream{
+		{Name: "/taken", ContentType: "application/json"},
+		{Name: "/wants-hot", KafkaTopic: "hot"},
+		{Name: "/dup", ContentType: "a/1"},
+		{Name: "/dup", ContentType: "a/2"},
+		{Name: "/shared-1", KafkaTopic: "shared"},
+		{Name: "/shared-2", KafkaTopic: "shared"},
+	}
+	for i := range 40 {
+		reqs = append(reqs, meta.Stream{Name: fmt.Sprintf("/ok/%d", i)})
+	}
+	out := make([]outcome, len(reqs))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, s := range reqs {
+		wg.Go(func() {
+			<-start
+			got, created, err := reg.CreateStream(ctx, s)
+			out[i] = outcome{got, created, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	if o := out[0]; o.err != nil || o.created || o.s != existing {
+		t.Errorf("create of an existing name: %+v, want the existing record", o)
+	}
+	if o := out[1]; !errors.Is(o.err, meta.ErrTopicTaken) {
+		t.Errorf("create claiming a held topic: %+v, want ErrTopicTaken", o)
+	}
+	if _, err := reg.GetStream(ctx, "/wants-hot"); !errors.Is(err, meta.ErrNotFound) {
+		t.Errorf("a create refused for its topic left a record: %v", err)
+	}
+	if a, b := out[2], out[3]; a.err != nil || b.err != nil || a.created == b.created || a.s != b.s {
+		t.Errorf("two creates of one new name: %+v and %+v, want one created and both the same record", a, b)
+	}
+	if a, b := out[4], out[5]; (a.err == nil) == (b.err == nil) {
+		t.Errorf("two creates claiming one new topic: %+v and %+v, want exactly one to succeed", a, b)
+	} else if loser := map[bool]outcome{true: b, false: a}[a.err == nil]; !errors.Is(loser.err, meta.ErrTopicTaken) {
+		t.Errorf("losing topic claim: %v, want ErrTopicTaken", loser.err)
+	}
+	for i := 6; i < len(reqs); i++ {
+		if o := out[i]; o.err != nil || !o.created {
+			t.Errorf("create %s beside the conflicts: %+v", reqs[i].Name, o)
+		}
+	}
+}
+
+// TestCreateHonoursContextWhileQueued: a create whose context has ended
+// is answered with its error and creates nothing.
+func TestCreateHonoursContextWhileQueued(t *testing.T) {
+	t.Parallel()
+	reg, _ := newRegistry(t)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	cancel()
+	if _, _, err := reg.CreateStream(ctx, meta.Stream{Name: "/late"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if _, err := reg.GetStream(testCtx(t), "/late"); !errors.Is(err, meta.ErrNotFound) {
+		t.Fatalf("a cancelled create left a record: %v", err)
+	}
+	mustCreate(t, reg, meta.Stream{Name: "/after"}) // the queue still works
+}
+
+// TestRecordsOfEarlierVersionsStillRead: JSON records and topic entries
+// written by earlier versions are read by every call, and an update
+// rewrites the record in the compact format.
+func TestRecordsOfEarlierVersionsStillRead(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	reg, cli := newRegistry(t)
+	key := testPrefix + "streams//old/1"
+	old := `{"name":"/old/1","id":5,"contentType":"application/json","createdAt":"2026-11-01T10:00:00.5Z","owner":"n1","epoch":2,"kafkaTopic":"legacy"}`
+	if _, err := cli.Put(ctx, key, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, testPrefix+"topics/legacy", `{"stream":"/old/1","id":5}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, testPrefix+"counters/stream-id", "5"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := reg.GetStream(ctx, "/old/1")
+	if err != nil || s.ID != 5 || s.ContentType != "application/json" || s.Owner != "n1" || s.Epoch != 2 ||
+		s.KafkaTopic != "legacy" || s.CreatedAt.UnixMilli() != 1793527200500 {
+		t.Fatalf("GetStream of a JSON record = %+v, %v", s, err)
+	}
+	if got, err := reg.LookupTopic(ctx, "legacy"); err != nil || got != s {
+		t.Fatalf("LookupTopic through a JSON entry = %+v, %v", got, err)
+	}
+	if list, _, err := reg.ListStreams(ctx, "/old/", "", 10); err != nil || len(list) != 1 || list[0] != s {
+		t.Fatalf("ListStreams = %+v, %v", list, err)
+	}
+	if _, created, err := reg.CreateStream(ctx, meta.Stream{Name: "/old/1"}); err != nil || created {
+		t.Fatalf("create over a JSON record: created=%v err=%v", created, err)
+	}
+	if _, _, err := reg.CreateStream(ctx, meta.Stream{Name: "/new", KafkaTopic: "legacy"}); !errors.Is(err, meta.ErrTopicTaken) {
+		t.Fatalf("a JSON topic entry does not hold its alias: %v", err)
+	}
+	if n := mustCreate(t, reg, meta.Stream{Name: "/new"}); n.ID != 6 {
+		t.Fatalf("new stream after the JSON counter got ID %d, want 6", n.ID)
+	}
+	up, err := reg.UpdateStream(ctx, "/old/1", func(m *meta.Stream) error { m.Epoch = 3; return nil })
+	if err != nil || up.Epoch != 3 {
+		t.Fatalf("update: %+v, %v", up, err)
+	}
+	resp, err := cli.Get(ctx, key)
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Value[0] == '{' {
+		t.Fatalf("updated record not rewritten compactly: %v, %v", resp, err)
+	}
+	if again, err := reg.GetStream(ctx, "/old/1"); err != nil || again != up {
+		t.Fatalf("after rewrite: %+v, %v; want %+v", again, err, up)
+	}
+	if err := reg.DeleteStream(ctx, "/old/1", 5); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func currentRevision(t *testing.T, cli *clientv3.Client) int64 {
+	t.Helper()
+	resp, err := cli.Get(testCtx(t), "/revision-probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
