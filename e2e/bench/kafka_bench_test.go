@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -27,7 +28,9 @@ func BenchmarkKafka(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := startNode(b, "--kafka-addr", kafkaAddr)
+	// PICOMQ_BENCH_PPROF=127.0.0.1:PORT serves the node's Go profiles
+	// (go tool pprof http://…/debug/pprof/profile) during the run.
+	n := startNode(b, "--kafka-addr", kafkaAddr, "--pprof-addr", os.Getenv("PICOMQ_BENCH_PPROF"))
 	ctx := context.Background()
 	admin, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
 	if err != nil {
