@@ -3,6 +3,7 @@ package picomq_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -49,36 +50,45 @@ func reportRecords(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
+// BenchmarkProducer: one producer's records/s, with one batch in flight
+// (the producer before pipelining) and with the default four, in the same
+// run.
 func BenchmarkProducer(b *testing.B) {
 	for _, bs := range benchSizes {
-		b.Run(bs.name, func(b *testing.B) {
-			ctx := context.Background()
-			c, err := picomq.NewPico(picoURL)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			p, err := c.Stream(benchStream(b)).NewProducer(picomq.ProducerOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			body := bytes.Repeat([]byte("x"), bs.size)
-			b.SetBytes(int64(bs.size))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				if _, err := p.Send(ctx, picomq.AppendRecord{Body: body}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := p.Flush(ctx); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			reportRecords(b)
-			p.Close(ctx)
-		})
+		for _, inflight := range []int{1, 4} {
+			benchProducer(b, bs.name, bs.size, inflight)
+		}
 	}
+}
+
+func benchProducer(b *testing.B, name string, size, inflight int) {
+	b.Run(fmt.Sprintf("%s/inflight=%d", name, inflight), func(b *testing.B) {
+		ctx := context.Background()
+		c, err := picomq.NewPico(picoURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		p, err := c.Stream(benchStream(b)).NewProducer(picomq.ProducerOptions{MaxInFlight: inflight})
+		if err != nil {
+			b.Fatal(err)
+		}
+		body := bytes.Repeat([]byte("x"), size)
+		b.SetBytes(int64(size))
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if _, err := p.Send(ctx, picomq.AppendRecord{Body: body}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := p.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		reportRecords(b)
+		p.Close(ctx)
+	})
 }
 
 func BenchmarkRawBatchAppend(b *testing.B) {

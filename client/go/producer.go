@@ -43,6 +43,13 @@ type ProducerOptions struct {
 	// errors and 429/5xx answers before the producer gives up and fails
 	// (default 2 minutes).
 	DeliveryTimeout time.Duration
+	// MaxInFlight is how many batches may be sent and not yet acknowledged
+	// at once (default 4; 1 sends one batch at a time). Batches carry
+	// consecutive sequence numbers, so the server writes them in sequence
+	// order whatever order they arrive in (one that arrives early is
+	// refused with a sequence gap and sent again once its predecessors are
+	// acknowledged), and acknowledgements complete in Send order.
+	MaxInFlight int
 }
 
 const (
@@ -50,6 +57,7 @@ const (
 	defaultMaxBatchRecords  = 10000
 	defaultMaxBufferedBytes = 32 << 20
 	defaultDeliveryTimeout  = 2 * time.Minute
+	defaultMaxInFlight      = 4
 )
 
 // ErrProducerClosed is returned by Send after Close, and completes the acks
@@ -61,8 +69,9 @@ var ErrProducerClosed = errors.New("picomq: producer closed")
 // Streams Producer-* headers): every batch gets the next sequence number, and
 // a batch whose outcome is unknown (connection lost, 5xx, 429) is sent
 // again with the same sequence number, which the server acknowledges
-// without writing it twice. One batch is in flight at a time, so records
-// are appended in Send order.
+// without writing it twice. Up to MaxInFlight batches are in flight at
+// once (pipelining); the sequence numbers keep records appended in Send
+// order, and acks complete in that order.
 //
 // A batch that fails for good (a 4xx answer such as a fenced epoch or an
 // invalid record, or retries exhausted) fails the producer: that batch and
@@ -75,24 +84,39 @@ type Producer struct {
 	opts ProducerOptions
 	ctx  context.Context // ends when Close gives up waiting
 	stop context.CancelFunc
+	// sendCtx is ctx, also ended when the producer fails: the batches
+	// still in flight then stop retrying.
+	sendCtx  context.Context
+	stopSend context.CancelFunc
 
 	mu         sync.Mutex
 	queue      recordQueue // not yet in a batch
 	queueBytes int
-	batchBuf   []pendingRecord // the batch in flight (one at a time)
-	ackSlab    []PendingAck    // acks are allocated in slabs
-	buffered   int             // bytes queued or in flight
-	enqueued   uint64          // records accepted by Send, ever
-	taken      uint64          // records put into batches, ever
-	resolved   uint64          // records whose ack is complete, ever
-	flushUntil uint64          // send without lingering until taken reaches it
-	seq        uint64
-	err        error // the failure that poisoned the producer
+	window     []*flight // batches sent and not yet settled, in sequence order
+	free       [][]pendingRecord
+	ackSlab    []PendingAck // acks are allocated in slabs
+	buffered   int          // bytes queued or in flight
+	enqueued   uint64       // records accepted by Send, ever
+	taken      uint64       // records put into batches, ever
+	resolved   uint64       // records whose ack is complete, ever
+	flushUntil uint64       // send without lingering until taken reaches it
+	seq        uint64       // of the next batch formed
+	senders    int          // send goroutines running
+	err        error        // the failure that poisoned the producer
 	closed     bool
 	started    bool
 	wake       chan struct{}
 	changed    chan struct{} // closed (and replaced) on progress
 	stopped    chan struct{}
+}
+
+// flight is one batch being delivered by its own goroutine.
+type flight struct {
+	seq   uint64
+	batch []pendingRecord
+	done  bool // delivered or failed; settled in sequence order
+	ack   Ack
+	err   error
 }
 
 type pendingRecord struct {
@@ -193,9 +217,13 @@ func (s *stream) NewProducer(opts ProducerOptions) (*Producer, error) {
 	if opts.DeliveryTimeout <= 0 {
 		opts.DeliveryTimeout = defaultDeliveryTimeout
 	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = defaultMaxInFlight
+	}
 	ctx, cancel := context.WithCancel(context.Background())
+	sendCtx, stopSend := context.WithCancel(ctx)
 	return &Producer{
-		s: s, opts: opts, ctx: ctx, stop: cancel,
+		s: s, opts: opts, ctx: ctx, stop: cancel, sendCtx: sendCtx, stopSend: stopSend,
 		wake: make(chan struct{}, 1), changed: make(chan struct{}), stopped: make(chan struct{}),
 	}, nil
 }
@@ -362,33 +390,50 @@ func (p *Producer) Close(ctx context.Context) error {
 	return p.err
 }
 
-// run is the sender: it forms batches and sends them one at a time.
+// run forms batches and starts a sender for each, up to MaxInFlight at a
+// time; it returns once the producer is closed and everything settled, or
+// failed.
 func (p *Producer) run() {
 	defer close(p.stopped)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for {
-		p.mu.Lock()
-		for p.queue.len == 0 && !p.closed && p.err == nil {
+		for p.err == nil && p.ctx.Err() == nil && !p.canForm() && !(p.closed && p.queue.len == 0) {
 			p.mu.Unlock()
 			select {
 			case <-p.wake:
 			case <-p.ctx.Done():
 			}
 			p.mu.Lock()
-			if p.ctx.Err() != nil {
-				break
-			}
 		}
 		if p.ctx.Err() != nil && p.err == nil {
 			p.fail(ErrProducerClosed, nil)
 		}
 		if p.err != nil || p.queue.len == 0 {
-			p.mu.Unlock()
+			// Failed, or closed with nothing left to form: wait for the
+			// senders, so that no request outlives Close.
+			for len(p.window) > 0 && p.err == nil {
+				ch := p.changed
+				p.mu.Unlock()
+				<-ch
+				p.mu.Lock()
+			}
+			for p.senders > 0 {
+				ch := p.changed
+				p.mu.Unlock()
+				<-ch
+				p.mu.Lock()
+			}
 			return
 		}
 		if p.opts.Linger > 0 {
 			p.linger()
 		}
-		batch, bytes := p.batchBuf[:0], codec.FrameHeaderSize
+		var batch []pendingRecord
+		if k := len(p.free); k > 0 {
+			batch, p.free = p.free[k-1], p.free[:k-1]
+		}
+		bytes := codec.FrameHeaderSize
 		for p.queue.len > 0 && len(batch) < p.opts.MaxBatchRecords {
 			r := p.queue.front()
 			if bytes+r.size > p.opts.MaxBatchBytes {
@@ -398,25 +443,66 @@ func (p *Producer) run() {
 			batch = append(batch, *r)
 			p.queue.pop()
 		}
-		p.batchBuf = batch
 		p.queueBytes -= bytes - codec.FrameHeaderSize
 		p.taken += uint64(len(batch))
-		seq := p.seq
-		p.mu.Unlock()
-
-		ack, err := p.deliver(batch, seq)
-
-		p.mu.Lock()
-		if err != nil {
-			p.fail(err, batch)
-			p.mu.Unlock()
-			return
-		}
+		f := &flight{seq: p.seq, batch: batch}
 		p.seq++
-		p.complete(batch, ack)
-		clear(batch)
-		p.mu.Unlock()
+		p.window = append(p.window, f)
+		p.senders++
+		go p.send(f)
 	}
+}
+
+// canForm reports whether run should form the next batch now: when
+// nothing is in flight, as soon as a record is queued (batches grow with
+// load); beside batches in flight, only a full batch, or one a flush,
+// SendDurable or Close is waiting for. So pipelining adds throughput
+// without cutting a steady stream of records into many small batches.
+// p.mu is held.
+func (p *Producer) canForm() bool {
+	if p.queue.len == 0 || len(p.window) >= p.opts.MaxInFlight {
+		return false
+	}
+	return len(p.window) == 0 || p.closed || p.taken < p.flushUntil ||
+		p.queue.len >= p.opts.MaxBatchRecords || p.queueBytes+codec.FrameHeaderSize >= p.opts.MaxBatchBytes
+}
+
+// send delivers one batch and settles it.
+func (p *Producer) send(f *flight) {
+	ack, err := p.deliver(f)
+	p.mu.Lock()
+	f.done, f.ack, f.err = true, ack, err
+	p.settle()
+	p.senders--
+	p.notify()
+	p.mu.Unlock()
+	p.kick()
+}
+
+// settle completes the delivered batches at the head of the window, in
+// sequence order; the first failed one fails the producer (fail) and with
+// it every later batch, delivered or not. p.mu is held.
+func (p *Producer) settle() {
+	for len(p.window) > 0 && p.window[0].done && p.err == nil {
+		f := p.window[0]
+		p.window[0] = nil
+		p.window = p.window[1:]
+		if f.err != nil {
+			p.fail(f.err, f.batch)
+			break
+		}
+		p.complete(f.batch, f.ack)
+		clear(f.batch)
+		if len(p.free) < p.opts.MaxInFlight {
+			p.free = append(p.free, f.batch[:0])
+		}
+	}
+}
+
+// predecessorsPending reports whether a batch before f is still unsettled;
+// p.mu is held.
+func (p *Producer) predecessorsPending(f *flight) bool {
+	return p.err == nil && len(p.window) > 0 && p.window[0] != f
 }
 
 // linger waits, with p.mu held, until the queue fills a batch, a flush or
@@ -473,27 +559,45 @@ func (p *Producer) fail(err error, batch []pendingRecord) {
 		err = fmt.Errorf("picomq: producer %s epoch %d failed: %w", p.opts.ID, p.opts.Epoch, err)
 	}
 	p.err = err
-	failOne := func(r *pendingRecord) {
-		r.ack.resolve(Ack{}, nil, 0, err)
-		p.buffered -= r.size
-		p.resolved++
+	p.stopSend()
+	p.failBatch(batch)
+	for _, f := range p.window {
+		p.failBatch(f.batch)
 	}
-	for i := range batch {
-		failOne(&batch[i])
-	}
+	clear(p.window)
+	p.window = p.window[:0]
 	for p.queue.len > 0 {
-		failOne(p.queue.front())
+		p.failRecord(p.queue.front())
 		p.queue.pop()
 	}
 	p.queueBytes = 0
 	p.notify()
 }
 
+// failBatch fails the records of a batch with the producer's error; p.mu
+// is held.
+func (p *Producer) failBatch(batch []pendingRecord) {
+	for i := range batch {
+		p.failRecord(&batch[i])
+	}
+}
+
+func (p *Producer) failRecord(r *pendingRecord) {
+	r.ack.resolve(Ack{}, nil, 0, p.err)
+	p.buffered -= r.size
+	p.resolved++
+}
+
 // deliver sends one batch until it is acknowledged, retrying what may be
-// retried under the same sequence number.
-func (p *Producer) deliver(batch []pendingRecord, seq uint64) (Ack, error) {
+// retried under the same sequence number. A sequence gap for an attempt
+// sent while an earlier batch was unsettled means this one overtook it on
+// another connection: it was not written, and is sent again once the
+// earlier ones are settled. A gap for an attempt sent after them is real.
+func (p *Producer) deliver(f *flight) (Ack, error) {
+	batch, seq := f.batch, f.seq
 	deadline := time.Now().Add(p.opts.DeliveryTimeout)
 	hdr := &producerHeaders{id: p.opts.ID, epoch: p.opts.Epoch, seq: seq}
+	maybeWritten := false // an earlier attempt may have been written
 	recs := make([]AppendRecord, len(batch))
 	for i := range batch {
 		recs[i] = batch[i].rec
@@ -502,7 +606,10 @@ func (p *Producer) deliver(batch []pendingRecord, seq uint64) (Ack, error) {
 	var ct string
 	count := len(recs)
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithDeadline(p.ctx, deadline)
+		ctx, cancel := context.WithDeadline(p.sendCtx, deadline)
+		p.mu.Lock()
+		overtaking := p.predecessorsPending(f) // a gap answer then says nothing
+		p.mu.Unlock()
 		var ack Ack
 		var err error
 		if body == nil {
@@ -517,26 +624,58 @@ func (p *Producer) deliver(batch []pendingRecord, seq uint64) (Ack, error) {
 		}
 		cancel()
 		if err == nil {
-			if ack.Duplicate && attempt == 1 {
+			if ack.Duplicate && !maybeWritten {
 				// Nothing of ours was sent with this sequence before:
 				// another producer wrote it with the same ID and epoch.
 				return Ack{}, fmt.Errorf("batch %d was already written by another producer with the same ID and epoch; use a higher Epoch or a new ID", seq)
 			}
 			return ack, nil
 		}
-		if p.ctx.Err() != nil {
-			return Ack{}, ErrProducerClosed
+		if p.sendCtx.Err() != nil {
+			return Ack{}, p.stoppedErr()
+		}
+		if ErrorKind(err) == KindSequenceGap && overtaking {
+			p.awaitPredecessors(f)
+			if p.sendCtx.Err() != nil {
+				return Ack{}, p.stoppedErr() // an earlier batch failed, or Close gave up
+			}
+			continue
 		}
 		if !retryableProduce(err) {
 			return Ack{}, err
 		}
+		maybeWritten = true
 		wait := p.s.c.retry.delay(attempt, retryAfterOf(err))
 		if time.Now().Add(wait).After(deadline) {
 			return Ack{}, fmt.Errorf("gave up after %d attempts (DeliveryTimeout %v): %w", attempt, p.opts.DeliveryTimeout, err)
 		}
-		if sleepCtx(p.ctx, wait) != nil {
-			return Ack{}, ErrProducerClosed
+		if sleepCtx(p.sendCtx, wait) != nil {
+			return Ack{}, p.stoppedErr()
 		}
+	}
+}
+
+// stoppedErr is why sendCtx ended: the producer's failure, or Close.
+func (p *Producer) stoppedErr() error {
+	if err := p.Err(); err != nil {
+		return err
+	}
+	return ErrProducerClosed
+}
+
+// awaitPredecessors waits until every batch before f is settled (or the
+// producer failed or closed).
+func (p *Producer) awaitPredecessors(f *flight) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.predecessorsPending(f) && p.sendCtx.Err() == nil {
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-p.sendCtx.Done():
+		}
+		p.mu.Lock()
 	}
 }
 

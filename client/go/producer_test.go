@@ -94,10 +94,33 @@ func TestProducerRetryAfterDroppedConnection(t *testing.T) {
 		if _, err := c.Stream(name).Create(ctx, "application/json", 0); err != nil {
 			t.Fatal(err)
 		}
+		seqHeader := "Pico-Producer-Seq"
+		if c.Protocol() == picomq.ProtocolDurableStreams {
+			seqHeader = "Producer-Seq"
+		}
 		px := newProxy(t, serverURL(c.Protocol()))
-		var posts atomic.Int32
-		px.dropResponse = func(r *http.Request, _ int) bool {
-			return r.Method == http.MethodPost && posts.Add(1) == 3
+		// Hold the first attempt of batch 2 until batch 1 is written, then
+		// forward it and drop the answer, so the server writes batch 2
+		// (batches are pipelined: an attempt that overtook batch 1 would
+		// be refused with a sequence gap instead).
+		var droppedAt atomic.Int32
+		droppedAt.Store(-1)
+		batch1Written := func() bool {
+			for _, sr := range px.requests() {
+				if sr.Method == http.MethodPost && sr.ReqHeader.Get(seqHeader) == "1" && sr.Status/100 == 2 {
+					return true
+				}
+			}
+			return false
+		}
+		px.dropResponse = func(r *http.Request, idx int) bool {
+			if r.Method != http.MethodPost || r.Header.Get(seqHeader) != "2" || !droppedAt.CompareAndSwap(-1, int32(idx)) {
+				return false
+			}
+			for deadline := time.Now().Add(20 * time.Second); !batch1Written() && time.Now().Before(deadline); {
+				time.Sleep(2 * time.Millisecond) // await batch 1's answer (bounded)
+			}
+			return true
 		}
 		pc := newClient(t, c.Protocol(), px.URL,
 			picomq.WithRetryPolicy(picomq.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}))
@@ -133,28 +156,28 @@ func TestProducerRetryAfterDroppedConnection(t *testing.T) {
 		}
 		// The proxy saw the dropped batch written, then its retry with
 		// the same sequence acknowledged as a duplicate.
-		seqHeader := "Pico-Producer-Seq"
-		if c.Protocol() == picomq.ProtocolDurableStreams {
-			seqHeader = "Producer-Seq"
+		idx := int(droppedAt.Load())
+		if idx < 0 {
+			t.Fatal("batch 2 was never sent after batch 1 was written")
 		}
-		var postsSeen []seenRequest
-		for _, r := range px.requests() {
-			if r.Method == http.MethodPost {
-				postsSeen = append(postsSeen, r)
+		seen := px.requests()
+		dropped := seen[idx]
+		seq := dropped.ReqHeader.Get(seqHeader)
+		var retry seenRequest
+		for _, r := range seen[idx+1:] {
+			if r.ReqHeader.Get(seqHeader) == seq {
+				retry = r
+				break
 			}
 		}
-		if len(postsSeen) < 4 {
-			t.Fatalf("%d POSTs, want at least 4", len(postsSeen))
-		}
-		dropped, retry := postsSeen[2], postsSeen[3]
 		if dropped.Status != http.StatusOK && dropped.Status != http.StatusNoContent {
 			t.Fatalf("the dropped batch was answered %d by the server", dropped.Status)
 		}
+		if seq == "" || retry.ReqHeader == nil {
+			t.Fatalf("no retry of the dropped batch (sequence %q)", seq)
+		}
 		if string(dropped.Body) != string(retry.Body) {
 			t.Fatalf("the retry sent another body:\n%q\n%q", dropped.Body, retry.Body)
-		}
-		if seq := dropped.ReqHeader.Get(seqHeader); seq == "" || seq != retry.ReqHeader.Get(seqHeader) {
-			t.Fatalf("the retry carried sequence %q, the dropped batch %q", retry.ReqHeader.Get(seqHeader), seq)
 		}
 		dup := retry.Header.Get("Pico-Duplicate") == "true"
 		if c.Protocol() == picomq.ProtocolDurableStreams {
