@@ -415,25 +415,8 @@ func (s *Service) Flush(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
-
-	streams := s.loaded()
-	sort.Slice(streams, func(i, j int) bool { return streams[i].info.ID < streams[j].info.ID })
-
 	snapshotAt := time.Now()
-	capped := false
-	var items []flushItem
-	for _, st := range streams {
-		st.mu.Lock()
-		if st.walLow == 0 || st.deleted {
-			st.mu.Unlock()
-			continue
-		}
-		it := flushItem{st: st, base: st.uploaded, end: st.next, state: st.snapshotLocked(), pending: st.lastPending, unflushed: st.unflushed}
-		i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > st.uploaded })
-		it.refs = append(it.refs, st.chunks[i:]...)
-		st.mu.Unlock()
-		items = append(items, it)
-	}
+	items := s.snapshotFlush()
 	if len(items) == 0 {
 		s.truncateWAL()
 		return nil
@@ -448,12 +431,76 @@ func (s *Service) Flush(ctx context.Context) error {
 			}
 		}
 	}
-	// One object holds at most maxFlushBytes, cut between streams (a
-	// stream's range and its state snapshot always travel together), so
-	// the backlog of a long object-store outage is uploaded as a series of
-	// bounded objects instead of one that must fit in memory twice.
+	items, ups, size, capped, err := s.flushBatches(items)
+	if err != nil {
+		return err
+	}
+	seq := s.nextSeq()
+	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
+	start := time.Now()
+	ranges, objSize, err := s.tier.Upload(ctx, key, withBatches(ups))
+	if err != nil {
+		return fmt.Errorf("flush: upload %s: %w", key, err)
+	}
+	m := meta.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, CreatedAt: time.Now().UTC()}
+	refs, err := flushRefs(&m, items, ranges)
+	if err != nil {
+		_ = s.tier.Delete(context.WithoutCancel(ctx), key)
+		return err
+	}
+	if err := s.commitObject(ctx, sess, m, nil); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	s.pending.Add(-s.applyFlush(items, refs))
+	if capped {
+		s.requestFlush(true) // the streams left out go in the next flush, now
+	}
+	// Appends that came after the snapshot are younger than it; an append
+	// racing with this reset sets its own time (it adds to pending before
+	// it sets pendingSince, and this reads pending after the reset).
+	s.pendingSince.Store(0)
+	if s.pending.Load() > 0 {
+		s.pendingSince.CompareAndSwap(0, snapshotAt.UnixNano())
+	}
+	s.metrics.flushes.Inc()
+	s.metrics.flushBytes.Add(float64(size))
+	s.metrics.flushSeconds.Observe(time.Since(start).Seconds())
+	s.truncateWAL()
+	return nil
+}
+
+// snapshotFlush takes, in ascending stream id, every loaded stream that
+// has WAL data not yet in objects: the range [uploaded, next), its state
+// snapshot, its last pending WAL write and its chunks from uploaded on.
+func (s *Service) snapshotFlush() []flushItem {
+	streams := s.loaded()
+	sort.Slice(streams, func(i, j int) bool { return streams[i].info.ID < streams[j].info.ID })
+	var items []flushItem
+	for _, st := range streams {
+		st.mu.Lock()
+		if st.walLow == 0 || st.deleted {
+			st.mu.Unlock()
+			continue
+		}
+		it := flushItem{st: st, base: st.uploaded, end: st.next, state: st.snapshotLocked(), pending: st.lastPending, unflushed: st.unflushed}
+		i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > st.uploaded })
+		it.refs = append(it.refs, st.chunks[i:]...)
+		st.mu.Unlock()
+		items = append(items, it)
+	}
+	return items
+}
+
+// flushBatches reads the items' batches back from the WAL. One object
+// holds at most maxFlushBytes, cut between streams (a stream's range and
+// its state snapshot always travel together), so the backlog of a long
+// object-store outage is uploaded as a series of bounded objects instead
+// of one that must fit in memory twice: it returns the items that fit,
+// their uploads, their size and whether items were left out.
+func (s *Service) flushBatches(items []flushItem) ([]flushItem, []UploadStream, int64, bool, error) {
 	ups := make([]UploadStream, 0, len(items))
 	var size int64
+	capped := false
 	for k, it := range items {
 		if k > 0 && size >= s.maxFlushBytes() {
 			items = items[:k]
@@ -467,36 +514,34 @@ func (s *Service) Flush(ctx context.Context) error {
 			}
 			data, err := s.log.ReadAt(c.pos, nil)
 			if err != nil {
-				return fmt.Errorf("flush: read WAL: %w", err)
+				return nil, nil, 0, false, fmt.Errorf("flush: read WAL: %w", err)
 			}
 			e, err := decodeEntry(data)
 			if err != nil {
-				return fmt.Errorf("flush: WAL entry: %w", err)
+				return nil, nil, 0, false, fmt.Errorf("flush: WAL entry: %w", err)
 			}
 			u.Batches = append(u.Batches, e.batch)
 			size += int64(len(e.batch))
 		}
 		ups = append(ups, u)
 	}
-	seq := s.nextSeq()
-	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
-	start := time.Now()
-	ranges, objSize, err := s.tier.Upload(ctx, key, withBatches(ups))
-	if err != nil {
-		return fmt.Errorf("flush: upload %s: %w", key, err)
-	}
-	m := meta.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, CreatedAt: time.Now().UTC()}
+	return items, ups, size, capped, nil
+}
+
+// flushRefs matches the uploaded ranges to the items, adds each item's
+// manifest entry to m and returns each item's object reference. Streams
+// with only state changes (a close) hold no bytes and get no range from
+// the uploader; an object that does not describe a stream with bytes is
+// an error (the caller deletes it).
+func flushRefs(m *meta.Manifest, items []flushItem, ranges []ObjectRef) ([]*ObjectRef, error) {
 	refs := make([]*ObjectRef, len(items))
 	ri := 0
 	for i, it := range items {
 		var data *ObjectRef
-		ref := &ObjectRef{Key: key, Extent: extent.Extent{StreamID: it.st.info.ID, First: it.base, Next: it.end}}
+		ref := &ObjectRef{Key: m.Object, Extent: extent.Extent{StreamID: it.st.info.ID, First: it.base, Next: it.end}}
 		if it.end > it.base {
-			// Streams with only state changes (a close) hold no bytes
-			// and get no range from the uploader.
 			if ri >= len(ranges) || ranges[ri].StreamID != it.st.info.ID {
-				_ = s.tier.Delete(context.WithoutCancel(ctx), key)
-				return fmt.Errorf("flush: object %s does not describe stream %d", key, it.st.info.ID)
+				return nil, fmt.Errorf("flush: object %s does not describe stream %d", m.Object, it.st.info.ID)
 			}
 			ref = &ranges[ri]
 			data = ref
@@ -505,9 +550,13 @@ func (s *Service) Flush(ctx context.Context) error {
 		refs[i] = ref
 		m.Streams = append(m.Streams, manifestEntry(it.st.info.ID, it.base, it.end, data, it.state))
 	}
-	if err := s.commitObject(ctx, sess, m, nil); err != nil {
-		return fmt.Errorf("flush: %w", err)
-	}
+	return refs, nil
+}
+
+// applyFlush switches each committed item's WAL chunks to its object
+// chunk, moves the stream's uploaded offset and WAL low-water mark, wakes
+// the upload waiters, and returns the bytes no longer pending.
+func (s *Service) applyFlush(items []flushItem, refs []*ObjectRef) int64 {
 	var flushed int64
 	for k, it := range items {
 		st := it.st
@@ -544,22 +593,7 @@ func (s *Service) Flush(ctx context.Context) error {
 		}
 		st.mu.Unlock()
 	}
-	s.pending.Add(-flushed)
-	if capped {
-		s.requestFlush(true) // the streams left out go in the next flush, now
-	}
-	// Appends that came after the snapshot are younger than it; an append
-	// racing with this reset sets its own time (it adds to pending before
-	// it sets pendingSince, and this reads pending after the reset).
-	s.pendingSince.Store(0)
-	if s.pending.Load() > 0 {
-		s.pendingSince.CompareAndSwap(0, snapshotAt.UnixNano())
-	}
-	s.metrics.flushes.Inc()
-	s.metrics.flushBytes.Add(float64(size))
-	s.metrics.flushSeconds.Observe(time.Since(start).Seconds())
-	s.truncateWAL()
-	return nil
+	return flushed
 }
 
 // truncateWAL deletes WAL segments that hold nothing unflushed.
