@@ -119,11 +119,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // setCommonHeaders sets what every response carries, errors included: the
 // browser security headers and CORS.
 func setCommonHeaders(hd http.Header) {
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Cross-Origin-Resource-Policy", "cross-origin")
-	hd.Set("Access-Control-Allow-Origin", "*")
-	hd.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+	hd["X-Content-Type-Options"] = nosniffValue
+	hd["Cross-Origin-Resource-Policy"] = corpValue
+	hd["Access-Control-Allow-Origin"] = anyOriginValue
+	hd["Access-Control-Expose-Headers"] = exposeValue
 }
+
+// The common header values, shared read-only by every response (no
+// allocation per request; net/http only reads them, and Add or Set replace
+// rather than modify them).
+var (
+	nosniffValue   = []string{"nosniff"}
+	corpValue      = []string{"cross-origin"}
+	anyOriginValue = []string{"*"}
+	exposeValue    = []string{corsExposeHeaders}
+)
 
 // serveStreams dispatches one request under Prefix.
 func (h *Handler) serveStreams(w http.ResponseWriter, r *http.Request) {

@@ -287,9 +287,11 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Content-Type is required on an append with a body")
 			return
 		}
-		if _, _, err := mime.ParseMediaType(ct); err != nil {
-			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Content-Type %q: %v", truncateForMessage(ct), err))
-			return
+		if !wire.IsPlainMediaType(ct) { // a plain type/subtype always parses
+			if _, _, err := mime.ParseMediaType(ct); err != nil {
+				h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Content-Type %q: %v", truncateForMessage(ct), err))
+				return
+			}
 		}
 		// The service checks ct against the stream's type (a closed stream
 		// answers every append alike); ct decides JSON mode, as the two
