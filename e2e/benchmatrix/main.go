@@ -105,6 +105,11 @@ func run(args []string, stdout io.Writer) error {
 	res := &benchreport.Results{Machine: machine(), Started: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		Runs: c.runs, Seconds: c.secs.Seconds()}
 	m := &matrix{cfg: c, res: res}
+	defer func() {
+		if m.stopS3 != nil {
+			m.stopS3()
+		}
+	}()
 	start := time.Now()
 	for r := 1; r <= c.runs; r++ {
 		logf("run %d of %d", r, c.runs)
@@ -165,6 +170,9 @@ type matrix struct {
 	cfg  config
 	res  *benchreport.Results
 	rows []benchreport.Row
+	// s3 is the MinIO of the object rows, started once (stopS3 stops it).
+	s3     minio
+	stopS3 func()
 }
 
 // row declares a table row (once, in the order of first use).

@@ -27,11 +27,10 @@ const objectMiB = 64
 // of what was written (the node restarted, so its read cache is empty)
 // next to plain sequential GETs of the same objects from the same MinIO.
 func (m *matrix) objectRows(ctx context.Context, run int) error {
-	s3, stopMinio, err := m.startMinio()
+	s3, err := m.minio()
 	if err != nil {
 		return err
 	}
-	defer stopMinio()
 	prefix := fmt.Sprintf("r%d/", run)
 	n, err := m.startNode("pico-object", "--object-store", s3.url(prefix))
 	if err != nil {
@@ -145,6 +144,24 @@ type minio struct{ endpoint, bucket string }
 // url is the --object-store URL of the bucket under prefix.
 func (s minio) url(prefix string) string {
 	return fmt.Sprintf("s3://%s/%s?endpoint=%s&region=us-east-1", s.bucket, strings.TrimSuffix(prefix, "/"), s.endpoint)
+}
+
+// minio returns the matrix's MinIO, starting it the first time: one for
+// all runs (each run writes under its own prefix), because a MinIO start
+// on a busy machine can take longer than local-minio.sh waits; a failed
+// start is tried once more.
+func (m *matrix) minio() (minio, error) {
+	if m.s3.endpoint != "" {
+		return m.s3, nil
+	}
+	var err error
+	for range 2 {
+		if m.s3, m.stopS3, err = m.startMinio(); err == nil {
+			return m.s3, nil
+		}
+		logf("  %v", err)
+	}
+	return minio{}, err
 }
 
 // startMinio starts a MinIO with deploy/local-minio.sh (which builds the
