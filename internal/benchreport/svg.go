@@ -141,7 +141,7 @@ func slug(s string) string {
 // (log). Each series is a polyline with dots and a legend entry; later
 // runs of a side are dashed so the runs stay apart.
 func writeSVG(path, title, yUnit string, ticks []string, ss []series, logY bool) error {
-	const W, H, left, right, top, bottom = 720, 400, 70, 230, 40, 50
+	const W, H, left, right, top, bottom = 880, 400, 70, 390, 40, 50
 	pw, ph := float64(W-left-right), float64(H-top-bottom)
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
