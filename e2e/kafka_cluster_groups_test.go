@@ -66,46 +66,9 @@ func TestKafkaClusterGroupTakeover(t *testing.T) {
 
 	var (
 		mu       sync.Mutex
-		acked    = map[string]bool{}
 		consumed = map[string]int{}
-		produced int
 	)
-	// Producer: rounds of one record per partition until stopProducing.
-	stopProducing := make(chan struct{})
-	prodDone := make(chan error, 1)
-	go func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-		if err != nil {
-			prodDone <- err
-			return
-		}
-		defer cl.Close()
-		for round := 0; ; round++ {
-			select {
-			case <-stopProducing:
-				prodDone <- nil
-				return
-			default:
-			}
-			recs := make([]*kgo.Record, parts)
-			for p := range recs {
-				recs[p] = &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(fmt.Sprintf("r%d-p%d", round, p))}
-			}
-			res := cl.ProduceSync(ctx, recs...)
-			mu.Lock()
-			for _, r := range res {
-				if r.Err == nil {
-					acked[string(r.Record.Value)] = true
-				}
-			}
-			produced += len(recs)
-			mu.Unlock()
-			if ctx.Err() != nil {
-				prodDone <- ctx.Err()
-				return
-			}
-		}
-	}()
+	prod := startRoundProducer(ctx, seeds, topic, parts)
 
 	// Consumer: one franz-go group client for the whole run, committing
 	// after every poll. A polled record is pending until a commit covering
@@ -178,6 +141,7 @@ func TestKafkaClusterGroupTakeover(t *testing.T) {
 	}()
 
 	progress := func() (int, int) {
+		produced, _ := prod.counts()
 		mu.Lock()
 		defer mu.Unlock()
 		return produced, len(consumed)
@@ -220,16 +184,16 @@ func TestKafkaClusterGroupTakeover(t *testing.T) {
 		p, n := progress()
 		t.Fatalf("after the kill: %d produced, %d consumed (%d and %d at the kill)", p, n, p0, n0)
 	}
-	close(stopProducing)
-	if err := <-prodDone; err != nil {
+	if err := prod.stop(); err != nil {
 		t.Fatalf("producer: %v", err)
 	}
 	// The group consumes every acknowledged record.
+	acked := prod.ackedValues()
 	missing := func() int {
 		mu.Lock()
 		defer mu.Unlock()
 		m := 0
-		for v := range acked {
+		for _, v := range acked {
 			if consumed[v] == 0 {
 				m++
 			}

@@ -104,54 +104,8 @@ func TestKafkaClusterPresentation(t *testing.T) {
 	}
 
 	// A producer across the kill -9 of a leader.
-	var (
-		mu       sync.Mutex
-		acked    = map[string]bool{}
-		produced int
-		failed   int
-	)
-	stop := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-		if err != nil {
-			done <- err
-			return
-		}
-		defer cl.Close()
-		for round := 0; ; round++ {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			recs := make([]*kgo.Record, parts)
-			for p := range recs {
-				recs[p] = &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(fmt.Sprintf("r%d-p%d", round, p))}
-			}
-			res := cl.ProduceSync(ctx, recs...)
-			mu.Lock()
-			for _, r := range res {
-				if r.Err == nil {
-					acked[string(r.Record.Value)] = true
-				} else {
-					failed++
-				}
-			}
-			produced += parts
-			mu.Unlock()
-			if ctx.Err() != nil {
-				done <- ctx.Err()
-				return
-			}
-		}
-	}()
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked)
-	}
+	prod := startRoundProducer(ctx, seeds, topic, parts)
+	count := func() int { return len(prod.ackedValues()) }
 	if !pollUntil(time.Minute, 50*time.Millisecond, func() bool { return count() >= 10*parts }) {
 		t.Fatalf("before the kill: %d records acknowledged", count())
 	}
@@ -171,10 +125,8 @@ func TestKafkaClusterPresentation(t *testing.T) {
 	victim.kill()
 	// The producer goes on for every partition, the dead node's included.
 	perPart := func() map[int32]int {
-		mu.Lock()
-		defer mu.Unlock()
 		m := map[int32]int{}
-		for v := range acked {
+		for _, v := range prod.ackedValues() {
 			var r, p int32
 			fmt.Sscanf(v, "r%d-p%d", &r, &p)
 			m[p]++
@@ -193,8 +145,7 @@ func TestKafkaClusterPresentation(t *testing.T) {
 	}) {
 		t.Fatalf("after the kill: acknowledged per partition %v (%v at the kill)", perPart(), before)
 	}
-	close(stop)
-	if err := <-done; err != nil {
+	if err := prod.stop(); err != nil {
 		t.Fatalf("producer: %v", err)
 	}
 	// New leaders for the dead node's partitions, with a higher epoch.
@@ -218,14 +169,92 @@ func TestKafkaClusterPresentation(t *testing.T) {
 		}
 	}
 	got := consumeAll(t, ctx, live, topic, parts)
-	mu.Lock()
-	defer mu.Unlock()
-	for v := range acked {
+	acked := prod.ackedValues()
+	for _, v := range acked {
 		if !got[v] {
 			t.Fatalf("acknowledged record %s not read back (%d acknowledged, %d read)", v, len(acked), len(got))
 		}
 	}
+	produced, failed := prod.counts()
 	t.Logf("%d produced, %d acknowledged, %d failed and retried by the test's next round; all acknowledged read back", produced, len(acked), failed)
+}
+
+// roundProducer produces rounds of one record per partition, valued
+// "r<round>-p<partition>", with a franz-go client until stopped, and
+// remembers which records were acknowledged. A failed record is not
+// retried as such: the next round writes new ones.
+type roundProducer struct {
+	quit chan struct{}
+	done chan error
+
+	mu       sync.Mutex
+	acked    map[string]bool
+	produced int
+	failed   int
+}
+
+func startRoundProducer(ctx context.Context, seeds []string, topic string, parts int) *roundProducer {
+	rp := &roundProducer{quit: make(chan struct{}), done: make(chan error, 1), acked: map[string]bool{}}
+	go func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err != nil {
+			rp.done <- err
+			return
+		}
+		defer cl.Close()
+		for round := 0; ; round++ {
+			select {
+			case <-rp.quit:
+				rp.done <- nil
+				return
+			default:
+			}
+			recs := make([]*kgo.Record, parts)
+			for p := range recs {
+				recs[p] = &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(fmt.Sprintf("r%d-p%d", round, p))}
+			}
+			res := cl.ProduceSync(ctx, recs...)
+			rp.mu.Lock()
+			for _, r := range res {
+				if r.Err == nil {
+					rp.acked[string(r.Record.Value)] = true
+				} else {
+					rp.failed++
+				}
+			}
+			rp.produced += len(recs)
+			rp.mu.Unlock()
+			if ctx.Err() != nil {
+				rp.done <- ctx.Err()
+				return
+			}
+		}
+	}()
+	return rp
+}
+
+// stop ends the rounds and returns the producer's error, if any.
+func (rp *roundProducer) stop() error {
+	close(rp.quit)
+	return <-rp.done
+}
+
+// ackedValues is a copy of the acknowledged records' values.
+func (rp *roundProducer) ackedValues() []string {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	vs := make([]string, 0, len(rp.acked))
+	for v := range rp.acked {
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// counts is the number of records sent and of records that failed.
+func (rp *roundProducer) counts() (produced, failed int) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return rp.produced, rp.failed
 }
 
 func brokerIDOf(brokers map[int32]string, n *clusterNode) int32 {
