@@ -114,10 +114,7 @@ func TestCreateAppendReadHeadDelete(t *testing.T) {
 func TestBinaryRecordsKeysAndHeaders(t *testing.T) {
 	ctx := ctxTimeout(t, 30*time.Second)
 	c := newClient(t, picomq.ProtocolPico, picoURL)
-	s := c.Stream(uniqueName(t))
-	if _, err := s.Create(ctx, "application/octet-stream", 0); err != nil {
-		t.Fatal(err)
-	}
+	s := c.Stream(createStream(t, ctx, c, "application/octet-stream"))
 	recs := []picomq.AppendRecord{
 		{Key: []byte("k1"), Body: []byte{0, 1, 2, 0xff}, Headers: []picomq.Header{{Key: "Trace", Value: []byte("abc")}, {Key: "bin", Value: []byte{0xfe}}}},
 		{Body: nil},
@@ -171,10 +168,7 @@ func TestBinaryRecordsKeysAndHeaders(t *testing.T) {
 func TestRecordsIterator(t *testing.T) {
 	protocols(t, func(t *testing.T, c picomq.Client) {
 		ctx := ctxTimeout(t, 30*time.Second)
-		s := c.Stream(uniqueName(t))
-		if _, err := s.Create(ctx, "application/json", 0); err != nil {
-			t.Fatal(err)
-		}
+		s := c.Stream(createStream(t, ctx, c, "application/json"))
 		const n = 25
 		for i := 0; i < n; i += 5 {
 			var batch []picomq.AppendRecord
@@ -232,10 +226,7 @@ func TestRecordsIterator(t *testing.T) {
 func TestRecordsLive(t *testing.T) {
 	protocols(t, func(t *testing.T, c picomq.Client) {
 		ctx := ctxTimeout(t, 30*time.Second)
-		s := c.Stream(uniqueName(t))
-		if _, err := s.Create(ctx, "text/plain", 0); err != nil {
-			t.Fatal(err)
-		}
+		s := c.Stream(createStream(t, ctx, c, "text/plain"))
 		if _, err := s.Append(ctx, picomq.AppendRecord{Body: []byte("old")}); err != nil {
 			t.Fatal(err)
 		}
@@ -261,15 +252,8 @@ func TestRecordsLive(t *testing.T) {
 func TestLongPollCancel(t *testing.T) {
 	protocols(t, func(t *testing.T, c picomq.Client) {
 		ctx := ctxTimeout(t, 30*time.Second)
-		name := uniqueName(t)
-		if _, err := c.Stream(name).Create(ctx, "text/plain", 0); err != nil {
-			t.Fatal(err)
-		}
-		base := picoURL
-		if c.Protocol() == picomq.ProtocolDurableStreams {
-			base = dsURL
-		}
-		px := newProxy(t, base)
+		name := createStream(t, ctx, c, "text/plain")
+		px := newProxy(t, serverURL(c.Protocol()))
 		pc := newClient(t, c.Protocol(), px.URL)
 		it := pc.Stream(name).Records(pc.Beginning(), picomq.RecordsOptions{Live: true})
 		nctx, cancel := context.WithCancel(ctx)
@@ -308,11 +292,8 @@ func TestLongPollCancel(t *testing.T) {
 // delay.
 func TestRetryPolicy(t *testing.T) {
 	ctx := ctxTimeout(t, 30*time.Second)
-	name := uniqueName(t)
 	direct := newClient(t, picomq.ProtocolPico, picoURL)
-	if _, err := direct.Stream(name).Create(ctx, "text/plain", 0); err != nil {
-		t.Fatal(err)
-	}
+	name := createStream(t, ctx, direct, "text/plain")
 	px := newProxy(t, picoURL)
 	var failures atomic.Int32
 	failures.Store(2)

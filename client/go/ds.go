@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -17,10 +16,6 @@ import (
 
 // The Durable Streams half of Stream. Reference: the protocol's PROTOCOL.md
 // and docs/durable-streams.md (PicoMQ's facade, api/ds).
-
-func headerTrue(h http.Header, name string) bool {
-	return strings.EqualFold(strings.TrimSpace(h.Get(name)), "true")
-}
 
 func (s *stream) dsCreate(ctx context.Context, contentType string, retention time.Duration, cfg createConfig) (CreateResult, error) {
 	switch {
@@ -135,14 +130,7 @@ func (s *stream) dsAppend(ctx context.Context, records []AppendRecord, p *produc
 }
 
 func (s *stream) dsAppendBody(ctx context.Context, ct string, body []byte, count int, p *producerHeaders) (Ack, error) {
-	h := http.Header{}
-	h.Set("Content-Type", ct)
-	if p != nil {
-		h.Set(wire.DSHeaderProducerID, p.id)
-		h.Set(wire.DSHeaderProducerEpoch, strconv.FormatUint(p.epoch, 10))
-		h.Set(wire.DSHeaderProducerSeq, strconv.FormatUint(p.seq, 10))
-	}
-	resp, err := s.c.do(ctx, &call{method: "POST", path: s.name, header: h, body: body, owner: &s.owner})
+	resp, err := s.post(ctx, dsHeaders, ct, body, p)
 	if err != nil {
 		var ce *ClientError
 		if errors.As(err, &ce) && ce.Code == "content_type_mismatch" {
@@ -184,34 +172,15 @@ func (s *stream) dsRead(ctx context.Context, from string, opts ReadOptions) (Pag
 	}
 	q := url.Values{}
 	q.Set("offset", from)
-	if opts.LongPoll {
-		q.Set("live", "long-poll")
-		if opts.Cursor != "" {
-			q.Set("cursor", opts.Cursor)
-		}
+	setLongPoll(q, opts)
+	r, err := s.getPage(ctx, dsHeaders, q)
+	if err != nil || r.noContent {
+		return r.page, err
 	}
-	resp, err := s.c.do(ctx, &call{method: "GET", path: s.name, query: q, retry: true, owner: &s.owner})
-	if err != nil {
-		return Page{}, err
-	}
-	h := resp.Header
-	page := Page{
-		Next:     h.Get(wire.DSHeaderNextOffset),
-		UpToDate: headerTrue(h, wire.DSHeaderUpToDate),
-		Closed:   headerTrue(h, wire.DSHeaderClosed),
-		Cursor:   h.Get(wire.DSHeaderCursor),
-	}
-	if resp.StatusCode == http.StatusNoContent {
-		drain(resp)
-		return page, nil
-	}
-	body, err := readAll(resp)
-	if err != nil {
-		return Page{}, err
-	}
-	ct := h.Get("Content-Type")
+	page := r.page
+	ct := r.header.Get("Content-Type")
 	s.setContentType(ct)
-	page.Records, err = dsRecords(body, wire.IsDSJSONMode(ct), from, page.Next, s.c)
+	page.Records, err = dsRecords(r.body, wire.IsDSJSONMode(ct), from, page.Next, s.c)
 	if err != nil {
 		return Page{}, fmt.Errorf("picomq: GET %s: %w", s.name, err)
 	}
@@ -253,24 +222,14 @@ func dsRecords(body []byte, jsonMode bool, from, next string, c *client) ([]Reco
 }
 
 func (s *stream) dsHead(ctx context.Context) (StreamInfo, error) {
-	resp, err := s.c.do(ctx, &call{method: "HEAD", path: s.name, retry: true, owner: &s.owner})
-	if err != nil {
-		return StreamInfo{}, err
-	}
-	drain(resp)
-	h := resp.Header
-	info := StreamInfo{
-		Name:        s.name,
-		ContentType: h.Get("Content-Type"),
-		Next:        h.Get(wire.DSHeaderNextOffset),
-		Closed:      headerTrue(h, wire.DSHeaderClosed),
-	}
-	if secs, err := strconv.ParseInt(h.Get(wire.DSHeaderTTL), 10, 64); err == nil {
-		info.TTL = time.Duration(secs) * time.Second
-	}
-	if t, err := time.Parse(time.RFC3339Nano, h.Get(wire.DSHeaderExpiresAt)); err == nil {
-		info.ExpiresAt = t
-	}
-	s.setContentType(info.ContentType)
-	return info, nil
+	return s.head(ctx, func(info *StreamInfo, h http.Header) {
+		info.Next = h.Get(wire.DSHeaderNextOffset)
+		info.Closed = headerTrue(h, wire.DSHeaderClosed)
+		if secs, err := strconv.ParseInt(h.Get(wire.DSHeaderTTL), 10, 64); err == nil {
+			info.TTL = time.Duration(secs) * time.Second
+		}
+		if t, err := time.Parse(time.RFC3339Nano, h.Get(wire.DSHeaderExpiresAt)); err == nil {
+			info.ExpiresAt = t
+		}
+	})
 }

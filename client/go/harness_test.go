@@ -462,3 +462,37 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// createStream creates a stream of content type ct under a name no other
+// test uses, and returns the name.
+func createStream(t testing.TB, ctx context.Context, c picomq.Client, ct string) string {
+	t.Helper()
+	name := uniqueName(t)
+	if _, err := c.Stream(name).Create(ctx, ct, 0); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// producerSeqHeader is the request header that carries a producer's
+// sequence number in protocol p.
+func producerSeqHeader(p picomq.Protocol) string {
+	if p == picomq.ProtocolDurableStreams {
+		return "Producer-Seq"
+	}
+	return "Pico-Producer-Seq"
+}
+
+// checkCounting asserts that recs are the n records "0", "1", ... the
+// producer tests send, each once and in order; what says why n.
+func checkCounting(t testing.TB, recs []picomq.Record, n int, what string) {
+	t.Helper()
+	if len(recs) != n {
+		t.Fatalf("%d records, want %d%s", len(recs), n, what)
+	}
+	for i, r := range recs {
+		if string(r.Body) != fmt.Sprint(i) {
+			t.Fatalf("record %d: %s", i, r.Body)
+		}
+	}
+}

@@ -153,14 +153,7 @@ func (s *stream) picoAppend(ctx context.Context, records []AppendRecord, p *prod
 
 // picoAppendBody posts an encoded frame of count records.
 func (s *stream) picoAppendBody(ctx context.Context, body []byte, count int, p *producerHeaders) (Ack, error) {
-	h := http.Header{}
-	h.Set("Content-Type", wire.MediaBatch)
-	if p != nil {
-		h.Set(wire.HeaderProducerID, p.id)
-		h.Set(wire.HeaderProducerEpoch, strconv.FormatUint(p.epoch, 10))
-		h.Set(wire.HeaderProducerSeq, strconv.FormatUint(p.seq, 10))
-	}
-	resp, err := s.c.do(ctx, &call{method: "POST", path: s.name, header: h, body: body, owner: &s.owner})
+	resp, err := s.post(ctx, picoHeaders, wire.MediaBatch, body, p)
 	if err != nil {
 		return Ack{}, err
 	}
@@ -216,32 +209,13 @@ func (s *stream) picoRead(ctx context.Context, from string, opts ReadOptions) (P
 	if opts.MaxBytes > 0 {
 		q.Set(wire.QueryMaxBytes, strconv.Itoa(opts.MaxBytes))
 	}
-	if opts.LongPoll {
-		q.Set(wire.QueryLive, wire.LiveLongPoll)
-		if opts.Cursor != "" {
-			q.Set(wire.QueryCursor, opts.Cursor)
-		}
+	setLongPoll(q, opts)
+	r, err := s.getPage(ctx, picoHeaders, q)
+	if err != nil || r.noContent {
+		return r.page, err
 	}
-	resp, err := s.c.do(ctx, &call{method: "GET", path: s.name, query: q, retry: true, owner: &s.owner})
-	if err != nil {
-		return Page{}, err
-	}
-	h := resp.Header
-	page := Page{
-		Next:     h.Get(wire.HeaderNextOffset),
-		UpToDate: h.Get(wire.HeaderUpToDate) == "true",
-		Closed:   h.Get(wire.HeaderClosed) == "true",
-		Cursor:   h.Get(wire.HeaderCursor),
-	}
-	if resp.StatusCode == http.StatusNoContent {
-		drain(resp)
-		return page, nil
-	}
-	body, err := readAll(resp)
-	if err != nil {
-		return Page{}, err
-	}
-	recs, err := codec.Decode(body, nil, codec.Limits{})
+	page := r.page
+	recs, err := codec.Decode(r.body, nil, codec.Limits{})
 	if err != nil {
 		return Page{}, fmt.Errorf("picomq: GET %s: %w", s.name, err)
 	}
@@ -269,28 +243,18 @@ func (s *stream) picoRead(ctx context.Context, from string, opts ReadOptions) (P
 }
 
 func (s *stream) picoHead(ctx context.Context) (StreamInfo, error) {
-	resp, err := s.c.do(ctx, &call{method: "HEAD", path: s.name, retry: true, owner: &s.owner})
-	if err != nil {
-		return StreamInfo{}, err
-	}
-	drain(resp)
-	h := resp.Header
-	info := StreamInfo{
-		Name:        s.name,
-		ContentType: h.Get("Content-Type"),
-		Start:       h.Get(wire.HeaderStartOffset),
-		Next:        h.Get(wire.HeaderNextOffset),
-		Closed:      h.Get(wire.HeaderClosed) == "true",
-		KafkaTopic:  h.Get(wire.HeaderKafkaTopic),
-		Owner:       h.Get("Pico-Owner"),
-	}
-	info.ID, _ = strconv.ParseUint(h.Get(wire.HeaderStreamID), 10, 64)
-	if ms, err := strconv.ParseInt(h.Get(wire.HeaderRetentionMs), 10, 64); err == nil {
-		info.Retention = time.Duration(ms) * time.Millisecond
-	}
-	info.RetentionBytes, _ = strconv.ParseInt(h.Get(wire.HeaderRetentionBytes), 10, 64)
-	s.setContentType(info.ContentType)
-	return info, nil
+	return s.head(ctx, func(info *StreamInfo, h http.Header) {
+		info.Start = h.Get(wire.HeaderStartOffset)
+		info.Next = h.Get(wire.HeaderNextOffset)
+		info.Closed = h.Get(wire.HeaderClosed) == "true"
+		info.KafkaTopic = h.Get(wire.HeaderKafkaTopic)
+		info.Owner = h.Get("Pico-Owner")
+		info.ID, _ = strconv.ParseUint(h.Get(wire.HeaderStreamID), 10, 64)
+		if ms, err := strconv.ParseInt(h.Get(wire.HeaderRetentionMs), 10, 64); err == nil {
+			info.Retention = time.Duration(ms) * time.Millisecond
+		}
+		info.RetentionBytes, _ = strconv.ParseInt(h.Get(wire.HeaderRetentionBytes), 10, 64)
+	})
 }
 
 func (s *stream) picoDescribe(ctx context.Context) (StreamInfo, error) {

@@ -21,14 +21,8 @@ import (
 func TestProducerPipelineOvertaken(t *testing.T) {
 	protocols(t, func(t *testing.T, c picomq.Client) {
 		ctx := ctxTimeout(t, 60*time.Second)
-		name := uniqueName(t)
-		if _, err := c.Stream(name).Create(ctx, "application/json", 0); err != nil {
-			t.Fatal(err)
-		}
-		seqHeader := "Pico-Producer-Seq"
-		if c.Protocol() == picomq.ProtocolDurableStreams {
-			seqHeader = "Producer-Seq"
-		}
+		name := createStream(t, ctx, c, "application/json")
+		seqHeader := producerSeqHeader(c.Protocol())
 		px := newProxy(t, serverURL(c.Protocol()))
 		var once1, once2 sync.Once
 		answered2 := make(chan struct{})
@@ -100,14 +94,7 @@ func TestProducerPipelineOvertaken(t *testing.T) {
 			}
 		}
 		recs := readAll(t, ctx, c, name)
-		if len(recs) != n {
-			t.Fatalf("%d records, want %d", len(recs), n)
-		}
-		for i, r := range recs {
-			if string(r.Body) != fmt.Sprint(i) {
-				t.Fatalf("record %d: %s", i, r.Body)
-			}
-		}
+		checkCounting(t, recs, n, "")
 	})
 }
 
@@ -119,10 +106,7 @@ func TestProducerPipelineOvertaken(t *testing.T) {
 func TestProducerPipelineFailureMidway(t *testing.T) {
 	ctx := ctxTimeout(t, 60*time.Second)
 	c := newClient(t, picomq.ProtocolPico, serverURL(picomq.ProtocolPico))
-	name := uniqueName(t)
-	if _, err := c.Stream(name).Create(ctx, "application/json", 0); err != nil {
-		t.Fatal(err)
-	}
+	name := createStream(t, ctx, c, "application/json")
 	p, err := c.Stream(name).NewProducer(picomq.ProducerOptions{MaxBatchRecords: 3, MaxInFlight: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -156,13 +140,5 @@ func TestProducerPipelineFailureMidway(t *testing.T) {
 	if firstFailed < 0 || firstFailed > bad {
 		t.Fatalf("first failed record %d, want at most %d", firstFailed, bad)
 	}
-	recs := readAll(t, ctx, c, name)
-	if len(recs) != firstFailed {
-		t.Fatalf("%d records written, want exactly the %d acknowledged", len(recs), firstFailed)
-	}
-	for i, r := range recs {
-		if string(r.Body) != fmt.Sprint(i) {
-			t.Fatalf("record %d: %s", i, r.Body)
-		}
-	}
+	checkCounting(t, readAll(t, ctx, c, name), firstFailed, ": exactly the acknowledged ones")
 }

@@ -36,11 +36,8 @@ func readAll(t testing.TB, ctx context.Context, c picomq.Client, name string) []
 func TestProducer(t *testing.T) {
 	protocols(t, func(t *testing.T, c picomq.Client) {
 		ctx := ctxTimeout(t, 60*time.Second)
-		name := uniqueName(t)
+		name := createStream(t, ctx, c, "application/json")
 		s := c.Stream(name)
-		if _, err := s.Create(ctx, "application/json", 0); err != nil {
-			t.Fatal(err)
-		}
 		p, err := s.NewProducer(picomq.ProducerOptions{MaxBatchRecords: 500})
 		if err != nil {
 			t.Fatal(err)
@@ -90,14 +87,8 @@ func TestProducer(t *testing.T) {
 func TestProducerRetryAfterDroppedConnection(t *testing.T) {
 	protocols(t, func(t *testing.T, c picomq.Client) {
 		ctx := ctxTimeout(t, 60*time.Second)
-		name := uniqueName(t)
-		if _, err := c.Stream(name).Create(ctx, "application/json", 0); err != nil {
-			t.Fatal(err)
-		}
-		seqHeader := "Pico-Producer-Seq"
-		if c.Protocol() == picomq.ProtocolDurableStreams {
-			seqHeader = "Producer-Seq"
-		}
+		name := createStream(t, ctx, c, "application/json")
+		seqHeader := producerSeqHeader(c.Protocol())
 		px := newProxy(t, serverURL(c.Protocol()))
 		// Hold the first attempt of batch 2 until batch 1 is written, then
 		// forward it and drop the answer, so the server writes batch 2
@@ -146,14 +137,7 @@ func TestProducerRetryAfterDroppedConnection(t *testing.T) {
 			}
 		}
 		recs := readAll(t, ctx, c, name)
-		if len(recs) != n {
-			t.Fatalf("%d records, want %d: the retry wrote a batch twice or lost one", len(recs), n)
-		}
-		for i, r := range recs {
-			if string(r.Body) != fmt.Sprint(i) {
-				t.Fatalf("record %d: %s", i, r.Body)
-			}
-		}
+		checkCounting(t, recs, n, ": the retry wrote a batch twice or lost one")
 		// The proxy saw the dropped batch written, then its retry with
 		// the same sequence acknowledged as a duplicate.
 		idx := int(droppedAt.Load())
@@ -197,11 +181,8 @@ func TestProducerRetryAfterDroppedConnection(t *testing.T) {
 func TestProducerFenced(t *testing.T) {
 	protocols(t, func(t *testing.T, c picomq.Client) {
 		ctx := ctxTimeout(t, 30*time.Second)
-		name := uniqueName(t)
+		name := createStream(t, ctx, c, "text/plain")
 		s := c.Stream(name)
-		if _, err := s.Create(ctx, "text/plain", 0); err != nil {
-			t.Fatal(err)
-		}
 		id := "fixed-" + strings.ReplaceAll(strings.TrimPrefix(name, "/"), "/", "-")
 		old, _ := s.NewProducer(picomq.ProducerOptions{ID: id, Epoch: 1})
 		if _, err := old.SendDurable(ctx, picomq.AppendRecord{Body: []byte("a")}); err != nil {
@@ -249,10 +230,7 @@ func TestProducerFenced(t *testing.T) {
 func TestProducerIDReuse(t *testing.T) {
 	ctx := ctxTimeout(t, 30*time.Second)
 	c := newClient(t, picomq.ProtocolPico, picoURL)
-	s := c.Stream(uniqueName(t))
-	if _, err := s.Create(ctx, "text/plain", 0); err != nil {
-		t.Fatal(err)
-	}
+	s := c.Stream(createStream(t, ctx, c, "text/plain"))
 	opts := picomq.ProducerOptions{ID: "reused-" + fmt.Sprint(time.Now().UnixNano())}
 	p1, _ := s.NewProducer(opts)
 	if _, err := p1.SendDurable(ctx, picomq.AppendRecord{Body: []byte("first")}); err != nil {
@@ -272,10 +250,7 @@ func TestProducerIDReuse(t *testing.T) {
 func TestProducerBadRecordPoisons(t *testing.T) {
 	ctx := ctxTimeout(t, 30*time.Second)
 	c := newClient(t, picomq.ProtocolPico, picoURL)
-	s := c.Stream(uniqueName(t))
-	if _, err := s.Create(ctx, "application/json", 0); err != nil {
-		t.Fatal(err)
-	}
+	s := c.Stream(createStream(t, ctx, c, "application/json"))
 	p, _ := s.NewProducer(picomq.ProducerOptions{})
 	bad, err := p.Send(ctx, picomq.AppendRecord{Body: []byte("{not json")})
 	if err != nil {
@@ -304,11 +279,8 @@ func TestProducerBadRecordPoisons(t *testing.T) {
 // unacknowledged, until its context ends or acks free room.
 func TestProducerBackpressure(t *testing.T) {
 	ctx := ctxTimeout(t, 30*time.Second)
-	name := uniqueName(t)
 	direct := newClient(t, picomq.ProtocolPico, picoURL)
-	if _, err := direct.Stream(name).Create(ctx, "text/plain", 0); err != nil {
-		t.Fatal(err)
-	}
+	name := createStream(t, ctx, direct, "text/plain")
 	px := newProxy(t, picoURL)
 	release := make(chan struct{})
 	px.intercept = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
@@ -354,11 +326,8 @@ func TestProducerBackpressure(t *testing.T) {
 // Flush, which sends everything as one batch.
 func TestProducerLingerAndFlush(t *testing.T) {
 	ctx := ctxTimeout(t, 30*time.Second)
-	name := uniqueName(t)
 	direct := newClient(t, picomq.ProtocolPico, picoURL)
-	if _, err := direct.Stream(name).Create(ctx, "text/plain", 0); err != nil {
-		t.Fatal(err)
-	}
+	name := createStream(t, ctx, direct, "text/plain")
 	px := newProxy(t, picoURL)
 	c := newClient(t, picomq.ProtocolPico, px.URL)
 	p, _ := c.Stream(name).NewProducer(picomq.ProducerOptions{Linger: time.Hour})

@@ -84,10 +84,7 @@ func appendBodies(t *testing.T, ctx context.Context, s picomq.Stream, bs []strin
 func TestSubscribeReconnects(t *testing.T) {
 	protocols(t, func(t *testing.T, c picomq.Client) {
 		ctx := ctxTimeout(t, 60*time.Second)
-		s := c.Stream(uniqueName(t))
-		if _, err := s.Create(ctx, "application/json", 0); err != nil {
-			t.Fatal(err)
-		}
+		s := c.Stream(createStream(t, ctx, c, "application/json"))
 		appendBodies(t, ctx, s, bodies(0, 5))
 		sub, err := s.Subscribe(ctx, c.Beginning(), picomq.SubscribeOptions{})
 		if err != nil {
@@ -126,11 +123,8 @@ func TestSubscribeReconnects(t *testing.T) {
 func TestSubscribeCutConnection(t *testing.T) {
 	protocols(t, func(t *testing.T, c picomq.Client) {
 		ctx := ctxTimeout(t, 60*time.Second)
-		name := uniqueName(t)
+		name := createStream(t, ctx, c, "application/json")
 		s := c.Stream(name)
-		if _, err := s.Create(ctx, "application/json", 0); err != nil {
-			t.Fatal(err)
-		}
 		appendBodies(t, ctx, s, bodies(0, 3))
 		px := newProxy(t, serverURL(c.Protocol()))
 		var sseRequests atomic.Int32
@@ -180,10 +174,7 @@ func TestSubscribeCutConnection(t *testing.T) {
 func TestSubscribeStops(t *testing.T) {
 	protocols(t, func(t *testing.T, c picomq.Client) {
 		ctx := ctxTimeout(t, 30*time.Second)
-		s := c.Stream(uniqueName(t))
-		if _, err := s.Create(ctx, "application/json", 0); err != nil {
-			t.Fatal(err)
-		}
+		s := c.Stream(createStream(t, ctx, c, "application/json"))
 		appendBodies(t, ctx, s, bodies(0, 2))
 
 		// From "now": only what is appended afterwards.
@@ -239,10 +230,7 @@ func TestSubscribeStops(t *testing.T) {
 func TestSubscribeStreamDeleted(t *testing.T) {
 	ctx := ctxTimeout(t, 30*time.Second)
 	c := newClient(t, picomq.ProtocolPico, picoURL)
-	s := c.Stream(uniqueName(t))
-	if _, err := s.Create(ctx, "application/json", 0); err != nil {
-		t.Fatal(err)
-	}
+	s := c.Stream(createStream(t, ctx, c, "application/json"))
 	sub, err := s.Subscribe(ctx, c.Beginning(), picomq.SubscribeOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -112,11 +112,11 @@ func (s *stream) Head(ctx context.Context) (StreamInfo, error) {
 }
 
 func (s *stream) Describe(ctx context.Context) (StreamInfo, error) {
+	if s.ds() {
+		return s.Head(ctx) // the protocol has no more to say than a HEAD
+	}
 	if err := s.checkName(); err != nil {
 		return StreamInfo{}, err
-	}
-	if s.ds() {
-		return s.dsHead(ctx)
 	}
 	return s.picoDescribe(ctx)
 }
