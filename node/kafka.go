@@ -63,6 +63,7 @@ func (n *Node) serveKafka(ctx context.Context) error {
 	n.kafkaServed = make(chan error, 1)
 	ln := n.kafkaLn
 	go func() { n.kafkaServed <- n.kafka.Serve(ln) }()
+	n.onClose("kafka server", func(ctx context.Context) error { n.closeKafka(ctx); return nil })
 	n.log.Info("kafka listener serving", "kafka", ln.Addr().String(), "advertised", n.members.member.KafkaAddr,
 		"auto_create_topics", n.cfg.KafkaAutoCreate)
 	return nil

@@ -70,17 +70,18 @@ func (m *membership) join(ctx context.Context) error {
 // run watches the session until ctx is done. When the keep-alive stream
 // breaks it first tries to resume the same lease (after an etcd outage the
 // lease usually survived, and then nothing changed hands); only if the lease
-// is really gone does it join afresh and re-check stream ownership.
-func (m *membership) run(ctx context.Context) {
+// is really gone does it join afresh and re-check stream ownership. It is
+// one of the node's jobs (see jobs) and never fails.
+func (m *membership) run(ctx context.Context) error {
 	for {
 		sess := m.sess.Load()
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-sess.Done():
 		}
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		m.onLost(meta.ErrLeaseLost)
 		backoff := 200 * time.Millisecond
@@ -107,7 +108,7 @@ func (m *membership) run(ctx context.Context) {
 			}
 			select {
 			case <-ctx.Done():
-				return
+				return nil
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 2*time.Second)

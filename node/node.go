@@ -43,17 +43,18 @@ const registryPrefix = "/picomq/"
 
 // Node is one running PicoMQ node.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	embed  *meta.Embedded
-	etcd   *clientv3.Client
-	reg    *meta.Registry
-	wal    *wal.WAL
-	svc    *stream.Service
-	ln     net.Listener
-	server *http.Server
-	lock   *dataDirLock
-	served chan error
+	cfg     Config
+	log     *slog.Logger
+	metrics *prometheus.Registry // served on /metrics
+	embed   *meta.Embedded
+	etcd    *clientv3.Client
+	reg     *meta.Registry
+	wal     *wal.WAL
+	svc     *stream.Service
+	ln      net.Listener
+	server  *http.Server
+	lock    *dataDirLock
+	served  chan error
 
 	tokens *auth.Store   // nil when authentication is off
 	certs  *certReloader // nil without --tls-cert
@@ -61,18 +62,46 @@ type Node struct {
 
 	connRefused *prometheus.CounterVec // connections closed at accept, by listener
 
-	members     *membership
-	tier        *tiering.Tier
-	bgCancel    context.CancelFunc
-	flusherDone chan struct{}
-	stopLife    func() // stops the stream expiry reaper
-	stopRetain  func() // stops the retention loop
+	members *membership
+	tier    *tiering.Tier
+	jobs    *jobs // background loops, one supervisor
 
-	kafkaLn     net.Listener // nil when --kafka-addr off
-	kafka       *kafka.Server
-	kafkaServed chan error
+	kafkaLn        net.Listener // nil when --kafka-addr off
+	kafkaAdvertise string       // the Kafka address the membership record carries
+	kafka          *kafka.Server
+	kafkaServed    chan error
 
 	pprof *pprofServer // nil without --pprof-addr
+
+	// closers undo the start-up steps that succeeded, in the order they
+	// ran; unwind runs them backwards (on a failed start and at Shutdown).
+	closers []closer
+}
+
+// closer undoes one start-up step.
+type closer struct {
+	what  string
+	close func(ctx context.Context) error
+}
+
+// onClose registers how to undo what a start-up step just opened.
+func (n *Node) onClose(what string, close func(ctx context.Context) error) {
+	n.closers = append(n.closers, closer{what, close})
+}
+
+// unwind closes everything start-up opened, last opened first: the
+// listeners stop before the background jobs (the flusher's last flush),
+// those before the membership lease, the WAL and etcd, and the data dir
+// lock is released last, when nothing in the data dir is open any more.
+func (n *Node) unwind(ctx context.Context) error {
+	var errs []error
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		if err := n.closers[i].close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", n.closers[i].what, err))
+		}
+	}
+	n.closers = nil
+	return errors.Join(errs...)
 }
 
 // NewLogger builds the process logger from the config.
@@ -95,19 +124,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, &SettingError{Setting: "config", Err: err}
 	}
-	n := &Node{cfg: cfg, log: log, served: make(chan error, 1), connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "picomq_connections_refused_total",
-		Help: "Connections closed at accept because --max-connections were open on the listener.",
-	}, []string{"listener"})}
+	n := &Node{cfg: cfg, log: log, served: make(chan error, 1), metrics: prometheus.NewRegistry(),
+		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "picomq_connections_refused_total",
+			Help: "Connections closed at accept because --max-connections were open on the listener.",
+		}, []string{"listener"})}
 	if err := n.start(ctx); err != nil {
-		if n.svc != nil {
-			n.svc.Close()
-		}
-		_ = n.closeStorage()
-		if n.ln != nil {
-			_ = n.ln.Close()
-		}
-		n.pprof.close(ctx)
+		_ = n.unwind(ctx)
 		var se *SettingError
 		if errors.As(err, &se) {
 			return nil, err
@@ -120,52 +143,95 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) start(ctx context.Context) (err error) {
-	cfg, log := n.cfg, n.log
-	// Credentials first: a bad token file or certificate fails start-up
-	// before anything is opened.
-	if cfg.AuthTokens != "" {
-		if n.tokens, err = auth.Load(cfg.AuthTokens); err != nil {
+// start runs the start-up steps in dependency order. Each step gives its
+// errors their context and registers (onClose) how to undo what it opened,
+// so a failed start closes exactly what was opened, in reverse.
+func (n *Node) start(ctx context.Context) error {
+	for _, step := range []func(context.Context) error{
+		n.loadCredentials, // first: a bad token file or certificate fails before anything is opened
+		n.takeSettings,    // data dir, listeners, object store: failures name their setting
+		n.connectEtcd,
+		n.openWAL,
+		n.joinCluster,
+		n.openService,
+		n.startJobs,
+		n.serveKafka,
+		n.serveHTTP,
+	} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	n.log.Info("picomq node serving", "node_id", n.cfg.NodeID, "http", n.ln.Addr().String(),
+		"protocol", n.cfg.Protocol, "advertise_url", n.cfg.AdvertiseURL, "data_dir", n.cfg.DataDir)
+	return nil
+}
+
+// loadCredentials reads the token file and the TLS certificate.
+func (n *Node) loadCredentials(context.Context) (err error) {
+	if n.cfg.AuthTokens != "" {
+		if n.tokens, err = auth.Load(n.cfg.AuthTokens); err != nil {
 			return settingErr("--auth-tokens", err)
 		}
 	}
-	if cfg.TLSCert != "" {
-		if n.certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey); err != nil {
+	if n.cfg.TLSCert != "" {
+		if n.certs, err = newCertReloader(n.cfg.TLSCert, n.cfg.TLSKey); err != nil {
 			return &SettingError{Err: err} // names --tls-cert/--tls-key
 		}
 		n.tlsCfg = n.certs.serverTLS()
 	}
+	return nil
+}
+
+// takeSettings takes the resources the settings name: the data dir, the
+// listeners and the object store. The Kafka listener is bound before
+// joining, so the membership record carries the address it really got
+// (port 0 in tests).
+func (n *Node) takeSettings(ctx context.Context) (err error) {
+	cfg := n.cfg
 	if n.lock, err = lockDataDir(cfg.DataDir); err != nil {
 		return settingErr("--data-dir", err)
 	}
+	n.onClose("data dir lock", func(context.Context) error { n.lock.release(); return nil })
 	if n.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return settingErr("--http-addr", err)
 	}
+	ln := n.ln
+	n.onClose("http listener", func(context.Context) error { _ = ln.Close(); return nil })
 	if n.pprof, err = listenPprof(cfg.PprofAddr); err != nil {
 		return settingErr("--pprof-addr", err)
 	}
-	// The Kafka listener is bound before joining, so the membership
-	// record carries the address it really got (port 0 in tests).
-	kafkaAdvertise, err := n.listenKafka()
-	if err != nil {
+	n.onClose("pprof listener", func(ctx context.Context) error { n.pprof.close(ctx); return nil })
+	if n.kafkaAdvertise, err = n.listenKafka(); err != nil {
 		return &SettingError{Err: err} // names --kafka-addr
 	}
-	if n.tier, err = openTier(ctx, cfg, log); err != nil {
+	if n.kafkaLn != nil {
+		n.onClose("kafka listener", func(context.Context) error { _ = n.kafkaLn.Close(); return nil })
+	}
+	if n.tier, err = openTier(ctx, cfg, n.log); err != nil {
 		return settingErr("--object-store", err)
 	}
+	n.onClose("object store", func(context.Context) error { return n.tier.Close() })
+	return nil
+}
 
+// connectEtcd starts the embedded etcd when no endpoints are configured
+// and dials the registry.
+func (n *Node) connectEtcd(ctx context.Context) (err error) {
+	cfg := n.cfg
 	endpoints := cfg.EtcdEndpoints
 	if len(endpoints) == 0 {
 		n.embed, err = meta.StartEmbedded(ctx, meta.EmbedConfig{
 			Dir:    filepath.Join(cfg.DataDir, "etcd"),
 			Name:   cfg.NodeID,
-			Logger: log,
+			Logger: n.log,
 		})
 		if err != nil {
 			return fmt.Errorf("embedded etcd: %w", err)
 		}
+		n.onClose("embedded etcd", func(context.Context) error { return n.embed.Close() })
 		endpoints = n.embed.Endpoints()
-		log.Info("embedded etcd started", "endpoints", endpoints)
+		n.log.Info("embedded etcd started", "endpoints", endpoints)
 	}
 	var dialOpts []meta.DialOption
 	if len(cfg.EtcdEndpoints) > 0 {
@@ -184,78 +250,112 @@ func (n *Node) start(ctx context.Context) (err error) {
 		}
 		return fmt.Errorf("embedded etcd %v: %w", endpoints, err)
 	}
-	reg := meta.NewRegistry(n.etcd, registryPrefix)
-	n.reg = reg
+	n.onClose("etcd client", func(context.Context) error { _ = n.etcd.Close(); return nil })
+	n.reg = meta.NewRegistry(n.etcd, registryPrefix)
+	return nil
+}
 
-	var report wal.RecoveryReport
-	n.wal, report, err = wal.Open(wal.Options{Dir: filepath.Join(cfg.DataDir, "wal"), Logger: log, FS: cfg.walFS})
+// openWAL opens the write-ahead log and recovers what it holds.
+func (n *Node) openWAL(context.Context) error {
+	w, report, err := wal.Open(wal.Options{Dir: filepath.Join(n.cfg.DataDir, "wal"), Logger: n.log, FS: n.cfg.walFS})
 	if err != nil {
 		return fmt.Errorf("write-ahead log: %w", err)
 	}
-	log.Info("write-ahead log opened", "segments", report.Segments, "entries", report.Entries,
+	n.wal = w
+	n.onClose("WAL", func(context.Context) error { return w.Close() })
+	n.log.Info("write-ahead log opened", "segments", report.Segments, "entries", report.Entries,
 		"torn_segment", report.TornSegment, "torn_bytes", report.TornBytes)
+	return nil
+}
 
+// joinCluster registers the node in etcd under its lease.
+func (n *Node) joinCluster(ctx context.Context) error {
+	cfg := n.cfg
 	n.members = &membership{
-		reg: reg, cli: n.etcd, ttl: cfg.LeaseTTL, log: log,
-		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: kafkaAdvertise, Protocol: cfg.Protocol, StartedAt: time.Now().UTC()},
+		reg: n.reg, cli: n.etcd, ttl: cfg.LeaseTTL, log: n.log,
+		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, StartedAt: time.Now().UTC()},
 		leaseLog: filepath.Join(cfg.DataDir, "node-lease"),
 	}
 	if err := n.members.join(ctx); err != nil {
 		return fmt.Errorf("join cluster as %q: %w", cfg.NodeID, err)
 	}
+	n.onClose("membership", func(context.Context) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n.members.leave(ctx)
+		return nil
+	})
+	return nil
+}
 
-	promReg := prometheus.NewRegistry()
+// openService opens the stream service over the WAL, the registry and the
+// object tier, fences it while the membership lease is lost, and registers
+// the process, WAL and cache metrics.
+func (n *Node) openService(ctx context.Context) (err error) {
+	cfg := n.cfg
 	n.svc, err = stream.Open(ctx, stream.Config{
 		NodeID:            cfg.NodeID,
 		Protocol:          cfg.Protocol,
-		Logger:            log,
+		Logger:            n.log,
 		DefaultDurability: cfg.Durability,
-		Registerer:        promReg,
-		Cluster:           reg,
+		Registerer:        n.metrics,
+		Cluster:           n.reg,
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
-			Manifests:    reg,
+			Manifests:    n.reg,
 			Session:      n.members.sess.Load,
 			SealMaxAge:   cfg.SealMaxAge,
 			SealMaxBytes: cfg.SealMaxBytes,
 			MaxWALBytes:  cfg.WALMaxBytes,
 		},
-	}, n.wal, reg)
+	}, n.wal, n.reg)
 	if err != nil {
 		return fmt.Errorf("stream service: %w", err)
 	}
+	n.onClose("stream service", func(context.Context) error { n.svc.Close(); return nil })
 	n.members.onLost = n.svc.Fence
 	n.members.onResumed = n.svc.Unfence
 	n.members.onJoined = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := n.svc.Rejoined(ctx); err != nil {
-			log.Error("re-checking stream ownership after rejoin failed; staying fenced", "err", err)
+			n.log.Error("re-checking stream ownership after rejoin failed; staying fenced", "err", err)
 		}
 	}
-	bg, cancel := context.WithCancel(context.Background())
-	n.bgCancel = cancel
-	n.flusherDone = make(chan struct{})
-	go func() { n.svc.RunFlusher(bg); close(n.flusherDone) }()
-	go n.svc.RunGC(bg, stream.GCConfig{})
-	go n.svc.RunCompactor(bg, 10*time.Second, stream.CompactConfig{})
-	go n.members.run(bg)
-	if n.stopLife, err = n.svc.StartLifecycle(ctx, stream.LifecycleOptions{}); err != nil {
+	n.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerWALMetrics(n.metrics, n.wal)
+	if n.tier != nil {
+		registerTierMetrics(n.metrics, n.tier)
+	}
+	return nil
+}
+
+// startJobs repairs what a crash left half done in the registry, then
+// starts the background jobs under one supervisor (see jobs).
+func (n *Node) startJobs(ctx context.Context) error {
+	if err := n.svc.Reconcile(ctx); err != nil {
 		return fmt.Errorf("stream lifecycle: %w", err)
 	}
-	n.stopRetain = n.svc.StartRetention(stream.RetentionOptions{})
-
-	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registerWALMetrics(promReg, n.wal)
-	if n.tier != nil {
-		registerTierMetrics(promReg, n.tier)
+	n.jobs = newJobs(n.log)
+	for _, j := range n.svc.Jobs() {
+		n.jobs.start(j.Name, j.Run)
 	}
+	n.jobs.start("membership", n.members.run)
+	// Stopping waits for the flusher's last flush, so a clean shutdown
+	// leaves nothing that exists only in the WAL.
+	n.onClose("background jobs", func(context.Context) error { n.jobs.stop(); return nil })
+	return nil
+}
 
+// serveHTTP builds the HTTP handler (the node's own paths, the protocol
+// handler, limits, authentication, metrics) and starts serving.
+func (n *Node) serveHTTP(context.Context) error {
+	cfg, log := n.cfg, n.log
 	// The node's own paths are matched exactly; everything else goes to
 	// the protocol handler, which never rewrites ("cleans") a path: stream
 	// names are validated, not silently turned into another name.
 	router := rootRoutes{fixed: map[string]http.Handler{
-		"/metrics": httpx.Allow(promhttp.HandlerFor(promReg, promhttp.HandlerOpts{Registry: promReg}), http.MethodGet, http.MethodHead),
+		"/metrics": httpx.Allow(promhttp.HandlerFor(n.metrics, promhttp.HandlerOpts{Registry: n.metrics}), http.MethodGet, http.MethodHead),
 		"/healthz": httpx.Allow(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			_, _ = w.Write([]byte("ok\n"))
@@ -279,7 +379,7 @@ func (n *Node) start(ctx context.Context) (err error) {
 	}
 	var inner http.Handler = newAppendBudget(cfg.MaxInflightAppendBytes, cfg.MaxAppendBytes, cfg.BodyTimeout).wrap(router)
 	if n.tokens != nil {
-		inner = newGuard(n.tokens, cfg.Protocol, promReg).wrap(inner)
+		inner = newGuard(n.tokens, cfg.Protocol, n.metrics).wrap(inner)
 	}
 	servedByValue := []string{cfg.NodeID} // shared, read-only: no allocation per response
 	servedBy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -287,9 +387,9 @@ func (n *Node) start(ctx context.Context) (err error) {
 		w.Header()["Pico-Served-By"] = servedByValue
 		inner.ServeHTTP(w, r)
 	})
-	handler := httpx.Instrument(servedBy, routeLabel, httpx.NewMetrics(promReg), log)
+	handler := httpx.Instrument(servedBy, routeLabel, httpx.NewMetrics(n.metrics), log)
 
-	promReg.MustRegister(n.connRefused)
+	n.metrics.MustRegister(n.connRefused)
 	n.ln = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"))
 	if n.tlsCfg == nil {
 		n.ln = httpx.JSONErrorListener(n.ln) // net/http's own 400/431 answers as JSON errors
@@ -320,12 +420,20 @@ func (n *Node) start(ctx context.Context) (err error) {
 		}
 		n.served <- n.server.Serve(n.ln)
 	}()
-	if err := n.serveKafka(ctx); err != nil {
-		return err
-	}
-	log.Info("picomq node serving", "node_id", cfg.NodeID, "http", n.ln.Addr().String(),
-		"protocol", cfg.Protocol, "advertise_url", cfg.AdvertiseURL, "data_dir", cfg.DataDir)
+	n.onClose("http server", n.closeHTTP)
 	return nil
+}
+
+// closeHTTP stops accepting connections and waits for in-flight requests
+// (so appends finish and are acknowledged); long-polls are cut by the
+// context deadline, after which the rest is closed.
+func (n *Node) closeHTTP(ctx context.Context) error {
+	err := n.server.Shutdown(ctx)
+	if err != nil {
+		n.log.Warn("in-flight requests did not finish in time; closing", "err", err)
+		_ = n.server.Close()
+	}
+	return err
 }
 
 // rootRoutes serves the node's own paths (exact matches) and hands every
@@ -378,9 +486,11 @@ func (n *Node) Addr() string { return n.ln.Addr().String() }
 // Served reports the HTTP server's exit (nil after a clean Shutdown).
 func (n *Node) Served() <-chan error { return n.served }
 
-// Shutdown stops accepting connections, waits for in-flight requests (so
-// appends finish and are acknowledged), then syncs and closes the WAL and
-// etcd. Long-polls are cut by the context deadline.
+// Shutdown hands the owned streams to other nodes, then closes in reverse
+// start order: stops accepting connections and waits for in-flight requests
+// (so appends finish and are acknowledged), stops the background jobs (the
+// flusher's last flush), then leaves the cluster and syncs and closes the
+// WAL and etcd. Long-polls are cut by the context deadline.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.log.Info("shutting down")
 	// Hand owned streams to other live nodes first, while the listener
@@ -394,71 +504,11 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.log.Info("drained", "moved", moved)
 	}
 	dcancel()
-	err := n.server.Shutdown(ctx)
-	if err != nil {
-		n.log.Warn("in-flight requests did not finish in time; closing", "err", err)
-		_ = n.server.Close()
-	}
-	n.closeKafka(ctx)
-	n.pprof.close(ctx)
-	n.svc.Close()
-	if cerr := n.closeStorage(); cerr != nil {
-		err = errors.Join(err, cerr)
-	}
+	err := n.unwind(ctx)
 	if err == nil {
 		n.log.Info("shutdown complete")
 	}
 	return err
-}
-
-func (n *Node) closeStorage() error {
-	var errs []error
-	if n.kafka == nil && n.kafkaLn != nil {
-		_ = n.kafkaLn.Close() // bound but never served (start-up failed)
-	}
-	if n.stopLife != nil {
-		n.stopLife()
-		n.stopLife = nil
-	}
-	if n.stopRetain != nil {
-		n.stopRetain()
-		n.stopRetain = nil
-	}
-	if n.bgCancel != nil {
-		// Stops the flusher after one last flush, so a clean shutdown
-		// leaves nothing that exists only in the WAL.
-		n.bgCancel()
-		<-n.flusherDone
-		n.bgCancel = nil
-	}
-	if n.members != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		n.members.leave(ctx)
-		cancel()
-	}
-	if n.tier != nil {
-		if err := n.tier.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close object store: %w", err))
-		}
-	}
-	if n.wal != nil {
-		if err := n.wal.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close WAL: %w", err))
-		}
-		n.wal = nil
-	}
-	if n.etcd != nil {
-		_ = n.etcd.Close()
-		n.etcd = nil
-	}
-	if n.embed != nil {
-		if err := n.embed.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close embedded etcd: %w", err))
-		}
-		n.embed = nil
-	}
-	n.lock.release() // last: everything in the data dir is closed
-	return errors.Join(errs...)
 }
 
 // Run starts a node and serves until ctx is cancelled (SIGTERM/SIGINT in
@@ -481,7 +531,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		case <-ctx.Done():
 			serving = false
 		case err := <-n.served:
-			_ = n.closeStorage()
+			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+			_ = n.unwind(sctx)
+			cancel()
 			return fmt.Errorf("http server: %w", err)
 		}
 	}

@@ -221,7 +221,9 @@ func TestRetentionLoop(t *testing.T) {
 	advance(5 * time.Second)
 
 	// The loop applies retention on its own.
-	stop := h.svc.StartRetention(stream.RetentionOptions{Interval: 20 * time.Millisecond})
+	stop := startJob(t, func(ctx context.Context) error {
+		return h.svc.RunRetention(ctx, stream.RetentionOptions{Interval: 20 * time.Millisecond})
+	})
 	defer stop()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

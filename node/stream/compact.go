@@ -23,6 +23,8 @@ type CompactConfig struct {
 	// DeleteDelay is how long replaced objects stay readable, for reads
 	// that picked them before the swap.
 	DeleteDelay time.Duration
+	// Interval between RunCompactor's passes (default 10s).
+	Interval time.Duration
 }
 
 func (c *CompactConfig) setDefaults() {
@@ -37,6 +39,9 @@ func (c *CompactConfig) setDefaults() {
 	}
 	if c.DeleteDelay <= 0 {
 		c.DeleteDelay = 30 * time.Second
+	}
+	if c.Interval <= 0 {
+		c.Interval = 10 * time.Second
 	}
 }
 
@@ -319,12 +324,14 @@ func (s *Service) nextSeq() uint64 {
 	return s.flushSeq
 }
 
-// RunCompactor compacts every interval until ctx is done.
-func (s *Service) RunCompactor(ctx context.Context, interval time.Duration, cfg CompactConfig) {
+// RunCompactor compacts every cfg.Interval until ctx is done (a job: see
+// Jobs).
+func (s *Service) RunCompactor(ctx context.Context, cfg CompactConfig) error {
 	if s.tier == nil {
-		return
+		return nil
 	}
-	every(ctx, interval, func(ctx context.Context) {
+	cfg.setDefaults()
+	every(ctx, cfg.Interval, func(ctx context.Context) {
 		for ctx.Err() == nil { // until a pass finds nothing to merge
 			n, err := s.Compact(ctx, cfg)
 			if err != nil {
@@ -338,4 +345,5 @@ func (s *Service) RunCompactor(ctx context.Context, interval time.Duration, cfg 
 			}
 		}
 	})
+	return nil
 }

@@ -253,11 +253,7 @@ func TestStartRepairsLeakedReferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.reopen()
-	stop, err := h.svc.StartLifecycle(ctx, stream.LifecycleOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	defer startReaper(t, h.svc, stream.LifecycleOptions{})()
 	if m, err := registryRecord(t, h, "/src"); err != nil || m.ForkRefs != 0 {
 		t.Fatalf("after repair: %+v %v", m, err)
 	}
@@ -293,11 +289,7 @@ func TestForkExpiryInheritanceAndExpiredSource(t *testing.T) {
 	if _, err := h.svc.Head(ctx, "/inherit"); !errors.Is(err, stream.ErrNotFound) {
 		t.Fatalf("fork with the inherited TTL should have expired too: %v", err)
 	}
-	stop, err := h.svc.StartLifecycle(ctx, stream.LifecycleOptions{ReapInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	defer startReaper(t, h.svc, stream.LifecycleOptions{ReapInterval: 10 * time.Millisecond})()
 	waitFor(t, func() bool {
 		m, err := registryRecord(t, h, "/src")
 		_, ferr := registryRecord(t, h, "/inherit")

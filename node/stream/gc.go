@@ -129,10 +129,10 @@ func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (dele
 	return deleted, nil
 }
 
-// RunGC collects garbage every interval until ctx is done.
-func (s *Service) RunGC(ctx context.Context, cfg GCConfig) {
+// RunGC collects garbage every interval until ctx is done (a job: see Jobs).
+func (s *Service) RunGC(ctx context.Context, cfg GCConfig) error {
 	if s.tier == nil {
-		return
+		return nil
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Minute
@@ -145,4 +145,5 @@ func (s *Service) RunGC(ctx context.Context, cfg GCConfig) {
 			s.cfg.Logger.Warn("garbage collection pass failed; will retry", "err", err)
 		}
 	})
+	return nil
 }

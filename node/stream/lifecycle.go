@@ -501,24 +501,28 @@ func (s *Service) reapIfExpired(ctx context.Context, st *streamState) error {
 	return err
 }
 
-// LifecycleOptions tune StartLifecycle.
+// LifecycleOptions tune RunReaper.
 type LifecycleOptions struct {
 	// ReapInterval is how often expired streams are deleted for good
 	// (default 1s). Lookups hide them at once either way.
 	ReapInterval time.Duration
 }
 
-// StartLifecycle repairs what a crash may have left half done (deletes in
-// progress, leaked fork references, soft-deleted streams without forks) and
-// starts the expiry reaper. Call stop before closing the WAL.
-func (s *Service) StartLifecycle(ctx context.Context, opts LifecycleOptions) (stop func(), err error) {
+// Reconcile repairs what a crash may have left half done (deletes in
+// progress, leaked fork references, soft-deleted streams without forks).
+// Call it once after Open, before RunReaper.
+func (s *Service) Reconcile(ctx context.Context) error {
+	return s.reconcile(ctx)
+}
+
+// RunReaper deletes expired streams for good every opts.ReapInterval until
+// ctx is done (a job: see Jobs). Stop it before closing the WAL.
+func (s *Service) RunReaper(ctx context.Context, opts LifecycleOptions) error {
 	if opts.ReapInterval <= 0 {
 		opts.ReapInterval = time.Second
 	}
-	if err := s.reconcile(ctx); err != nil {
-		return nil, err
-	}
-	return background(func(ctx context.Context) { every(ctx, opts.ReapInterval, s.reap) }), nil
+	every(ctx, opts.ReapInterval, s.reap)
+	return nil
 }
 
 // reap makes expiry durable for every stream that has expired.

@@ -129,11 +129,7 @@ func TestExpiresAtIsAbsoluteAndDurable(t *testing.T) {
 	}
 	// The reaper makes the expiry durable: the registry record is gone, so
 	// a restart cannot bring the stream back.
-	stop, err := h.svc.StartLifecycle(ctx, stream.LifecycleOptions{ReapInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	defer startReaper(t, h.svc, stream.LifecycleOptions{ReapInterval: 10 * time.Millisecond})()
 	waitFor(t, func() bool {
 		_, err := registryRecord(t, h, "/exp")
 		return errors.Is(err, meta.ErrNotFound)
@@ -214,6 +210,35 @@ func TestLifecycleSurvivesRestart(t *testing.T) {
 	if info, err := h.svc.Head(ctx, "/e"); err != nil || !info.ExpiresAt.Equal(at) {
 		t.Fatalf("/e after restart: %+v %v", info, err)
 	}
+}
+
+// startJob runs one of the service's jobs (Run(ctx) error) the way the
+// node's supervisor does; stop cancels it and waits for it to return (a
+// second stop does nothing).
+func startJob(t *testing.T, run func(context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("job: %v", err)
+			}
+		})
+	}
+}
+
+// startReaper reconciles the service after a (simulated) restart and runs
+// its expiry reaper, as the node does at start-up.
+func startReaper(t *testing.T, svc *stream.Service, opts stream.LifecycleOptions) (stop func()) {
+	t.Helper()
+	if err := svc.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return startJob(t, func(ctx context.Context) error { return svc.RunReaper(ctx, opts) })
 }
 
 func waitFor(t *testing.T, cond func() bool) {

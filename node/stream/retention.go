@@ -32,7 +32,7 @@ import (
 	"github.com/PicoMQ/picomq/record"
 )
 
-// RetentionOptions tune StartRetention.
+// RetentionOptions tune RunRetention.
 type RetentionOptions struct {
 	// Interval between passes (default 10s).
 	Interval time.Duration
@@ -42,12 +42,14 @@ type RetentionOptions struct {
 // scanning for time retention, so appends are never held up by a scan.
 const retentionScanBatch = 256
 
-// StartRetention starts the retention loop. Call stop before closing the WAL.
-func (s *Service) StartRetention(opts RetentionOptions) (stop func()) {
+// RunRetention applies retention every opts.Interval until ctx is done (a
+// job: see Jobs). Stop it before closing the WAL.
+func (s *Service) RunRetention(ctx context.Context, opts RetentionOptions) error {
 	if opts.Interval <= 0 {
 		opts.Interval = 10 * time.Second
 	}
-	return background(func(ctx context.Context) { every(ctx, opts.Interval, s.ApplyRetention) })
+	every(ctx, opts.Interval, s.ApplyRetention)
+	return nil
 }
 
 // ApplyRetention runs one retention pass over every stream now. The loop

@@ -435,16 +435,27 @@ func every(ctx context.Context, interval time.Duration, fn func(context.Context)
 	}
 }
 
-// background runs loop in a goroutine until the returned stop is called;
-// stop waits for loop to return.
-func background(loop func(ctx context.Context)) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		loop(ctx)
-	}()
-	return func() { cancel(); <-done }
+// Job is one background loop of the service. Every job has the same
+// shape: Run works until ctx is cancelled and then returns (nil, or an
+// error when it cannot go on). The node starts each under one supervisor
+// that cancels and waits for them all at shutdown.
+type Job struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// Jobs lists the service's background loops with their default settings:
+// the flusher (its last flush runs after cancellation), garbage
+// collection and compaction of objects, the expiry reaper and retention.
+// Call Reconcile first.
+func (s *Service) Jobs() []Job {
+	return []Job{
+		{"flusher", s.RunFlusher},
+		{"object garbage collector", func(ctx context.Context) error { return s.RunGC(ctx, GCConfig{}) }},
+		{"compactor", func(ctx context.Context) error { return s.RunCompactor(ctx, CompactConfig{}) }},
+		{"expiry reaper", func(ctx context.Context) error { return s.RunReaper(ctx, LifecycleOptions{}) }},
+		{"retention", func(ctx context.Context) error { return s.RunRetention(ctx, RetentionOptions{}) }},
+	}
 }
 
 // loaded returns the streams this node holds in memory now, so callers

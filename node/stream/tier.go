@@ -326,10 +326,11 @@ func (s *Service) requestFlush(urgent bool) {
 }
 
 // RunFlusher seals and uploads pending stream data until ctx is done, then
-// runs one last flush so a graceful shutdown leaves nothing only in the WAL.
-func (s *Service) RunFlusher(ctx context.Context) {
+// runs one last flush so a graceful shutdown leaves nothing only in the WAL
+// (a job: see Jobs).
+func (s *Service) RunFlusher(ctx context.Context) error {
 	if s.tier == nil {
-		return
+		return nil
 	}
 	// The seal age counts from the oldest unflushed append, not from the
 	// last flush: a size-triggered flush is not followed by a small one
@@ -372,7 +373,7 @@ func (s *Service) RunFlusher(ctx context.Context) {
 				}
 			}
 			cancel()
-			return
+			return nil
 		}
 		if err := s.Flush(ctx); err != nil {
 			if ctx.Err() != nil {
