@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	picomq "github.com/PicoMQ/picomq/client/go"
 	"github.com/PicoMQ/picomq/internal/benchreport"
 	"github.com/PicoMQ/picomq/internal/hdr"
 	"github.com/PicoMQ/picomq/internal/testproc"
@@ -308,7 +309,43 @@ func (m *matrix) dsRows(ctx context.Context, run int) error {
 		m.res.Add(id, run, benchreport.SidePeer, q.RecordsPerSec, &q.Lat)
 		logf("  %s: PicoMQ %.0f/s, reference %.0f/s", id, r.RecordsPerSec, q.RecordsPerSec)
 	}
+	m.dsFanout(ctx, run, n.url, refURL, peer)
 	return nil
+}
+
+// Durable Streams live fan-out: dsFanoutReaders SSE readers of one JSON
+// stream, dsFanoutRate appends/s of 100 B.
+const (
+	dsFanoutReaders = 32
+	dsFanoutRate    = 20
+)
+
+// dsFanout: Durable Streams live fan-out, append-to-delivery latency p50
+// and p99 over every delivery, PicoMQ next to the reference server, the
+// same client code (the Go SDK's Durable Streams subscription) on both.
+func (m *matrix) dsFanout(ctx context.Context, run int, picoURL, refURL, peer string) {
+	what := fmt.Sprintf("Durable Streams live fan-out: %d SSE readers of one application/json stream, %d appends/s of 100 B, append-to-delivery", dsFanoutReaders, dsFanoutRate)
+	p50 := m.row(benchreport.Row{ID: "ds-fanout-p50", What: what + " p50", Unit: "ms", Peer: peer, LowerBetter: true})
+	p99 := m.row(benchreport.Row{ID: "ds-fanout-p99", What: what + " p99, same run", Unit: "ms", Peer: peer, LowerBetter: true})
+	load := fanoutLoad{readers: dsFanoutReaders, rate: dsFanoutRate, size: 100, contentType: "application/json", d: m.cfg.secs}
+	for _, x := range []struct {
+		url, side string
+	}{{picoURL, benchreport.SidePico}, {refURL, benchreport.SidePeer}} {
+		c, err := picomq.NewDurableStreams(x.url)
+		if err != nil {
+			m.fail(p50+" "+x.side, err)
+			continue
+		}
+		lat, err := fanout(ctx, c, fmt.Sprintf("/mb/r%d/ds-fanout", run), load)
+		c.Close()
+		if err != nil {
+			m.fail(p50+" "+x.side, err)
+			continue
+		}
+		m.res.Add(p50, run, x.side, lat.P50, lat)
+		m.res.Add(p99, run, x.side, lat.P99, nil)
+		logf("  %s (%s): p50 %.1f ms, p99 %.1f ms", p50, x.side, lat.P50, lat.P99)
+	}
 }
 
 func sizeName(n int) string {

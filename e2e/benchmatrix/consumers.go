@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"sync"
 	"time"
 
 	picomq "github.com/PicoMQ/picomq/client/go"
 	"github.com/PicoMQ/picomq/internal/benchreport"
-	"github.com/PicoMQ/picomq/internal/hdr"
 )
 
 // Consumer load: a catch-up reader replays catchupRecords 1 KiB records
@@ -83,7 +80,8 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 		Unit: "ms", Peer: peer + ", push consumer", LowerBetter: true})
 	p99 := m.row(benchreport.Row{ID: "tail-p99", What: "live tail: append-to-delivery latency p99, same run", Unit: "ms",
 		Peer: peer + ", push consumer", LowerBetter: true})
-	lat, err := m.picoTail(ctx, c, fmt.Sprintf("/mb/r%d/tail", run))
+	lat, err := fanout(ctx, c, fmt.Sprintf("/mb/r%d/tail", run),
+		fanoutLoad{readers: 1, rate: tailRate, size: 100, contentType: "application/octet-stream", d: m.cfg.secs})
 	if err != nil {
 		m.fail("tail PicoMQ", err)
 	} else {
@@ -101,74 +99,4 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 		}
 	}
 	return nil
-}
-
-// picoTail appends tailRate records/s, each carrying its send time, to a
-// stream an SSE subscription tails, and returns the append-to-delivery
-// latency (from the moment the append was issued).
-func (m *matrix) picoTail(ctx context.Context, c picomq.Client, name string) (*benchreport.Latency, error) {
-	s := c.Stream(name)
-	if _, err := s.Create(ctx, "application/octet-stream", 0); err != nil {
-		return nil, err
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sub, err := s.Subscribe(sctx, c.Beginning(), picomq.SubscribeOptions{})
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Close()
-	var mu sync.Mutex
-	var h hdr.Histogram
-	received := make(chan struct{}, 1<<16)
-	go func() {
-		for ev := range sub.Events() {
-			now := time.Now().UnixNano()
-			for _, r := range ev.Records {
-				if len(r.Body) >= 8 {
-					if sent := int64(binary.BigEndian.Uint64(r.Body)); sent > 0 {
-						mu.Lock()
-						h.Record(now - sent)
-						mu.Unlock()
-					}
-				}
-				received <- struct{}{}
-			}
-		}
-	}()
-	body := make([]byte, 100)
-	// A first record (send time 0, not measured) shows the subscription
-	// is live before the measured appends start.
-	if _, err := s.Append(ctx, picomq.AppendRecord{Body: body}); err != nil {
-		return nil, err
-	}
-	select {
-	case <-received:
-	case <-time.After(30 * time.Second):
-		return nil, fmt.Errorf("the subscription did not deliver the first record")
-	}
-	interval := time.Second / tailRate
-	start := time.Now()
-	sent := 0
-	for k := 0; time.Since(start) < m.cfg.secs; k++ {
-		if w := time.Until(start.Add(time.Duration(k) * interval)); w > 0 {
-			time.Sleep(w)
-		}
-		binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
-		if _, err := s.Append(ctx, picomq.AppendRecord{Body: body}); err != nil {
-			return nil, err
-		}
-		sent++
-	}
-	deadline := time.After(30 * time.Second)
-	for i := 0; i < sent; i++ {
-		select {
-		case <-received:
-		case <-deadline:
-			return nil, fmt.Errorf("delivered %d of %d records", i, sent)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return latencyOf(&h), nil
 }

@@ -28,7 +28,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -111,6 +113,7 @@ func run(args []string, stdout io.Writer) error {
 		}
 	}()
 	start := time.Now()
+	loads := sampleLoad(ctx, 10*time.Second)
 	for r := 1; r <= c.runs; r++ {
 		logf("run %d of %d", r, c.runs)
 		if err := m.runOnce(ctx, r); err != nil {
@@ -121,6 +124,8 @@ func run(args []string, stdout io.Writer) error {
 		}
 	}
 	res.Rows = m.rows
+	res.LoadAverages = loads()
+	res.MatrixSeconds = time.Since(start).Seconds()
 	logf("matrix done in %s", time.Since(start).Round(time.Second))
 	if err := res.Save(c.out); err != nil {
 		return err
@@ -130,6 +135,10 @@ func run(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "\nPicoMQ next to its baselines and peers, same run, same disk (%s)\n%d runs, %s per point after %s warm-up; min–max over the runs\n\n",
 		res.Machine, c.runs, c.secs, c.warmup)
+	if n := len(res.LoadAverages); n > 0 {
+		fmt.Fprintf(stdout, "load average during the matrix (%d samples): %.1f–%.1f; matrix time %s\n\n",
+			n, slices.Min(res.LoadAverages), slices.Max(res.LoadAverages), time.Duration(res.MatrixSeconds*float64(time.Second)).Round(time.Second))
+	}
 	if err := res.Table(stdout); err != nil {
 		return err
 	}
@@ -163,6 +172,51 @@ func machine() string {
 		load = ", load average " + strings.Join(strings.Fields(string(b))[:3], " ")
 	}
 	return fmt.Sprintf("%d CPUs, %s %s, %s%s", runtime.NumCPU(), rel(u.Sysname), rel(u.Release), runtime.Version(), load)
+}
+
+// sampleLoad samples the 1-minute load average every interval until the
+// returned function is called, which returns the samples.
+func sampleLoad(ctx context.Context, every time.Duration) func() []float64 {
+	var (
+		mu      sync.Mutex
+		samples []float64
+	)
+	sample := func() {
+		b, err := os.ReadFile("/proc/loadavg")
+		if err != nil {
+			return
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+				mu.Lock()
+				samples = append(samples, v)
+				mu.Unlock()
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			sample()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() []float64 {
+		cancel()
+		<-done
+		sample()
+		mu.Lock()
+		defer mu.Unlock()
+		return samples
+	}
 }
 
 // matrix is the state of one matrix run.

@@ -27,6 +27,9 @@ type Row struct {
 	Unit string `json:"unit"`
 	// Peer names the baseline or peer ("" when there is none).
 	Peer string `json:"peer,omitempty"`
+	// Pico names the PicoMQ side in charts when "PicoMQ" alone would not
+	// say which of its protocols it is (say "PicoMQ Kafka produce").
+	Pico string `json:"pico,omitempty"`
 	// LowerBetter is true for costs and latencies.
 	LowerBetter bool   `json:"lowerBetter,omitempty"`
 	Note        string `json:"note,omitempty"`
@@ -62,13 +65,18 @@ const (
 
 // Results is everything one matrix run measured.
 type Results struct {
-	Machine  string   `json:"machine"`
-	Started  string   `json:"started"`
-	Runs     int      `json:"runs"`
-	Seconds  float64  `json:"secondsPerPoint"`
-	Rows     []Row    `json:"rows"`
-	Samples  []Sample `json:"samples"`
-	Failures []string `json:"failures,omitempty"`
+	Machine string  `json:"machine"`
+	Started string  `json:"started"`
+	Runs    int     `json:"runs"`
+	Seconds float64 `json:"secondsPerPoint"`
+	// LoadAverages are the machine's 1-minute load average sampled during
+	// the run: how much else competed for the cores.
+	LoadAverages []float64 `json:"loadAverages,omitempty"`
+	// MatrixSeconds is how long the whole matrix took.
+	MatrixSeconds float64  `json:"matrixSeconds,omitempty"`
+	Rows          []Row    `json:"rows"`
+	Samples       []Sample `json:"samples"`
+	Failures      []string `json:"failures,omitempty"`
 }
 
 // Add records a sample.
@@ -183,8 +191,15 @@ func (r *Results) Table(w io.Writer) error {
 // description and its failures) and the SVG charts.
 func (r *Results) Write(dir string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Run %s on %s; %d runs, %.0f s per point; ranges are min–max over the runs, ratios are taken per run.\n\n",
+	fmt.Fprintf(&b, "Run %s on %s; %d runs, %.0f s per point; ranges are min–max over the runs, ratios are taken per run.",
 		r.Started, r.Machine, r.Runs, r.Seconds)
+	if len(r.LoadAverages) > 0 {
+		fmt.Fprintf(&b, " Load average during the run (1-minute, %d samples): %s.", len(r.LoadAverages), span(r.LoadAverages))
+	}
+	if r.MatrixSeconds > 0 {
+		fmt.Fprintf(&b, " The matrix took %.0f s.", r.MatrixSeconds)
+	}
+	b.WriteString("\n\n")
 	if err := r.Table(&b); err != nil {
 		return err
 	}

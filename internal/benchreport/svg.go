@@ -112,6 +112,9 @@ func sortedRuns[V any](m map[int]V) []int {
 
 func sideName(row Row, side string) string {
 	if side == SidePico {
+		if row.Pico != "" {
+			return row.Pico
+		}
 		return "PicoMQ"
 	}
 	return row.Peer
