@@ -13,8 +13,8 @@ import (
 )
 
 // TestMatrixSmoke checks the make bench harness itself, briefly, in
-// make test: the matrix runs its WAL, HTTP and density rows (40 streams)
-// against a real node, without the peers (make bench builds them, CI does
+// make test: the matrix runs its WAL, HTTP, consumer and density rows (40
+// streams) against a real node, without the peers (make bench builds them, CI does
 // not), writes a report whose rows carry real measurements, and
 // picomq bench --report rebuilds the same table from that output.
 func TestMatrixSmoke(t *testing.T) {
@@ -25,7 +25,7 @@ func TestMatrixSmoke(t *testing.T) {
 	out := t.TempDir()
 	var stdout bytes.Buffer
 	err := run([]string{"-picomq", bin, "-out", out, "-work", t.TempDir(), "-runs", "1", "-secs", "1s", "-warmup", "200ms",
-		"-only", "wal,http,density", "-streams", "40"}, &stdout)
+		"-only", "wal,http,consumers,density", "-streams", "40"}, &stdout)
 	if err != nil {
 		t.Fatalf("matrix: %v\n%s", err, stdout.String())
 	}
@@ -41,11 +41,14 @@ func TestMatrixSmoke(t *testing.T) {
 		got[s.Row+"/"+s.Side] = s
 	}
 	for _, want := range []string{"wal-c1/pico", "wal-c1/peer", "wal-c64/pico", "http-c1-s100/pico", "http-c64-s1024/pico", "cpu-append/pico", "rss-after-appends/pico",
-		"create-c32/pico", "create-c32/peer", "rss-idle/pico", "rss-idle/peer", "etcd-per-stream/pico", "restart/pico", "restart/peer"} {
+		"catchup/pico", "tail-p50/pico", "tail-p99/pico", "create-c32/pico", "create-c32/peer", "rss-idle/pico", "rss-idle/peer", "etcd-per-stream/pico", "restart/pico", "restart/peer"} {
 		s, ok := got[want]
 		if !ok || s.Value <= 0 {
 			t.Errorf("%s: missing or not positive: %+v", want, s)
 		}
+	}
+	if len(res.LoadAverages) < 2 || res.MatrixSeconds <= 0 {
+		t.Errorf("load average samples %v, matrix time %v s: want samples from the start and the end", res.LoadAverages, res.MatrixSeconds)
 	}
 	if s := got["http-c64-s100/pico"]; s.Lat == nil || !(s.Lat.P50 > 0 && s.Lat.P50 <= s.Lat.P99 && s.Lat.P99 <= s.Lat.Max) {
 		t.Errorf("latency of http-c64-s100: %+v", s.Lat)
@@ -82,5 +85,26 @@ func TestMatrixSmoke(t *testing.T) {
 	}
 	if !bytes.Equal(again, table) {
 		t.Errorf("--report wrote a different table.md:\n%s\n---\n%s", again, table)
+	}
+}
+
+// TestTimedBody: the send time a fan-out record carries survives the
+// round trip on JSON and byte streams, at the record size asked for.
+func TestTimedBody(t *testing.T) {
+	for _, ct := range []string{"application/json", "application/octet-stream"} {
+		const nanos = 1764633600123456789
+		b := timedBody(nanos, 100, ct)
+		if len(b) != 100 {
+			t.Errorf("%s: %d bytes, want 100", ct, len(b))
+		}
+		if got := sentAt(b); got != nanos {
+			t.Errorf("%s: sentAt(%q) = %d", ct, b, got)
+		}
+		if ct == "application/json" && (b[0] != '"' || b[99] != '"') {
+			t.Errorf("not a JSON string: %q", b)
+		}
+	}
+	if got := sentAt(timedBody(0, 100, "application/json")); got != 0 {
+		t.Errorf("unmeasured record: sentAt = %d", got)
 	}
 }
