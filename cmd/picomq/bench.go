@@ -1,7 +1,9 @@
 package main
 
-// picomq bench: a load generator for appends over either HTTP protocol, built
-// on the Go SDK. docs/benchmarks.md describes the method and the flags.
+// picomq bench: a load generator for appends over either HTTP protocol (the
+// Go SDK) or Kafka produce (franz-go), with optional consumers in live-tail
+// or catch-up mode (bench_consume.go, bench_target.go). docs/benchmarks.md
+// describes the method and the flags.
 //
 // Closed loop (the default): each producer sends its next append as soon as
 // the previous one is acknowledged, which measures the throughput the node
@@ -45,6 +47,9 @@ type benchConfig struct {
 	jsonOut     bool
 	report      string // rebuild the report in this directory instead of running
 	contentType string // of the streams; "" = by protocol (benchContentType)
+	consumers   int    // readers besides the producers; 0 = none
+	consume     string // consumeTail or consumeCatchup
+	jsonRecords bool   // records are JSON strings (a JSON stream)
 }
 
 // benchResult is the --json shape of a run.
@@ -67,6 +72,8 @@ type benchResult struct {
 	RecordsPerSec   float64      `json:"recordsPerSec"`
 	MBPerSec        float64      `json:"mbPerSec"`
 	AckLatencyMs    latencyStats `json:"ackLatencyMs"`
+	// Consume is what the --consumers read (absent without consumers).
+	Consume *consumeResult `json:"consume,omitempty"`
 }
 
 // latencyStats is the --json latency shape, the one make bench's report
@@ -79,7 +86,8 @@ func latencyOf(h *hdr.Histogram) latencyStats {
 		P999: ms(h.Quantile(0.999)), Max: ms(h.Max()), Mean: h.Mean() / 1e6}
 }
 
-const benchUsage = `picomq bench [flags]: append load against a node, ack latency percentiles and throughput.
+const benchUsage = `picomq bench [flags]: append (produce) load against a node, with optional consumers:
+ack and delivery latency percentiles, throughput.
   --producers N      concurrent producers (default 4)
   --record-size B    bytes per record (default 1024)
   --batch N          records per append (default 1)
@@ -91,11 +99,19 @@ const benchUsage = `picomq bench [flags]: append load against a node, ack latenc
   --prefix P         stream name prefix (default /bench/<start time>)
   --content-type T   the streams' content type (default: application/json over
                      Durable Streams, application/octet-stream over Pico)
+  --consumers N      readers of the streams, consumer i reads stream i mod
+                     --streams (default 0)
+  --consume MODE     tail (default): live readers from before the first append,
+                     append-to-delivery latency of every record; catchup: readers
+                     start when the producers stop and read everything, records/s
   --keep             keep the streams afterwards (default: delete them)
   --json             print the result as one JSON object
   --report DIR       run nothing: rebuild the report of a make bench run in DIR
                      (table.md and SVG charts from DIR/results.json) and print the table
-  plus --server, --token, --protocol as for the client commands.
+  plus --server, --token, --protocol as for the client commands; --protocol
+  kafka produces with franz-go (acks=all, idempotent) to a topic named after
+  the prefix (/bench/1 is bench.1) with --streams partitions, and --server is
+  then the node's Kafka address (HOST:PORT).
 `
 
 // benchCmd runs picomq bench and returns its exit code.
@@ -118,6 +134,8 @@ func benchCmd(args []string, e env) int {
 	fs.BoolVar(&cfg.jsonOut, "json", false, "JSON output")
 	fs.StringVar(&cfg.report, "report", "", "rebuild the report in DIR")
 	fs.StringVar(&cfg.contentType, "content-type", "", "content type of the streams")
+	fs.IntVar(&cfg.consumers, "consumers", 0, "consumers")
+	fs.StringVar(&cfg.consume, "consume", consumeTail, "tail or catchup")
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -135,16 +153,15 @@ func benchCmd(args []string, e env) int {
 	if cfg.prefix == "" {
 		cfg.prefix = fmt.Sprintf("/bench/%d", time.Now().UnixNano())
 	}
-	c, err := cf.client()
+	t, err := cfg.target(cf)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "picomq bench: %v\n", err)
 		return exitUsage
 	}
-	defer c.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	res, err := runBench(ctx, c, cfg, e)
+	res, err := runBench(ctx, t, cfg, e)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "picomq bench: %v\n", err)
 		return exitCode(err)
@@ -186,8 +203,37 @@ func (cfg *benchConfig) check(pos []string) error {
 		return usagef("--rate must not be negative")
 	case cfg.prefix != "" && !strings.HasPrefix(cfg.prefix, "/"):
 		return usagef("--prefix %q: names are paths such as /bench", cfg.prefix)
+	case cfg.consumers < 0 || cfg.consumers > 10000:
+		return usagef("--consumers must be in 0..10000")
+	case cfg.consume != consumeTail && cfg.consume != consumeCatchup:
+		return usagef("--consume must be tail or catchup")
+	case cfg.consumers > 0 && cfg.consume == consumeTail && cfg.recordSize < stampDigits+3:
+		return usagef("--consume tail needs --record-size of at least %d (each record carries its send time)", stampDigits+3)
 	}
 	return nil
+}
+
+// target is the system the flags name: a Kafka listener, or a node over
+// either HTTP protocol.
+func (cfg *benchConfig) target(cf clientFlags) (benchTarget, error) {
+	if cf.protocol == "kafka" {
+		switch {
+		case strings.Contains(cf.server, "://"):
+			return nil, usagef("--protocol kafka: --server is the node's Kafka address HOST:PORT, not %q", cf.server)
+		case cf.token != "":
+			return nil, usagef("--protocol kafka: --token is not supported by the bench's Kafka producer")
+		case cfg.contentType != "":
+			return nil, usagef("--protocol kafka: a topic has no --content-type")
+		}
+		return &kafkaTarget{addr: cf.server, cfg: *cfg}, nil
+	}
+	c, err := cf.client()
+	if err != nil {
+		return nil, err
+	}
+	ct := benchContentType(c.Protocol(), cfg.contentType)
+	cfg.jsonRecords = strings.HasPrefix(ct, "application/json")
+	return &httpTarget{c: c, cfg: *cfg, ct: ct}, nil
 }
 
 // benchReport rebuilds the Markdown table and SVG charts of a make bench
@@ -231,6 +277,9 @@ type benchRun struct {
 	// measureFrom ends the warm-up: appends intended before it are
 	// neither counted nor timed.
 	measureFrom time.Time
+	// stampAt is where each record carries its intended send time for
+	// the tail consumers (-1: not stamped).
+	stampAt int
 }
 
 func (r *benchRun) fail(err error) {
@@ -281,36 +330,42 @@ func benchContentType(p picomq.Protocol, flag string) string {
 	return "application/octet-stream"
 }
 
-func runBench(ctx context.Context, c picomq.Client, cfg benchConfig, e env) (benchResult, error) {
-	ct := benchContentType(c.Protocol(), cfg.contentType)
-	jsonStream := strings.HasPrefix(ct, "application/json")
-	streams := make([]picomq.Stream, cfg.streams)
-	for i := range streams {
-		streams[i] = c.Stream(fmt.Sprintf("%s/%d", cfg.prefix, i))
-		if _, err := streams[i].Create(ctx, ct, 0); err != nil {
-			return benchResult{}, fmt.Errorf("create %s: %w", streams[i].Name(), err)
+func runBench(ctx context.Context, t benchTarget, cfg benchConfig, e env) (benchResult, error) {
+	if err := t.setup(ctx); err != nil {
+		return benchResult{}, err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := t.teardown(dctx, cfg.keep); err != nil {
+			fmt.Fprintf(e.stderr, "picomq bench: %v\n", err)
+		}
+	}()
+
+	r := &benchRun{cfg: cfg, producers: make([]*benchProducer, cfg.producers), stampAt: -1}
+	if cfg.consumers > 0 && cfg.consume == consumeTail {
+		r.stampAt = 0
+		if cfg.jsonRecords {
+			r.stampAt = 1 // inside the JSON string
 		}
 	}
-	if !cfg.keep {
-		defer func() {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			for _, s := range streams {
-				if err := s.Delete(dctx); err != nil {
-					fmt.Fprintf(e.stderr, "picomq bench: delete %s: %v\n", s.Name(), err)
-				}
-			}
-		}()
-	}
-
-	r := &benchRun{cfg: cfg, producers: make([]*benchProducer, cfg.producers)}
+	appends := make([]appendFunc, cfg.producers)
 	for i := range r.producers {
 		r.producers[i] = &benchProducer{}
+		var err error
+		if appends[i], err = t.producer(i); err != nil {
+			return benchResult{}, err
+		}
+	}
+	start := time.Now()
+	r.measureFrom = start.Add(cfg.warmup)
+	var tail *benchConsumers
+	if r.stampAt >= 0 {
+		// Live consumers are reading before the first append.
+		tail = startConsumers(ctx, t, cfg.consumers, true, r.measureFrom.UnixNano(), r.stampAt)
 	}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.duration)
 	defer cancel()
-	start := time.Now()
-	r.measureFrom = start.Add(cfg.warmup)
 
 	// Open loop: the scheduler hands out intended send times; a producer
 	// that picks one up late still measures from the intended time.
@@ -326,12 +381,12 @@ func runBench(ctx context.Context, c picomq.Client, cfg benchConfig, e env) (ben
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.produce(runCtx, streams[i%len(streams)], p, benchRecords(jsonStream, cfg.recordSize, cfg.batch), schedule)
+			r.produce(runCtx, appends[i], p, benchRecords(cfg.jsonRecords, cfg.recordSize, cfg.batch), schedule)
 		}()
 	}
 	progressDone := make(chan struct{})
 	if e.stderrTTY {
-		go r.progress(runCtx, e.stderr, progressDone)
+		go r.progress(runCtx, e.stderr, progressDone, tail)
 	} else {
 		close(progressDone)
 	}
@@ -349,21 +404,40 @@ func runBench(ctx context.Context, c picomq.Client, cfg benchConfig, e env) (ben
 	}
 
 	h := r.merged()
-	appends := r.appends.Load()
-	recs := appends * uint64(cfg.batch)
+	appended := r.appends.Load()
+	recs := appended * uint64(cfg.batch)
 	bytes := recs * uint64(cfg.recordSize)
 	secs := elapsed.Seconds()
 	mode := "closed"
 	if cfg.rate > 0 {
 		mode = "open"
 	}
-	return benchResult{
-		Protocol: c.Protocol().String(), Mode: mode, Producers: cfg.producers, RecordSize: cfg.recordSize,
+	res := benchResult{
+		Protocol: t.protocol(), Mode: mode, Producers: cfg.producers, RecordSize: cfg.recordSize,
 		Batch: cfg.batch, Streams: cfg.streams, RateRecordsPerS: cfg.rate, DurationSeconds: secs,
-		Appends: appends, Records: recs, Bytes: bytes, Errors: r.errors.Load(), FirstError: r.firstErr,
+		Appends: appended, Records: recs, Bytes: bytes, Errors: r.errors.Load(), FirstError: r.firstErr,
 		Unsent: unsent.Load(), RecordsPerSec: float64(recs) / secs, MBPerSec: float64(bytes) / 1e6 / secs,
 		AckLatencyMs: latencyOf(h),
-	}, nil
+	}
+	if cfg.consumers == 0 {
+		return res, nil
+	}
+	var c consumeResult
+	var err error
+	if tail != nil {
+		c, err = tail.drain(secs)
+	} else {
+		// Catch-up: the consumers start now and read everything from the
+		// start, warm-up included.
+		cs := startConsumers(ctx, t, cfg.consumers, false, 0, -1)
+		c, err = cs.wait()
+	}
+	if err != nil {
+		return res, err
+	}
+	c.Consumers, c.Mode = cfg.consumers, cfg.consume
+	res.Consume = &c
+	return res, nil
 }
 
 // scheduleAppends emits the intended send time of every append at
@@ -401,7 +475,7 @@ func scheduleAppends(ctx context.Context, start time.Time, cfg benchConfig, out 
 
 // produce appends until ctx ends: back to back (closed loop) or at the
 // times schedule hands out (open loop).
-func (r *benchRun) produce(ctx context.Context, s picomq.Stream, p *benchProducer, recs []picomq.AppendRecord, schedule <-chan time.Time) {
+func (r *benchRun) produce(ctx context.Context, appendBatch appendFunc, p *benchProducer, recs []picomq.AppendRecord, schedule <-chan time.Time) {
 	for {
 		var intended time.Time
 		if schedule != nil {
@@ -416,7 +490,12 @@ func (r *benchRun) produce(ctx context.Context, s picomq.Stream, p *benchProduce
 			}
 			intended = time.Now()
 		}
-		_, err := s.Append(ctx, recs...)
+		if r.stampAt >= 0 {
+			for i := range recs {
+				stamp(recs[i].Body, r.stampAt, intended)
+			}
+		}
+		err := appendBatch(ctx, recs)
 		if intended.Before(r.measureFrom) {
 			continue // warm-up
 		}
@@ -433,7 +512,7 @@ func (r *benchRun) produce(ctx context.Context, s picomq.Stream, p *benchProduce
 }
 
 // progress prints one status line a second on a terminal.
-func (r *benchRun) progress(ctx context.Context, w io.Writer, done chan<- struct{}) {
+func (r *benchRun) progress(ctx context.Context, w io.Writer, done chan<- struct{}, tail *benchConsumers) {
 	defer close(done)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -451,6 +530,9 @@ func (r *benchRun) progress(ctx context.Context, w io.Writer, done chan<- struct
 			l := latencyOf(r.merged())
 			fmt.Fprintf(w, "\r\033[Kbench %3.0fs/%s: %.0f records/s, %.1f MB/s, ack p50 %.2f ms p99 %.2f ms, %d errors",
 				secs, r.cfg.duration, recs/secs, recs*float64(r.cfg.recordSize)/1e6/secs, l.P50, l.P99, r.errors.Load())
+			if tail != nil {
+				fmt.Fprintf(w, ", delivered %.0f records/s", float64(tail.records.Load())/secs)
+			}
 		}
 	}
 }
@@ -471,6 +553,12 @@ func writeBenchTable(w io.Writer, res benchResult) error {
 		fmt.Fprintf(tw, " (first: %s)", res.FirstError)
 	}
 	fmt.Fprintln(tw)
+	if c := res.Consume; c != nil {
+		fmt.Fprintf(tw, "consumers\t%d, %s: %d records, %.0f records/s, %.2f MB/s\n", c.Consumers, c.Mode, c.Records, c.RecordsPerSec, c.MBPerSec)
+		if l := c.DeliveryLatencyMs; l != nil {
+			fmt.Fprintf(tw, "delivery latency ms\tp50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f\n", l.P50, l.P90, l.P99, l.P999, l.Max, l.Mean)
+		}
+	}
 	if res.Unsent > 0 {
 		fmt.Fprintf(tw, "unsent\t%d appends scheduled but not started: the node did not keep up with --rate\n", res.Unsent)
 	}

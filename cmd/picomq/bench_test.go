@@ -73,7 +73,9 @@ func TestBenchOpenLoop(t *testing.T) {
 }
 
 func TestBenchUsage(t *testing.T) {
-	for _, args := range [][]string{{"--batch", "0"}, {"--rate", "-1"}, {"--warmup", "-1s"}, {"--prefix", "x"}, {"extra"}} {
+	for _, args := range [][]string{{"--batch", "0"}, {"--rate", "-1"}, {"--warmup", "-1s"}, {"--prefix", "x"}, {"extra"},
+		{"--consumers", "-1"}, {"--consume", "sideways", "--consumers", "1"}, {"--consumers", "1", "--record-size", "10"},
+		{"--protocol", "kafka", "--server", "http://127.0.0.1:1"}, {"--protocol", "kafka", "--server", "127.0.0.1:1", "--content-type", "text/plain"}} {
 		cli(t, "pico", "", append([]string{"bench"}, args...)...).want(t, exitUsage, strings.Join(args, " "))
 	}
 }
@@ -88,5 +90,83 @@ func TestBenchContentType(t *testing.T) {
 	info := cli(t, "durable-streams", "", "describe", prefix+"/0").want(t, exitOK, "describe")
 	if !strings.Contains(info.stdout, "text/plain") {
 		t.Fatalf("stream is not text/plain:\n%s", info.stdout)
+	}
+}
+
+// checkConsume asserts a consumer result: records delivered, rates
+// consistent with them, and for live tails ordered delivery percentiles.
+func checkConsume(t *testing.T, res benchResult, consumers int, mode string) {
+	t.Helper()
+	c := res.Consume
+	if c == nil || c.Consumers != consumers || c.Mode != mode || c.Records == 0 || c.RecordsPerSec <= 0 || c.MBPerSec <= 0 {
+		t.Fatalf("consume: %+v", c)
+	}
+	if mode == "catchup" {
+		// Catch-up readers read everything, the warm-up and the appends
+		// cut off at the end included: at least what was measured.
+		if c.Records < res.Records || c.DeliveryLatencyMs != nil {
+			t.Fatalf("catch-up read %d records, %d were acknowledged in the measured time: %+v", c.Records, res.Records, c)
+		}
+		return
+	}
+	l := c.DeliveryLatencyMs
+	if l == nil || !(l.P50 > 0 && l.P50 <= l.P99 && l.P99 <= l.Max) {
+		t.Fatalf("delivery latency: %+v", l)
+	}
+}
+
+// TestBenchConsumers: live-tail consumers over Pico (two readers per
+// stream: every measured record is delivered to both) and catch-up
+// consumers over Durable Streams.
+func TestBenchConsumers(t *testing.T) {
+	res := benchJSON(t, "pico", "--duration", "2s", "--warmup", "500ms", "--producers", "2", "--streams", "2",
+		"--consumers", "4", "--record-size", "100", "--batch", "3")
+	checkBench(t, res, 3, 100)
+	checkConsume(t, res, 4, "tail")
+	// Appends cut off at the end are delivered but not acknowledged in
+	// time, so deliveries may exceed twice the acknowledged records by a
+	// batch per producer, never fall below.
+	if c := res.Consume; c.Records < 2*res.Records || c.Records > 2*(res.Records+2*3) {
+		t.Fatalf("tail delivered %d records, want 2 x %d", c.Records, res.Records)
+	}
+	res = benchJSON(t, "durable-streams", "--duration", "1s", "--producers", "2", "--streams", "2",
+		"--consumers", "2", "--consume", "catchup", "--record-size", "100", "--batch", "2")
+	checkBench(t, res, 2, 100)
+	checkConsume(t, res, 2, "catchup")
+}
+
+// TestBenchKafka: picomq bench --protocol kafka produces with franz-go to
+// a topic of --streams partitions on the node's Kafka listener, open loop
+// with tail consumers, closed loop with catch-up consumers, and deletes
+// its topic (the partitions' streams) afterwards.
+func TestBenchKafka(t *testing.T) {
+	run := func(args ...string) benchResult {
+		t.Helper()
+		r := cli(t, "kafka", "", append([]string{"bench", "--json"}, args...)...).want(t, exitOK, "picomq bench --protocol kafka")
+		var res benchResult
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatalf("bench output is not one JSON object: %v\n%s", err, r.stdout)
+		}
+		if res.Protocol != "kafka" {
+			t.Fatalf("protocol %q", res.Protocol)
+		}
+		return res
+	}
+	prefix := streamName(t)
+	res := run("--duration", "2s", "--rate", "400", "--producers", "2", "--streams", "2", "--batch", "4",
+		"--record-size", "200", "--consumers", "2", "--prefix", prefix)
+	if res.Mode != "open" {
+		t.Fatalf("mode %q", res.Mode)
+	}
+	checkBench(t, res, 4, 200)
+	checkConsume(t, res, 2, "tail")
+	res = run("--duration", "1s", "--producers", "2", "--streams", "3", "--batch", "10", "--consumers", "3", "--consume", "catchup")
+	checkBench(t, res, 10, 1024)
+	checkConsume(t, res, 3, "catchup")
+	// The topic is named after the prefix; its partitions are the
+	// streams /<topic>, /<topic>/1, ...
+	ls := cli(t, "pico", "", "ls", "--prefix", "/"+kafkaTopic(prefix)).want(t, exitOK, "ls")
+	if strings.TrimSpace(ls.stdout) != "" {
+		t.Fatalf("bench left its topic's streams behind:\n%s", ls.stdout)
 	}
 }

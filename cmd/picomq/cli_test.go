@@ -31,7 +31,7 @@ import (
 var (
 	cliBin  string
 	tmpRoot string
-	servers = map[string]string{} // protocol -> URL
+	servers = map[string]string{} // protocol -> URL ("kafka": the pico node's Kafka HOST:PORT)
 )
 
 func TestMain(m *testing.M) {
@@ -60,14 +60,18 @@ func testMain(m *testing.M) int {
 		}
 		defer srv.kill()
 		servers[proto] = srv.url
+		if srv.kafkaAddr != "" {
+			servers["kafka"] = srv.kafkaAddr
+		}
 	}
 	return m.Run()
 }
 
 type server struct {
-	url    string
-	cmd    *exec.Cmd
-	exited chan struct{}
+	url       string
+	kafkaAddr string // the pico node's Kafka listener (picomq bench --protocol kafka)
+	cmd       *exec.Cmd
+	exited    chan struct{}
 }
 
 func (s *server) kill() {
@@ -84,8 +88,14 @@ func startServer(proto string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	kafkaAddr := "off"
+	if proto == "pico" {
+		if kafkaAddr, err = testproc.FreeAddr(); err != nil {
+			return nil, err
+		}
+	}
 	logs := &testproc.SyncBuffer{}
-	cmd := exec.Command(cliBin, "serve", "--data-dir", dir, "--http-addr", addr, "--kafka-addr", "off",
+	cmd := exec.Command(cliBin, "serve", "--data-dir", dir, "--http-addr", addr, "--kafka-addr", kafkaAddr,
 		"--protocol", proto, "--log-level", "warn", "--sse-timeout", "2s")
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -93,6 +103,9 @@ func startServer(proto string) (*server, error) {
 		return nil, err
 	}
 	s := &server{url: "http://" + addr, cmd: cmd, exited: make(chan struct{})}
+	if kafkaAddr != "off" {
+		s.kafkaAddr = kafkaAddr
+	}
 	go func() { cmd.Wait(); close(s.exited) }()
 	if err := testproc.WaitReady(s.url+"/readyz", s.exited, 60*time.Second); err != nil {
 		s.kill()

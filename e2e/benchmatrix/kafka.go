@@ -21,7 +21,7 @@ import (
 const (
 	kafkaBatch      = 100
 	kafkaRecord     = 1024
-	kafkaConsumeMax = 40000
+	kafkaConsumeMax = 10000
 )
 
 // kafkaPoints are the (partitions, producers) of the Kafka rows.
