@@ -144,7 +144,7 @@ fuzz:
 ## make test (its harness is smoke-tested there). docs/benchmarks.md.
 BENCH_OUT   ?= bin/bench-report
 BENCH_RUNS  ?= 2
-BENCH_SECS  ?= 4s
+BENCH_SECS  ?= 3s
 BENCH_ONLY  ?=
 BENCH_TOOLS := bin/bench-tools
 bench: build bench-peers

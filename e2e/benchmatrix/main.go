@@ -4,7 +4,7 @@
 // and writes the report (results.json, table.md, SVG charts) with the
 // spread over the runs. docs/benchmarks.md describes the rows.
 //
-//	go run ./e2e/benchmatrix -picomq bin/picomq -natsload X -nats-server Y -out DIR [-runs 2] [-secs 4] [-only http,ds]
+//	go run ./e2e/benchmatrix -picomq bin/picomq -natsload X -nats-server Y -out DIR [-runs 2] [-secs 3s] [-only http,ds]
 //
 // The NATS server and its load client come from the separate Go module
 // under bench/ (make bench builds them); the Durable Streams reference
@@ -71,7 +71,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.StringVar(&c.work, "work", "", "scratch directory for data (default: a temporary directory; keep it on the disk under test)")
 	fs.StringVar(&c.pkgDir, "packages", "e2e/dsconformance", "dir with the pinned npm packages and reference-server.mjs")
 	fs.IntVar(&c.runs, "runs", 2, "times the matrix is repeated")
-	fs.DurationVar(&c.secs, "secs", 4*time.Second, "measured time per point")
+	fs.DurationVar(&c.secs, "secs", 3*time.Second, "measured time per point")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured load before each point")
 	fs.IntVar(&c.streams, "streams", 10000, "streams created for the density rows (at most; creation stops after 15 measured seconds)")
 	fs.StringVar(&only, "only", "", "comma-separated groups to run: "+strings.Join(groups, ","))
