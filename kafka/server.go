@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/PicoMQ/picomq/auth"
+	"github.com/PicoMQ/picomq/internal/defaults"
 	"github.com/PicoMQ/picomq/kafka/group"
 	"github.com/PicoMQ/picomq/node/stream"
 )
@@ -81,27 +82,13 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.MaxFrameBytes <= 0 {
-		c.MaxFrameBytes = 100 << 20
-	}
-	if c.MaxMessageBytes <= 0 {
-		c.MaxMessageBytes = 1048588
-	}
-	if c.DefaultPartitions <= 0 {
-		c.DefaultPartitions = 1
-	}
-	if c.MaxWait <= 0 {
-		c.MaxWait = 30 * time.Second
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 10 * time.Minute
-	}
-	if c.AuthTimeout <= 0 {
-		c.AuthTimeout = 10 * time.Second
-	}
-	if c.FrameTimeout <= 0 {
-		c.FrameTimeout = 60 * time.Second
-	}
+	defaults.Set(&c.MaxFrameBytes, 100<<20)
+	defaults.Set(&c.MaxMessageBytes, 1048588)
+	defaults.Set(&c.DefaultPartitions, 1)
+	defaults.Set(&c.MaxWait, 30*time.Second)
+	defaults.Set(&c.IdleTimeout, 10*time.Minute)
+	defaults.Set(&c.AuthTimeout, 10*time.Second)
+	defaults.Set(&c.FrameTimeout, 60*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

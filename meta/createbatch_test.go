@@ -26,25 +26,10 @@ func TestConcurrentCreatesShareTransactions(t *testing.T) {
 	rev0 := currentRevision(t, cli)
 
 	const n = 300
-	var (
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-		ids   [n]uint64
-	)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			s, ok, err := reg.CreateStream(ctx, meta.Stream{Name: fmt.Sprintf("/b/%d", i), KafkaTopic: fmt.Sprintf("b.%d", i)})
-			if err != nil || !ok {
-				t.Errorf("create /b/%d: created=%v err=%v", i, ok, err)
-			}
-			ids[i] = s.ID
-		})
-	}
-	close(start)
-	wg.Wait()
-	sorted := slices.Clone(ids[:])
-	slices.Sort(sorted)
+	ids := createAtOnce(ctx, t, reg, n, func(i int) meta.Stream {
+		return meta.Stream{Name: fmt.Sprintf("/b/%d", i), KafkaTopic: fmt.Sprintf("b.%d", i)}
+	})
+	sorted := slices.Sorted(slices.Values(ids))
 	if len(slices.Compact(sorted)) != n || sorted[0] <= 1 {
 		t.Fatalf("IDs are not distinct and above the first stream's: %v", sorted)
 	}

@@ -1,6 +1,7 @@
 package meta_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -269,31 +270,39 @@ func TestConcurrentCreatesOfDistinctNamesGetDistinctIDs(t *testing.T) {
 
 	// Every create contends on the ID counter; all must still succeed.
 	const n = 8
-	var (
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-		ids   [n]uint64
-	)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			s, ok, err := reg.CreateStream(ctx, meta.Stream{Name: fmt.Sprintf("/p/%d", i)})
-			if err != nil || !ok {
-				t.Errorf("create /p/%d: created=%v err=%v", i, ok, err)
-			}
-			ids[i] = s.ID
-		})
-	}
-	close(start)
-	wg.Wait()
-	sorted := slices.Clone(ids[:])
-	slices.Sort(sorted)
+	ids := createAtOnce(ctx, t, reg, n, func(i int) meta.Stream { return meta.Stream{Name: fmt.Sprintf("/p/%d", i)} })
+	sorted := slices.Sorted(slices.Values(ids))
 	if len(slices.Compact(sorted)) != n {
 		t.Fatalf("IDs %v are not distinct", ids)
 	}
 	if sorted[0] == 0 {
 		t.Fatalf("a create got ID 0: %v", ids)
 	}
+}
+
+// createAtOnce creates stream(0..n-1) from n goroutines released together
+// and returns their IDs by i. Every create must succeed.
+func createAtOnce(ctx context.Context, t *testing.T, reg *meta.Registry, n int, stream func(i int) meta.Stream) []uint64 {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		ids   = make([]uint64, n)
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			want := stream(i)
+			s, ok, err := reg.CreateStream(ctx, want)
+			if err != nil || !ok {
+				t.Errorf("create %s: created=%v err=%v", want.Name, ok, err)
+			}
+			ids[i] = s.ID
+		})
+	}
+	close(start)
+	wg.Wait()
+	return ids
 }
 
 func TestUpdateStreamCASUnderConcurrency(t *testing.T) {

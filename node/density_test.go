@@ -97,16 +97,12 @@ func putStreams(base string, n, c int) error {
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: c}}
 	defer client.CloseIdleConnections()
 	return testproc.Parallel(n, c, func(i int) error {
-		req, _ := http.NewRequest(http.MethodPut, base+name(i), nil)
-		req.Header.Set("Content-Type", "application/octet-stream")
-		resp, err := client.Do(req)
+		code, err := sendBytes(client, http.MethodPut, base+name(i), nil)
 		if err != nil {
 			return err
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			return fmt.Errorf("PUT %s: status %d", name(i), resp.StatusCode)
+		if code != http.StatusCreated {
+			return fmt.Errorf("PUT %s: status %d", name(i), code)
 		}
 		return nil
 	})

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -130,15 +129,7 @@ func TestPausedOwnerDoesNotAcknowledge(t *testing.T) {
 		t.Fatalf("append: %d %s", code, body)
 	}
 
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	fs.SetHook(func(op faultfs.Op, path string) error {
-		if op == faultfs.OpSync && strings.HasSuffix(path, ".wal") {
-			once.Do(func() { close(held) })
-			<-release
-		}
-		return nil
-	})
+	held, release := fs.HoldSegmentSyncs(nil)
 	type answer struct {
 		code int
 		body string

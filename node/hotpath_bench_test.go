@@ -71,6 +71,20 @@ func startBenchNode(b *testing.B) *Node {
 	return n
 }
 
+// sendBytes sends body as application/octet-stream, reads the answer to
+// its end (so the connection is reused) and returns its status.
+func sendBytes(client *http.Client, method, url string, body []byte) (int, error) {
+	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
 // runAppendClients creates one stream per client, then lets the clients
 // (closed loop, one keep-alive connection each) share b.N appends.
 func runAppendClients(b *testing.B, base string, clients int, body []byte) {
@@ -79,18 +93,11 @@ func runAppendClients(b *testing.B, base string, clients int, body []byte) {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 	do := func(method, url string, body []byte) error {
-		req, _ := http.NewRequest(method, url, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/octet-stream")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
+		code, err := sendBytes(client, method, url, body)
+		if err == nil && code/100 != 2 {
+			err = fmt.Errorf("%s %s: status %d", method, url, code)
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("%s %s: status %d", method, url, resp.StatusCode)
-		}
-		return nil
+		return err
 	}
 	prefix := base + "/bench/" + strings.ReplaceAll(b.Name(), "/", "-")
 	for i := 0; i < clients; i++ {

@@ -207,20 +207,23 @@ func TestControlTransactionalBatch(t *testing.T) {
 	}
 }
 
+// compressedFixtures are the compressed batch shapes every decoder test
+// covers: each codec, and each framing a producer may send.
+var compressedFixtures = []struct {
+	name string
+	b    kbatch
+}{
+	{"gzip", kbatch{codec: CodecGzip}},
+	{"snappy raw", kbatch{codec: CodecSnappy}},
+	{"snappy xerial", kbatch{codec: CodecSnappy, xerial: true}},
+	{"lz4 frame", kbatch{codec: CodecLZ4}},
+	{"zstd with content size", kbatch{codec: CodecZstd}},
+	{"zstd streamed", kbatch{codec: CodecZstd, zstdStream: true}},
+}
+
 func TestDecodeCompressed(t *testing.T) {
 	recs := append(sampleRecords(), manyRecords(5, 300, 500)...) // > 32 KiB: several xerial chunks
-	tests := []struct {
-		name string
-		b    kbatch
-	}{
-		{"gzip", kbatch{codec: CodecGzip}},
-		{"snappy raw", kbatch{codec: CodecSnappy}},
-		{"snappy xerial", kbatch{codec: CodecSnappy, xerial: true}},
-		{"lz4 frame", kbatch{codec: CodecLZ4}},
-		{"zstd with content size", kbatch{codec: CodecZstd}},
-		{"zstd streamed", kbatch{codec: CodecZstd, zstdStream: true}},
-	}
-	for _, tt := range tests {
+	for _, tt := range compressedFixtures {
 		t.Run(tt.name, func(t *testing.T) {
 			kb := tt.b
 			kb.baseOffset, kb.firstTS, kb.maxTS, kb.producerID = 1000, 50, 60, -1
@@ -301,18 +304,7 @@ func TestDecompressionLimit(t *testing.T) {
 	for _, r := range toKmsg(recs, nil) {
 		rawLen += len(kmsgRecordBytes(r))
 	}
-	tests := []struct {
-		name string
-		b    kbatch
-	}{
-		{"gzip", kbatch{codec: CodecGzip}},
-		{"snappy raw", kbatch{codec: CodecSnappy}},
-		{"snappy xerial", kbatch{codec: CodecSnappy, xerial: true}},
-		{"lz4", kbatch{codec: CodecLZ4}},
-		{"zstd with content size", kbatch{codec: CodecZstd}},
-		{"zstd streamed", kbatch{codec: CodecZstd, zstdStream: true}},
-	}
-	for _, tt := range tests {
+	for _, tt := range compressedFixtures {
 		t.Run(tt.name, func(t *testing.T) {
 			kb := tt.b
 			kb.producerID = -1

@@ -263,7 +263,7 @@ func TestUploadConflict(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			store := newStore(t)
 			key := L1Key(5, 0)
-			if err := objstoretest.Put(t.Context(), store, key, []byte("the other owner's segment"), objstore.CreateOptions{}); err != nil {
+			if err := objstore.Put(t.Context(), store, key, []byte("the other owner's segment"), objstore.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			u := NewUploader(store, UploaderOptions{})

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/PicoMQ/picomq/internal/defaults"
 	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/tiering/objstore"
 	"github.com/PicoMQ/picomq/tiering/segment"
@@ -99,12 +100,8 @@ type Uploader struct {
 
 // NewUploader returns an Uploader writing to store.
 func NewUploader(store objstore.Store, opts UploaderOptions) *Uploader {
-	if opts.InitialBackoff <= 0 {
-		opts.InitialBackoff = 100 * time.Millisecond
-	}
-	if opts.MaxBackoff <= 0 {
-		opts.MaxBackoff = 10 * time.Second
-	}
+	defaults.Set(&opts.InitialBackoff, 100*time.Millisecond)
+	defaults.Set(&opts.MaxBackoff, 10*time.Second)
 	if opts.MaxBackoff < opts.InitialBackoff {
 		opts.MaxBackoff = opts.InitialBackoff
 	}
@@ -158,7 +155,7 @@ func (u *Uploader) Upload(ctx context.Context, key string, streams []StreamBatch
 	up := Upload{Key: key, Size: info.Size, DataLen: info.DataLen, FooterLen: info.FooterLen, Streams: info.Streams}
 	for attempt := 1; ; attempt++ {
 		up.Attempts = attempt
-		err := u.put(ctx, key, data)
+		err := objstore.Put(ctx, u.store, key, data, objstore.CreateOptions{IfNotExists: true})
 		if errors.Is(err, objstore.ErrExists) {
 			same, cerr := sameContent(ctx, u.store, key, data)
 			switch {
@@ -187,18 +184,6 @@ func (u *Uploader) Upload(ctx context.Context, key string, streams []StreamBatch
 			return Upload{}, fmt.Errorf("tiering: upload %q: %w (last error: %v)", key, serr, err)
 		}
 	}
-}
-
-func (u *Uploader) put(ctx context.Context, key string, data []byte) error {
-	w, err := u.store.Create(ctx, key, objstore.CreateOptions{IfNotExists: true})
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(data); err != nil {
-		_ = w.Abort()
-		return err
-	}
-	return w.Close()
 }
 
 // backoff returns the wait before retry number attempt (1-based).

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -60,6 +61,26 @@ func payload(seq uint64, size int) []byte {
 type entry struct {
 	pos  Pos
 	data []byte
+}
+
+// appendPayloads appends one payload per size (payload(i, size)) and
+// returns them with their positions; after, when not nil, runs after each
+// append.
+func appendPayloads(t testing.TB, w *WAL, sizes []int, after func(*WAL)) []entry {
+	t.Helper()
+	var all []entry
+	for i, n := range sizes {
+		data := payload(uint64(i), n)
+		pos, err := w.Append(context.Background(), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, entry{pos, data})
+		if after != nil {
+			after(w)
+		}
+	}
+	return all
 }
 
 // replayAll returns every entry Replay yields, copying the data.

@@ -165,16 +165,7 @@ func TestPowerCutTearsTheUnsyncedTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	fs.SetHook(func(op faultfs.Op, path string) error {
-		if op == faultfs.OpSync && strings.HasSuffix(path, ".wal") {
-			once.Do(func() { close(held) })
-			<-release
-			return syscall.EIO
-		}
-		return nil
-	})
+	held, release := fs.HoldSegmentSyncs(syscall.EIO)
 	p, err := w.Enqueue(record(2, 4000))
 	if err != nil {
 		t.Fatal(err)

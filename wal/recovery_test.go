@@ -19,16 +19,9 @@ func buildLog(t *testing.T, segSize int64, sizes []int) (string, []entry) {
 	t.Helper()
 	dir := t.TempDir()
 	w, _ := openWAL(t, dir, segSize)
-	var all []entry
-	for i, n := range sizes {
-		data := payload(uint64(i), n)
-		pos, err := w.Append(context.Background(), data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, entry{pos, data})
-		awaitPrepared(w) // every segment fully preallocated: damage to its padding is at a fixed place
-	}
+	// awaitPrepared: every segment fully preallocated, so damage to its
+	// padding is at a fixed place.
+	all := appendPayloads(t, w, sizes, awaitPrepared)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -601,16 +601,8 @@ func TestSecondOpenIsLockedOut(t *testing.T) {
 func TestRemoveSegmentsBefore(t *testing.T) {
 	dir := t.TempDir()
 	w, _ := openWAL(t, dir, 4096)
-	var all []entry
-	for i := range 40 {
-		data := payload(uint64(i), 900)
-		pos, err := w.Append(context.Background(), data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, entry{pos, data})
-		awaitPrepared(w) // every segment fully preallocated: DiskBytes below is exact
-	}
+	// awaitPrepared: every segment fully preallocated, so DiskBytes below is exact.
+	all := appendPayloads(t, w, slices.Repeat([]int{900}, 40), awaitPrepared)
 	active := w.ActiveSegment() // 40 entries of 913 bytes, 4 per segment: 10 segments
 	if active != 10 {
 		t.Fatalf("ActiveSegment = %d, want 10", active)
@@ -655,15 +647,7 @@ func TestRemoveSegmentsBefore(t *testing.T) {
 
 func TestReadAtDuringRemoval(t *testing.T) {
 	w, _ := openWAL(t, t.TempDir(), 4096)
-	var all []entry
-	for i := range 40 {
-		data := payload(uint64(i), 900)
-		pos, err := w.Append(context.Background(), data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, entry{pos, data})
-	}
+	all := appendPayloads(t, w, slices.Repeat([]int{900}, 40), nil)
 	var wg sync.WaitGroup
 	for r := range 4 {
 		wg.Go(func() {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/api/httpx"
+	"github.com/PicoMQ/picomq/internal/defaults"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
@@ -82,15 +83,9 @@ type Handler struct {
 
 // New returns a handler over svc.
 func New(svc Service, cfg Config) *Handler {
-	if cfg.MaxAppendBytes <= 0 {
-		cfg.MaxAppendBytes = 4 << 20
-	}
-	if cfg.LongPollTimeout <= 0 {
-		cfg.LongPollTimeout = 25 * time.Second
-	}
-	if cfg.SSETimeout <= 0 {
-		cfg.SSETimeout = 55 * time.Second
-	}
+	defaults.Set(&cfg.MaxAppendBytes, 4<<20)
+	defaults.Set(&cfg.LongPollTimeout, 25*time.Second)
+	defaults.Set(&cfg.SSETimeout, 55*time.Second)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

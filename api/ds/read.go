@@ -366,6 +366,16 @@ func (h *Handler) flushEvents(w http.ResponseWriter, rc *http.ResponseController
 	return rc.Flush() == nil
 }
 
+// setStreamHeaders sets what a create and a HEAD both answer: the
+// stream's content type, its tail offset and whether it is closed.
+func setStreamHeaders(hd http.Header, info stream.Info) {
+	hd.Set("Content-Type", info.ContentType)
+	hd.Set(wire.DSHeaderNextOffset, formatOffset(info.NextOffset))
+	if info.Closed {
+		hd.Set(wire.DSHeaderClosed, "true")
+	}
+}
+
 // head is HEAD: the stream's metadata. It does not count as a read for a
 // sliding TTL.
 func (h *Handler) head(w http.ResponseWriter, r *http.Request, name string) {
@@ -375,12 +385,8 @@ func (h *Handler) head(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	hd := w.Header()
-	hd.Set("Content-Type", info.ContentType)
-	hd.Set(wire.DSHeaderNextOffset, formatOffset(info.NextOffset))
+	setStreamHeaders(hd, info)
 	hd.Set("Cache-Control", "no-store")
-	if info.Closed {
-		hd.Set(wire.DSHeaderClosed, "true")
-	}
 	if info.TTL > 0 {
 		hd.Set(wire.DSHeaderTTL, strconv.FormatInt(int64(info.TTL/time.Second), 10))
 	}

@@ -200,11 +200,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	hd := w.Header()
-	hd.Set("Content-Type", info.ContentType)
-	hd.Set(wire.DSHeaderNextOffset, formatOffset(info.NextOffset))
-	if info.Closed {
-		hd.Set(wire.DSHeaderClosed, "true")
-	}
+	setStreamHeaders(hd, info)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

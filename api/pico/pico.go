@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/api/httpx"
+	"github.com/PicoMQ/picomq/internal/defaults"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
@@ -86,30 +87,14 @@ type Handler struct {
 
 // New returns a Pico handler over svc.
 func New(svc Service, cfg Config) *Handler {
-	if cfg.MaxAppendBytes <= 0 {
-		cfg.MaxAppendBytes = DefaultMaxAppendBytes
-	}
-	if cfg.MaxRecordBytes <= 0 {
-		cfg.MaxRecordBytes = DefaultMaxRecordBytes
-	}
-	if cfg.MaxBatchRecords <= 0 {
-		cfg.MaxBatchRecords = DefaultMaxBatchRecords
-	}
-	if cfg.MaxRecordHeaders <= 0 {
-		cfg.MaxRecordHeaders = DefaultMaxRecordHeaders
-	}
-	if cfg.LongPollTimeout <= 0 {
-		cfg.LongPollTimeout = DefaultLongPollTimeout
-	}
-	if cfg.SSETimeout <= 0 {
-		cfg.SSETimeout = DefaultSSETimeout
-	}
-	if cfg.SSEKeepAlive <= 0 {
-		cfg.SSEKeepAlive = DefaultSSEKeepAlive
-	}
-	if cfg.CursorInterval <= 0 {
-		cfg.CursorInterval = DefaultCursorInterval
-	}
+	defaults.Set(&cfg.MaxAppendBytes, DefaultMaxAppendBytes)
+	defaults.Set(&cfg.MaxRecordBytes, DefaultMaxRecordBytes)
+	defaults.Set(&cfg.MaxBatchRecords, DefaultMaxBatchRecords)
+	defaults.Set(&cfg.MaxRecordHeaders, DefaultMaxRecordHeaders)
+	defaults.Set(&cfg.LongPollTimeout, DefaultLongPollTimeout)
+	defaults.Set(&cfg.SSETimeout, DefaultSSETimeout)
+	defaults.Set(&cfg.SSEKeepAlive, DefaultSSEKeepAlive)
+	defaults.Set(&cfg.CursorInterval, DefaultCursorInterval)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/PicoMQ/picomq/internal/defaults"
 	"github.com/PicoMQ/picomq/node/stream"
 )
 
@@ -87,15 +88,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.MinSessionTimeout <= 0 {
-		c.MinSessionTimeout = time.Second
-	}
-	if c.MaxSessionTimeout <= 0 {
-		c.MaxSessionTimeout = 30 * time.Minute
-	}
-	if c.CompactAfter <= 0 {
-		c.CompactAfter = 4096
-	}
+	defaults.Set(&c.MinSessionTimeout, time.Second)
+	defaults.Set(&c.MaxSessionTimeout, 30*time.Minute)
+	defaults.Set(&c.CompactAfter, 4096)
 }
 
 // Coordinator answers the group API keys of one node.

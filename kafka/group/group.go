@@ -153,6 +153,20 @@ func (g *group) resetMembership() {
 }
 
 // failWaits answers m's pending JoinGroup/SyncGroup with an error.
+// awaitJoin makes m wait in the join phase: a rebalance in preparation
+// may complete with it, otherwise one starts. The waiter is answered when
+// the join completes.
+func (g *group) awaitJoin(m *member, version int16) *waiter {
+	w := newWaiter()
+	m.join, m.joinVer = w, version
+	if g.state == statePreparingRebalance {
+		g.maybeCompleteJoin()
+	} else {
+		g.prepareRebalance()
+	}
+	return w
+}
+
 func (g *group) failWaits(m *member, code int16) {
 	if m.join != nil {
 		resp := kmsg.NewPtrJoinGroupResponse()
@@ -528,14 +542,7 @@ func (c *Coordinator) joinGroup(ctx context.Context, r *kmsg.JoinGroupRequest) (
 		if m.instanceID != "" {
 			g.static[m.instanceID] = m.id
 		}
-		w := newWaiter()
-		m.join, m.joinVer = w, r.Version
-		if g.state == statePreparingRebalance {
-			g.maybeCompleteJoin()
-		} else {
-			g.prepareRebalance()
-		}
-		return w // m.join is nil again if that completed the join
+		return g.awaitJoin(m, r.Version) // m.join is nil again if that completed the join
 	}
 
 	var w *waiter
@@ -613,16 +620,7 @@ func (g *group) rejoin(m *member, r *kmsg.JoinGroupRequest, resp *kmsg.JoinGroup
 		m.join.finish(resp)
 		m.join = nil
 	}
-	wait := func() *waiter {
-		w := newWaiter()
-		m.join, m.joinVer = w, r.Version
-		if g.state == statePreparingRebalance {
-			g.maybeCompleteJoin()
-		} else {
-			g.prepareRebalance()
-		}
-		return w
-	}
+	wait := func() *waiter { return g.awaitJoin(m, r.Version) }
 	switch g.state {
 	case statePreparingRebalance:
 		return wait()

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/PicoMQ/picomq/internal/defaults"
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/tiering"
@@ -28,21 +29,11 @@ type CompactConfig struct {
 }
 
 func (c *CompactConfig) setDefaults() {
-	if c.MaxManifests <= 0 {
-		c.MaxManifests = 16
-	}
-	if c.MaxRun <= 0 {
-		c.MaxRun = 64
-	}
-	if c.TargetBytes <= 0 {
-		c.TargetBytes = 64 << 20
-	}
-	if c.DeleteDelay <= 0 {
-		c.DeleteDelay = 30 * time.Second
-	}
-	if c.Interval <= 0 {
-		c.Interval = 10 * time.Second
-	}
+	defaults.Set(&c.MaxManifests, 16)
+	defaults.Set(&c.MaxRun, 64)
+	defaults.Set(&c.TargetBytes, 64<<20)
+	defaults.Set(&c.DeleteDelay, 30*time.Second)
+	defaults.Set(&c.Interval, 10*time.Second)
 }
 
 // Compact merges a run of this node's oldest flush objects into one larger

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/PicoMQ/picomq/internal/defaults"
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/tiering"
 )
@@ -134,12 +135,8 @@ func (s *Service) RunGC(ctx context.Context, cfg GCConfig) error {
 	if s.tier == nil {
 		return nil
 	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = time.Minute
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = 10 * time.Minute
-	}
+	defaults.Set(&cfg.Interval, time.Minute)
+	defaults.Set(&cfg.Grace, 10*time.Minute)
 	every(ctx, cfg.Interval, func(ctx context.Context) {
 		if _, err := s.CollectGarbage(ctx, cfg.Grace); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("garbage collection pass failed; will retry", "err", err)

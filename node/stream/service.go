@@ -31,6 +31,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/PicoMQ/picomq/internal/defaults"
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -91,27 +92,15 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.DefaultReadRecords <= 0 {
-		c.DefaultReadRecords = 1000
-	}
-	if c.MaxReadRecords <= 0 {
-		c.MaxReadRecords = 10000
-	}
-	if c.DefaultReadBytes <= 0 {
-		c.DefaultReadBytes = 1 << 20
-	}
-	if c.MaxReadBytes <= 0 {
-		c.MaxReadBytes = 16 << 20
-	}
+	defaults.Set(&c.DefaultReadRecords, 1000)
+	defaults.Set(&c.MaxReadRecords, 10000)
+	defaults.Set(&c.DefaultReadBytes, 1<<20)
+	defaults.Set(&c.MaxReadBytes, 16<<20)
 	if c.DefaultDurability == "" {
 		c.DefaultDurability = DurabilityLocal
 	}
-	if c.Tier.SealMaxAge <= 0 {
-		c.Tier.SealMaxAge = time.Second
-	}
-	if c.Tier.SealMaxBytes <= 0 {
-		c.Tier.SealMaxBytes = 8 << 20
-	}
+	defaults.Set(&c.Tier.SealMaxAge, time.Second)
+	defaults.Set(&c.Tier.SealMaxBytes, 8<<20)
 }
 
 // Service implements create/append/read/head/delete over the WAL and the
@@ -1228,12 +1217,8 @@ func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool,
 // readLimits applies the server defaults and caps to a read's limits.
 func (s *Service) readLimits(opts ReadOptions) (records, bytes int) {
 	records = opts.MaxRecords
-	if records <= 0 {
-		records = s.cfg.DefaultReadRecords
-	}
+	defaults.Set(&records, s.cfg.DefaultReadRecords)
 	bytes = opts.MaxBytes
-	if bytes <= 0 {
-		bytes = s.cfg.DefaultReadBytes
-	}
+	defaults.Set(&bytes, s.cfg.DefaultReadBytes)
 	return min(records, s.cfg.MaxReadRecords), min(bytes, s.cfg.MaxReadBytes)
 }

@@ -52,6 +52,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/PicoMQ/picomq/internal/defaults"
 )
 
 // Source is where blocks come from: objstore.Store implements it.
@@ -127,30 +129,18 @@ type Options struct {
 }
 
 func (o *Options) setDefaults() {
-	if o.MaxBytes <= 0 {
-		o.MaxBytes = 256 << 20
-	}
-	if o.BlockSize <= 0 {
-		o.BlockSize = 128 << 10
-	}
-	if o.FetchBlocks <= 0 {
-		o.FetchBlocks = 32
-	}
+	defaults.Set(&o.MaxBytes, 256<<20)
+	defaults.Set(&o.BlockSize, 128<<10)
+	defaults.Set(&o.FetchBlocks, 32)
 	if o.ReadAhead == 0 {
 		o.ReadAhead = 128
 	}
 	if o.ReadAhead < 0 {
 		o.ReadAhead = 0
 	}
-	if o.Parallelism <= 0 {
-		o.Parallelism = 3
-	}
-	if o.StagingBlocks <= 0 {
-		o.StagingBlocks = o.ReadAhead + 2*o.FetchBlocks
-	}
-	if o.FetchTimeout <= 0 {
-		o.FetchTimeout = 30 * time.Second
-	}
+	defaults.Set(&o.Parallelism, 3)
+	defaults.Set(&o.StagingBlocks, o.ReadAhead+2*o.FetchBlocks)
+	defaults.Set(&o.FetchTimeout, 30*time.Second)
 }
 
 // Stats are cumulative counters.

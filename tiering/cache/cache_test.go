@@ -39,7 +39,7 @@ func setup(t *testing.T, store objstore.Store, size int, opts Options) (*Cache, 
 	for i := range data {
 		data[i] = byte(i*131 + i>>11)
 	}
-	if err := objstoretest.Put(t.Context(), store, "obj", data, objstore.CreateOptions{}); err != nil {
+	if err := objstore.Put(t.Context(), store, "obj", data, objstore.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	src := &counted{Store: store}
@@ -189,7 +189,7 @@ func TestErrorsAreNotCached(t *testing.T) {
 	if _, err := c.ReadAt(t.Context(), "later", p, 0); !objstore.IsNotExist(err) {
 		t.Fatalf("want ErrNotExist, got %v", err)
 	}
-	if err := objstoretest.Put(t.Context(), store, "later", []byte("0123456789"), objstore.CreateOptions{}); err != nil {
+	if err := objstore.Put(t.Context(), store, "later", []byte("0123456789"), objstore.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := c.ReadAt(t.Context(), "later", p, 0); n != 10 || err != nil || string(p) != "0123456789" {

@@ -9,7 +9,6 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -204,12 +203,7 @@ func (s *FileStore) List(ctx context.Context, prefix string) iter.Seq2[Attribute
 		}
 		// Directory order differs from key order ("a-b" < "a/b" as keys, but
 		// the walk visits directory "a" first), so sort by key.
-		slices.SortFunc(out, func(a, b Attributes) int { return strings.Compare(a.Key, b.Key) })
-		for _, a := range out {
-			if !yield(a, nil) {
-				return
-			}
-		}
+		yieldSorted(out, yield)
 	}
 }
 

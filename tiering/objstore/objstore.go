@@ -61,9 +61,34 @@ import (
 	"io"
 	"iter"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
+
+// yieldSorted sorts a listing by key, as List promises, and yields it.
+func yieldSorted(list []Attributes, yield func(Attributes, error) bool) {
+	slices.SortFunc(list, func(a, b Attributes) int { return strings.Compare(a.Key, b.Key) })
+	for _, a := range list {
+		if !yield(a, nil) {
+			return
+		}
+	}
+}
+
+// Put commits data under key with one Create, Write and Close; a failed
+// write aborts the object, so nothing partial is ever visible.
+func Put(ctx context.Context, s Store, key string, data []byte, opts CreateOptions) error {
+	w, err := s.Create(ctx, key, opts)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		_ = w.Abort()
+		return err
+	}
+	return w.Close()
+}
 
 // Store is an object store. All methods are safe for concurrent use.
 //

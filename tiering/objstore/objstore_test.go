@@ -28,7 +28,7 @@ func TestOpenURLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := objstoretest.Put(t.Context(), s, "k", []byte("v"), objstore.CreateOptions{}); err != nil {
+	if err := objstore.Put(t.Context(), s, "k", []byte("v"), objstore.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "k")); err != nil {
@@ -105,7 +105,7 @@ func TestFileStoreCrashLeftovers(t *testing.T) {
 func TestFileStoreDeletePrunesDirs(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := objstore.NewFileStore(dir)
-	if err := objstoretest.Put(t.Context(), s, "streams/1/0", []byte("x"), objstore.CreateOptions{}); err != nil {
+	if err := objstore.Put(t.Context(), s, "streams/1/0", []byte("x"), objstore.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(t.Context(), "streams/1/0"); err != nil {

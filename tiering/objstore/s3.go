@@ -11,7 +11,6 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -480,12 +479,7 @@ func (s *S3Store) List(ctx context.Context, prefix string) iter.Seq2[Attributes,
 				}
 			}
 		}
-		slices.SortFunc(sorted, func(a, b Attributes) int { return strings.Compare(a.Key, b.Key) })
-		for _, a := range sorted {
-			if !yield(a, nil) {
-				return
-			}
-		}
+		yieldSorted(sorted, yield)
 	}
 }
 

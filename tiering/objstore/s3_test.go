@@ -64,7 +64,7 @@ func openRecorded(t *testing.T, o objstore.S3Options) (*objstore.S3Store, *recor
 func TestS3UploadHeaders(t *testing.T) {
 	s, rec := openRecorded(t, objstore.S3Options{})
 	data := bytes.Repeat([]byte("picomq"), 1000)
-	if err := objstoretest.Put(t.Context(), s, "a", data, objstore.CreateOptions{IfNotExists: true}); err != nil {
+	if err := objstore.Put(t.Context(), s, "a", data, objstore.CreateOptions{IfNotExists: true}); err != nil {
 		t.Fatal(err)
 	}
 	h := rec.last(t)
@@ -74,7 +74,7 @@ func TestS3UploadHeaders(t *testing.T) {
 	if h.Get("X-Amz-Checksum-Crc32c") == "" && !strings.Contains(h.Get("X-Amz-Trailer"), "crc32c") {
 		t.Errorf("PUT without a CRC32C checksum: %v", h)
 	}
-	if err := objstoretest.Put(t.Context(), s, "b", data, objstore.CreateOptions{}); err != nil {
+	if err := objstore.Put(t.Context(), s, "b", data, objstore.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if h := rec.last(t); h.Get("If-None-Match") != "" {
@@ -87,7 +87,7 @@ func TestS3UploadHeaders(t *testing.T) {
 // test checks what was asked for.)
 func TestS3SSEHeaders(t *testing.T) {
 	s, rec := openRecorded(t, objstore.S3Options{SSE: "aws:kms", SSEKMSKeyID: "arn:aws:kms:us-east-1:111122223333:key/test"})
-	_ = objstoretest.Put(t.Context(), s, "enc", []byte("x"), objstore.CreateOptions{})
+	_ = objstore.Put(t.Context(), s, "enc", []byte("x"), objstore.CreateOptions{})
 	h := rec.last(t)
 	if h.Get("X-Amz-Server-Side-Encryption") != "aws:kms" ||
 		h.Get("X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id") != "arn:aws:kms:us-east-1:111122223333:key/test" {

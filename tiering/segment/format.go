@@ -169,11 +169,16 @@ func (d *decoder) fail(format string, args ...any) {
 	}
 }
 
-func (d *decoder) uvarint(what string) uint64 {
+func (d *decoder) uvarint(what string) uint64 { return readVarint(d, what, binary.Uvarint) }
+
+func (d *decoder) varint(what string) int64 { return readVarint(d, what, binary.Varint) }
+
+// readVarint reads one varint with read (binary.Uvarint or binary.Varint).
+func readVarint[T uint64 | int64](d *decoder, what string, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(d.b[d.off:])
+	v, n := read(d.b[d.off:])
 	if n <= 0 {
 		d.fail("footer byte %d: bad or truncated %s", d.off, what)
 		return 0
@@ -190,19 +195,6 @@ func (d *decoder) int63(what string) int64 {
 		return 0
 	}
 	return int64(v)
-}
-
-func (d *decoder) varint(what string) int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b[d.off:])
-	if n <= 0 {
-		d.fail("footer byte %d: bad or truncated %s", d.off, what)
-		return 0
-	}
-	d.off += n
-	return v
 }
 
 func (d *decoder) uint32(what string) uint32 {

@@ -78,7 +78,7 @@ func threeStreams() []testStream {
 
 func putObject(t *testing.T, s objstore.Store, key string, data []byte) {
 	t.Helper()
-	if err := objstoretest.Put(t.Context(), s, key, data, objstore.CreateOptions{IfNotExists: true}); err != nil {
+	if err := objstore.Put(t.Context(), s, key, data, objstore.CreateOptions{IfNotExists: true}); err != nil {
 		t.Fatal(err)
 	}
 }

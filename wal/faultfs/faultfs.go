@@ -23,6 +23,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -93,6 +94,24 @@ func (fs *FS) Fail(op Op, err error) {
 		}
 		return nil
 	})
+}
+
+// HoldSegmentSyncs makes every Sync of a WAL segment file (*.wal) wait
+// until release is closed and then return err (nil: the Sync goes ahead).
+// held is closed when the first such Sync starts waiting: the write is
+// on disk, not yet synced.
+func (fs *FS) HoldSegmentSyncs(err error) (held, release chan struct{}) {
+	held, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fs.SetHook(func(op Op, path string) error {
+		if op == OpSync && strings.HasSuffix(path, ".wal") {
+			once.Do(func() { close(held) })
+			<-release
+			return err
+		}
+		return nil
+	})
+	return held, release
 }
 
 // Syncs is the number of successful file Syncs so far.

@@ -57,22 +57,9 @@ func Run(t *testing.T, newStore NewStore) {
 	}
 }
 
-// Put commits data under key with one Create/Write/Close.
-func Put(ctx context.Context, s objstore.Store, key string, data []byte, opts objstore.CreateOptions) error {
-	w, err := s.Create(ctx, key, opts)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(data); err != nil {
-		_ = w.Abort()
-		return err
-	}
-	return w.Close()
-}
-
 func mustPut(t *testing.T, s objstore.Store, key string, data []byte) {
 	t.Helper()
-	if err := Put(t.Context(), s, key, data, objstore.CreateOptions{}); err != nil {
+	if err := objstore.Put(t.Context(), s, key, data, objstore.CreateOptions{}); err != nil {
 		t.Fatalf("put %q: %v", key, err)
 	}
 }
@@ -228,7 +215,7 @@ func testAbort(t *testing.T, s objstore.Store) {
 		t.Errorf("List after Abort: %v", got)
 	}
 	// The key is still free for a conditional create.
-	if err := Put(ctx, s, "x/aborted", []byte("ok"), objstore.CreateOptions{IfNotExists: true}); err != nil {
+	if err := objstore.Put(ctx, s, "x/aborted", []byte("ok"), objstore.CreateOptions{IfNotExists: true}); err != nil {
 		t.Errorf("create after Abort: %v", err)
 	}
 }
@@ -244,10 +231,10 @@ func testOverwrite(t *testing.T, s objstore.Store) {
 func testIfNotExists(t *testing.T, s objstore.Store) {
 	ctx := t.Context()
 	opts := objstore.CreateOptions{IfNotExists: true}
-	if err := Put(ctx, s, "l1/7/000", []byte("owner one"), opts); err != nil {
+	if err := objstore.Put(ctx, s, "l1/7/000", []byte("owner one"), opts); err != nil {
 		t.Fatalf("first conditional create: %v", err)
 	}
-	err := Put(ctx, s, "l1/7/000", []byte("owner two"), opts)
+	err := objstore.Put(ctx, s, "l1/7/000", []byte("owner two"), opts)
 	if !errors.Is(err, objstore.ErrExists) {
 		t.Fatalf("second conditional create: %v, want ErrExists", err)
 	}
@@ -452,7 +439,7 @@ func testDelete(t *testing.T, s objstore.Store) {
 		t.Fatal(err)
 	}
 	// A deleted key can be created again, conditionally too.
-	if err := Put(ctx, s, "d/x/1", []byte("again"), objstore.CreateOptions{IfNotExists: true}); err != nil {
+	if err := objstore.Put(ctx, s, "d/x/1", []byte("again"), objstore.CreateOptions{IfNotExists: true}); err != nil {
 		t.Errorf("re-create after delete: %v", err)
 	}
 }
@@ -476,7 +463,7 @@ func testCancelledContext(t *testing.T, s objstore.Store) {
 	if _, err := s.ReadAt(ctx, "c/obj", make([]byte, 4), 0); !errors.Is(err, context.Canceled) {
 		t.Errorf("ReadAt with cancelled ctx: %v", err)
 	}
-	if err := Put(ctx, s, "c/new", []byte("x"), objstore.CreateOptions{}); err == nil {
+	if err := objstore.Put(ctx, s, "c/new", []byte("x"), objstore.CreateOptions{}); err == nil {
 		t.Errorf("Put with cancelled ctx committed")
 	}
 	if _, err := s.Stat(t.Context(), "c/new"); !objstore.IsNotExist(err) {
