@@ -113,15 +113,8 @@ func (c *cluster) startNode(id, dataDir string) *clusterNode {
 		args = append(args, "--kafka-advertise-addr", kafkaAddr)
 	}
 	args = append(args, c.opts.Extra...)
-	p := &proc{t: c.t, URL: "http://" + addr, dataDir: dataDir, args: args, env: c.minio.Env(), bin: c.opts.Bin,
-		logs: &syncBuffer{}, exited: make(chan struct{})}
-	p.start()
-	c.t.Cleanup(func() {
-		p.kill()
-		if c.t.Failed() {
-			c.t.Logf("=== log of %s (%s) ===\n%s", id, p.URL, lastBytes(p.logs.String(), 8000))
-		}
-	})
+	p := startProc(c.t, &proc{t: c.t, name: id, URL: "http://" + addr, dataDir: dataDir, args: args, env: c.minio.Env(), bin: c.opts.Bin,
+		logs: &syncBuffer{}})
 	cn := &clusterNode{proc: p, ID: id, token: c.opts.Token}
 	if c.opts.Kafka {
 		cn.KafkaAddr = kafkaAddr

@@ -352,7 +352,7 @@ func TestClusterOwnerKill(t *testing.T) {
 	errs.check(t, "producers before the kill")
 
 	killAt := time.Now()
-	a.kill()
+	a.Kill()
 	t.Logf("killed %s (SIGKILL) at %s", a.ID, killAt.Format("15:04:05.000"))
 	onSurvivor := func(x ack) bool { return x.ServedBy != a.ID }
 

@@ -35,7 +35,7 @@ func TestDSStateSurvivesRestart(t *testing.T) {
 		before[u] = string(r.Body) + "@" + r.Header.Get("Stream-Next-Offset")
 	}
 
-	n.kill()
+	n.Kill()
 	n.restart()
 
 	for _, u := range []string{f, c, j} {

@@ -7,167 +7,79 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
-// The cluster tests run a real etcd 3.6 daemon (the version go.mod pins),
-// built from this module by e2e/cmd/etcd: a separate process the tests can
-// stop and start like an operator would, unlike an in-process embedded etcd.
-// PICOMQ_ETCD_BIN points at a prebuilt one (deploy/local-cluster.sh builds
-// bin/etcd); otherwise it is built once per test binary next to picomq.
-var (
-	etcdBuildOnce sync.Once
-	etcdBin       string
-	etcdBuildErr  error
-)
-
-func etcdBinary(t testing.TB) string {
-	t.Helper()
-	etcdBuildOnce.Do(func() {
-		if p := os.Getenv("PICOMQ_ETCD_BIN"); p != "" {
-			etcdBin = p
-			return
-		}
-		etcdBin = filepath.Join(filepath.Dir(picomqBin), "etcd")
-		build := exec.Command("go", "build", "-o", etcdBin, "github.com/PicoMQ/picomq/e2e/cmd/etcd")
-		out, err := build.CombinedOutput()
-		if err != nil {
-			etcdBuildErr = fmt.Errorf("building the etcd wrapper: %v\n%s", err, out)
-		}
-	})
-	if etcdBuildErr != nil {
-		t.Fatal(etcdBuildErr)
-	}
-	return etcdBin
-}
+// The cluster tests run a real etcd daemon (testproc.EtcdPkg): a separate
+// process the tests can stop and start like an operator would, unlike an
+// in-process embedded etcd. PICOMQ_ETCD_BIN points at a prebuilt one
+// (deploy/local-cluster.sh builds bin/etcd); otherwise it is built once
+// per test binary next to picomq.
 
 // etcdServer is one single-member etcd process owned by one test. stop and
 // start keep its ports and data dir, so a test can take etcd away and give
 // the same cluster back.
 type etcdServer struct {
-	t          testing.TB
-	bin        string
-	dataDir    string
-	clientAddr string
-	peerAddr   string
-	cmd        *exec.Cmd
-	exited     chan struct{}
-	exitErr    error
-	logs       *syncBuffer
-	running    bool
+	t testing.TB
+	testproc.Etcd
+	running bool
 }
 
 // startEtcd runs etcd on two free loopback ports with a fresh data dir and
 // waits until /health reports healthy. It is killed at the end of the test.
 func startEtcd(t testing.TB) *etcdServer {
 	t.Helper()
-	e := &etcdServer{
-		t:          t,
-		bin:        etcdBinary(t),
-		dataDir:    filepath.Join(t.TempDir(), "etcd"), // etcd creates it with mode 0700
-		clientAddr: freeAddr(t),
-		peerAddr:   freeAddr(t),
-		logs:       &syncBuffer{},
+	bin, err := testproc.EtcdBinary(filepath.Dir(picomqBin))
+	if err != nil {
+		t.Fatalf("building the etcd wrapper: %v", err)
 	}
+	e := &etcdServer{t: t, Etcd: testproc.Etcd{
+		Bin:        bin,
+		Name:       "e2e",
+		DataDir:    filepath.Join(t.TempDir(), "etcd"),
+		ClientAddr: freeAddr(t),
+		PeerAddr:   freeAddr(t),
+	}}
 	e.start()
 	t.Cleanup(e.kill)
 	return e
 }
 
 // Endpoint is the --etcd-endpoints value for picomq.
-func (e *etcdServer) Endpoint() string { return e.clientAddr }
-
-func (e *etcdServer) clientURL() string { return "http://" + e.clientAddr }
+func (e *etcdServer) Endpoint() string { return e.ClientAddr }
 
 func (e *etcdServer) start() {
 	e.t.Helper()
 	if e.running {
 		e.t.Fatal("etcd: start while running")
 	}
-	peer := "http://" + e.peerAddr
-	e.cmd = exec.Command(e.bin,
-		"--name", "e2e",
-		"--data-dir", e.dataDir,
-		"--listen-client-urls", e.clientURL(), "--advertise-client-urls", e.clientURL(),
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "e2e="+peer,
-		// One member: fast timing only shortens the first election.
-		"--heartbeat-interval", "10", "--election-timeout", "100",
-		"--log-level", "warn")
-	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs
-	if err := e.cmd.Start(); err != nil {
-		e.t.Fatalf("start etcd: %v", err)
+	if err := e.Start(30 * time.Second); err != nil {
+		e.t.Fatal(err)
 	}
 	e.running = true
-	exited := make(chan struct{})
-	e.exited = exited
-	cmd := e.cmd
-	go func() {
-		e.exitErr = cmd.Wait()
-		close(exited)
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for !e.healthy() {
-		select {
-		case <-exited:
-			e.running = false
-			e.t.Fatalf("etcd exited during start: %v\n%s", e.exitErr, e.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("etcd not healthy after 30s\n%s", e.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// healthy reports whether etcd's /health endpoint says so (it needs a
-// leader and a working store, not just an open port).
-func (e *etcdServer) healthy() bool {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(e.clientURL() + "/health")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var h struct {
-		Health string `json:"health"`
-	}
-	return resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&h) == nil && h.Health == "true"
 }
 
 // stop shuts etcd down with SIGTERM (an operator stopping it) and waits for
 // the process to be gone; SIGKILL if it takes longer than 10s.
 func (e *etcdServer) stop() {
-	e.t.Helper()
-	if !e.running {
-		return
+	if e.running {
+		_ = e.Stop(10 * time.Second)
+		e.running = false
 	}
-	_ = e.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-e.exited:
-	case <-time.After(10 * time.Second):
-		_ = e.cmd.Process.Signal(syscall.SIGKILL)
-		<-e.exited
-	}
-	e.running = false
 }
 
 // kill is an abrupt loss of etcd (and the test's cleanup).
 func (e *etcdServer) kill() {
-	if !e.running {
-		return
+	if e.running {
+		e.Kill()
+		e.running = false
 	}
-	_ = e.cmd.Process.Signal(syscall.SIGKILL)
-	<-e.exited
-	e.running = false
 }
 
 // put and get use etcd's JSON gateway (keys and values base64), so the
@@ -200,7 +112,7 @@ func (e *etcdServer) get(key string) (string, bool, error) {
 
 func (e *etcdServer) gateway(path, body string) ([]byte, error) {
 	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Post(e.clientURL()+path, "application/json", strings.NewReader(body))
+	resp, err := c.Post(e.ClientURL()+path, "application/json", strings.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +138,7 @@ func TestEtcdHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.stop()
-	if e.healthy() {
+	if e.Healthy() {
 		t.Fatal("etcd still answers /health after stop")
 	}
 	if err := e.put("/e2e/k", "v2"); err == nil {
@@ -237,7 +149,7 @@ func TestEtcdHelper(t *testing.T) {
 	if err != nil || !ok || v != "v1" {
 		t.Fatalf("after restart: %q %v %v, want v1", v, ok, err)
 	}
-	out, err := exec.Command(e.bin, "--version").CombinedOutput()
+	out, err := exec.Command(e.Bin, "--version").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "etcd Version: 3.6.") {
 		t.Fatalf("etcd --version: %v %s", err, out)
 	}

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -48,19 +47,19 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
-// proc is one running picomq process.
+// proc is one running picomq process; restart runs it again with the same
+// arguments and log buffer.
 type proc struct {
-	t       testing.TB
-	cmd     *exec.Cmd
-	URL     string
-	dataDir string
-	args    []string
-	env     []string
-	logs    *syncBuffer
-	exited  chan struct{}
-	exitErr error
-	bin     string       // the binary to run; empty = the picomq built by TestMain
-	client  *http.Client // polls /readyz; nil = plain HTTP (a TLS node needs one trusting its CA)
+	t              testing.TB
+	name           string // in the failure log's heading; empty: the URL only
+	URL            string
+	dataDir        string
+	args           []string
+	env            []string
+	logs           *syncBuffer
+	bin            string       // the binary to run; empty = the picomq built by TestMain
+	client         *http.Client // polls /readyz; nil = plain HTTP (a TLS node needs one trusting its CA)
+	*testproc.Proc              // the running (or last) process
 }
 
 type syncBuffer = testproc.SyncBuffer
@@ -86,10 +85,14 @@ func startProc(t testing.TB, p *proc) *proc {
 	t.Helper()
 	p.start()
 	t.Cleanup(func() {
-		p.kill()
+		p.Kill()
 		if t.Failed() {
+			who := p.URL
+			if p.name != "" {
+				who = p.name + " (" + p.URL + ")"
+			}
 			logs := p.logs.String()
-			t.Logf("node %s log (last 8 KiB):\n%s", p.URL, logs[max(0, len(logs)-8192):])
+			t.Logf("node %s log (last 8 KiB):\n%s", who, logs[max(0, len(logs)-8192):])
 		}
 	})
 	return p
@@ -97,49 +100,30 @@ func startProc(t testing.TB, p *proc) *proc {
 
 func (p *proc) start() {
 	p.t.Helper()
-	p.exited = make(chan struct{})
 	bin := picomqBin
 	if p.bin != "" {
 		bin = p.bin
 	}
-	p.cmd = exec.Command(bin, p.args...)
-	p.cmd.Env = append(os.Environ(), p.env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command(bin, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	started, err := testproc.Start(cmd, p.logs)
+	if err != nil {
 		p.t.Fatalf("start picomq: %v", err)
 	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	if err := testproc.WaitReadyWith(p.client, p.URL+"/readyz", p.exited, 60*time.Second); err != nil {
+	p.Proc = started
+	if err := testproc.WaitReadyWith(p.client, p.URL+"/readyz", p.Exited, 60*time.Second); err != nil {
 		p.t.Fatalf("picomq: %v\n%s", err, p.logs.String())
 	}
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *proc) kill() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
 }
 
 // stop sends SIGTERM and waits for a clean exit.
 func (p *proc) stop(t testing.TB) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		p.kill()
-		t.Fatalf("picomq did not exit within 30s of SIGTERM\n%s", p.logs.String())
+	if err := p.Stop(30 * time.Second); err != nil {
+		t.Fatalf("picomq: %v\n%s", err, p.logs.String())
 	}
-	if p.exitErr != nil {
-		t.Fatalf("picomq exited uncleanly after SIGTERM: %v\n%s", p.exitErr, p.logs.String())
+	if p.ExitErr != nil {
+		t.Fatalf("picomq exited uncleanly after SIGTERM: %v\n%s", p.ExitErr, p.logs.String())
 	}
 }
 

@@ -117,7 +117,7 @@ func TestHostileInput(t *testing.T) {
 	p, kafkaAddr := startKafkaNode(t, filepath.Join(dir, "data"), "--auth-tokens", tokens,
 		"--read-header-timeout", "2s", "--body-timeout", "3s", "--long-poll-timeout", "6s", "--sse-timeout", "20s",
 		"--max-append-bytes", "1048576", "--max-record-bytes", "65536")
-	pid := p.cmd.Process.Pid
+	pid := p.Cmd.Process.Pid
 	auth := bearerHdr(rootToken)
 	authCT := func(contentType string) []string { return append(bearerHdr(rootToken), "Content-Type", contentType) }
 	ctx, cancel := context.WithCancel(context.Background())

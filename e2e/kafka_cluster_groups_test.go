@@ -158,7 +158,7 @@ func TestKafkaClusterGroupTakeover(t *testing.T) {
 	}
 	p0, n0 := progress()
 	t.Logf("killing %s (the group's coordinator) after %d records produced, %d consumed", victim.ID, p0, n0)
-	victim.kill()
+	victim.Kill()
 	// The group moves to another node.
 	var moved *clusterNode
 	if !pollUntil(time.Minute, 200*time.Millisecond, func() bool {

@@ -122,7 +122,7 @@ func TestKafkaClusterPresentation(t *testing.T) {
 	}
 	n0 := count()
 	t.Logf("killing %s, leader of partitions %v, after %d acknowledged records", victim.ID, victimParts, n0)
-	victim.kill()
+	victim.Kill()
 	// The producer goes on for every partition, the dead node's included.
 	perPart := func() map[int32]int {
 		m := map[int32]int{}

@@ -111,7 +111,7 @@ func TestKafkaGroupRestart(t *testing.T) {
 	produceN(t, ctx, addr, "orders", "a", 90)
 	consumeGroup(t, ctx, addr, "billing", "orders", valueSet("a", 90))
 
-	node.kill()
+	node.Kill()
 	node.restart()
 
 	produceN(t, ctx, addr, "orders", "b", 30)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,8 +18,7 @@ type minioServer struct {
 	bin     string
 	dir     string
 	addr    string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	proc    *testproc.Proc
 	logs    *syncBuffer
 	Access  string
 	Secret  string
@@ -81,15 +79,13 @@ func (m *minioServer) Env() []string {
 
 func (m *minioServer) start() {
 	m.t.Helper()
-	m.cmd = exec.Command(m.bin, "server", "--address", m.addr, "--console-address", freeAddr(m.t), m.dir)
-	m.cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.Access, "MINIO_ROOT_PASSWORD="+m.Secret, "MINIO_BROWSER=off")
-	m.cmd.Stdout, m.cmd.Stderr = m.logs, m.logs
-	if err := m.cmd.Start(); err != nil {
+	cmd := exec.Command(m.bin, "server", "--address", m.addr, "--console-address", freeAddr(m.t), m.dir)
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.Access, "MINIO_ROOT_PASSWORD="+m.Secret, "MINIO_BROWSER=off")
+	var err error
+	if m.proc, err = testproc.Start(cmd, m.logs); err != nil {
 		m.t.Fatalf("start minio: %v", err)
 	}
-	m.exited = make(chan struct{})
-	go func() { _ = m.cmd.Wait(); close(m.exited) }()
-	if err := testproc.WaitReady(m.URL()+"/minio/health/live", m.exited, 60*time.Second); err != nil {
+	if err := testproc.WaitReady(m.URL()+"/minio/health/live", m.proc.Exited, 60*time.Second); err != nil {
 		m.t.Fatalf("minio: %v\n%s", err, m.logs.String())
 	}
 	m.started = true
@@ -100,8 +96,7 @@ func (m *minioServer) stop() {
 	if !m.started {
 		return
 	}
-	_ = m.cmd.Process.Signal(syscall.SIGKILL)
-	<-m.exited
+	m.proc.Kill()
 	m.started = false
 }
 

@@ -165,7 +165,7 @@ func TestPicoProtocol(t *testing.T) {
 		if how == "SIGTERM" {
 			n.stop(t)
 		} else {
-			n.kill()
+			n.Kill()
 		}
 		n.restart()
 		checkAll("after "+how, 11)

@@ -221,7 +221,7 @@ func TestAuthReloadOnSIGHUP(t *testing.T) {
 	wantStatus(t, do(t, "GET", p.URL+"/_streams", nil, bearerHdr("tok-new-0123456789")...), 401, "new token before reload")
 
 	writeTokenFile(t, path, testToken{name: "new", secret: "tok-new-0123456789", scopes: []string{"admin:/"}})
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	if !pollUntil(20*time.Second, 20*time.Millisecond, func() bool {
@@ -234,7 +234,7 @@ func TestAuthReloadOnSIGHUP(t *testing.T) {
 	if err := os.WriteFile(path, []byte("tokens: [\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGHUP)
+	_ = p.Cmd.Process.Signal(syscall.SIGHUP)
 	if !pollUntil(20*time.Second, 20*time.Millisecond, func() bool {
 		return strings.Contains(p.logs.String(), "reload on SIGHUP failed")
 	}) {
@@ -402,7 +402,7 @@ func TestTLSRoundTrip(t *testing.T) {
 
 	// Certificate renewal: new pair on disk, SIGHUP, new serial served.
 	ca.issue(t, 200, certFile, keyFile)
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	if !pollUntil(20*time.Second, 20*time.Millisecond, func() bool {

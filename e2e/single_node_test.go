@@ -260,7 +260,7 @@ func TestCrashKill9(t *testing.T) {
 			}(w)
 		}
 		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond) // let load build up; the kill moment is random on purpose
-		n.kill()
+		n.Kill()
 		cancel()
 		wg.Wait()
 		n.restart()

@@ -185,19 +185,19 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 		switch f.Kind = o.faults[rng.IntN(len(o.faults))]; f.Kind {
 		case "kill-9":
 			f.OwnerLoss = true
-			n.kill()
+			n.Kill()
 			time.Sleep(time.Duration(rng.Int64N(int64(2 * ttl))))
 			n.restart()
 		case "kill-9-past-lease":
 			f.OwnerLoss = true
-			n.kill()
+			n.Kill()
 			time.Sleep(ttl + 2*time.Second)
 			n.restart()
 		case "sigstop-past-lease":
 			f.OwnerLoss = true
-			_ = n.cmd.Process.Signal(syscall.SIGSTOP)
+			_ = n.Cmd.Process.Signal(syscall.SIGSTOP)
 			time.Sleep(ttl + time.Second + time.Duration(rng.Int64N(int64(ttl))))
-			_ = n.cmd.Process.Signal(syscall.SIGCONT)
+			_ = n.Cmd.Process.Signal(syscall.SIGCONT)
 		case "etcd-stop":
 			f.Target = "etcd"
 			c.etcd.stop()

@@ -99,7 +99,7 @@ func TestDataDirInUse(t *testing.T) {
 	first := startNode(t, dir)
 	addr := freeAddr(t)
 	code, out, took := serveOnce(t, 20*time.Second, "--data-dir", dir, "--http-addr", addr)
-	want := fmt.Sprintf("data dir %s in use by pid %d", dir, first.cmd.Process.Pid)
+	want := fmt.Sprintf("data dir %s in use by pid %d", dir, first.Cmd.Process.Pid)
 	if code != 2 || !strings.Contains(out, want) {
 		t.Fatalf("second node: exit %d, output %q; want exit 2 and %q", code, out, want)
 	}
@@ -111,7 +111,7 @@ func TestDataDirInUse(t *testing.T) {
 	first.stop(t)
 	// kill -9 releases the lock too (the kernel drops it with the process).
 	again := startNode(t, dir)
-	again.kill()
+	again.Kill()
 	startNode(t, dir).stop(t)
 }
 
@@ -199,9 +199,9 @@ func TestSIGTERMBoundedInAnyState(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		sent := time.Now()
-		_ = n.cmd.Process.Signal(syscall.SIGTERM)
+		_ = n.Cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-n.exited:
+		case <-n.Exited:
 		case <-time.After(timeout + slack + 10*time.Second):
 			t.Fatalf("still running %v after SIGTERM with a long-poll in flight", time.Since(sent))
 		}

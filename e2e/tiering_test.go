@@ -306,7 +306,7 @@ func TestTieringCrashKill9(t *testing.T) {
 		}
 		// Let flushes run; the kill moment is random on purpose.
 		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
-		n.kill()
+		n.Kill()
 		cancel()
 		wg.Wait()
 		n.restart()

@@ -70,7 +70,7 @@ func testMain(m *testing.M) int {
 		sharedMu.Lock()
 		defer sharedMu.Unlock()
 		for _, s := range sharedServers {
-			s.kill()
+			s.Kill()
 		}
 	}()
 	// Benchmarks alone (-run '^$', as make bench-micro does) do not need the
@@ -87,7 +87,7 @@ func testMain(m *testing.M) int {
 	}
 	ds, err := startServer("", "--protocol", "durable-streams", "--sse-timeout", "1s")
 	if err != nil {
-		pico.kill()
+		pico.Kill()
 		fmt.Fprintln(os.Stderr, "sdk tests:", err)
 		return 1
 	}
@@ -98,7 +98,7 @@ func testMain(m *testing.M) int {
 	code := m.Run()
 	if code != 0 {
 		for _, s := range []*server{pico, ds} {
-			fmt.Fprintf(os.Stderr, "=== log of %s (last 4 KiB) ===\n%s\n", s.URL, tail(s.logs.String(), 4096))
+			fmt.Fprintf(os.Stderr, "=== log of %s (last 4 KiB) ===\n%s\n", s.URL, tail(s.Logs.String(), 4096))
 		}
 	}
 	return code
@@ -113,16 +113,10 @@ func tail(s string, n int) string {
 
 var freeAddr = testproc.FreeAddr
 
-type syncBuffer = testproc.SyncBuffer
-
 // server is one `picomq serve` child process.
 type server struct {
-	URL     string
-	dataDir string
-	cmd     *exec.Cmd
-	logs    *syncBuffer
-	exited  chan struct{}
-	exitErr error
+	URL string
+	*testproc.Proc
 }
 
 // startServer runs `picomq serve` on addr (a free port if empty) with a
@@ -144,22 +138,18 @@ func startServer(addr string, extra ...string) (*server, error) {
 	}
 	args := append([]string{"serve", "--data-dir", dir, "--http-addr", addr, "--kafka-addr", "off",
 		"--node-id", "sdk-test", "--log-level", "warn"}, extra...)
-	s := &server{URL: "http://" + addr, dataDir: dir, logs: &syncBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(picomqBin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	cmd := exec.Command(picomqBin, args...)
 	// If the test binary dies (an example's log.Fatal exits at once), the
 	// server goes with it instead of holding the example port.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p, err := testproc.Start(cmd, nil)
+	if err != nil {
 		return nil, err
 	}
-	go func() {
-		s.exitErr = s.cmd.Wait()
-		close(s.exited)
-	}()
-	if err := testproc.WaitReady(s.URL+"/readyz", s.exited, 60*time.Second); err != nil {
-		s.kill()
-		return nil, fmt.Errorf("picomq %v: %v (exit: %v)\n%s", args, err, s.exitErr, s.logs.String())
+	s := &server{URL: "http://" + addr, Proc: p}
+	if err := testproc.WaitReady(s.URL+"/readyz", s.Exited, 60*time.Second); err != nil {
+		s.Kill()
+		return nil, fmt.Errorf("picomq %v: %v (exit: %v)\n%s", args, err, s.ExitErr, s.Logs.String())
 	}
 	return s, nil
 }
@@ -172,22 +162,12 @@ func startTestServer(t testing.TB, addr string, extra ...string) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		s.kill()
+		s.Kill()
 		if t.Failed() {
-			t.Logf("=== log of %s ===\n%s", s.URL, tail(s.logs.String(), 8000))
+			t.Logf("=== log of %s ===\n%s", s.URL, tail(s.Logs.String(), 8000))
 		}
 	})
 	return s
-}
-
-func (s *server) kill() {
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
 }
 
 // protocols runs f as a subtest per protocol against the shared servers.

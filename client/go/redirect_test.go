@@ -4,12 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,78 +20,24 @@ import (
 // its proxy's URL, so the 307 a node answers for a stream owned by the other
 // one points at the other proxy: the test sees both hops of a redirect.
 
-var (
-	etcdOnce sync.Once
-	etcdBin  string
-	etcdErr  error
-)
-
-func etcdBinary(t *testing.T) string {
-	t.Helper()
-	etcdOnce.Do(func() {
-		if etcdBin = os.Getenv("PICOMQ_ETCD_BIN"); etcdBin != "" {
-			return
-		}
-		etcdBin = filepath.Join(binDir, "etcd")
-		etcdErr = testproc.Build(etcdBin, "github.com/PicoMQ/picomq/e2e/cmd/etcd")
-	})
-	if etcdErr != nil {
-		t.Fatalf("building etcd: %v", etcdErr)
-	}
-	return etcdBin
-}
-
 // startEtcd runs a one-member etcd on loopback for the test.
 func startEtcd(t *testing.T) string {
 	t.Helper()
-	bin := etcdBinary(t)
-	client, err := freeAddr()
+	bin, err := testproc.EtcdBinary(binDir)
 	if err != nil {
+		t.Fatalf("building etcd: %v", err)
+	}
+	e := &testproc.Etcd{Bin: bin, Name: "sdk", DataDir: filepath.Join(t.TempDir(), "etcd"), DieWithParent: true}
+	for _, a := range []*string{&e.ClientAddr, &e.PeerAddr} {
+		if *a, err = freeAddr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Start(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	peer, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	cmd := exec.Command(bin, "--name", "sdk", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
-		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
-		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
-		"--initial-cluster", "sdk=http://"+peer,
-		"--heartbeat-interval", "10", "--election-timeout", "100", "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	hc := http.Client{Timeout: 2 * time.Second}
-	for {
-		resp, err := hc.Get("http://" + client + "/health")
-		if err == nil {
-			var h struct{ Health string }
-			json.NewDecoder(resp.Body).Decode(&h)
-			resp.Body.Close()
-			if h.Health == "true" {
-				return client
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("etcd exited: %s", logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd not healthy after 30s: %s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	t.Cleanup(e.Kill)
+	return e.ClientAddr
 }
 
 // twoNodes starts a cluster of two nodes, each behind a proxy that is also

@@ -1,14 +1,13 @@
 // Package testproc holds what every black-box test harness of this module
 // needs to run real processes (picomq, MinIO, etcd, the reference server)
-// on loopback: a build of the binary, a free port, a log buffer that
-// readers may share with the process, and a readiness wait. It imports
-// only the standard library, so any package's tests may use it — the
-// SDK's included, which must not import server code.
+// on loopback: a build of the binary, a free port, a started process with
+// its log buffer (Proc), a readiness wait, and a one-member etcd (Etcd).
+// It imports only the standard library, so any package's tests may use
+// it — the SDK's included, which must not import server code.
 package testproc
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -61,25 +60,21 @@ func WaitReadyWith(c *http.Client, url string, exited <-chan struct{}, within ti
 	if c == nil {
 		c = &http.Client{Timeout: 2 * time.Second}
 	}
-	deadline := time.Now().Add(within)
-	for {
-		select {
-		case <-exited:
-			return errors.New("exited during start")
-		default:
-		}
+	err := WaitFor(func() error {
 		resp, err := c.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after %v (last: %v)", url, within, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}, exited, within)
+	if err != nil {
+		return fmt.Errorf("%s: %w", url, err)
 	}
+	return nil
 }
 
 // SyncBuffer is a bytes.Buffer a child process writes to while the test
