@@ -11,9 +11,15 @@ use reqwest::Method;
 use serde_json::value::RawValue;
 
 use crate::error::{header_str, header_true, Error, Result};
-use crate::pico::MAX_PAGE_BYTES;
-use crate::transport::{read_limited, Call, Transport};
+use crate::transport::{get_page, Call, PageHeaders, PageReply, Transport};
 use crate::{ds_record_offset, Ack, AppendRecord, CreateOptions, CreateResult, Live, Page, Record, StreamInfo, DS_OFFSET_DIGITS, POSITION_NOW};
+
+const PAGE_HEADERS: PageHeaders = PageHeaders {
+    next: wire::HEADER_NEXT_OFFSET,
+    up_to_date: wire::HEADER_UP_TO_DATE,
+    closed: wire::HEADER_CLOSED,
+    cursor: wire::HEADER_CURSOR,
+};
 
 fn position_at(n: i64) -> String {
     format!("{:0w$}_{:0w$}", 0, n, w = DS_OFFSET_DIGITS)
@@ -129,21 +135,12 @@ pub(crate) async fn read(t: &Transport, stream: &str, from: &str, live: Live) ->
     if live == Live::LongPoll {
         call.query.push((wire::QUERY_LIVE, wire::LIVE_LONG_POLL.to_string()));
     }
-    let resp = t.send(&call).await?;
-    let h = resp.headers();
-    let mut page = Page {
-        next: header_str(h, wire::HEADER_NEXT_OFFSET).unwrap_or_default(),
-        up_to_date: header_true(h, wire::HEADER_UP_TO_DATE),
-        closed: header_true(h, wire::HEADER_CLOSED),
-        cursor: header_str(h, wire::HEADER_CURSOR),
-        records: Vec::new(),
+    let PageReply { mut page, content_type, body } = get_page(t, &call, &PAGE_HEADERS).await?;
+    let body = match body {
+        Some(b) => b,
+        None => return Ok(page),
     };
-    if resp.status().as_u16() == 204 {
-        return Ok(page);
-    }
-    let json = is_json(&header_str(h, "Content-Type").unwrap_or_default());
-    let body = read_limited(resp, MAX_PAGE_BYTES).await?;
-    page.records = records(body, json, from, &page.next).map_err(|e| Error::Decode(format!("GET {}: {}", stream, e)))?;
+    page.records = records(body, is_json(&content_type), from, &page.next).map_err(|e| Error::Decode(format!("GET {}: {}", stream, e)))?;
     Ok(page)
 }
 

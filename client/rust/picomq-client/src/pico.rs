@@ -9,11 +9,18 @@ use reqwest::Method;
 use serde_json::Value;
 
 use crate::error::{header_str, header_true, Error, Result};
-use crate::transport::{read_limited, Call, Transport};
+use crate::transport::{get_page, read_limited, Call, PageHeaders, PageReply, Transport};
 use crate::{Ack, AppendRecord, CreateOptions, CreateResult, Header, ListPage, Live, Page, ReadLimits, Record, StreamInfo, POSITION_NOW};
 
 /// Bound on a page body the client reads into memory.
 pub(crate) const MAX_PAGE_BYTES: usize = 256 << 20;
+
+const PAGE_HEADERS: PageHeaders = PageHeaders {
+    next: wire::HEADER_NEXT_OFFSET,
+    up_to_date: wire::HEADER_UP_TO_DATE,
+    closed: wire::HEADER_CLOSED,
+    cursor: wire::HEADER_CURSOR,
+};
 
 /// Identifies one producer batch.
 pub(crate) struct ProducerHeaders<'a> {
@@ -155,19 +162,11 @@ pub(crate) async fn read(t: &Transport, stream: &str, from: &str, live: Live, li
     if live == Live::LongPoll {
         call.query.push((wire::QUERY_LIVE, wire::LIVE_LONG_POLL.to_string()));
     }
-    let resp = t.send(&call).await?;
-    let h = resp.headers();
-    let mut page = Page {
-        next: header_str(h, wire::HEADER_NEXT_OFFSET).unwrap_or_default(),
-        up_to_date: header_true(h, wire::HEADER_UP_TO_DATE),
-        closed: header_true(h, wire::HEADER_CLOSED),
-        cursor: header_str(h, wire::HEADER_CURSOR),
-        records: Vec::new(),
+    let PageReply { mut page, body, .. } = get_page(t, &call, &PAGE_HEADERS).await?;
+    let body = match body {
+        Some(b) => b,
+        None => return Ok(page),
     };
-    if resp.status().as_u16() == 204 {
-        return Ok(page);
-    }
-    let body = read_limited(resp, MAX_PAGE_BYTES).await?;
     let recs = codec::decode(&body, Limits::default()).map_err(|e| Error::Decode(format!("GET {}: {}", stream, e)))?;
     page.records = recs
         .iter()

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use reqwest::{Method, Response, Url};
 
-use crate::error::{api_error, Error, Result};
-use crate::{Protocol, RetryPolicy};
+use crate::error::{api_error, header_str, header_true, Error, Result};
+use crate::pico::MAX_PAGE_BYTES;
+use crate::{Page, Protocol, RetryPolicy};
 
 /// Redirects followed per request.
 pub(crate) const MAX_REDIRECTS: usize = 5;
@@ -225,6 +226,43 @@ fn path_and_query(u: &Url) -> String {
         Some(q) => format!("{}?{}", u.path(), q),
         None => u.path().to_string(),
     }
+}
+
+/// One protocol's names of the headers that place a read page.
+pub(crate) struct PageHeaders {
+    pub next: &'static str,
+    pub up_to_date: &'static str,
+    pub closed: &'static str,
+    pub cursor: &'static str,
+}
+
+/// One read answer: the page's positions from its headers (records still
+/// to decode), its content type, and its body; `None` for a 204 (nothing
+/// new).
+pub(crate) struct PageReply {
+    pub page: Page,
+    pub content_type: String,
+    pub body: Option<Vec<u8>>,
+}
+
+/// Sends a read `call`; both protocols answer it the same way but for the
+/// header names.
+pub(crate) async fn get_page(t: &Transport, call: &Call, names: &PageHeaders) -> Result<PageReply> {
+    let resp = t.send(call).await?;
+    let h = resp.headers();
+    let page = Page {
+        next: header_str(h, names.next).unwrap_or_default(),
+        up_to_date: header_true(h, names.up_to_date),
+        closed: header_true(h, names.closed),
+        cursor: header_str(h, names.cursor),
+        records: Vec::new(),
+    };
+    let content_type = header_str(h, "Content-Type").unwrap_or_default();
+    if resp.status().as_u16() == 204 {
+        return Ok(PageReply { page, content_type, body: None });
+    }
+    let body = read_limited(resp, MAX_PAGE_BYTES).await?;
+    Ok(PageReply { page, content_type, body: Some(body) })
 }
 
 /// Reads a body of at most `max` bytes.
