@@ -102,32 +102,33 @@ func TestIdempotentSequences(t *testing.T) {
 	ts.createTopic("idem", 1)
 	rc := ts.raw()
 	const pid = 4242
-	if r := produceRaw(t, rc, 1, "idem", pid, 3, 100, 5); r.ErrorCode != 0 || r.BaseOffset != 0 {
-		t.Fatalf("first batch of an unknown producer (any sequence, KIP-360): error %d, base %d", r.ErrorCode, r.BaseOffset)
-	}
-	if r := produceRaw(t, rc, 2, "idem", pid, 3, 105, 2); r.ErrorCode != 0 || r.BaseOffset != 5 {
-		t.Fatalf("next batch: error %d, base %d; want 0, 5", r.ErrorCode, r.BaseOffset)
-	}
-	if r := produceRaw(t, rc, 3, "idem", pid, 3, 100, 5); r.ErrorCode != 0 || r.BaseOffset != 0 {
-		t.Fatalf("retry of the first batch: error %d, base %d; want its original offset 0", r.ErrorCode, r.BaseOffset)
-	}
-	if r := produceRaw(t, rc, 4, "idem", pid, 3, 109, 1); r.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
-		t.Fatalf("gap (107 expected, 109 sent): error %d, want OUT_OF_ORDER_SEQUENCE_NUMBER", r.ErrorCode)
-	}
-	if r := produceRaw(t, rc, 5, "idem", pid, 2, 0, 1); r.ErrorCode != kerr.InvalidProducerEpoch.Code {
-		t.Fatalf("older epoch: error %d, want INVALID_PRODUCER_EPOCH", r.ErrorCode)
-	}
-
-	ts.restart()
-	rc = ts.raw()
-	if r := produceRaw(t, rc, 6, "idem", pid, 3, 105, 2); r.ErrorCode != 0 || r.BaseOffset != 5 {
-		t.Fatalf("retry after restart: error %d, base %d; want 0, 5 (dedup state replayed)", r.ErrorCode, r.BaseOffset)
-	}
-	if r := produceRaw(t, rc, 7, "idem", pid, 3, 107, 1); r.ErrorCode != 0 || r.BaseOffset != 7 {
-		t.Fatalf("continuation after restart: error %d, base %d; want 0, 7", r.ErrorCode, r.BaseOffset)
-	}
-	if r := produceRaw(t, rc, 8, "idem", pid, 4, 0, 1); r.ErrorCode != 0 || r.BaseOffset != 8 {
-		t.Fatalf("bumped epoch from 0: error %d, base %d", r.ErrorCode, r.BaseOffset)
+	const anyBase = -2 // an error answer's base offset is not checked
+	for i, step := range []struct {
+		what          string
+		restartBefore bool
+		epoch         int16
+		seq           int32
+		n             int
+		wantErr       int16
+		wantBase      int64
+	}{
+		{what: "first batch of an unknown producer (any sequence, KIP-360)", epoch: 3, seq: 100, n: 5, wantBase: 0},
+		{what: "next batch", epoch: 3, seq: 105, n: 2, wantBase: 5},
+		{what: "retry of the first batch (its original offset)", epoch: 3, seq: 100, n: 5, wantBase: 0},
+		{what: "gap (107 expected, 109 sent)", epoch: 3, seq: 109, n: 1, wantErr: kerr.OutOfOrderSequenceNumber.Code, wantBase: anyBase},
+		{what: "older epoch", epoch: 2, seq: 0, n: 1, wantErr: kerr.InvalidProducerEpoch.Code, wantBase: anyBase},
+		{what: "retry after restart (dedup state replayed)", restartBefore: true, epoch: 3, seq: 105, n: 2, wantBase: 5},
+		{what: "continuation after restart", epoch: 3, seq: 107, n: 1, wantBase: 7},
+		{what: "bumped epoch from 0", epoch: 4, seq: 0, n: 1, wantBase: 8},
+	} {
+		if step.restartBefore {
+			ts.restart()
+			rc = ts.raw()
+		}
+		r := produceRaw(t, rc, int32(i+1), "idem", pid, step.epoch, step.seq, step.n)
+		if r.ErrorCode != step.wantErr || (step.wantBase != anyBase && r.BaseOffset != step.wantBase) {
+			t.Fatalf("%s: error %d, base %d; want error %d, base %d", step.what, r.ErrorCode, r.BaseOffset, step.wantErr, step.wantBase)
+		}
 	}
 	info, err := ts.env.Svc.Head(context.Background(), "/idem")
 	if err != nil || info.NextOffset != 9 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PicoMQ/picomq/internal/logtest"
 	"github.com/PicoMQ/picomq/meta"
 )
 
@@ -201,39 +202,6 @@ func TestDialFailsFastWithoutServer(t *testing.T) {
 	}
 }
 
-// captureHandler records every slog record it is given.
-type captureHandler struct {
-	mu    *sync.Mutex
-	recs  *[]slog.Record
-	level slog.Level
-	attrs []slog.Attr
-}
-
-func newCapture(level slog.Level) *captureHandler {
-	return &captureHandler{mu: new(sync.Mutex), recs: new([]slog.Record), level: level}
-}
-
-func (h *captureHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
-func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
-	r = r.Clone()
-	r.AddAttrs(h.attrs...)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	*h.recs = append(*h.recs, r)
-	return nil
-}
-func (h *captureHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	cp := *h
-	cp.attrs = append(append([]slog.Attr(nil), h.attrs...), as...)
-	return &cp
-}
-func (h *captureHandler) WithGroup(string) slog.Handler { return h }
-func (h *captureHandler) records() []slog.Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]slog.Record(nil), *h.recs...)
-}
-
 func attrValue(r slog.Record, key string) (string, bool) {
 	var v string
 	var found bool
@@ -250,23 +218,23 @@ func attrValue(r slog.Record, key string) (string, bool) {
 func TestEmbeddedLogsQuietUnlessDebugging(t *testing.T) {
 	ctx := testCtx(t)
 
-	info := newCapture(slog.LevelInfo)
+	info := logtest.New(slog.LevelInfo)
 	e := startEmbedded(t, ctx, meta.EmbedConfig{Dir: t.TempDir(), Fast: true, Logger: slog.New(info)})
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range info.records() {
+	for _, r := range info.Records() {
 		var as []string
 		r.Attrs(func(a slog.Attr) bool { as = append(as, a.String()); return true })
 		t.Errorf("info-level logger got etcd record during a clean start/stop: %s %q %v", r.Level, r.Message, as)
 	}
 
-	debug := newCapture(slog.LevelDebug)
+	debug := logtest.New(slog.LevelDebug)
 	e = startEmbedded(t, ctx, meta.EmbedConfig{Dir: t.TempDir(), Fast: true, Logger: slog.New(debug)})
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	recs := debug.records()
+	recs := debug.Records()
 	if len(recs) == 0 {
 		t.Fatal("debug-level logger got no etcd records")
 	}

@@ -1,48 +1,15 @@
 package meta
 
 import (
-	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/PicoMQ/picomq/internal/logtest"
 )
-
-// memHandler is a minimal slog.Handler that keeps records in memory.
-type memHandler struct {
-	mu    *sync.Mutex
-	recs  *[]slog.Record
-	level slog.Level
-	attrs []slog.Attr
-}
-
-func newMem(level slog.Level) *memHandler {
-	return &memHandler{mu: new(sync.Mutex), recs: new([]slog.Record), level: level}
-}
-
-func (h *memHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
-func (h *memHandler) Handle(_ context.Context, r slog.Record) error {
-	r = r.Clone()
-	r.AddAttrs(h.attrs...)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	*h.recs = append(*h.recs, r)
-	return nil
-}
-func (h *memHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	cp := *h
-	cp.attrs = append(append([]slog.Attr(nil), h.attrs...), as...)
-	return &cp
-}
-func (h *memHandler) WithGroup(string) slog.Handler { return h }
-func (h *memHandler) all() []slog.Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]slog.Record(nil), *h.recs...)
-}
 
 func attrs(r slog.Record) map[string]string {
 	m := map[string]string{}
@@ -54,7 +21,7 @@ func attrs(r slog.Record) map[string]string {
 }
 
 func TestEtcdLoggerForwardsOnlyErrorsWhenNotDebugging(t *testing.T) {
-	h := newMem(slog.LevelInfo)
+	h := logtest.New(slog.LevelInfo)
 	closing := new(atomic.Bool)
 	lg := newEtcdZapLogger(slog.New(h), closing)
 
@@ -64,7 +31,7 @@ func TestEtcdLoggerForwardsOnlyErrorsWhenNotDebugging(t *testing.T) {
 	closing.Store(true)
 	lg.Error("listener closed")
 
-	recs := h.all()
+	recs := h.Records()
 	if len(recs) != 1 {
 		t.Fatalf("got %d records, want only the pre-close error", len(recs))
 	}
@@ -81,7 +48,7 @@ func TestEtcdLoggerForwardsOnlyErrorsWhenNotDebugging(t *testing.T) {
 }
 
 func TestEtcdLoggerForwardsEverythingWhenDebugging(t *testing.T) {
-	h := newMem(slog.LevelDebug)
+	h := logtest.New(slog.LevelDebug)
 	closing := new(atomic.Bool)
 	lg := newEtcdZapLogger(slog.New(h), closing).Named("raft").With(zap.String("member", "m1"))
 
@@ -90,7 +57,7 @@ func TestEtcdLoggerForwardsEverythingWhenDebugging(t *testing.T) {
 	closing.Store(true)
 	lg.Warn("closing")
 
-	recs := h.all()
+	recs := h.Records()
 	wantLevels := []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn}
 	if len(recs) != len(wantLevels) {
 		t.Fatalf("got %d records, want %d", len(recs), len(wantLevels))
@@ -114,19 +81,19 @@ func TestEtcdLoggerNilIsSilent(t *testing.T) {
 }
 
 func TestEtcdLoggerDemotesKnownBenignErrors(t *testing.T) {
-	quiet := newMem(slog.LevelInfo)
+	quiet := logtest.New(slog.LevelInfo)
 	lg := newEtcdZapLogger(slog.New(quiet), new(atomic.Bool))
 	lg.Error("failed to update storage version", zap.Error(errors.New("cannot detect storage schema version: missing term information")))
 	lg.Error("failed to update storage version", zap.Error(errors.New("cannot create migration plan")))
-	recs := quiet.all()
+	recs := quiet.Records()
 	if len(recs) != 1 || recs[0].Level != slog.LevelError || attrs(recs[0])["error"] != "cannot create migration plan" {
 		t.Fatalf("records = %v, want only the unexplained failure, at ERROR", recs)
 	}
 
-	debug := newMem(slog.LevelDebug)
+	debug := logtest.New(slog.LevelDebug)
 	lg = newEtcdZapLogger(slog.New(debug), new(atomic.Bool))
 	lg.Error("failed to update storage version", zap.Error(errors.New("missing confstate information")))
-	if recs := debug.all(); len(recs) != 1 || recs[0].Level != slog.LevelWarn {
+	if recs := debug.Records(); len(recs) != 1 || recs[0].Level != slog.LevelWarn {
 		t.Fatalf("records = %v, want the benign error once at WARN", recs)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -334,18 +335,12 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 	w.WriteHeader(status)
 }
 
+// parseProducerNumber reads Producer-Epoch and Producer-Seq: plain
+// decimal digits within JSON's safe integer range.
 func parseProducerNumber(s string) (uint64, error) {
-	if s == "" {
-		return 0, errors.New("empty")
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, errors.New("not digits")
-		}
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
+	n, err := httpx.ParseUint(s)
 	if err != nil || n > maxSafeInteger {
-		return 0, errors.New("out of range")
+		return 0, errors.New("not an integer from 0 to 2^53-1")
 	}
 	return n, nil
 }

@@ -5,6 +5,7 @@ package httpx
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -177,4 +178,19 @@ func Instrument(h http.Handler, route func(*http.Request) string, m *Metrics, lo
 		}()
 		h.ServeHTTP(sw, r)
 	})
+}
+
+// ParseUint accepts plain decimal digits only: no sign, no spaces, no
+// leading "+", so two spellings of one number cannot exist. Both HTTP
+// protocols read offsets and producer numbers with it.
+func ParseUint(s string) (uint64, error) {
+	if s == "" {
+		return 0, errors.New("empty")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, errors.New("not a non-negative decimal integer")
+		}
+	}
+	return strconv.ParseUint(s, 10, 64)
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
@@ -194,11 +195,11 @@ func parseProducer(h http.Header) (*stream.Producer, error) {
 			return nil, fmt.Errorf("%w: %s must be visible ASCII", errBadProducer, wire.HeaderProducerID)
 		}
 	}
-	epoch, err := parseUint(ep)
+	epoch, err := httpx.ParseUint(ep)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s %q: %v", errBadProducer, wire.HeaderProducerEpoch, ep, err)
 	}
-	seq, err := parseUint(sq)
+	seq, err := httpx.ParseUint(sq)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s %q: %v", errBadProducer, wire.HeaderProducerSeq, sq, err)
 	}
@@ -218,27 +219,13 @@ func headerValue(h http.Header, name string) (string, bool) {
 	return strings.TrimSpace(vs[0]), true
 }
 
-// parseUint accepts plain decimal digits only: no sign, no spaces, no
-// leading "+", so two spellings of one number cannot exist.
-func parseUint(s string) (uint64, error) {
-	if s == "" {
-		return 0, errors.New("empty")
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, errors.New("not a non-negative decimal integer")
-		}
-	}
-	return strconv.ParseUint(s, 10, 64)
-}
-
 // parseNonNegativeHeader reads an optional non-negative int64 header.
 func parseNonNegativeHeader(h http.Header, name string) (int64, bool, error) {
 	v, ok := headerValue(h, name)
 	if !ok {
 		return 0, false, nil
 	}
-	n, err := parseUint(v)
+	n, err := httpx.ParseUint(v)
 	if err != nil || n > 1<<62 {
 		return 0, true, fmt.Errorf("%s %q: want a non-negative integer", name, v)
 	}

@@ -90,7 +90,7 @@ func queryNonNegative(q url.Values, key string) (int64, bool, error) {
 	if !ok || len(vs) == 0 {
 		return 0, false, nil
 	}
-	n, err := parseUint(vs[0])
+	n, err := httpx.ParseUint(vs[0])
 	if err != nil || n > 1<<62 {
 		return 0, true, fmt.Errorf("%s=%q is not a non-negative integer", key, vs[0])
 	}

@@ -35,7 +35,7 @@ type controlEvent struct {
 // Readers woken by one append share one rendered page (nextPage).
 func (h *Handler) sse(w http.ResponseWriter, r *http.Request, name string, p readParams, info stream.Info) {
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		n, err := parseUint(id)
+		n, err := httpx.ParseUint(id)
 		if err != nil || n > 1<<62 {
 			httpx.WriteError(w, http.StatusBadRequest, wire.CodeInvalidOffset, "Last-Event-ID "+strconv.Quote(id)+" is not an offset")
 			return

@@ -139,32 +139,30 @@ func indexOf(s []string, v string) int {
 	return -1
 }
 
+// clientCommands are the client commands by name: each registers its
+// flags on fs and returns what runs it.
+var clientCommands = map[string]func(fs *flag.FlagSet, e env) func(ctx context.Context, c picomq.Client, args []string) error{
+	"create":   createCmd,
+	"append":   appendCmd,
+	"read":     readCmd,
+	"tail":     tailCmd,
+	"ls":       lsCmd,
+	"rm":       rmCmd,
+	"describe": describeCmd,
+}
+
 // runClient runs one client command and returns its exit code.
 func runClient(cmd string, args []string, e env) int {
 	fs := flag.NewFlagSet("picomq "+cmd, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	var cf clientFlags
 	cf.register(fs, e.getenv)
-	var run func(ctx context.Context, c picomq.Client, args []string) error
-	switch cmd {
-	case "create":
-		run = createCmd(fs, e)
-	case "append":
-		run = appendCmd(fs, e)
-	case "read":
-		run = readCmd(fs, e)
-	case "tail":
-		run = tailCmd(fs, e)
-	case "ls":
-		run = lsCmd(fs, e)
-	case "rm":
-		run = rmCmd(fs, e)
-	case "describe":
-		run = describeCmd(fs, e)
-	default:
+	newCmd, ok := clientCommands[cmd]
+	if !ok {
 		fmt.Fprintf(e.stderr, "picomq: unknown command %q\n", cmd)
 		return exitUsage
 	}
+	run := newCmd(fs, e)
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK

@@ -50,8 +50,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stderr)
-	case "create", "append", "read", "tail", "ls", "rm", "describe":
-		return runClient(args[0], args[1:], processEnv(stdout, stderr))
 	case "bench":
 		return benchCmd(args[1:], processEnv(stdout, stderr))
 	case "encode":
@@ -65,6 +63,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
+		if _, ok := clientCommands[args[0]]; ok {
+			return runClient(args[0], args[1:], processEnv(stdout, stderr))
+		}
 		fmt.Fprintf(stderr, "picomq: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
@@ -53,16 +55,22 @@ func startClusterNode(t *testing.T, reg *meta.Registry, tier *dirTier, id string
 	return n
 }
 
+// startTwoNodes starts nodes "a" and "b" on one etcd (registry under
+// prefix) and one object store.
+func startTwoNodes(t *testing.T, prefix string) (*clientv3.Client, *meta.Registry, *clusterNode, *clusterNode) {
+	t.Helper()
+	cli := metatest.StartEtcd(t)
+	reg := meta.NewRegistry(cli, prefix)
+	tier := &dirTier{dir: t.TempDir()}
+	return cli, reg, startClusterNode(t, reg, tier, "a"), startClusterNode(t, reg, tier, "b")
+}
+
 // TestRedirectTakeoverAndFencing: a live owner gets redirects; once its lease
 // is gone the placement target claims the stream with epoch+1 and serves
 // every acknowledged record and the producer state; the old owner's session
 // can no longer commit.
 func TestRedirectTakeoverAndFencing(t *testing.T) {
-	cli := metatest.StartEtcd(t)
-	reg := meta.NewRegistry(cli, "/rt/")
-	tier := &dirTier{dir: t.TempDir()}
-	a := startClusterNode(t, reg, tier, "a")
-	b := startClusterNode(t, reg, tier, "b")
+	cli, reg, a, b := startTwoNodes(t, "/rt/")
 	ctx := context.Background()
 	if _, _, err := a.svc.Create(ctx, "/s", stream.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -129,11 +137,7 @@ func TestRedirectTakeoverAndFencing(t *testing.T) {
 // TestDrainHandsStreamsOver: a drain moves every stream to the other node
 // with nothing lost; the drained node then redirects.
 func TestDrainHandsStreamsOver(t *testing.T) {
-	cli := metatest.StartEtcd(t)
-	reg := meta.NewRegistry(cli, "/dr/")
-	tier := &dirTier{dir: t.TempDir()}
-	a := startClusterNode(t, reg, tier, "a")
-	b := startClusterNode(t, reg, tier, "b")
+	_, _, a, b := startTwoNodes(t, "/dr/")
 	ctx := context.Background()
 	for s := 0; s < 5; s++ {
 		name := fmt.Sprintf("/d%d", s)
