@@ -757,37 +757,78 @@ type AppendResult struct {
 	ProducerSeq   uint64
 }
 
-// AppendBatch appends req and returns once it is durable. Checks run in the
-// order closed → producer → writer sequence, so a retried duplicate is
-// acknowledged even if it also carries a stale writer sequence.
+// AppendBatch appends req and returns once it is durable: SubmitBatch
+// followed by Submitted.Wait.
 func (s *Service) AppendBatch(ctx context.Context, name string, req AppendRequest) (AppendResult, error) {
+	sub, err := s.SubmitBatch(ctx, name, req)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return sub.Wait(ctx)
+}
+
+// Submitted is an append that SubmitBatch placed in the write-ahead log and
+// in the stream's state (offsets, producer sequence) but that is not
+// acknowledged yet: Wait returns its result once it is durable at the
+// stream's durability level. Separating the two lets one caller submit many
+// appends (a Kafka produce to many partitions, several batches of one
+// partition) and wait once for the commit group that holds them all.
+type Submitted struct {
+	s       *Service
+	st      *streamState
+	name    string
+	res     AppendResult
+	pending *wal.Pending // nil: res is final (a duplicate already durable)
+	// wrote: this call wrote pending (else it is the original of a
+	// duplicate); then end, closes and bytes describe what it wrote.
+	wrote         bool
+	closes        bool
+	objectDurable bool
+	end           int64
+	bytes         int
+}
+
+// SubmitBatch checks req and enqueues it in the write-ahead log, in the
+// order of calls; it does not wait for durability. Checks run in the order
+// closed → producer → writer sequence, so a retried duplicate is
+// acknowledged even if it also carries a stale writer sequence. A later
+// SubmitBatch of the same producer sees this one's sequence at once, so a
+// caller may submit consecutive batches of one producer back to back. The
+// result must be passed to Wait before it is acknowledged to anyone.
+func (s *Service) SubmitBatch(ctx context.Context, name string, req AppendRequest) (Submitted, error) {
+	sub, err := s.submit(ctx, name, req)
+	sub.s, sub.name = s, name
+	return sub, err
+}
+
+func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (Submitted, error) {
 	count := len(req.Records)
 	if req.Batch != nil {
 		h, err := record.ParseHeader(req.Batch)
 		if err != nil || len(req.Records) > 0 || h.Size() != len(req.Batch) {
-			return AppendResult{}, fmt.Errorf("%w: a raw batch must be one whole, valid batch without records beside it", ErrInvalidArgument)
+			return Submitted{}, fmt.Errorf("%w: a raw batch must be one whole, valid batch without records beside it", ErrInvalidArgument)
 		}
 		count = int(h.LastOffsetDelta) + 1
 	}
 	if count == 0 && !req.Close {
-		return AppendResult{}, fmt.Errorf("%w: an append needs at least one record", ErrInvalidArgument)
+		return Submitted{}, fmt.Errorf("%w: an append needs at least one record", ErrInvalidArgument)
 	}
 	if req.Producer != nil && req.Producer.ID == "" {
-		return AppendResult{}, fmt.Errorf("%w: empty producer id", ErrInvalidArgument)
+		return Submitted{}, fmt.Errorf("%w: empty producer id", ErrInvalidArgument)
 	}
 	if len(req.WriterSeq) > maxEntryString || (req.Producer != nil && len(req.Producer.ID) > maxEntryString) {
-		return AppendResult{}, fmt.Errorf("%w: producer id or writer sequence longer than %d bytes", ErrInvalidArgument, maxEntryString)
+		return Submitted{}, fmt.Errorf("%w: producer id or writer sequence longer than %d bytes", ErrInvalidArgument, maxEntryString)
 	}
 	st, err := s.lookup(ctx, name)
 	if err != nil {
-		return AppendResult{}, err
+		return Submitted{}, err
 	}
 	st.life.touch(s.cfg.Now()) // a write (close-only too) resets a sliding TTL
 	if err := s.Ready(); err != nil {
-		return AppendResult{}, err
+		return Submitted{}, err
 	}
 	if err := st.checkRecords(req); err != nil {
-		return AppendResult{}, err
+		return Submitted{}, err
 	}
 
 	bufp, _ := s.bufPool.Get().(*[]byte)
@@ -800,11 +841,11 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	st.mu.Lock()
 	if st.deleted {
 		st.mu.Unlock()
-		return AppendResult{}, fmt.Errorf("%w: %s", ErrNotFound, name)
+		return Submitted{}, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
 	if st.moving {
 		st.mu.Unlock()
-		return AppendResult{}, fmt.Errorf("%w: %s is moving to another node; retry", ErrUnavailable, name)
+		return Submitted{}, fmt.Errorf("%w: %s is moving to another node; retry", ErrUnavailable, name)
 	}
 	var ps *producerState
 	if req.Producer != nil {
@@ -818,50 +859,47 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 				res.FirstOffset, res.NextOffset, res.Timestamp = b.first, b.next, b.ts
 			}
 			st.mu.Unlock()
-			return res, nil
+			return Submitted{res: res}, nil
 		}
 		if req.Producer != nil && ps != nil && req.Producer.Epoch < ps.epoch {
 			st.mu.Unlock()
-			return AppendResult{}, &ProducerError{Err: ErrProducerFenced, CurrentEpoch: ps.epoch}
+			return Submitted{}, &ProducerError{Err: ErrProducerFenced, CurrentEpoch: ps.epoch}
 		}
 		if len(req.Records) == 0 && req.Producer == nil {
 			// Closing a closed stream is idempotent.
 			res := AppendResult{FirstOffset: st.next, NextOffset: st.next, Closed: true}
 			st.mu.Unlock()
-			return res, nil
+			return Submitted{res: res}, nil
 		}
 		next := st.next
 		st.mu.Unlock()
-		return AppendResult{}, &ClosedError{Name: name, NextOffset: next}
+		return Submitted{}, &ClosedError{Name: name, NextOffset: next}
 	}
 	if req.Producer != nil {
 		verdict, err := checkProducer(ps, req.Producer)
 		if err != nil {
 			st.mu.Unlock()
-			return AppendResult{}, err
+			return Submitted{}, err
 		}
 		if verdict == produceDuplicate {
 			res := AppendResult{Duplicate: true, FirstOffset: -1, NextOffset: -1, Closed: st.closed,
 				ProducerEpoch: ps.epoch, ProducerSeq: ps.lastSeq}
 			b, ok := ps.find(req.Producer.Seq)
 			st.mu.Unlock()
+			sub := Submitted{res: res}
 			if ok {
-				// The original may still be in flight: acknowledge the
-				// retry only once the original is durable.
-				if b.pending != nil {
-					if err := b.pending.Wait(ctx); err != nil {
-						return AppendResult{}, s.waitError(name, err, ctx)
-					}
-				}
-				res.FirstOffset, res.NextOffset, res.Timestamp = b.first, b.next, b.ts
+				// The original may still be in flight: Wait acknowledges
+				// the retry only once the original is durable.
+				sub.pending = b.pending
+				sub.res.FirstOffset, sub.res.NextOffset, sub.res.Timestamp = b.first, b.next, b.ts
 			}
-			return res, nil
+			return sub, nil
 		}
 	}
 	if req.WriterSeq != "" && req.WriterSeq <= st.writerSeq {
 		last := st.writerSeq
 		st.mu.Unlock()
-		return AppendResult{}, fmt.Errorf("%w: %q is not greater than %q", ErrWriterSeq, req.WriterSeq, last)
+		return Submitted{}, fmt.Errorf("%w: %q is not greater than %q", ErrWriterSeq, req.WriterSeq, last)
 	}
 
 	ts := max(s.cfg.Now().UnixMilli(), st.lastTS)
@@ -882,7 +920,7 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 	if err != nil {
 		st.mu.Unlock()
 		s.fail(err)
-		return AppendResult{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
+		return Submitted{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
 	}
 	end := base + int64(count)
 	if !noBatch {
@@ -915,37 +953,57 @@ func (s *Service) AppendBatch(ctx context.Context, name string, req AppendReques
 		res.ProducerEpoch, res.ProducerSeq = ps.epoch, ps.lastSeq
 	}
 	st.mu.Unlock()
+	return Submitted{st: st, res: res, pending: pending, wrote: true, closes: req.Close,
+		objectDurable: objectDurable, end: end, bytes: len(buf)}, nil
+}
 
+// Wait returns the result of the submitted append once it is durable at
+// the stream's durability level (after the WAL fdatasync, and for
+// `object` also after the upload is committed). When ctx ends first the
+// append is not acknowledged, but it is still written and published to
+// readers when it is.
+func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
+	s, st, name := a.s, a.st, a.name
+	if a.pending == nil {
+		return a.res, nil
+	}
+	if !a.wrote { // a duplicate whose original may still be in flight
+		if err := a.pending.Wait(ctx); err != nil {
+			return AppendResult{}, s.waitError(name, err, ctx)
+		}
+		return a.res, nil
+	}
+	pending, end, closes := a.pending, a.end, a.closes
 	if err := pending.Wait(ctx); err != nil {
 		if ctx.Err() != nil {
 			// The write still happens; publish it when it does so readers
 			// are not stuck behind a batch whose appender gave up.
 			go func() {
 				if pending.Wait(context.Background()) == nil {
-					st.advance(end, req.Close)
+					st.advance(end, closes)
 				}
 			}()
 		}
 		return AppendResult{}, s.waitError(name, err, ctx)
 	}
-	st.advance(end, req.Close)
+	st.advance(end, closes)
 	if s.tier != nil {
-		s.noteUnflushed(len(buf))
+		s.noteUnflushed(a.bytes)
 	}
-	// A pause between the readiness check above and here (a stop signal,
-	// a long GC, a stalled disk while etcd is unreachable) may have outlived
-	// the lease, and another node may own the stream by now: acknowledge
-	// only while the lease is certainly still held. The record is written;
-	// like any unacknowledged append it may or may not survive.
+	// A pause between the readiness check in SubmitBatch and here (a stop
+	// signal, a long GC, a stalled disk while etcd is unreachable) may have
+	// outlived the lease, and another node may own the stream by now:
+	// acknowledge only while the lease is certainly still held. The record
+	// is written; like any unacknowledged append it may or may not survive.
 	if err := s.leaseHeld(); err != nil {
 		return AppendResult{}, fmt.Errorf("append to %s: written but not acknowledged: %w", name, err)
 	}
-	if objectDurable && !ackBeforeCommit {
+	if a.objectDurable && !ackBeforeCommit {
 		if err := s.waitUploaded(ctx, st, end); err != nil {
 			return AppendResult{}, fmt.Errorf("append to %s: durable in the WAL but not yet in object storage: %w", name, err)
 		}
 	}
-	return res, nil
+	return a.res, nil
 }
 
 // noteUnflushed counts n bytes written to the WAL towards the next flush.
