@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +33,11 @@ func BenchmarkKafka(b *testing.B) {
 	}
 	// PICOMQ_BENCH_PPROF=127.0.0.1:PORT serves the node's Go profiles
 	// (go tool pprof http://…/debug/pprof/profile) during the run.
-	n := startNode(b, "--kafka-addr", kafkaAddr, "--pprof-addr", os.Getenv("PICOMQ_BENCH_PPROF"))
+	// PICOMQ_BENCH_NODE_FLAGS adds serve flags (space separated), to see
+	// what a setting costs (e.g. --seal-max-bytes: how often the node
+	// flushes to object storage while it takes appends).
+	n := startNode(b, append([]string{"--kafka-addr", kafkaAddr, "--pprof-addr", os.Getenv("PICOMQ_BENCH_PPROF")},
+		strings.Fields(os.Getenv("PICOMQ_BENCH_NODE_FLAGS"))...)...)
 	ctx := context.Background()
 	admin, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
 	if err != nil {
@@ -45,6 +52,9 @@ func BenchmarkKafka(b *testing.B) {
 		"parts", "prods", "Kafka rec/s", "MB/s", "p50", "p99", "Pico rec/s", "MB/s", "p99", "WAL rec/s", "MB/s", "p99", "K/Pico", "K/WAL", "consume r/s", "MB/s")
 	for _, parts := range []int32{1, 16} {
 		for _, prods := range []int{1, 8} {
+			if !benchShape(parts, prods) {
+				continue
+			}
 			topic := fmt.Sprintf("bench-p%d-c%d", parts, prods)
 			req := kmsg.NewPtrCreateTopicsRequest()
 			rt := kmsg.NewCreateTopicsRequestTopic()
@@ -65,6 +75,7 @@ func BenchmarkKafka(b *testing.B) {
 				clients[i] = cl
 			}
 			recs := make([][]*kgo.Record, prods)
+			walBefore := scrapeWAL(b, n.url)
 			kafka, err := drive(prods, d, func(w int) (int64, int64, error) {
 				if recs[w] == nil {
 					recs[w] = make([]*kgo.Record, batchRecords)
@@ -78,6 +89,7 @@ func BenchmarkKafka(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			walKafka := scrapeWAL(b, n.url).minus(walBefore)
 
 			// Pico binary batches of the same records over prods connections.
 			name := "/" + topic + "-pico"
@@ -131,7 +143,62 @@ func BenchmarkKafka(b *testing.B) {
 				walRes.recordsPerSec(), walRes.mbPerSec(), walRes.pct(0.99).Round(time.Microsecond),
 				kafka.recordsPerSec()/pico.recordsPerSec(), 100*kafka.mbPerSec()/walRes.mbPerSec(),
 				float64(got)/consumeSecs, float64(gotBytes)/consumeSecs/1e6)
+			fmt.Printf("%13s during Kafka produce: %.1f WAL entries per ProduceSync, %.1f per commit group, fdatasync %.1f ms each (WAL alone %.1f ms), busy %.0f%% of the time, %d flushes\n",
+				"", walKafka.entries/float64(kafka.requests), walKafka.entries/walKafka.groups,
+				1000*walKafka.syncSeconds/walKafka.groups, 1000*walRes.syncSeconds/float64(walRes.syncs),
+				100*walKafka.syncSeconds/kafka.elapsed.Seconds(), int(walKafka.flushes))
 			b.ReportMetric(100*kafka.mbPerSec()/walRes.mbPerSec(), fmt.Sprintf("pct-of-wal-p%d-c%d", parts, prods))
 		}
 	}
+}
+
+// benchShape says whether the partitions x producers cell runs:
+// PICOMQ_BENCH_KAFKA_SHAPES lists the cells to run ("1x8,16x8"), all by
+// default, so one cell can be profiled or repeated alone.
+func benchShape(parts int32, prods int) bool {
+	list := os.Getenv("PICOMQ_BENCH_KAFKA_SHAPES")
+	return list == "" || slices.Contains(strings.Split(list, ","), fmt.Sprintf("%dx%d", parts, prods))
+}
+
+// walCounters are the node's WAL and flush counters from /metrics.
+type walCounters struct{ entries, groups, syncSeconds, flushes float64 }
+
+func (c walCounters) minus(o walCounters) walCounters {
+	return walCounters{c.entries - o.entries, c.groups - o.groups, c.syncSeconds - o.syncSeconds, c.flushes - o.flushes}
+}
+
+// scrapeWAL reads the WAL counters of the node at url, so a cell can say how
+// well its appends were grouped into commits.
+func scrapeWAL(b *testing.B, url string) walCounters {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var c walCounters
+	for _, line := range strings.Split(string(body), "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "picomq_wal_entries_total":
+			c.entries = f
+		case "picomq_wal_commit_groups_total":
+			c.groups = f
+		case "picomq_wal_sync_seconds_total":
+			c.syncSeconds = f
+		case "picomq_flushes_total":
+			c.flushes = f
+		}
+	}
+	return c
 }

@@ -130,6 +130,9 @@ type result struct {
 	requests, records, bytes int64
 	elapsed                  time.Duration
 	lat                      []time.Duration
+	// syncs and syncSeconds: the WAL's fdatasyncs during a WAL-alone run.
+	syncs       uint64
+	syncSeconds float64
 }
 
 func (r result) recordsPerSec() float64 { return float64(r.records) / r.elapsed.Seconds() }
@@ -206,6 +209,7 @@ func walCeiling(b *testing.B, c, n, size int, d time.Duration) result {
 	}
 	entry := append(make([]byte, 10), record.AppendBatch(nil, record.BatchOptions{ProducerID: -1, Timestamp: time.Now().UnixMilli()}, recs)...)
 	ctx := context.Background()
+	st0 := w.Stats()
 	res, err := drive(c, d, func(int) (int64, int64, error) {
 		_, err := w.Append(ctx, entry)
 		return int64(n), int64(n * size), err
@@ -213,6 +217,8 @@ func walCeiling(b *testing.B, c, n, size int, d time.Duration) result {
 	if err != nil {
 		b.Fatal(err)
 	}
+	st := w.Stats()
+	res.syncs, res.syncSeconds = st.Syncs-st0.Syncs, (st.SyncTime - st0.SyncTime).Seconds()
 	return res
 }
 
