@@ -20,53 +20,138 @@ import (
 func producerID(pid int64) string { return "kafka:" + strconv.FormatInt(pid, 10) }
 
 // handleProduce appends each partition's batch verbatim (client
-// compression and CreateTime kept; only the base offset is assigned).
-// Partitions of one request are appended concurrently; the request is
-// answered when all are durable at the stream's durability level (acks 1
-// and -1 alike, see docs/kafka.md). acks=0 gets no response at all.
+// compression and CreateTime kept; only the base offset is assigned). Every
+// batch of the request is submitted to the write-ahead log first, in
+// request order, and then all are awaited together, so one produce to many
+// partitions costs one group commit, not one per partition, and needs no
+// goroutine per partition. The request is answered when all are durable at
+// the stream's durability level (acks 1 and -1 alike, see docs/kafka.md).
+// acks=0 gets no response at all.
 func handleProduce(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
-	req := kreq.(*kmsg.ProduceRequest)
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	return s.startProduce(ctx, cc, kreq.(*kmsg.ProduceRequest)).finish(), nil
+}
+
+// produceCall is a produce request whose batches are submitted and whose
+// response waits for their durability (finish). A connection submits the
+// next produce while this one waits (serveConn), so pipelined produces of
+// one client share commit groups.
+type produceCall struct {
+	srv    *Server
+	req    *kmsg.ProduceRequest
+	resp   *kmsg.ProduceResponse
+	ctx    context.Context
+	cancel context.CancelFunc
+	subs   []submittedBatch
+	// batches is scratch for submitPartition.
+	batches []splitBatch
+}
+
+var producePool = sync.Pool{New: func() any { return new(produceCall) }}
+
+// startProduce validates and submits every batch of req, in request order.
+func (s *Server) startProduce(ctx context.Context, cc *connState, req *kmsg.ProduceRequest) *produceCall {
+	pc := producePool.Get().(*produceCall)
+	pc.srv, pc.req = s, req
+	pc.resp = req.ResponseKind().(*kmsg.ProduceResponse)
 	if req.TimeoutMillis > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
-		defer cancel()
+		ctx, pc.cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
 	}
-	var wg sync.WaitGroup
-	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	pc.ctx = ctx
+	pc.resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {
-		out := &resp.Topics[i]
+		out := &pc.resp.Topics[i]
 		out.Topic = rt.Topic
 		out.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 		for j, rp := range rt.Partitions {
 			op := &out.Partitions[j]
 			*op = kmsg.NewProduceResponseTopicPartition()
 			op.Partition = rp.Partition
+			op.LogAppendTime, op.LogStartOffset = -1, -1
 			if req.TransactionID != nil {
 				op.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 				continue
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.producePartition(ctx, cc, req.Version, rt.Topic, rp, op)
-			}()
+			s.submitPartition(ctx, cc, pc, req.Version, rt.Topic, rp, op)
 		}
 	}
-	wg.Wait()
-	if req.Acks == 0 {
-		return nil, nil
-	}
-	return resp, nil
+	return pc
 }
 
-func (s *Server) producePartition(ctx context.Context, cc *connState, version int16, topic string, rp kmsg.ProduceRequestTopicPartition, op *kmsg.ProduceResponseTopicPartition) {
-	fail := func(err error) {
-		op.ErrorCode, op.BaseOffset = errCode(err), -1
-		if version >= 8 {
-			op.ErrorMessage = errMessage(err)
+// finish waits until every submitted batch is durable at its stream's
+// durability level and returns the response, or nil for acks=0 (Kafka
+// sends nothing back). pc is recycled: it must not be used afterwards.
+func (pc *produceCall) finish() kmsg.Response {
+	// Wait in submission order: the WAL makes batches durable in that
+	// order, so after the first wait most of the rest return at once. Every
+	// submitted batch is awaited, also in a partition that failed on a
+	// later batch, so nothing written is still in flight when the response
+	// leaves.
+	version := pc.req.Version
+	for i := range pc.subs {
+		ps := &pc.subs[i]
+		res, err := ps.sub.Wait(pc.ctx)
+		switch {
+		case ps.op.ErrorCode != 0:
+			// The partition already failed (a later batch was refused):
+			// its answer is that error.
+		case err != nil:
+			pc.srv.forgetOnMissing(ps.topic, err)
+			failPartition(ps.op, version, err)
+		case res.Duplicate && res.FirstOffset < 0:
+			// A retry of a batch older than the remembered window.
+			failPartition(ps.op, version, kerr.DuplicateSequenceNumber)
+		case ps.first:
+			ps.op.BaseOffset = res.FirstOffset
 		}
 	}
+	var resp kmsg.Response
+	if pc.req.Acks != 0 {
+		resp = pc.resp
+	}
+	pc.release()
+	return resp
+}
+
+func (pc *produceCall) release() {
+	if pc.cancel != nil {
+		pc.cancel()
+	}
+	clear(pc.subs)
+	clear(pc.batches)
+	if cap(pc.subs) > 1024 || cap(pc.batches) > 1024 {
+		return // an unusually wide request does not pin its memory
+	}
+	*pc = produceCall{subs: pc.subs[:0], batches: pc.batches[:0]}
+	producePool.Put(pc)
+}
+
+// submittedBatch is one batch of a produce request in the write-ahead log,
+// awaiting durability, and the response partition it answers.
+type submittedBatch struct {
+	sub   stream.Submitted
+	op    *kmsg.ProduceResponseTopicPartition
+	topic string
+	first bool // the partition's first batch: its offset is the answer
+}
+
+type splitBatch struct {
+	b []byte
+	h record.BatchHeader
+}
+
+func failPartition(op *kmsg.ProduceResponseTopicPartition, version int16, err error) {
+	op.ErrorCode, op.BaseOffset = errCode(err), -1
+	if version >= 8 {
+		op.ErrorMessage = errMessage(err)
+	}
+}
+
+// submitPartition validates one partition's batches and submits them to the
+// stream, adding them to pc.subs; a refusal is written into op. A
+// partition's batches are accepted or refused as a whole when they are
+// invalid; a batch the stream refuses (a sequence error) fails the
+// partition, with the batches before it still written, as before.
+func (s *Server) submitPartition(ctx context.Context, cc *connState, pc *produceCall, version int16, topic string, rp kmsg.ProduceRequestTopicPartition, op *kmsg.ProduceResponseTopicPartition) {
 	name, topicMax, err := s.locatePartition(ctx, topic, rp.Partition, true)
 	if err == nil {
 		err = s.allow(cc, auth.Write, name)
@@ -74,21 +159,16 @@ func (s *Server) producePartition(ctx context.Context, cc *connState, version in
 	if limit := maxBatch(topicMax, s.cfg.MaxMessageBytes); err == nil && len(rp.Records) > limit {
 		err = fmt.Errorf("%w: %d bytes of batches, max.message.bytes is %d", kerr.MessageTooLarge, len(rp.Records), limit)
 	}
+	if err == nil && len(rp.Records) == 0 {
+		err = fmt.Errorf("%w: no record batch", kerr.InvalidRecord)
+	}
 	if err != nil {
-		fail(err)
+		failPartition(op, version, err)
 		return
 	}
-	if len(rp.Records) == 0 {
-		fail(fmt.Errorf("%w: no record batch", kerr.InvalidRecord))
-		return
-	}
-	// Validate every batch before appending any: a request is accepted
+	// Validate every batch before submitting any: a request is accepted
 	// or refused as a whole.
-	type batch struct {
-		b []byte
-		h record.BatchHeader
-	}
-	var batches []batch // one allocation for the usual single batch
+	pc.batches = pc.batches[:0]
 	err = record.SplitBatches(rp.Records, func(b []byte, h record.BatchHeader) error {
 		switch {
 		case h.Control():
@@ -97,41 +177,32 @@ func (s *Server) producePartition(ctx context.Context, cc *connState, version in
 			return fmt.Errorf("%w: transactions are not supported", kerr.InvalidRecord)
 		case h.Codec() == record.CodecZstd && version < 7:
 			return fmt.Errorf("%w: zstd needs produce v7+", kerr.UnsupportedCompressionType)
+		case h.ProducerID >= 0 && (h.ProducerEpoch < 0 || h.BaseSequence < 0):
+			return fmt.Errorf("%w: producer id %d with epoch %d and sequence %d", kerr.InvalidRecord, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
 		}
-		batches = append(batches, batch{b, h})
+		pc.batches = append(pc.batches, splitBatch{b, h})
 		return nil
 	})
 	if err != nil {
-		fail(err)
+		failPartition(op, version, err)
 		return
 	}
-	for i, sb := range batches {
+	for i, sb := range pc.batches {
 		h := sb.h
 		ar := stream.AppendRequest{Batch: sb.b}
+		var p stream.Producer
 		if h.ProducerID >= 0 {
-			if h.ProducerEpoch < 0 || h.BaseSequence < 0 {
-				fail(fmt.Errorf("%w: producer id %d with epoch %d and sequence %d", kerr.InvalidRecord, h.ProducerID, h.ProducerEpoch, h.BaseSequence))
-				return
-			}
-			ar.Producer = &stream.Producer{ID: producerID(h.ProducerID), Epoch: uint64(h.ProducerEpoch), Seq: uint64(h.BaseSequence), PerRecord: true}
+			p = stream.Producer{ID: producerID(h.ProducerID), Epoch: uint64(h.ProducerEpoch), Seq: uint64(h.BaseSequence), PerRecord: true}
+			ar.Producer = &p
 		}
-		res, err := s.svc.AppendBatch(ctx, name, ar)
+		sub, err := s.svc.SubmitBatch(ctx, name, ar)
 		if err != nil {
 			s.forgetOnMissing(topic, err)
-			fail(err)
-			return
+			failPartition(op, version, err)
+			return // batches submitted before this one are still awaited
 		}
-		if res.Duplicate && res.FirstOffset < 0 {
-			// A retry of a batch older than the remembered window.
-			fail(kerr.DuplicateSequenceNumber)
-			return
-		}
-		if i == 0 {
-			op.BaseOffset = res.FirstOffset
-		}
+		pc.subs = append(pc.subs, submittedBatch{sub: sub, op: op, topic: topic, first: i == 0})
 	}
-	op.LogAppendTime = -1
-	op.LogStartOffset = -1
 }
 
 // forgetOnMissing drops the cached location of a topic whose stream the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,11 +43,29 @@ type request struct {
 // Each costs at most one frame of memory.
 const readAhead = 4
 
+// maxProducesInFlight is how many produce requests of one connection may
+// await durability at once (Kafka clients keep up to 5 in flight per
+// connection with idempotence on).
+const maxProducesInFlight = 8
+
+// reply is a response on its way out, in request order: resp, or a produce
+// whose response is ready once its batches are durable.
+type reply struct {
+	r       request
+	resp    kmsg.Response
+	produce *produceCall
+}
+
 // serveConn runs one connection: a reader goroutine frames requests, this
-// goroutine handles them one at a time and writes each response before
-// handling the next, so responses leave in request order (clients pipeline
-// and rely on it), while every connection has its own goroutines and no
-// connection ever waits on another (a long-poll fetch blocks only its own).
+// goroutine handles them in order, and a writer goroutine sends the
+// responses in the same order (clients pipeline and rely on it). A produce
+// is only submitted here (its batches enter the write-ahead log in request
+// order) and the writer waits for its durability, so the next pipelined
+// produce is submitted meanwhile and joins the same commit group. Any other
+// request waits until the produces before it are answered, so it sees
+// their effects as it would if requests ran one at a time. Every
+// connection has its own goroutines and no connection ever waits on
+// another (a long-poll fetch blocks only its own).
 func (s *Server) serveConn(c net.Conn) {
 	defer c.Close()
 	if tc, ok := c.(*net.TCPConn); ok {
@@ -87,7 +106,21 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 		}
 	}()
-	var out []byte
+
+	replies := make(chan reply, maxProducesInFlight)
+	var producing sync.WaitGroup // produces queued and not yet answered
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		s.writeReplies(c, replies, &producing, cancel)
+	}()
+	// Runs before cancel: responses already queued still go out (a
+	// produce's durability is awaited) before the connection closes.
+	defer func() {
+		close(replies)
+		<-writerDone
+	}()
+
 	for frame := range frames {
 		r, err := decodeRequest(frame)
 		if err != nil {
@@ -97,22 +130,51 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		cc.clientID = r.clientID
+		if pr, ok := r.req.(*kmsg.ProduceRequest); ok && cc.authenticated.Load() {
+			producing.Add(1)
+			replies <- reply{r: r, produce: s.startProduce(ctx, cc, pr)}
+			continue
+		}
+		producing.Wait()
 		resp, err := s.dispatch(ctx, cc, r)
 		if err != nil {
 			s.log.Debug("kafka: request refused; closing connection", "remote", cc.remote,
 				"key", r.key, "version", r.version, "err", err)
 			return
 		}
-		if resp == nil {
-			continue // acks=0 produce: Kafka sends nothing back
+		if resp != nil {
+			replies <- reply{r: r, resp: resp}
 		}
-		out = encodeResponse(out[:0], r, resp)
-		_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if _, err := c.Write(out); err != nil {
-			return
+	}
+}
+
+// writeReplies sends the responses of one connection in request order,
+// waiting for each produce's durability first. After a failed write it
+// only drains (answering no one), so the request loop never blocks on it.
+func (s *Server) writeReplies(c net.Conn, replies <-chan reply, producing *sync.WaitGroup, cancel context.CancelFunc) {
+	var out []byte
+	broken := false
+	for rp := range replies {
+		resp := rp.resp
+		if rp.produce != nil {
+			if resp = rp.produce.finish(); resp != nil {
+				resp.SetVersion(rp.r.version)
+			}
 		}
-		if cap(out) > 1<<20 {
-			out = nil // do not keep a large fetch's buffer per idle connection
+		if resp != nil && !broken {
+			out = encodeResponse(out[:0], rp.r, resp)
+			_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := c.Write(out); err != nil {
+				broken = true
+				cancel()
+				_ = c.Close() // ends the reader, and so the request loop
+			}
+			if cap(out) > 1<<20 {
+				out = nil // do not keep a large fetch's buffer per idle connection
+			}
+		}
+		if rp.produce != nil {
+			producing.Done()
 		}
 	}
 }

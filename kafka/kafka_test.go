@@ -75,6 +75,12 @@ func TestProduceConsumeFranzGo(t *testing.T) {
 // produceRaw sends one batch of n records for an idempotent producer.
 func produceRaw(t *testing.T, rc *rawConn, corr int32, topic string, pid int64, epoch int16, seq int32, n int) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
+	return rc.roundTrip(produceRequest(topic, pid, epoch, seq, n), corr).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+}
+
+// produceRequest is an acks=-1 produce v9 of one batch of n records of
+// producer pid to partition 0 of topic.
+func produceRequest(topic string, pid int64, epoch int16, seq int32, n int) *kmsg.ProduceRequest {
 	recs := make([]record.Record, n)
 	for i := range recs {
 		recs[i].Value = fmt.Appendf(nil, "s%d", int(seq)+i)
@@ -90,7 +96,71 @@ func produceRaw(t *testing.T, rc *rawConn, corr int32, topic string, pid int64, 
 	rp.Records = batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	return rc.roundTrip(req, corr).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	return req
+}
+
+// TestPipelinedProduces: produces a client pipelines on one connection are
+// submitted while the ones before them await durability, and still come
+// back in request order with exactly the offsets and sequence verdicts of
+// one-at-a-time handling: consecutive batches of an idempotent producer, a
+// gap refused mid-pipeline without disturbing the batches around it, a
+// retry of an earlier batch answered with its original offset, and a
+// Metadata request in between answered in its place.
+func TestPipelinedProduces(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("pipeprod", 1)
+	rc := ts.raw()
+	const pid, n = 777, 3
+	type want struct {
+		code int16
+		base int64
+	}
+	var wants []want
+	var kinds []bool // true: produce
+	corr := int32(1)
+	seq, next := int32(0), int64(0)
+	for i := 0; i < 12; i++ {
+		switch i {
+		case 5: // a sequence gap: refused, nothing written
+			rc.send(produceRequest("pipeprod", pid, 0, seq+1, n), corr)
+			wants, kinds = append(wants, want{kerr.OutOfOrderSequenceNumber.Code, -1}), append(kinds, true)
+		case 8: // a retry of the first batch: its original offset
+			rc.send(produceRequest("pipeprod", pid, 0, 0, n), corr)
+			wants, kinds = append(wants, want{0, 0}), append(kinds, true)
+		case 9:
+			m := kmsg.NewPtrMetadataRequest()
+			m.SetVersion(9)
+			rc.send(m, corr)
+			wants, kinds = append(wants, want{}), append(kinds, false)
+		default:
+			rc.send(produceRequest("pipeprod", pid, 0, seq, n), corr)
+			wants, kinds = append(wants, want{0, next}), append(kinds, true)
+			seq, next = seq+n, next+n
+		}
+		corr++
+	}
+	for i, w := range wants {
+		got, body, err := rc.recv(true, 20*time.Second)
+		if err != nil || got != int32(i+1) {
+			t.Fatalf("response %d: correlation id %d, err %v", i+1, got, err)
+		}
+		if !kinds[i] {
+			continue
+		}
+		resp := kmsg.NewPtrProduceResponse()
+		resp.SetVersion(9)
+		if err := resp.ReadFrom(body); err != nil {
+			t.Fatalf("response %d: %v", i+1, err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != w.code || (w.code == 0 && p.BaseOffset != w.base) {
+			t.Fatalf("response %d: error %d base %d, want error %d base %d", i+1, p.ErrorCode, p.BaseOffset, w.code, w.base)
+		}
+	}
+	info, err := ts.env.Svc.Head(context.Background(), "/pipeprod")
+	if err != nil || info.NextOffset != next {
+		t.Fatalf("stream has %d records (err %v), want %d", info.NextOffset, err, next)
+	}
 }
 
 // TestIdempotentSequences: Kafka's per-record sequence rules on the

@@ -35,7 +35,8 @@ type Streams interface {
 	Delete(ctx context.Context, name string) error
 	List(ctx context.Context, prefix, after string, limit int) ([]stream.Info, bool, error)
 	Configure(ctx context.Context, name string, ch stream.ConfigChange) (stream.Info, error)
-	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error)
+	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error) // group offsets
+	SubmitBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.Submitted, error)
 	ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (stream.BatchRead, error)
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error) // group offsets
 	Members(ctx context.Context) ([]stream.Member, error)
