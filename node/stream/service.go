@@ -130,6 +130,7 @@ type Service struct {
 	tier      Tier
 	tcfg      TierConfig
 	flushMu   sync.Mutex // one flush at a time
+	flushBuf  []byte     // WAL read-back memory of flushes, reused (under flushMu)
 	seqMu     sync.Mutex
 	flushSeq  uint64     // last manifest sequence number of this node (flushes and compactions)
 	compactMu sync.Mutex // one compaction at a time

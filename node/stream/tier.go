@@ -492,6 +492,16 @@ func (s *Service) snapshotFlush() []flushItem {
 	return items
 }
 
+// walRecordHeader is the WAL's per-record header, which ReadAt reads along
+// with the payload; maxFlushEntry bounds one entry (a batch may take an
+// object past maxFlushBytes); maxFlushBuf bounds the read buffer a
+// service keeps between flushes.
+const (
+	walRecordHeader = 13
+	maxFlushEntry   = 4 << 20
+	maxFlushBuf     = 64 << 20
+)
+
 // flushBatches reads the items' batches back from the WAL. One object
 // holds at most maxFlushBytes, cut between streams (a stream's range and
 // its state snapshot always travel together), so the backlog of a long
@@ -502,6 +512,25 @@ func (s *Service) flushBatches(items []flushItem) ([]flushItem, []UploadStream, 
 	ups := make([]UploadStream, 0, len(items))
 	var size int64
 	capped := false
+	// Every entry is read into one buffer, kept for the next flush (under
+	// flushMu), instead of one allocation per entry: the read-back cost
+	// the node a seventh of its CPU under a steady produce load.
+	need := 0
+	for _, it := range items {
+		for _, c := range it.refs {
+			if c.obj == nil {
+				need += int(c.pos.Len) + walRecordHeader
+			}
+		}
+	}
+	need = min(need, int(s.maxFlushBytes())+maxFlushEntry)
+	buf := s.flushBuf[:0]
+	if cap(buf) < need {
+		buf = make([]byte, 0, need)
+	}
+	if cap(buf) <= maxFlushBuf {
+		s.flushBuf = buf
+	}
 	for k, it := range items {
 		if k > 0 && size >= s.maxFlushBytes() {
 			items = items[:k]
@@ -513,7 +542,13 @@ func (s *Service) flushBatches(items []flushItem) ([]flushItem, []UploadStream, 
 			if c.obj != nil {
 				continue
 			}
-			data, err := s.log.ReadAt(c.pos, nil)
+			// ReadAt reads into the buffer's free space when the entry
+			// (with its header) fits there, else into memory of its own.
+			fits := cap(buf)-len(buf) >= int(c.pos.Len)+walRecordHeader
+			data, err := s.log.ReadAt(c.pos, buf[len(buf):])
+			if fits && err == nil {
+				buf = buf[:len(buf)+len(data)]
+			}
 			if err != nil {
 				return nil, nil, 0, false, fmt.Errorf("flush: read WAL: %w", err)
 			}
