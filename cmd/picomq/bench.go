@@ -47,6 +47,7 @@ type benchConfig struct {
 	jsonOut     bool
 	report      string // rebuild the report in this directory instead of running
 	contentType string // of the streams; "" = by protocol (benchContentType)
+	metrics     string // the node's /metrics URL for its CPU and RSS; "" = none
 	consumers   int    // readers besides the producers; 0 = none
 	consume     string // consumeTail or consumeCatchup
 	jsonRecords bool   // records are JSON strings (a JSON stream)
@@ -72,8 +73,15 @@ type benchResult struct {
 	RecordsPerSec   float64      `json:"recordsPerSec"`
 	MBPerSec        float64      `json:"mbPerSec"`
 	AckLatencyMs    latencyStats `json:"ackLatencyMs"`
+	// AllRecords counts the warm-up's acknowledged records too.
+	AllRecords uint64 `json:"allRecords"`
 	// Consume is what the --consumers read (absent without consumers).
 	Consume *consumeResult `json:"consume,omitempty"`
+	// The node's process metrics (absent without --metrics): its
+	// CPU-seconds over the whole run (warm-up and consumers included)
+	// per million records appended in it, and its RSS at the end.
+	ServerCPUSecondsPerMillion float64 `json:"serverCpuSecondsPerMillionRecords,omitempty"`
+	ServerRSSMiB               float64 `json:"serverRssMiB,omitempty"`
 }
 
 // latencyStats is the --json latency shape, the one make bench's report
@@ -101,6 +109,9 @@ ack and delivery latency percentiles, throughput.
                      Durable Streams, application/octet-stream over Pico)
   --consumers N      readers of the streams, consumer i reads stream i mod
                      --streams (default 0)
+  --metrics URL      the node's Prometheus metrics, for its CPU-seconds per million
+                     records and its RSS (default: <server>/metrics over HTTP;
+                     none over Kafka; off = none)
   --consume MODE     tail (default): live readers from before the first append,
                      append-to-delivery latency of every record; catchup: readers
                      start when the producers stop and read everything, records/s
@@ -135,6 +146,7 @@ func benchCmd(args []string, e env) int {
 	fs.StringVar(&cfg.report, "report", "", "rebuild the report in DIR")
 	fs.StringVar(&cfg.contentType, "content-type", "", "content type of the streams")
 	fs.IntVar(&cfg.consumers, "consumers", 0, "consumers")
+	fs.StringVar(&cfg.metrics, "metrics", "", "the node's /metrics URL; off = none")
 	fs.StringVar(&cfg.consume, "consume", consumeTail, "tail or catchup")
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -153,6 +165,7 @@ func benchCmd(args []string, e env) int {
 	if cfg.prefix == "" {
 		cfg.prefix = fmt.Sprintf("/bench/%d", time.Now().UnixNano())
 	}
+	cfg.metrics = metricsURL(cfg.metrics, cf)
 	t, err := cfg.target(cf)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "picomq bench: %v\n", err)
@@ -161,7 +174,23 @@ func benchCmd(args []string, e env) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	var cpu0 float64
+	sm := serverMetrics{url: cfg.metrics, token: cf.token}
+	if sm.url != "" {
+		if cpu0, _, err = sm.read(ctx); err != nil {
+			fmt.Fprintf(e.stderr, "picomq bench: server metrics not measured: %v\n", err)
+			sm.url = ""
+		}
+	}
 	res, err := runBench(ctx, t, cfg, e)
+	if err == nil && sm.url != "" {
+		if cpu1, rss, merr := sm.read(ctx); merr != nil {
+			fmt.Fprintf(e.stderr, "picomq bench: server metrics not measured: %v\n", merr)
+		} else if n := res.AllRecords; n > 0 {
+			res.ServerCPUSecondsPerMillion = (cpu1 - cpu0) / float64(n) * 1e6
+			res.ServerRSSMiB = rss / (1 << 20)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "picomq bench: %v\n", err)
 		return exitCode(err)
@@ -271,6 +300,7 @@ type benchRun struct {
 	cfg       benchConfig
 	producers []*benchProducer
 	appends   atomic.Uint64
+	all       atomic.Uint64 // acknowledged appends, warm-up included
 	errors    atomic.Uint64
 	errOnce   sync.Once
 	firstErr  string
@@ -417,7 +447,7 @@ func runBench(ctx context.Context, t benchTarget, cfg benchConfig, e env) (bench
 		Batch: cfg.batch, Streams: cfg.streams, RateRecordsPerS: cfg.rate, DurationSeconds: secs,
 		Appends: appended, Records: recs, Bytes: bytes, Errors: r.errors.Load(), FirstError: r.firstErr,
 		Unsent: unsent.Load(), RecordsPerSec: float64(recs) / secs, MBPerSec: float64(bytes) / 1e6 / secs,
-		AckLatencyMs: latencyOf(h),
+		AckLatencyMs: latencyOf(h), AllRecords: r.all.Load() * uint64(cfg.batch),
 	}
 	if cfg.consumers == 0 {
 		return res, nil
@@ -496,6 +526,9 @@ func (r *benchRun) produce(ctx context.Context, appendBatch appendFunc, p *bench
 			}
 		}
 		err := appendBatch(ctx, recs)
+		if err == nil {
+			r.all.Add(1)
+		}
 		if intended.Before(r.measureFrom) {
 			continue // warm-up
 		}
@@ -553,6 +586,9 @@ func writeBenchTable(w io.Writer, res benchResult) error {
 		fmt.Fprintf(tw, " (first: %s)", res.FirstError)
 	}
 	fmt.Fprintln(tw)
+	if res.ServerRSSMiB > 0 {
+		fmt.Fprintf(tw, "server\t%.2f CPU-seconds per million records, RSS %.1f MiB\n", res.ServerCPUSecondsPerMillion, res.ServerRSSMiB)
+	}
 	if c := res.Consume; c != nil {
 		fmt.Fprintf(tw, "consumers\t%d, %s: %d records, %.0f records/s, %.2f MB/s\n", c.Consumers, c.Mode, c.Records, c.RecordsPerSec, c.MBPerSec)
 		if l := c.DeliveryLatencyMs; l != nil {

@@ -49,6 +49,7 @@ func TestBenchClosedLoop(t *testing.T) {
 				t.Fatalf("run description: %+v", res)
 			}
 			checkBench(t, res, 4, 256)
+			checkServer(t, res)
 			// The warm-up is not part of the measured time.
 			if res.DurationSeconds < 2 || res.DurationSeconds > 2.9 {
 				t.Fatalf("measured %.2f s, want the 2 s after the 1 s warm-up", res.DurationSeconds)
@@ -63,13 +64,27 @@ func TestBenchClosedLoop(t *testing.T) {
 	}
 }
 
-// TestBenchOpenLoop: with --rate the run is open loop and reports it.
+// checkServer asserts the node's own figures from its /metrics: some CPU
+// per million records and a plausible RSS.
+func checkServer(t *testing.T, res benchResult) {
+	t.Helper()
+	if res.ServerCPUSecondsPerMillion <= 0 || res.ServerRSSMiB < 1 || res.ServerRSSMiB > 16<<10 || res.AllRecords < res.Records {
+		t.Fatalf("server figures: CPU-s per million %v, RSS %v MiB, all records %d of %d measured",
+			res.ServerCPUSecondsPerMillion, res.ServerRSSMiB, res.AllRecords, res.Records)
+	}
+}
+
+// TestBenchOpenLoop: with --rate the run is open loop and reports it;
+// --metrics off leaves out the node's figures.
 func TestBenchOpenLoop(t *testing.T) {
-	res := benchJSON(t, "pico", "--duration", "2s", "--rate", "100", "--producers", "4", "--record-size", "100")
+	res := benchJSON(t, "pico", "--duration", "2s", "--rate", "100", "--producers", "4", "--record-size", "100", "--metrics", "off")
 	if res.Mode != "open" || res.RateRecordsPerS != 100 {
 		t.Fatalf("run description: %+v", res)
 	}
 	checkBench(t, res, 1, 100)
+	if res.ServerRSSMiB != 0 || res.ServerCPUSecondsPerMillion != 0 {
+		t.Fatalf("--metrics off measured the server: %+v", res)
+	}
 }
 
 func TestBenchUsage(t *testing.T) {
@@ -160,8 +175,10 @@ func TestBenchKafka(t *testing.T) {
 	}
 	checkBench(t, res, 4, 200)
 	checkConsume(t, res, 2, "tail")
-	res = run("--duration", "1s", "--producers", "2", "--streams", "3", "--batch", "10", "--consumers", "3", "--consume", "catchup")
+	res = run("--duration", "1s", "--producers", "2", "--streams", "3", "--batch", "10", "--consumers", "3", "--consume", "catchup",
+		"--metrics", servers["pico"]+"/metrics")
 	checkBench(t, res, 10, 1024)
+	checkServer(t, res)
 	checkConsume(t, res, 3, "catchup")
 	// The topic is named after the prefix; its partitions are the
 	// streams /<topic>, /<topic>/1, ...
