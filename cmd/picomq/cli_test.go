@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,12 +44,9 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmpRoot)
-	if cliBin = os.Getenv("PICOMQ_TEST_BIN"); cliBin == "" {
-		cliBin = filepath.Join(tmpRoot, "picomq")
-		if err := testproc.Build(cliBin, "."); err != nil {
-			fmt.Fprintln(os.Stderr, "cli tests: building picomq:", err)
-			return 1
-		}
+	if cliBin, err = testproc.PicomqBinary(tmpRoot); err != nil {
+		fmt.Fprintln(os.Stderr, "cli tests: building picomq:", err)
+		return 1
 	}
 	for _, proto := range []string{"pico", "durable-streams"} {
 		srv, err := startServer(proto)
@@ -58,7 +54,7 @@ func testMain(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "cli tests:", err)
 			return 1
 		}
-		defer srv.kill()
+		defer srv.Kill()
 		servers[proto] = srv.url
 		if srv.kafkaAddr != "" {
 			servers["kafka"] = srv.kafkaAddr
@@ -68,15 +64,9 @@ func testMain(m *testing.M) int {
 }
 
 type server struct {
+	*testproc.Proc
 	url       string
 	kafkaAddr string // the pico node's Kafka listener (picomq bench --protocol kafka)
-	cmd       *exec.Cmd
-	exited    chan struct{}
-}
-
-func (s *server) kill() {
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
 }
 
 func startServer(proto string) (*server, error) {
@@ -94,22 +84,20 @@ func startServer(proto string) (*server, error) {
 			return nil, err
 		}
 	}
-	logs := &testproc.SyncBuffer{}
 	cmd := exec.Command(cliBin, "serve", "--data-dir", dir, "--http-addr", addr, "--kafka-addr", kafkaAddr,
 		"--protocol", proto, "--log-level", "warn", "--sse-timeout", "2s")
-	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p, err := testproc.Start(cmd, nil)
+	if err != nil {
 		return nil, err
 	}
-	s := &server{url: "http://" + addr, cmd: cmd, exited: make(chan struct{})}
+	s := &server{Proc: p, url: "http://" + addr}
 	if kafkaAddr != "off" {
 		s.kafkaAddr = kafkaAddr
 	}
-	go func() { cmd.Wait(); close(s.exited) }()
-	if err := testproc.WaitReady(s.url+"/readyz", s.exited, 60*time.Second); err != nil {
-		s.kill()
-		return nil, fmt.Errorf("picomq serve: %v\n%s", err, logs.String())
+	if err := testproc.WaitReady(s.url+"/readyz", s.Exited, 60*time.Second); err != nil {
+		s.Kill()
+		return nil, fmt.Errorf("picomq serve: %v\n%s", err, p.Logs.String())
 	}
 	return s, nil
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,16 @@ func Build(out, pkg string, tags ...string) error {
 		return fmt.Errorf("go build %s: %w", pkg, err)
 	}
 	return nil
+}
+
+// PicomqBinary returns $PICOMQ_TEST_BIN (a prebuilt picomq), or else
+// builds Picomq into dir/picomq.
+func PicomqBinary(dir string) (string, error) {
+	if bin := os.Getenv("PICOMQ_TEST_BIN"); bin != "" {
+		return bin, nil
+	}
+	bin := filepath.Join(dir, "picomq")
+	return bin, Build(bin, Picomq)
 }
 
 // FreeAddr returns a loopback address that was free a moment ago.
