@@ -129,6 +129,15 @@ func lastBytes(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
+// kafkaSeeds are the Kafka addresses of the nodes (clusterOpts.Kafka).
+func (c *cluster) kafkaSeeds() []string {
+	var seeds []string
+	for _, n := range c.nodes {
+		seeds = append(seeds, n.KafkaAddr)
+	}
+	return seeds
+}
+
 // node returns the cluster node with the given id.
 func (c *cluster) node(id string) *clusterNode {
 	for _, n := range c.nodes {

@@ -248,28 +248,30 @@ func TestDSProducers(t *testing.T) {
 		h := append([]string{"Content-Type", "text/plain", "Producer-Id", id, "Producer-Epoch", epoch, "Producer-Seq", seq}, extra...)
 		return do(t, "POST", u, []byte(body), h...)
 	}
-	r := post("a0", "A", "0", "0")
-	wantStatus(t, r, 200, "first")
-	wantHeader(t, r, "Producer-Epoch", "0")
-	wantHeader(t, r, "Producer-Seq", "0")
-	wantStatus(t, post("a1", "A", "0", "1"), 200, "next")
-	wantStatus(t, post("a2", "A", "0", "2"), 200, "next")
-	r = post("a1", "A", "0", "1")
-	wantStatus(t, r, 204, "duplicate")
-	wantHeader(t, r, "Producer-Seq", "2")
-	r = post("x", "A", "0", "5")
-	wantStatus(t, r, 409, "gap")
-	wantHeader(t, r, "Producer-Expected-Seq", "3")
-	wantHeader(t, r, "Producer-Received-Seq", "5")
-	wantStatus(t, post("x", "A", "1", "3"), 400, "new epoch not at 0")
-	wantStatus(t, post("b0", "A", "1", "0"), 200, "new epoch")
-	r = post("z", "A", "0", "3")
-	wantStatus(t, r, 403, "stale epoch")
-	wantHeader(t, r, "Producer-Epoch", "1")
-	r = post("x", "B", "0", "1")
-	wantStatus(t, r, 409, "unknown producer past 0")
-	wantHeader(t, r, "Producer-Expected-Seq", "0")
-	wantStatus(t, post("x", "", "0", "0"), 400, "empty id")
+	// In order: each step's answer depends on the ones before.
+	for _, step := range []struct {
+		what                 string
+		body, id, epoch, seq string
+		status               int
+		headers              []string // name, value: headers the answer carries
+	}{
+		{"first", "a0", "A", "0", "0", 200, []string{"Producer-Epoch", "0", "Producer-Seq", "0"}},
+		{"next", "a1", "A", "0", "1", 200, nil},
+		{"next", "a2", "A", "0", "2", 200, nil},
+		{"duplicate", "a1", "A", "0", "1", 204, []string{"Producer-Seq", "2"}},
+		{"gap", "x", "A", "0", "5", 409, []string{"Producer-Expected-Seq", "3", "Producer-Received-Seq", "5"}},
+		{"new epoch not at 0", "x", "A", "1", "3", 400, nil},
+		{"new epoch", "b0", "A", "1", "0", 200, nil},
+		{"stale epoch", "z", "A", "0", "3", 403, []string{"Producer-Epoch", "1"}},
+		{"unknown producer past 0", "x", "B", "0", "1", 409, []string{"Producer-Expected-Seq", "0"}},
+		{"empty id", "x", "", "0", "0", 400, nil},
+	} {
+		r := post(step.body, step.id, step.epoch, step.seq)
+		wantStatus(t, r, step.status, step.what)
+		for i := 0; i+1 < len(step.headers); i += 2 {
+			wantHeader(t, r, step.headers[i], step.headers[i+1])
+		}
+	}
 	for _, bad := range [][2]string{{"1abc", "0"}, {"0", "1e3"}, {"-1", "0"}, {"0", "9007199254740992"}} {
 		wantStatus(t, post("x", "C", bad[0], bad[1]), 400, fmt.Sprintf("epoch %q seq %q", bad[0], bad[1]))
 	}

@@ -18,10 +18,7 @@ func TestDSTombstones(t *testing.T) {
 	wantStatus(t, do(t, "PUT", dsURL(n, "/tomb/json"), nil, "Content-Type", "application/json"), 201, "create JSON stream")
 	wantStatus(t, do(t, "PUT", dsURL(n, "/tomb/bytes"), nil, "Content-Type", "text/plain"), 201, "create byte stream")
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.SeedBrokers(addr))
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -4,10 +4,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -146,27 +144,8 @@ func do(t testing.TB, method, url string, body []byte, headers ...string) respon
 }
 
 func tryDo(ctx context.Context, method, url string, body []byte, headers ...string) (response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return response{}, err
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return response{}, err
-	}
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+	r, err := send(ctx, http.DefaultClient, method, url, body, headers...)
+	return r.response, err
 }
 
 func wantStatus(t testing.TB, r response, status int, what string) {

@@ -31,10 +31,7 @@ func TestKafkaClusterGroupTakeover(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	c := startCluster(t, 3, clusterOpts{Kafka: true, Extra: []string{"--durability", "object"}})
-	var seeds []string
-	for _, n := range c.nodes {
-		seeds = append(seeds, n.KafkaAddr)
-	}
+	seeds := c.kafkaSeeds()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
@@ -51,10 +48,7 @@ func TestKafkaClusterGroupTakeover(t *testing.T) {
 			t.Fatalf("create %s on %s: %d %s", name, c.nodes[p%3].ID, r.Status, r.Body)
 		}
 	}
-	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := kafkaClient(t, kgo.SeedBrokers(seeds...))
 	defer admin.Close()
 	leaders := partitionLeaders(t, ctx, admin, topic)
 	if len(leaders) != parts {

@@ -33,10 +33,9 @@ func TestKafkaClusterPresentation(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	c := startCluster(t, 3, clusterOpts{Kafka: true, KafkaHost: "localhost", Extra: []string{"--durability", "object"}})
-	var seeds []string
+	seeds := c.kafkaSeeds()
 	byAddr := map[string]*clusterNode{}
 	for _, n := range c.nodes {
-		seeds = append(seeds, n.KafkaAddr)
 		byAddr[n.KafkaAddr] = n
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -269,10 +268,7 @@ func brokerIDOf(brokers map[int32]string, n *clusterNode) int32 {
 // metadataAt asks the broker at addr (and only it) for topic's metadata.
 func metadataAt(t *testing.T, ctx context.Context, addr, topic string) *kmsg.MetadataResponse {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.SeedBrokers(addr))
 	defer cl.Close()
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
@@ -289,10 +285,7 @@ func metadataAt(t *testing.T, ctx context.Context, addr, topic string) *kmsg.Met
 // the broker at addr and returns the partition's error code.
 func rawProduceAt(t *testing.T, ctx context.Context, addr, topic string, p int32) int16 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.SeedBrokers(addr))
 	defer cl.Close()
 	rec := kmsg.NewRecord()
 	rec.Value = []byte("misdirected")
@@ -325,10 +318,7 @@ func rawProduceAt(t *testing.T, ctx context.Context, addr, topic string, p int32
 // returns the partition's error code.
 func rawFetchAt(t *testing.T, ctx context.Context, addr, topic string, p int32) int16 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.SeedBrokers(addr))
 	defer cl.Close()
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 12 // topics by name

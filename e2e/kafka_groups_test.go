@@ -12,13 +12,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// createTopic creates topic with n partitions through the Kafka API.
-func createTopic(t testing.TB, ctx context.Context, addr, topic string, n int32) {
+// kafkaClient is a franz-go client with opts; the caller closes it.
+func kafkaClient(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cl
+}
+
+// createTopic creates topic with n partitions through the Kafka API.
+func createTopic(t testing.TB, ctx context.Context, addr, topic string, n int32) {
+	t.Helper()
+	cl := kafkaClient(t, kgo.SeedBrokers(addr))
 	defer cl.Close()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -44,10 +51,7 @@ func strOr(s *string) string {
 // topic's partitions and waits for every acknowledgement.
 func produceN(t testing.TB, ctx context.Context, addr, topic, prefix string, n int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	defer cl.Close()
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
@@ -118,10 +122,7 @@ func TestKafkaGroupRestart(t *testing.T) {
 	consumeGroup(t, ctx, addr, "billing", "orders", valueSet("b", 30))
 
 	// The committed offsets are the partitions' ends.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.SeedBrokers(addr))
 	defer cl.Close()
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = "billing"

@@ -74,12 +74,9 @@ func TestKafkaSASL(t *testing.T) {
 		opt  func(string) kgo.Opt
 	}{{"PLAIN", plainSASL}, {"OAUTHBEARER", oauthSASL}} {
 		// One request, so the client's retries do not hide the error.
-		cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), mech.opt("tok-wrong-0123456789"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cl := kafkaClient(t, kgo.SeedBrokers(kafkaAddr), mech.opt("tok-wrong-0123456789"))
 		wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
-		_, err = kmsg.NewPtrMetadataRequest().RequestWith(wctx, cl)
+		_, err := kmsg.NewPtrMetadataRequest().RequestWith(wctx, cl)
 		wcancel()
 		cl.Close()
 		if !errors.Is(err, kerr.SaslAuthenticationFailed) {
@@ -168,10 +165,7 @@ func TestKafkaGroupScopes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	client := func(token string) *kgo.Client {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), plainSASL(token))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cl := kafkaClient(t, kgo.SeedBrokers(addr), plainSASL(token))
 		t.Cleanup(cl.Close)
 		return cl
 	}

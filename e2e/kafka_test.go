@@ -47,10 +47,7 @@ func needTool(t *testing.T, name string) string {
 // that stopped serving groups is a failure, not a quieter suite.
 func requireGroups(t *testing.T, addr string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.SeedBrokers(addr))
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -196,10 +193,7 @@ func TestKafkaCrossProtocol(t *testing.T) {
 	wantStatus(t, do(t, "PUT", n.URL+"/x/http", nil, "Content-Type", "text/plain"), 201, "create")
 	wantStatus(t, do(t, "POST", n.URL+"/x/http", []byte(`[{"key":"k0","value":"v0","headers":[{"key":"h","value":"a"},{"key":"h","value":"b"}]},{"value":"v1"},{"key":"k2","value":null}]`),
 		"Content-Type", wire.MediaBatchJSON), 200, "append")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("x.http"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.SeedBrokers(addr), kgo.ConsumeTopics("x.http"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	defer cl.Close()
 	var got []*kgo.Record
 	for len(got) < 3 {
@@ -225,10 +219,7 @@ func TestKafkaCrossProtocol(t *testing.T) {
 		codec kgo.CompressionCodec
 	}{{"lz4t", kgo.Lz4Compression()}, {"zstdt", kgo.ZstdCompression()}} {
 		createTopic(t, ctx, addr, c.topic, 1)
-		p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(c.topic), kgo.ProducerBatchCompression(c.codec), kgo.ProducerLinger(50*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := kafkaClient(t, kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(c.topic), kgo.ProducerBatchCompression(c.codec), kgo.ProducerLinger(50*time.Millisecond))
 		var recs []*kgo.Record
 		for i := range 50 {
 			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: bytes.Repeat(fmt.Appendf(nil, "%s-%d ", c.topic, i), 20),

@@ -93,25 +93,10 @@ func BenchmarkKafka(b *testing.B) {
 
 			// Pico binary batches of the same records over prods connections.
 			name := "/" + topic + "-pico"
-			if r, err := http.DefaultClient.Do(mustReq("PUT", n.url+name, nil, "Content-Type", "application/octet-stream")); err != nil || r.StatusCode != 201 {
-				b.Fatalf("create %s: %v %v", name, r, err)
-			} else {
-				r.Body.Close()
-			}
+			mustCreate(b, n.url+name)
 			body, ct := appendBody("batch", batchRecords, size)
 			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: prods, MaxConnsPerHost: prods}}
-			pico, err := drive(prods, d, func(int) (int64, int64, error) {
-				resp, err := hc.Do(mustReq("POST", n.url+name, body, "Content-Type", ct))
-				if err != nil {
-					return 0, 0, err
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					return 0, 0, fmt.Errorf("append: status %d", resp.StatusCode)
-				}
-				return batchRecords, batchRecords * size, nil
-			})
+			pico, err := drive(prods, d, appendOp(hc, n.url+name, body, ct, batchRecords, size))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,10 +77,9 @@ func measureFor() time.Duration {
 
 // node is a running picomq process.
 type node struct {
-	cmd  *exec.Cmd
-	url  string
-	pid  int
-	done chan struct{} // closed when the process has exited
+	*testproc.Proc
+	url string
+	pid int
 }
 
 func startNode(b *testing.B, extra ...string) *node {
@@ -98,30 +96,22 @@ func startNodeIn(b *testing.B, dataDir string, extra ...string) *node {
 	}
 	args := append([]string{"serve", "--data-dir", dataDir, "--http-addr", addr, "--kafka-addr", "off",
 		"--node-id", "bench", "--log-level", "warn"}, extra...)
-	cmd := exec.Command(picomqBinary(b), args...)
-	logs := &testproc.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
+	p, err := testproc.Start(exec.Command(picomqBinary(b), args...), nil)
+	if err != nil {
 		b.Fatal(err)
 	}
-	n := &node{cmd: cmd, url: "http://" + addr, pid: cmd.Process.Pid, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(n.done) }()
+	n := &node{Proc: p, url: "http://" + addr, pid: p.Cmd.Process.Pid}
 	b.Cleanup(func() { n.stop(b) })
-	if err := testproc.WaitReady(n.url+"/readyz", n.done, 120*time.Second); err != nil {
-		b.Fatalf("picomq: %v\n%s", err, logs.String())
+	if err := testproc.WaitReady(n.url+"/readyz", n.Exited, 120*time.Second); err != nil {
+		b.Fatalf("picomq: %v\n%s", err, n.Logs.String())
 	}
 	return n
 }
 
 // stop sends SIGTERM and waits for the process to exit (kill -9 after 60 s).
 func (n *node) stop(b *testing.B) {
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.done:
-	case <-time.After(60 * time.Second):
-		b.Logf("picomq %d did not stop within 60s; killing it", n.pid)
-		_ = n.cmd.Process.Kill()
-		<-n.done
+	if err := n.Stop(60 * time.Second); err != nil {
+		b.Logf("picomq %d: %v; killed it", n.pid, err)
 	}
 }
 
@@ -240,26 +230,11 @@ func BenchmarkPicoAppend(b *testing.B) {
 					per = batchRecords
 				}
 				name := fmt.Sprintf("/bench/%s-%d-%d", shape, size, c)
-				if r, err := http.DefaultClient.Do(mustReq("PUT", n.url+name, nil, "Content-Type", "application/octet-stream")); err != nil || r.StatusCode != 201 {
-					b.Fatalf("create %s: %v %v", name, r, err)
-				} else {
-					r.Body.Close()
-				}
+				mustCreate(b, n.url+name)
 				body, ct := appendBody(shape, per, size)
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}}
 				httpOnce := func() result {
-					res, err := drive(c, d, func(int) (int64, int64, error) {
-						resp, err := client.Do(mustReq("POST", n.url+name, body, "Content-Type", ct))
-						if err != nil {
-							return 0, 0, err
-						}
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						if resp.StatusCode != 200 {
-							return 0, 0, fmt.Errorf("append: status %d", resp.StatusCode)
-						}
-						return int64(per), int64(per * size), nil
-					})
+					res, err := drive(c, d, appendOp(client, n.url+name, body, ct, int64(per), int64(size)))
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -308,6 +283,33 @@ func appendBody(shape string, per, size int) ([]byte, string) {
 		recs[i].Value = val
 	}
 	return codec.Encode(recs), wire.MediaBatch
+}
+
+// mustCreate creates the binary stream at url.
+func mustCreate(b *testing.B, url string) {
+	b.Helper()
+	r, err := http.DefaultClient.Do(mustReq("PUT", url, nil, "Content-Type", "application/octet-stream"))
+	if err != nil || r.StatusCode != 201 {
+		b.Fatalf("create %s: %v %v", url, r, err)
+	}
+	r.Body.Close()
+}
+
+// appendOp is drive's op for appending body (records records of size
+// bytes each) to the stream at url.
+func appendOp(c *http.Client, url string, body []byte, ct string, records, size int64) func(int) (int64, int64, error) {
+	return func(int) (int64, int64, error) {
+		resp, err := c.Do(mustReq("POST", url, body, "Content-Type", ct))
+		if err != nil {
+			return 0, 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return 0, 0, fmt.Errorf("append: status %d", resp.StatusCode)
+		}
+		return records, records * size, nil
+	}
 }
 
 func mustReq(method, url string, body []byte, hdrs ...string) *http.Request {
