@@ -303,7 +303,8 @@ func (m *matrix) dsRows(ctx context.Context, run int) error {
 		} else {
 			m.res.Add(id, run, benchreport.SidePico, r.RecordsPerSec, &r.Lat)
 		}
-		q, err := m.picoBench(ctx, refURL, "durable-streams", prefix, p.c, 100, args...)
+		// The reference server has no Prometheus process metrics.
+		q, err := m.picoBench(ctx, refURL, "durable-streams", prefix, p.c, 100, append(args, "--metrics", "off")...)
 		if err != nil {
 			m.fail(id+" reference", err)
 			continue
