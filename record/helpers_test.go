@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math/rand/v2"
 	"testing"
 
@@ -91,20 +92,14 @@ func compressWith(t testing.TB, c Codec, raw []byte, xerialFraming, zstdStream b
 	case CodecNone:
 		return raw
 	case CodecGzip:
-		var buf bytes.Buffer
-		w := gzip.NewWriter(&buf)
-		mustWrite(t, w, raw)
-		return buf.Bytes()
+		return compressStream(t, raw, func(w io.Writer) writeCloser { return gzip.NewWriter(w) })
 	case CodecSnappy:
 		if xerialFraming {
 			return xerial.Encode(nil, raw)
 		}
 		return s2.EncodeSnappy(nil, raw)
 	case CodecLZ4:
-		var buf bytes.Buffer
-		w := lz4.NewWriter(&buf)
-		mustWrite(t, w, raw)
-		return buf.Bytes()
+		return compressStream(t, raw, func(w io.Writer) writeCloser { return lz4.NewWriter(w) })
 	case CodecZstd:
 		if zstdStream {
 			var buf bytes.Buffer
@@ -142,6 +137,15 @@ func compressWith(t testing.TB, c Codec, raw []byte, xerialFraming, zstdStream b
 type writeCloser interface {
 	Write([]byte) (int, error)
 	Close() error
+}
+
+// compressStream writes raw through the compressing writer newWriter
+// makes and returns what it wrote.
+func compressStream(t testing.TB, raw []byte, newWriter func(io.Writer) writeCloser) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	mustWrite(t, newWriter(&buf), raw)
+	return buf.Bytes()
 }
 
 func mustWrite(t testing.TB, w writeCloser, b []byte) {

@@ -278,34 +278,42 @@ func TestCLIKeysAndBinary(t *testing.T) {
 	}
 }
 
+// withJSONStream runs body once per HTTP protocol, as a subtest, on a new
+// application/json stream.
+func withJSONStream(t *testing.T, body func(t *testing.T, proto, name string)) {
+	for _, proto := range []string{"pico", "durable-streams"} {
+		t.Run(proto, func(t *testing.T) {
+			name := streamName(t)
+			cli(t, proto, "", "create", name, "--content-type", "application/json").want(t, 0, "create")
+			body(t, proto, name)
+		})
+	}
+}
+
 // TestCLIJSONValues: read --json and tail --json of a JSON stream print each
 // value that is JSON as JSON ("value":{"item":"widget"}, so jq
 // '.value.item' works), flag a JSON string with valueEncoding "json", and
 // print a text stream's values as strings, over both protocols.
 func TestCLIJSONValues(t *testing.T) {
-	for _, proto := range []string{"pico", "durable-streams"} {
-		t.Run(proto, func(t *testing.T) {
-			name := streamName(t)
-			cli(t, proto, "", "create", name, "--content-type", "application/json").want(t, 0, "create")
-			cli(t, proto, "{\"item\":\"widget\",\"qty\":2}\n\"s\"\n[1,2]\n", "append", name).want(t, 0, "append")
-			for _, cmd := range [][]string{{"read", name, "--json"}, {"tail", name, "--json"}} {
-				r := cli(t, proto, "", cmd...).want(t, 0, cmd[0])
-				lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-				if len(lines) != 3 || !strings.Contains(lines[0], `"value":{"item":"widget","qty":2}`) ||
-					!strings.Contains(lines[1], `"value":"s","valueEncoding":"json"`) || !strings.Contains(lines[2], `"value":[1,2]`) {
-					t.Fatalf("%s --json of a JSON stream:\n%s", cmd[0], r.stdout)
-				}
+	withJSONStream(t, func(t *testing.T, proto, name string) {
+		cli(t, proto, "{\"item\":\"widget\",\"qty\":2}\n\"s\"\n[1,2]\n", "append", name).want(t, 0, "append")
+		for _, cmd := range [][]string{{"read", name, "--json"}, {"tail", name, "--json"}} {
+			r := cli(t, proto, "", cmd...).want(t, 0, cmd[0])
+			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			if len(lines) != 3 || !strings.Contains(lines[0], `"value":{"item":"widget","qty":2}`) ||
+				!strings.Contains(lines[1], `"value":"s","valueEncoding":"json"`) || !strings.Contains(lines[2], `"value":[1,2]`) {
+				t.Fatalf("%s --json of a JSON stream:\n%s", cmd[0], r.stdout)
 			}
-			text := streamName(t)
-			cli(t, proto, "", "create", text, "--content-type", "text/plain").want(t, 0, "create text")
-			cli(t, proto, "{\"a\":1}\n", "append", text).want(t, 0, "append text")
-			r := cli(t, proto, "", "read", text, "--json").want(t, 0, "read text")
-			recs := jsonLines(t, r.stdout)
-			if len(recs) != 1 || !strings.HasPrefix(fmt.Sprint(recs[0]["value"]), `{"a":1}`) {
-				t.Fatalf("read --json of a text stream: %s", r.stdout)
-			}
-		})
-	}
+		}
+		text := streamName(t)
+		cli(t, proto, "", "create", text, "--content-type", "text/plain").want(t, 0, "create text")
+		cli(t, proto, "{\"a\":1}\n", "append", text).want(t, 0, "append text")
+		r := cli(t, proto, "", "read", text, "--json").want(t, 0, "read text")
+		recs := jsonLines(t, r.stdout)
+		if len(recs) != 1 || !strings.HasPrefix(fmt.Sprint(recs[0]["value"]), `{"a":1}`) {
+			t.Fatalf("read --json of a text stream: %s", r.stdout)
+		}
+	})
 }
 
 // TestCLIEncodeAndAppendBinary: picomq encode writes a Pico binary batch
@@ -382,65 +390,61 @@ func TestCLIAppendLarge(t *testing.T) {
 // TestCLITailFollow: tail -f prints records as they are appended and exits
 // 0 on SIGINT.
 func TestCLITailFollow(t *testing.T) {
-	for _, proto := range []string{"pico", "durable-streams"} {
-		t.Run(proto, func(t *testing.T) {
-			name := streamName(t)
-			cli(t, proto, "", "create", name, "--content-type", "application/json").want(t, 0, "create")
-			cli(t, proto, `{"n":0}`+"\n", "append", name).want(t, 0, "append")
+	withJSONStream(t, func(t *testing.T, proto, name string) {
+		cli(t, proto, `{"n":0}`+"\n", "append", name).want(t, 0, "append")
 
-			cmd := exec.Command(cliBin, "tail", "-f", "-n", "1", name)
-			cmd.Env = append(os.Environ(), "PICOMQ_SERVER="+servers[proto], "PICOMQ_PROTOCOL="+proto)
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
+		cmd := exec.Command(cliBin, "tail", "-f", "-n", "1", name)
+		cmd.Env = append(os.Environ(), "PICOMQ_SERVER="+servers[proto], "PICOMQ_PROTOCOL="+proto)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		lines := make(chan string, 100)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
 			}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			lines := make(chan string, 100)
-			go func() {
-				sc := bufio.NewScanner(stdout)
-				for sc.Scan() {
-					lines <- sc.Text()
-				}
-				close(lines)
-				exited <- cmd.Wait()
-			}()
-			defer cmd.Process.Kill()
-			expect := func(want string) {
-				t.Helper()
-				select {
-				case l := <-lines:
-					if l != want {
-						t.Fatalf("tail -f printed %q, want %q", l, want)
-					}
-				case <-time.After(15 * time.Second):
-					t.Fatalf("tail -f did not print %q within 15s; stderr: %s", want, stderr.String())
-				}
-			}
-			expect(`{"n":0}`) // the last existing record: tail is following now
-			for i := 1; i <= 3; i++ {
-				cli(t, proto, fmt.Sprintf(`{"n":%d}`, i)+"\n", "append", name).want(t, 0, "append")
-				expect(fmt.Sprintf(`{"n":%d}`, i))
-			}
-			if err := cmd.Process.Signal(os.Interrupt); err != nil {
-				t.Fatal(err)
-			}
-			for range lines {
-			}
+			close(lines)
+			exited <- cmd.Wait()
+		}()
+		defer cmd.Process.Kill()
+		expect := func(want string) {
+			t.Helper()
 			select {
-			case err := <-exited:
-				if err != nil {
-					t.Fatalf("tail -f after SIGINT: %v; stderr: %s", err, stderr.String())
+			case l := <-lines:
+				if l != want {
+					t.Fatalf("tail -f printed %q, want %q", l, want)
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("tail -f did not exit within 10s of SIGINT")
+			case <-time.After(15 * time.Second):
+				t.Fatalf("tail -f did not print %q within 15s; stderr: %s", want, stderr.String())
 			}
-		})
-	}
+		}
+		expect(`{"n":0}`) // the last existing record: tail is following now
+		for i := 1; i <= 3; i++ {
+			cli(t, proto, fmt.Sprintf(`{"n":%d}`, i)+"\n", "append", name).want(t, 0, "append")
+			expect(fmt.Sprintf(`{"n":%d}`, i))
+		}
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		for range lines {
+		}
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("tail -f after SIGINT: %v; stderr: %s", err, stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("tail -f did not exit within 10s of SIGINT")
+		}
+	})
 }
 
 // TestCLIToken: the token (flag or env) reaches the server; what the CLI
