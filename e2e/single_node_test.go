@@ -205,6 +205,19 @@ func assertErrorBody(t testing.TB, r response, code string) {
 	}
 }
 
+// createCrashStreams creates the binary streams prefix/0 … prefix/n-1 of a
+// crash test and returns its record of them: acked[stream][offset] = value,
+// empty.
+func createCrashStreams(t *testing.T, prefix string, n int) []map[int64]string {
+	t.Helper()
+	acked := make([]map[int64]string, n)
+	for s := range acked {
+		wantStatus(t, do(t, "PUT", fmt.Sprintf("%s/%d", prefix, s), nil, "Content-Type", "application/octet-stream"), 201, "create")
+		acked[s] = map[int64]string{}
+	}
+	return acked
+}
+
 // TestCrashKill9 appends from many concurrent clients to several streams,
 // SIGKILLs the node at a random moment, restarts it, and checks that every
 // acknowledged record is present at its acknowledged offset with identical
@@ -214,14 +227,7 @@ func TestCrashKill9(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, dir)
 	const streams = 4
-	for s := 0; s < streams; s++ {
-		wantStatus(t, do(t, "PUT", fmt.Sprintf("%s/crash/%d", n.URL, s), nil, "Content-Type", "application/octet-stream"), 201, "create")
-	}
-	// acked[stream][offset] = value
-	acked := make([]map[int64]string, streams)
-	for i := range acked {
-		acked[i] = map[int64]string{}
-	}
+	acked := createCrashStreams(t, n.URL+"/crash", streams)
 	var mu sync.Mutex
 	rounds := 4
 	if testing.Short() {

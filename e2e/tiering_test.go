@@ -250,13 +250,7 @@ func TestTieringCrashKill9(t *testing.T) {
 	dir := t.TempDir()
 	n := startNodeEnv(t, dir, m.Env(), "--object-store", m.ObjectStoreURL(), "--seal-max-bytes", "16384", "--seal-max-age", "20ms")
 	const streams = 3
-	for s := 0; s < streams; s++ {
-		wantStatus(t, do(t, "PUT", fmt.Sprintf("%s/tcrash/%d", n.URL, s), nil, "Content-Type", "application/octet-stream"), 201, "create")
-	}
-	acked := make([]map[int64]string, streams)
-	for i := range acked {
-		acked[i] = map[int64]string{}
-	}
+	acked := createCrashStreams(t, n.URL+"/tcrash", streams)
 	var mu sync.Mutex
 	verify := func(stage string) {
 		t.Helper()

@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,12 +58,9 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(binDir)
-	if picomqBin = os.Getenv("PICOMQ_TEST_BIN"); picomqBin == "" {
-		picomqBin = filepath.Join(binDir, "picomq")
-		if err := testproc.Build(picomqBin, testproc.Picomq); err != nil {
-			fmt.Fprintln(os.Stderr, "sdk tests: building picomq:", err)
-			return 1
-		}
+	if picomqBin, err = testproc.PicomqBinary(binDir); err != nil {
+		fmt.Fprintln(os.Stderr, "sdk tests: building picomq:", err)
+		return 1
 	}
 	defer func() {
 		sharedMu.Lock()
