@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -35,17 +34,9 @@ func TestManyStreamsSurviveRestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	start := func() (*Node, string) {
-		cfg, err := ParseServeFlags([]string{"--data-dir", dir, "--http-addr", "127.0.0.1:0", "--kafka-addr", "off"},
-			func(string) string { return "" }, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		nd, err := Start(sctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		nd := startTestNode(t, sctx, dir, nil)
 		return nd, "http://" + nd.Addr()
 	}
 	stop := func(nd *Node) {

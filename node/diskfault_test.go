@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,22 +22,8 @@ import (
 // (it is called from other goroutines too, so it does not fail the test).
 func startOnFS(t *testing.T, ctx context.Context, fs *faultfs.FS, args ...string) func(method, path, body string) (int, string) {
 	t.Helper()
-	cfg, err := ParseServeFlags(append([]string{
-		"--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--kafka-addr", "off",
-	}, args...), func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.walFS = fs
-	n, err := Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 30*time.Second)
-		defer c()
-		_ = n.Shutdown(sctx)
-	})
+	n := startTestNode(t, ctx, t.TempDir(), func(cfg *Config) { cfg.walFS = fs }, args...)
+	shutdownAtEnd(t, n)
 	base := "http://" + n.Addr()
 	return func(method, path, body string) (int, string) {
 		req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))

@@ -52,23 +52,40 @@ func BenchmarkAppendHTTPNode(b *testing.B) {
 // and stops it when the benchmark ends.
 func startBenchNode(b *testing.B) *Node {
 	b.Helper()
-	cfg, err := ParseServeFlags([]string{"--data-dir", b.TempDir(), "--http-addr", "127.0.0.1:0", "--kafka-addr", "off"},
-		func(string) string { return "" }, io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	n := startTestNode(b, ctx, b.TempDir(), nil)
+	shutdownAtEnd(b, n)
+	return n
+}
+
+// startTestNode starts a node on loopback (Kafka off) with its data in
+// dir and args added to the flags; configure, when not nil, adjusts the
+// parsed config. Its log is discarded.
+func startTestNode(tb testing.TB, ctx context.Context, dir string, configure func(*Config), args ...string) *Node {
+	tb.Helper()
+	cfg, err := ParseServeFlags(append([]string{"--data-dir", dir, "--http-addr", "127.0.0.1:0", "--kafka-addr", "off"}, args...),
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
 	n, err := Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError})))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() {
+	return n
+}
+
+// shutdownAtEnd shuts n down when the test or benchmark ends.
+func shutdownAtEnd(tb testing.TB, n *Node) {
+	tb.Cleanup(func() {
 		sctx, c := context.WithTimeout(context.Background(), 30*time.Second)
 		defer c()
 		_ = n.Shutdown(sctx)
 	})
-	return n
 }
 
 // sendBytes sends body as application/octet-stream, reads the answer to

@@ -11,12 +11,7 @@ import (
 // registerWALMetrics exposes the WAL's counters. They are read at scrape time
 // from wal.Stats, so the append path pays nothing for them.
 func registerWALMetrics(reg prometheus.Registerer, w *wal.WAL) {
-	gauge := func(name, help string, f func(wal.Stats) float64) {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(w.Stats()) }))
-	}
-	counter := func(name, help string, f func(wal.Stats) float64) {
-		registerCounter(reg, name, help, func() float64 { return f(w.Stats()) })
-	}
+	gauge, counter := statMetrics(reg, w.Stats)
 	gauge("picomq_wal_segments", "WAL segment files on disk.", func(s wal.Stats) float64 { return float64(s.Segments) })
 	gauge("picomq_wal_disk_bytes", "Bytes of WAL segment files, preallocation included.", func(s wal.Stats) float64 { return float64(s.DiskBytes) })
 	gauge("picomq_wal_queued_bytes", "Bytes enqueued and not yet written.", func(s wal.Stats) float64 { return float64(s.QueuedBytes) })
@@ -32,15 +27,25 @@ func registerWALMetrics(reg prometheus.Registerer, w *wal.WAL) {
 func registerTierMetrics(reg prometheus.Registerer, t *tiering.Tier) {
 	registerCounter(reg, "picomq_corrupt_objects_total", "Distinct objects whose bytes failed their CRC on read (reads of them fail with 503).",
 		func() float64 { return float64(t.CorruptObjects()) })
-	counter := func(name, help string, f func(cache.Stats) float64) {
-		registerCounter(reg, name, help, func() float64 { return f(t.CacheStats()) })
-	}
+	_, counter := statMetrics(reg, t.CacheStats)
 	counter("picomq_cache_hit_blocks_total", "Object blocks served from the cache.", func(s cache.Stats) float64 { return float64(s.Hits) })
 	counter("picomq_cache_miss_blocks_total", "Object blocks a reader had to fetch.", func(s cache.Stats) float64 { return float64(s.Misses) })
 	counter("picomq_cache_joined_blocks_total", "Object blocks a reader waited for while a fetch (often read-ahead) was in flight.", func(s cache.Stats) float64 { return float64(s.Joined) })
 	counter("picomq_cache_prefetch_blocks_total", "Object blocks fetched by read-ahead.", func(s cache.Stats) float64 { return float64(s.Prefetches) })
 	counter("picomq_cache_requests_total", "Ranged GETs sent to object storage by the cache.", func(s cache.Stats) float64 { return float64(s.Requests) })
 	counter("picomq_cache_fetched_bytes_total", "Bytes received from object storage by the cache.", func(s cache.Stats) float64 { return float64(s.FetchedBytes) })
+}
+
+// statMetrics returns functions that register a gauge or a counter whose
+// value f reads from a fresh stats() at scrape time.
+func statMetrics[S any](reg prometheus.Registerer, stats func() S) (gauge, counter func(name, help string, f func(S) float64)) {
+	gauge = func(name, help string, f func(S) float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(stats()) }))
+	}
+	counter = func(name, help string, f func(S) float64) {
+		registerCounter(reg, name, help, func() float64 { return f(stats()) })
+	}
+	return gauge, counter
 }
 
 // registerCounter registers a counter read at scrape time from f.

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,17 +12,9 @@ import (
 // TestPprofListener: --pprof-addr serves the runtime profiles on its own
 // loopback listener, never on the stream listener, and stops with the node.
 func TestPprofListener(t *testing.T) {
-	cfg, err := ParseServeFlags([]string{"--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0",
-		"--kafka-addr", "off", "--pprof-addr", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := startTestNode(t, ctx, t.TempDir(), nil, "--pprof-addr", "127.0.0.1:0")
 	get := func(url string) (int, string) {
 		t.Helper()
 		resp, err := http.Get(url)
