@@ -246,7 +246,7 @@ func (p *createPlan) undo(ctx context.Context, s *Service) {
 	p.src = nil
 	if err := s.releaseRef(ctx, src.info.Name, src.info.ID); err != nil {
 		// A leaked reference only keeps a deleted source's data longer;
-		// StartLifecycle recounts references from the registry.
+		// Reconcile (at start-up) recounts references from the registry.
 		s.cfg.Logger.Warn("fork reference not released", "source", src.info.Name, "err", err)
 	}
 }
