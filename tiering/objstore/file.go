@@ -246,7 +246,7 @@ func (s *FileStore) Create(ctx context.Context, key string, opts CreateOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("objstore: create %q: %w", key, err)
 	}
-	return &fileWriter{ctx: ctx, s: s, key: key, opts: opts, f: f}, nil
+	return &fileWriter{pendingObject: pendingObject{ctx: ctx, key: key, opts: opts}, s: s, f: f}, nil
 }
 
 // Close is part of the Store interface.
@@ -296,36 +296,26 @@ func syncDir(dir string) error {
 }
 
 type fileWriter struct {
-	ctx  context.Context
-	s    *FileStore
-	key  string
-	opts CreateOptions
-	f    *os.File
-	done bool
+	pendingObject
+	s *FileStore
+	f *os.File
 }
 
-func (w *fileWriter) Write(p []byte) (int, error) {
-	if w.done {
-		return 0, ErrClosed
-	}
-	return w.f.Write(p)
-}
+func (w *fileWriter) Write(p []byte) (int, error) { return w.write(w.f, p) }
 
 func (w *fileWriter) Abort() error {
-	if w.done {
+	if !w.finish() {
 		return nil
 	}
-	w.done = true
 	name := w.f.Name()
 	_ = w.f.Close()
 	return os.Remove(name)
 }
 
 func (w *fileWriter) Close() error {
-	if w.done {
+	if !w.finish() {
 		return ErrClosed
 	}
-	w.done = true
 	tmp := w.f.Name()
 	defer os.Remove(tmp) // after a link, or after any failure
 	if err := w.ctx.Err(); err != nil {

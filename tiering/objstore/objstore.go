@@ -66,6 +66,32 @@ import (
 	"time"
 )
 
+// pendingObject is what every store's Writer keeps until Close commits the
+// object or Abort drops it: where it goes, and whether it is finished.
+type pendingObject struct {
+	ctx  context.Context
+	key  string
+	opts CreateOptions
+	done bool
+}
+
+// finish marks the object finished; false when it already was.
+func (p *pendingObject) finish() bool {
+	if p.done {
+		return false
+	}
+	p.done = true
+	return true
+}
+
+// write passes b on to dst unless the object is finished.
+func (p *pendingObject) write(dst io.Writer, b []byte) (int, error) {
+	if p.done {
+		return 0, ErrClosed
+	}
+	return dst.Write(b)
+}
+
 // yieldSorted sorts a listing by key, as List promises, and yields it.
 func yieldSorted(list []Attributes, yield func(Attributes, error) bool) {
 	slices.SortFunc(list, func(a, b Attributes) int { return strings.Compare(a.Key, b.Key) })

@@ -505,7 +505,7 @@ func (s *S3Store) Create(ctx context.Context, key string, opts CreateOptions) (W
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return &s3Writer{ctx: ctx, s: s, key: key, opts: opts}, nil
+	return &s3Writer{pendingObject: pendingObject{ctx: ctx, key: key, opts: opts}, s: s}, nil
 }
 
 // Close is part of the Store interface.
@@ -548,20 +548,12 @@ func (s *S3Store) mapErr(op, key string, err error) error {
 }
 
 type s3Writer struct {
-	ctx  context.Context
-	s    *S3Store
-	key  string
-	opts CreateOptions
-	buf  bytes.Buffer
-	done bool
+	pendingObject
+	s   *S3Store
+	buf bytes.Buffer
 }
 
-func (w *s3Writer) Write(p []byte) (int, error) {
-	if w.done {
-		return 0, ErrClosed
-	}
-	return w.buf.Write(p)
-}
+func (w *s3Writer) Write(p []byte) (int, error) { return w.write(&w.buf, p) }
 
 func (w *s3Writer) Abort() error {
 	w.done = true
@@ -570,10 +562,9 @@ func (w *s3Writer) Abort() error {
 }
 
 func (w *s3Writer) Close() error {
-	if w.done {
+	if !w.finish() {
 		return ErrClosed
 	}
-	w.done = true
 	data := w.buf.Bytes()
 	w.buf = bytes.Buffer{}
 	in := &s3.PutObjectInput{
