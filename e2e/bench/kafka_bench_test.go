@@ -25,6 +25,9 @@ import (
 // appends of the same batches over the same number of connections and the
 // WAL alone with the same entries, all in one run on one disk; then one
 // franz-go consumer reading each topic back. MB/s counts record values.
+// PICOMQ_BENCH_KAFKA_PEER=host:port drives the same producer load against
+// another Kafka broker after each cell (a peer such as klite, built and
+// started outside this repository) and prints PicoMQ's ratio to it.
 func BenchmarkKafka(b *testing.B) {
 	d := measureFor()
 	kafkaAddr, err := testproc.FreeAddr()
@@ -56,39 +59,8 @@ func BenchmarkKafka(b *testing.B) {
 				continue
 			}
 			topic := fmt.Sprintf("bench-p%d-c%d", parts, prods)
-			req := kmsg.NewPtrCreateTopicsRequest()
-			rt := kmsg.NewCreateTopicsRequestTopic()
-			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, parts, 1
-			req.Topics = append(req.Topics, rt)
-			if resp, err := req.RequestWith(ctx, admin); err != nil || resp.Topics[0].ErrorCode != 0 {
-				b.Fatalf("create %s: %v %+v", topic, err, resp)
-			}
-			clients := make([]*kgo.Client, prods)
-			for i := range clients {
-				cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.DefaultProduceTopic(topic),
-					kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
-					kgo.ProducerBatchMaxBytes(4<<20))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer cl.Close()
-				clients[i] = cl
-			}
-			recs := make([][]*kgo.Record, prods)
 			walBefore := scrapeWAL(b, n.url)
-			kafka, err := drive(prods, d, func(w int) (int64, int64, error) {
-				if recs[w] == nil {
-					recs[w] = make([]*kgo.Record, batchRecords)
-				}
-				for i := range recs[w] {
-					recs[w][i] = &kgo.Record{Value: val}
-				}
-				err := clients[w].ProduceSync(ctx, recs[w]...).FirstErr()
-				return batchRecords, batchRecords * size, err
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
+			kafka := kafkaProduce(b, admin, kafkaAddr, topic, parts, prods, val, d)
 			walKafka := scrapeWAL(b, n.url).minus(walBefore)
 
 			// Pico binary batches of the same records over prods connections.
@@ -132,6 +104,12 @@ func BenchmarkKafka(b *testing.B) {
 				"", walKafka.entries/float64(kafka.requests), walKafka.entries/walKafka.groups,
 				1000*walKafka.syncSeconds/walKafka.groups, 1000*walRes.syncSeconds/float64(walRes.syncs),
 				100*walKafka.syncSeconds/kafka.elapsed.Seconds(), int(walKafka.flushes))
+			if peer := os.Getenv("PICOMQ_BENCH_KAFKA_PEER"); peer != "" {
+				pr := kafkaProduce(b, nil, peer, topic, parts, prods, val, d)
+				fmt.Printf("%13s peer broker %s, same load: %.0f rec/s, p50 %s, p99 %s; PicoMQ/peer %.2fx\n", "", peer,
+					pr.recordsPerSec(), pr.pct(0.5).Round(time.Microsecond), pr.pct(0.99).Round(time.Microsecond),
+					kafka.recordsPerSec()/pr.recordsPerSec())
+			}
 			b.ReportMetric(100*kafka.mbPerSec()/walRes.mbPerSec(), fmt.Sprintf("pct-of-wal-p%d-c%d", parts, prods))
 		}
 	}
@@ -186,4 +164,53 @@ func scrapeWAL(b *testing.B, url string) walCounters {
 		}
 	}
 	return c
+}
+
+// kafkaProduce creates topic with parts partitions on the broker at addr
+// and drives prods franz-go producers (acks=all, idempotent, no
+// compression), each a closed loop of ProduceSync of batchRecords records
+// of val, for d. admin may be nil (a client for addr is made).
+func kafkaProduce(b *testing.B, admin *kgo.Client, addr, topic string, parts int32, prods int, val []byte, d time.Duration) result {
+	ctx := context.Background()
+	if admin == nil {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		admin = cl
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, parts, 1
+	req.Topics = append(req.Topics, rt)
+	if resp, err := req.RequestWith(ctx, admin); err != nil || resp.Topics[0].ErrorCode != 0 {
+		b.Fatalf("create %s at %s: %v %+v", topic, addr, err, resp)
+	}
+	clients := make([]*kgo.Client, prods)
+	for i := range clients {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
+			kgo.ProducerBatchMaxBytes(4<<20))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		clients[i] = cl
+	}
+	recs := make([][]*kgo.Record, prods)
+	res, err := drive(prods, d, func(w int) (int64, int64, error) {
+		if recs[w] == nil {
+			recs[w] = make([]*kgo.Record, batchRecords)
+		}
+		for i := range recs[w] {
+			recs[w][i] = &kgo.Record{Value: val}
+		}
+		err := clients[w].ProduceSync(ctx, recs[w]...).FirstErr()
+		return batchRecords, int64(batchRecords * len(val)), err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return res
 }
