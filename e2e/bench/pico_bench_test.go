@@ -303,10 +303,10 @@ func appendOp(c *http.Client, url string, body []byte, ct string, records, size 
 		if err != nil {
 			return 0, 0, err
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
+		msg, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
-			return 0, 0, fmt.Errorf("append: status %d", resp.StatusCode)
+			return 0, 0, fmt.Errorf("append: status %d: %s", resp.StatusCode, msg)
 		}
 		return records, records * size, nil
 	}
