@@ -105,7 +105,9 @@ func BenchmarkKafka(b *testing.B) {
 				1000*walKafka.syncSeconds/walKafka.groups, 1000*walRes.syncSeconds/float64(walRes.syncs),
 				100*walKafka.syncSeconds/kafka.elapsed.Seconds(), int(walKafka.flushes))
 			if peer := os.Getenv("PICOMQ_BENCH_KAFKA_PEER"); peer != "" {
-				pr := kafkaProduce(b, nil, peer, topic, parts, prods, val, d)
+				// A topic of its own per run: the peer outlives the run.
+				peerTopic := fmt.Sprintf("%s-%d", topic, time.Now().UnixNano())
+				pr := kafkaProduce(b, nil, peer, peerTopic, parts, prods, val, d)
 				fmt.Printf("%13s peer broker %s, same load: %.0f rec/s, p50 %s, p99 %s; PicoMQ/peer %.2fx\n", "", peer,
 					pr.recordsPerSec(), pr.pct(0.5).Round(time.Microsecond), pr.pct(0.99).Round(time.Microsecond),
 					kafka.recordsPerSec()/pr.recordsPerSec())
