@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,19 +202,67 @@ func kafkaProduce(b *testing.B, admin *kgo.Client, addr, topic string, parts int
 		defer cl.Close()
 		clients[i] = cl
 	}
-	recs := make([][]*kgo.Record, prods)
-	res, err := drive(prods, d, func(w int) (int64, int64, error) {
+	op := produceSyncOp(clients, val)
+	if n, _ := strconv.Atoi(os.Getenv("PICOMQ_BENCH_KAFKA_INFLIGHT")); n > 1 {
+		op = produceWindowOp(clients, val, n)
+	}
+	res, err := drive(prods, d, op)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return res
+}
+
+// produceSyncOp is one closed-loop ProduceSync of batchRecords records per
+// call: one request in flight per producer.
+func produceSyncOp(clients []*kgo.Client, val []byte) func(w int) (int64, int64, error) {
+	recs := make([][]*kgo.Record, len(clients))
+	return func(w int) (int64, int64, error) {
 		if recs[w] == nil {
 			recs[w] = make([]*kgo.Record, batchRecords)
 		}
 		for i := range recs[w] {
 			recs[w][i] = &kgo.Record{Value: val}
 		}
-		err := clients[w].ProduceSync(ctx, recs[w]...).FirstErr()
+		err := clients[w].ProduceSync(context.Background(), recs[w]...).FirstErr()
 		return batchRecords, int64(batchRecords * len(val)), err
-	})
-	if err != nil {
-		b.Fatal(err)
 	}
-	return res
+}
+
+// produceWindowOp (PICOMQ_BENCH_KAFKA_INFLIGHT=n) hands batchRecords
+// records per call to the client's asynchronous Produce and waits only for
+// the group handed over n calls earlier, so a producer keeps n groups
+// outstanding and franz-go pipelines produce requests on its connection (up
+// to 5 in flight with idempotence), as an application that does not wait
+// per batch does. Latencies are then per call, not per produce; the last
+// n-1 groups of a run are counted without being awaited.
+func produceWindowOp(clients []*kgo.Client, val []byte, n int) func(w int) (int64, int64, error) {
+	type group struct {
+		wg  sync.WaitGroup
+		err atomic.Pointer[error]
+	}
+	outstanding := make([][]*group, len(clients))
+	return func(w int) (int64, int64, error) {
+		g := new(group)
+		g.wg.Add(batchRecords)
+		done := func(_ *kgo.Record, err error) {
+			if err != nil {
+				g.err.CompareAndSwap(nil, &err)
+			}
+			g.wg.Done()
+		}
+		for range batchRecords {
+			clients[w].Produce(context.Background(), &kgo.Record{Value: val}, done)
+		}
+		outstanding[w] = append(outstanding[w], g)
+		if len(outstanding[w]) >= n {
+			old := outstanding[w][0]
+			outstanding[w] = outstanding[w][1:]
+			old.wg.Wait()
+			if e := old.err.Load(); e != nil {
+				return 0, 0, *e
+			}
+		}
+		return batchRecords, int64(batchRecords * len(val)), nil
+	}
 }
