@@ -493,8 +493,12 @@ func TestClusterOwnerKill(t *testing.T) {
 			r := mustSend(t, follow, "POST", a.URL+s.name, []byte(v), "Content-Type", "text/plain")
 			wantStatus(t, r.response, 200, "append via restarted A")
 			off, _ := strconv.ParseInt(r.Header.Get("Pico-Offset"), 10, 64)
-			if r.servedBy() != o.ID || off != int64(len(logs[s.name])) {
-				t.Fatalf("%s: append via A served by %q at offset %d, want %s at %d", s.name, r.servedBy(), off, o.ID, len(logs[s.name]))
+			want := int64(0)
+			if l := logs[s.name]; len(l) > 0 {
+				want = l[len(l)-1].Offset + 1
+			}
+			if r.servedBy() != o.ID || off != want {
+				t.Fatalf("%s: append via A served by %q at offset %d, want %s at %d", s.name, r.servedBy(), off, o.ID, want)
 			}
 			logs[s.name] = append(logs[s.name], record{off, v})
 		}
@@ -543,7 +547,13 @@ func checkKillStream(s *killStream, killed string, killAt time.Time, recs []reco
 		}
 		at[r.Value] = r.Offset
 	}
-	present := func(x ack) bool { return x.Offset < int64(len(recs)) && recs[x.Offset].Value == x.Value }
+	byOffset := make(map[int64]string, len(recs))
+	for _, r := range recs {
+		byOffset[r.Offset] = r.Value
+	}
+	// Offsets may have a gap where the takeover left one (the lost
+	// owner's reservation, docs/durability.md): look records up by offset.
+	present := func(x ack) bool { v, ok := byOffset[x.Offset]; return ok && v == x.Value }
 	var before []ack
 	for _, x := range acks {
 		if x.ServedBy != killed {

@@ -2,8 +2,8 @@
 
 // The full soak is built only with the tag soak (`make soak`): it injects
 // the fault that still finds violations today (an owner paused past its
-// lease; docs/durability.md "Known violations"), so it is a tool to run,
-// not a test every `make test` can pass yet.
+// lease, which found the two violations docs/durability.md records as
+// fixed); `make soak` runs it for DURATION.
 
 package e2e
 

@@ -21,9 +21,9 @@ import (
 // TestSoakKillRestart is the soak every `make test` runs: the history
 // checker over `object` streams on a 3-node cluster while nodes are killed
 // with -9 and restarted and etcd is stopped and restarted, for a minute.
-// Any violation fails it. The fault that still finds violations (an owner
-// paused past its lease, docs/durability.md "Known violations") runs only
-// in the full soak (`make soak`, TestSoak in soak_full_test.go).
+// Any violation fails it. The full soak with an owner paused past its
+// lease and both durability levels is TestSoak (`make soak`,
+// soak_full_test.go).
 func TestSoakKillRestart(t *testing.T) {
 	res := runSoak(t, soakOpts{
 		duration:     60 * time.Second,
@@ -238,8 +238,8 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 	for k, n := range res.Faults {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
 	}
-	report := fmt.Sprintf("soak: duration %v, durability %v, faults by kind %v, local records lost after owner loss %d, largest local loss window %v (--seal-max-age %v)\n%s",
-		duration, durabilities, kinds, res.LocalLost, res.LossWindow.Round(time.Millisecond), sealMaxAge, res.Summary())
+	report := fmt.Sprintf("soak: duration %v, durability %v, faults by kind %v, local records lost after owner loss %d, largest local loss window %v (--seal-max-age %v), offset gaps readers were moved past %d (%d offsets), checks passed as local records seen then lost with their owner %d\n%s",
+		duration, durabilities, kinds, res.LocalLost, res.LossWindow.Round(time.Millisecond), sealMaxAge, res.Gaps, res.GapOffsets, res.LocalLostSeen, res.Summary())
 	fmt.Fprintln(os.Stdout, report)
 	return res
 }

@@ -16,8 +16,9 @@
 //     local durability: a lost record's offset must not be handed out again);
 //   - a value (each append carries a unique one) appears at most once, so an
 //     idempotent producer's retried batch is written once;
-//   - a reader following a stream never sees offsets go backwards and sees
-//     consecutive offsets;
+//   - a reader following a stream never sees offsets go backwards, and
+//     offsets it is moved past (a gap a takeover left, docs/durability.md)
+//     never held a record in any read;
 //   - everything read is a whole record some client sent.
 //
 // Why not a linearizability checker (porcupine): the model of a stream is a
@@ -114,6 +115,12 @@ type Result struct {
 	// record's acknowledgement and the owner loss that took it.
 	LocalLost  int
 	LossWindow time.Duration
+	// Gaps counts the distinct offset ranges readers were moved past
+	// (takeovers after an owner loss), GapOffsets their total size.
+	Gaps, GapOffsets int64
+	// LocalLostSeen counts checks that passed because a local record a
+	// reader had seen was lost with its owner (offsets then a gap).
+	LocalLostSeen int
 }
 
 // Summary is the closing line of a soak.
@@ -150,22 +157,52 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 		}
 	}
 
+	durability := map[string]string{}
+	for _, a := range l.appends {
+		durability[a.Stream] = a.Durability
+	}
 	type streamView struct {
-		at      map[int64]string // offset → the value every read returned
-		where   map[string]int64 // value → offset
-		final   map[int64]string // what the final reads returned
-		finalHi int64            // the final reads covered [start, finalHi)
+		at      map[int64]string    // offset → the value every read returned
+		seen    map[int64]time.Time // offset → when a read first returned it
+		where   map[string]int64    // value → offset
+		final   map[int64]string    // what the final reads returned
+		finalHi int64               // the final reads covered [start, finalHi)
 	}
 	views := map[string]*streamView{}
 	view := func(s string) *streamView {
 		v := views[s]
 		if v == nil {
-			v = &streamView{at: map[int64]string{}, where: map[string]int64{}, final: map[int64]string{}}
+			v = &streamView{at: map[int64]string{}, seen: map[int64]time.Time{}, where: map[string]int64{}, final: map[int64]string{}}
 			views[s] = v
 		}
 		return v
 	}
 	lastTail := map[[2]any]int64{} // (client, stream) → next offset the tail expects
+	type gap struct {
+		stream   string
+		from, to int64 // [from, to) skipped
+		node     string
+	}
+	gaps := map[gap]bool{}
+	type dup struct {
+		stream, value string
+		off1, off2    int64
+	}
+	var twice []dup
+	// lostWithOwner: a local record a read returned at off that the final
+	// reads do not hold, and an owner loss came after that read: the
+	// documented local loss (readers may have seen what is lost).
+	lostWithOwner := func(stream string, off int64, value string) bool {
+		v := view(stream)
+		if durability[stream] != "local" || v.final[off] == value {
+			return false
+		}
+		if _, ok := l.ownerLossAfter(v.seen[off]); ok {
+			res.LocalLostSeen++
+			return true
+		}
+		return false
+	}
 	reads := append([]Read(nil), l.reads...)
 	sort.SliceStable(reads, func(i, j int) bool { return reads[i].Start.Before(reads[j].Start) })
 	for _, r := range reads {
@@ -174,8 +211,11 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 		}
 		v := view(r.Stream)
 		for i, rec := range r.Records {
-			if i > 0 && rec.Offset != r.Records[i-1].Offset+1 {
-				bad("%s: a read from %d on %s jumped from offset %d to %d", r.Stream, r.From, r.Node, r.Records[i-1].Offset, rec.Offset)
+			if i > 0 && rec.Offset <= r.Records[i-1].Offset {
+				bad("%s: a read from %d on %s went from offset %d to %d", r.Stream, r.From, r.Node, r.Records[i-1].Offset, rec.Offset)
+			}
+			if i > 0 && rec.Offset > r.Records[i-1].Offset+1 {
+				gaps[gap{r.Stream, r.Records[i-1].Offset + 1, rec.Offset, r.Node}] = true
 			}
 			if _, ok := sent[rec.Value]; !ok {
 				bad("%s: offset %d read on %s holds %q, which no client sent (torn or foreign record)", r.Stream, rec.Offset, r.Node, clip(rec.Value))
@@ -183,10 +223,10 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 			if old, ok := v.at[rec.Offset]; ok && old != rec.Value {
 				bad("%s: offset %d names two records: %q and %q (the second read on %s)", r.Stream, rec.Offset, clip(old), clip(rec.Value), r.Node)
 			} else if !ok {
-				v.at[rec.Offset] = rec.Value
+				v.at[rec.Offset], v.seen[rec.Offset] = rec.Value, r.End
 			}
 			if off, ok := v.where[rec.Value]; ok && off != rec.Offset {
-				bad("%s: record %q at offsets %d and %d (written twice)", r.Stream, clip(rec.Value), off, rec.Offset)
+				twice = append(twice, dup{r.Stream, rec.Value, off, rec.Offset})
 			} else if !ok {
 				v.where[rec.Value] = rec.Offset
 			}
@@ -201,9 +241,38 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 			key := [2]any{r.Client, r.Stream}
 			if want, ok := lastTail[key]; ok && r.Records[0].Offset < want {
 				bad("%s: client %d's tail went backwards: expected offset %d, got %d from %s", r.Stream, r.Client, want, r.Records[0].Offset, r.Node)
+			} else if ok && r.Records[0].Offset > want {
+				gaps[gap{r.Stream, want, r.Records[0].Offset, r.Node}] = true
 			}
 			lastTail[key] = r.Records[len(r.Records)-1].Offset + 1
 		}
+	}
+
+	// A gap is fine only if no read anywhere ever saw a record in it.
+	type span struct {
+		stream   string
+		from, to int64
+	}
+	distinct := map[span]bool{}
+	for g := range gaps {
+		v := view(g.stream)
+		for off := g.from; off < g.to && off < g.from+1<<20; off++ {
+			if val, ok := v.at[off]; ok && !lostWithOwner(g.stream, off, val) {
+				bad("%s: a read on %s was moved past [%d, %d), but offset %d holds %q", g.stream, g.node, g.from, g.to, off, clip(val))
+				break
+			}
+		}
+		distinct[span{g.stream, g.from, g.to}] = true
+	}
+	for _, d := range twice {
+		if lostWithOwner(d.stream, d.off1, d.value) || lostWithOwner(d.stream, d.off2, d.value) {
+			continue // the first copy was lost with its owner; the retry is the one kept
+		}
+		bad("%s: record %q at offsets %d and %d (written twice)", d.stream, clip(d.value), d.off1, d.off2)
+	}
+	for sp := range distinct {
+		res.Gaps++
+		res.GapOffsets += sp.to - sp.from
 	}
 
 	for i := range l.appends {

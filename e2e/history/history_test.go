@@ -83,11 +83,40 @@ func TestCheck(t *testing.T) {
 			final(l, Record{0, "a"}, Record{1, "b"}, Record{2, "c-torn"})
 			return l
 		}, "no client sent"},
-		{"gap inside one read", func() *Log {
+		{"read moved past a record", func() *Log {
 			l := base("object")
 			final(l, Record{0, "a"}, Record{2, "c"})
 			return l
-		}, "jumped"},
+		}, "moved past [1, 2)"},
+		{"gap left by a takeover", func() *Log {
+			l := &Log{}
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "a", End: at(10), Outcome: OK, Offset: 0})
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "b", End: at(30), Outcome: OK, Offset: 1})
+			l.AddFault(Fault{Kind: "kill", Start: at(100), End: at(4000), OwnerLoss: true})
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "n", End: at(5000), Outcome: OK, Offset: 1025})
+			l.AddRead(Read{Client: 1, Stream: "s", From: 1, Start: at(6000), End: at(6001), Outcome: OK, Tail: true, Records: []Record{{1025, "n"}}})
+			final(l, Record{0, "a"}, Record{1025, "n"})
+			return l
+		}, ""},
+		{"local record seen, lost with its owner, retried past the gap", func() *Log {
+			l := &Log{}
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "a", End: at(10), Outcome: OK, Offset: 0})
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "b", End: at(30), Outcome: Unknown})
+			l.AddRead(Read{Client: 1, Stream: "s", From: 0, Start: at(40), End: at(41), Outcome: OK, Tail: true, Records: []Record{{0, "a"}, {1, "b"}}})
+			l.AddFault(Fault{Kind: "kill", Start: at(100), End: at(4000), OwnerLoss: true})
+			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "b", Retry: true, End: at(5000), Outcome: OK, Offset: 1025})
+			l.AddRead(Read{Client: 1, Stream: "s", From: 2, Start: at(6000), End: at(6001), Outcome: OK, Tail: true, Records: []Record{{1025, "b"}}})
+			final(l, Record{0, "a"}, Record{1025, "b"})
+			return l
+		}, ""},
+		{"object record seen, then gone", func() *Log {
+			l := base("object")
+			l.AddRead(Read{Client: 1, Stream: "s", From: 2, Start: at(70), End: at(71), Outcome: OK, Tail: true, Records: []Record{{2, "c"}}})
+			l.AddFault(Fault{Kind: "kill", Start: at(100), End: at(4000), OwnerLoss: true})
+			l.AddAppend(Append{Stream: "s", Durability: "object", Value: "c", Retry: true, End: at(5000), Outcome: OK, Offset: 1025})
+			final(l, Record{0, "a"}, Record{1, "b"}, Record{1025, "c"})
+			return l
+		}, "written twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

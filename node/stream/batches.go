@@ -80,7 +80,7 @@ func (s *Service) ReadBatches(ctx context.Context, name string, offset int64, ma
 func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64, maxBytes int) (BatchRead, error) {
 	name := st.info.Name
 	st.mu.Lock()
-	hwm := st.hwm
+	hwm := s.readableEnd(st)
 	info := st.infoLocked()
 	if offset < 0 || offset > hwm {
 		st.mu.Unlock()
@@ -107,6 +107,11 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 	for ci := 0; ci < len(refs) && !full && next < hwm; {
 		c := refs[ci]
 		if next >= c.next {
+			ci++
+			continue
+		}
+		if c.gap {
+			next = min(c.next, hwm) // offsets nobody holds: move past them
 			ci++
 			continue
 		}

@@ -258,6 +258,10 @@ func (s *Service) walkOwn(ctx context.Context, st *streamState, from, to int64, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if c.gap {
+			pos = max(pos, min(c.next, to))
+			continue
+		}
 		for pos < min(c.next, to) {
 			data, err := s.chunkBatches(ctx, st.info.ID, c, pos, maxBytes)
 			if err != nil {

@@ -187,6 +187,9 @@ func (s *Service) chunkMaxTimestamp(ctx context.Context, streamID uint64, c *chu
 	if c.obj != nil {
 		return c.obj.MaxTimestamp, nil
 	}
+	if c.gap {
+		return 0, nil // holds nothing: as old as can be
+	}
 	data, err := s.chunkBatches(ctx, streamID, *c, c.base, 1)
 	if err != nil {
 		return 0, err

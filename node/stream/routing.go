@@ -252,6 +252,16 @@ func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error
 		s.unload(st)
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	if s.resv != nil {
+		// Read after the claim: the previous owner, whose session is
+		// over, can no longer extend it.
+		res, err := s.resv.Reservation(ctx, m.ID)
+		if err != nil {
+			s.unload(st)
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		st.startReservation(res)
+	}
 	return st, nil
 }
 
@@ -440,6 +450,18 @@ func (s *Service) Drain(ctx context.Context) (int, error) {
 	if err := s.Flush(ctx); err != nil {
 		release()
 		return 0, fmt.Errorf("drain: flush: %w", err)
+	}
+	if s.resv != nil {
+		// Everything handed out is uploaded and appends are paused: end
+		// each reservation at the stream's end, so the next owner
+		// continues without a gap. If this fails it leaves one.
+		for rest := streams; len(rest) > 0; {
+			n := min(len(rest), meta.MaxReserveOps)
+			if err := s.reserve(ctx, rest[:n], true); err != nil {
+				s.cfg.Logger.Warn("drain: releasing offset reservations failed; the next owners leave gaps", "err", err)
+			}
+			rest = rest[n:]
+		}
 	}
 	moved := 0
 	var errs []error

@@ -108,7 +108,9 @@ func TestRedirectTakeoverAndFencing(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err != nil || res.FirstOffset != 10 {
+	// b continues past a's offset reservation: a's offsets are never
+	// handed out again (reserve.go).
+	if err != nil || res.FirstOffset < 10 {
 		t.Fatalf("append on b after takeover: %+v %v", res, err)
 	}
 	m, err := reg.GetStream(ctx, "/s")

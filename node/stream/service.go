@@ -145,6 +145,11 @@ type Service struct {
 	cluster Cluster // nil = single node without routing
 	routing routing
 
+	// resv keeps offset reservations (reserve.go); nil without a cluster.
+	resv      Reservations
+	resKick   chan struct{}
+	resCancel context.CancelFunc
+
 	// lookups counts stream lookups (one per request is the rule; a test
 	// holds the Pico frontend to it).
 	lookups atomic.Int64
@@ -197,7 +202,8 @@ type streamState struct {
 	// deleted: retired; waiters wake and see it gone. (The flags sit
 	// together so an idle stream's struct stays in a smaller size class.)
 	deleted bool
-	life    lifecycle // expiry, soft delete, fork references (lifecycle.go)
+	life    lifecycle   // expiry, soft delete, fork references (lifecycle.go)
+	res     reservation // offset reservation (reserve.go)
 }
 
 // chunk locates offsets [base, next) of a stream: either one batch in the
@@ -206,6 +212,9 @@ type chunk struct {
 	base, next int64
 	pos        wal.Pos
 	obj        *ObjectRef // nil = in the WAL at pos
+	// gap: offsets nobody may read or write any more (handed out by an
+	// owner lost with them, see reserve.go); reads move past it.
+	gap bool
 }
 
 // Info describes a stream at one moment. It is the frontends' view of the
@@ -304,6 +313,9 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		cluster:  cfg.Cluster,
 	}
 	s.registerGauges(cfg.Registerer)
+	if r, ok := cfg.Cluster.(Reservations); ok && cfg.Tier.Session != nil {
+		s.resv, s.resKick = r, make(chan struct{}, 1)
+	}
 	all, err := reg.AllStreams(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("stream: load registry: %w", err)
@@ -322,6 +334,15 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 	if s.tier != nil {
 		if err := s.loadManifests(ctx); err != nil {
 			return nil, err
+		}
+	}
+	if s.resv != nil {
+		resvs, err := s.resv.Reservations(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("stream: load offset reservations: %w", err)
+		}
+		for id, st := range s.byID {
+			st.startReservation(resvs[id])
 		}
 	}
 	var replayed, skipped int
@@ -356,6 +377,19 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 	if s.pending.Load() > 0 {
 		s.pendingSince.Store(time.Now().UnixNano())
 	}
+	for _, st := range s.byID {
+		if s.objectDurable(st) {
+			st.hwm = max(st.uploaded, logStart(st.info)) // the rest when its flush commits
+		}
+	}
+	if s.resv != nil {
+		if err := s.reserveLoaded(ctx); err != nil {
+			return nil, fmt.Errorf("stream: reserve the recovered offsets: %w", err)
+		}
+		rctx, cancel := context.WithCancel(context.Background())
+		s.resCancel = cancel
+		go s.runReserver(rctx)
+	}
 	cfg.Logger.Info("stream service recovered", "streams", len(all), "batches", replayed, "skipped_deleted", skipped)
 	return s, nil
 }
@@ -372,6 +406,12 @@ func (st *streamState) replay(pos wal.Pos, e *entry) (bool, error) {
 		if h.BaseOffset < st.uploaded {
 			// Already in object storage, and its facts are in the
 			// manifest's state snapshot; the WAL was not truncated yet.
+			return false, nil
+		}
+		if st.res.on && h.BaseOffset < st.res.base {
+			// Written in an earlier ownership of this stream and never
+			// uploaded: lost when another node took the stream over,
+			// which left its offsets a gap (reserve.go).
 			return false, nil
 		}
 		if h.BaseOffset != st.next {
@@ -523,6 +563,9 @@ func (s *Service) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	if s.resCancel != nil {
+		s.resCancel()
+	}
 }
 
 // SameContentType reports whether two content types name the same media
@@ -611,6 +654,9 @@ func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (
 	st := s.byName[name]
 	if st == nil || st.info.ID != stored.ID {
 		st = s.insertLocked(stored)
+		if s.resv != nil && created {
+			st.startReservation(meta.Reservation{}) // a new stream: no offsets handed out yet
+		}
 	}
 	s.mu.Unlock()
 	if created {
@@ -780,11 +826,14 @@ type Submitted struct {
 	name    string
 	res     AppendResult
 	pending *wal.Pending // nil: res is final (a duplicate already durable)
-	// wrote: this call wrote pending (else it is the original of a
-	// duplicate); then end, closes and bytes describe what it wrote.
+	// wrote: this call wrote pending (else pending is the original of a
+	// duplicate, or nil, and st is set when the duplicate must wait for
+	// its original); then end, closes and bytes describe what it wrote
+	// (a duplicate: end is its original's).
 	wrote         bool
 	closes        bool
 	objectDurable bool
+	mustReserve   bool // `local`: wait for the offset reservation (reserve.go)
 	end           int64
 	bytes         int
 }
@@ -890,8 +939,9 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 			sub := Submitted{res: res}
 			if ok {
 				// The original may still be in flight: Wait acknowledges
-				// the retry only once the original is durable.
-				sub.pending = b.pending
+				// the retry only once the original is durable (WAL, then
+				// its upload or its offset reservation).
+				sub.st, sub.pending, sub.end, sub.objectDurable = st, b.pending, b.next, s.objectDurable(st)
 				sub.res.FirstOffset, sub.res.NextOffset, sub.res.Timestamp = b.first, b.next, b.ts
 			}
 			return sub, nil
@@ -933,8 +983,12 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	}
 	st.unflushed += int64(len(buf))
 	st.lastPending = pending
-	objectDurable := s.tier != nil && st.durability(s.cfg.DefaultDurability) == DurabilityObject
+	objectDurable := s.objectDurable(st)
 	st.next = end
+	var mustReserve, kick bool
+	if !objectDurable {
+		mustReserve, kick = s.reserveNeed(st, end)
+	}
 	if req.Producer != nil {
 		st.applyProducer(*req.Producer, count, sentBatch{first: base, next: end, ts: ts, pending: pending})
 		ps = st.producers[req.Producer.ID]
@@ -954,8 +1008,11 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		res.ProducerEpoch, res.ProducerSeq = ps.epoch, ps.lastSeq
 	}
 	st.mu.Unlock()
+	if kick {
+		s.kickReserver()
+	}
 	return Submitted{st: st, res: res, pending: pending, wrote: true, closes: req.Close,
-		objectDurable: objectDurable, end: end, bytes: len(buf)}, nil
+		objectDurable: objectDurable, mustReserve: mustReserve, end: end, bytes: len(buf)}, nil
 }
 
 // Wait returns the result of the submitted append once it is durable at
@@ -965,29 +1022,53 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 // readers when it is.
 func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
 	s, st, name := a.s, a.st, a.name
-	if a.pending == nil {
-		return a.res, nil
-	}
-	if !a.wrote { // a duplicate whose original may still be in flight
-		if err := a.pending.Wait(ctx); err != nil {
-			return AppendResult{}, s.waitError(name, err, ctx)
+	if !a.wrote {
+		if st == nil {
+			return a.res, nil // final: nothing to wait for
+		}
+		// A duplicate: acknowledged only once its original is durable
+		// at the stream's level (and its offsets reserved).
+		if a.pending != nil {
+			if err := a.pending.Wait(ctx); err != nil {
+				return AppendResult{}, s.waitError(name, err, ctx)
+			}
+		}
+		switch {
+		case a.objectDurable && !ackBeforeCommit:
+			if err := s.waitUploaded(ctx, st, a.end); err != nil {
+				return AppendResult{}, fmt.Errorf("append to %s: %w", name, err)
+			}
+		case s.resv != nil:
+			if err := s.waitReserved(ctx, st, a.end); err != nil {
+				return AppendResult{}, fmt.Errorf("append to %s: %w", name, err)
+			}
 		}
 		return a.res, nil
 	}
 	pending, end, closes := a.pending, a.end, a.closes
 	if err := pending.Wait(ctx); err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !a.objectDurable {
 			// The write still happens; publish it when it does so readers
 			// are not stuck behind a batch whose appender gave up.
-			go func() {
-				if pending.Wait(context.Background()) == nil {
-					st.advance(end, closes)
-				}
-			}()
+			go s.publishLater(st, pending, end, closes, a.mustReserve)
 		}
 		return AppendResult{}, s.waitError(name, err, ctx)
 	}
-	st.advance(end, closes)
+	if a.mustReserve {
+		// Nobody may read or be told of an offset before it is reserved.
+		if err := s.waitReserved(ctx, st, end); err != nil {
+			if ctx.Err() != nil {
+				go s.publishLater(st, pending, end, closes, true)
+			}
+			return AppendResult{}, fmt.Errorf("append to %s: written but not acknowledged: %w", name, err)
+		}
+	}
+	if !a.objectDurable {
+		// `object` records become readable when their flush commits
+		// (Flush), not before: what readers see is never lost with the
+		// owner, and its offsets need no reservation.
+		st.advance(end, closes)
+	}
 	if s.tier != nil {
 		s.noteUnflushed(a.bytes)
 	}
@@ -1003,6 +1084,9 @@ func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
 		if err := s.waitUploaded(ctx, st, end); err != nil {
 			return AppendResult{}, fmt.Errorf("append to %s: durable in the WAL but not yet in object storage: %w", name, err)
 		}
+	}
+	if a.objectDurable {
+		st.advance(end, closes) // Flush did, but for a close
 	}
 	return a.res, nil
 }
@@ -1035,6 +1119,40 @@ func (s *Service) waitError(name string, err error, ctx context.Context) error {
 	}
 	s.fail(err)
 	return fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
+}
+
+// readableEnd is where reads of st stop: its high watermark, or, while this
+// node's lease may have expired (a paused owner that just resumed, whose
+// streams another node may have taken over), what object storage holds:
+// the un-uploaded tail may be lost with this node, and a reader must not
+// be shown records whose offsets the new owner leaves a gap. st.mu held.
+func (s *Service) readableEnd(st *streamState) int64 {
+	if st.uploaded < st.hwm && s.leaseHeld() != nil {
+		return max(st.uploaded, min(st.hwm, logStart(st.info)))
+	}
+	return st.hwm
+}
+
+// objectDurable: st's appends are acknowledged (and readable) only once
+// committed in object storage.
+func (s *Service) objectDurable(st *streamState) bool {
+	return s.tier != nil && st.durability(s.cfg.DefaultDurability) == DurabilityObject
+}
+
+// publishLater publishes an append whose appender gave up waiting, once it
+// is durable (and reserved), so readers are not stuck behind it.
+func (s *Service) publishLater(st *streamState, pending *wal.Pending, end int64, closes, reserve bool) {
+	if pending.Wait(context.Background()) != nil {
+		return
+	}
+	if reserve {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if s.waitReserved(ctx, st, end) != nil {
+			return // a later append publishes it with its own
+		}
+	}
+	st.advance(end, closes)
 }
 
 // advance publishes offsets below end to readers. WAL syncs complete in
@@ -1107,7 +1225,7 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	limit, maxBytes := s.readLimits(opts)
 
 	st.mu.Lock()
-	hwm := st.hwm
+	hwm := s.readableEnd(st)
 	info := st.infoLocked()
 	if opts.Offset < 0 || opts.Offset > hwm {
 		st.mu.Unlock()
@@ -1136,6 +1254,11 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 		c := refs[ci]
 		if res.NextOffset >= c.next {
 			ci++ // already read through an earlier chunk's object range
+			continue
+		}
+		if c.gap {
+			res.NextOffset = min(c.next, hwm) // nothing there: move past it
+			ci++
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -1229,6 +1352,9 @@ func (s *Service) prefetchNext(refs []chunk, next int64) {
 // chunkBatches returns whole batches of chunk c, starting with the one that
 // holds offset from, about maxBytes long (at least one batch).
 func (s *Service) chunkBatches(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int) ([]byte, error) {
+	if c.gap {
+		return nil, nil
+	}
 	if c.obj != nil {
 		if s.tier == nil {
 			return nil, fmt.Errorf("object %s: no object store configured", c.obj.Key)

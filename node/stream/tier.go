@@ -258,8 +258,13 @@ func (st *streamState) applyPieces(ps []piece) error {
 			if p.next <= st.next {
 				continue // an older copy of a range already covered
 			}
-			if p.first != st.next {
-				return fmt.Errorf("stream: manifests of %s leave a gap: have [0,%d), next object range starts at %d", st.info.Name, st.next, p.first)
+			if p.first < st.next {
+				return fmt.Errorf("stream: manifests of %s overlap: have [0,%d), next object range is [%d,%d)", st.info.Name, st.next, p.first, p.next)
+			}
+			if p.first > st.next {
+				// Offsets an owner lost for good had handed out
+				// (reserve.go): nothing holds them.
+				st.chunks = append(st.chunks, chunk{base: st.next, next: p.first, gap: true})
 			}
 			st.chunks = append(st.chunks, chunk{base: p.first, next: p.next, obj: p.ref})
 			st.next = p.next
@@ -396,6 +401,7 @@ func (s *Service) RunFlusher(ctx context.Context) error {
 type flushItem struct {
 	st      *streamState
 	base    int64 // == st.uploaded when collected
+	first   int64 // where the object range starts: base, or past a gap
 	end     int64
 	refs    []chunk
 	state   json.RawMessage
@@ -483,8 +489,14 @@ func (s *Service) snapshotFlush() []flushItem {
 			st.mu.Unlock()
 			continue
 		}
-		it := flushItem{st: st, base: st.uploaded, end: st.next, state: st.snapshotLocked(), pending: st.lastPending, unflushed: st.unflushed}
+		it := flushItem{st: st, base: st.uploaded, first: st.uploaded, end: st.next, state: st.snapshotLocked(), pending: st.lastPending, unflushed: st.unflushed}
 		i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > st.uploaded })
+		for ; i < len(st.chunks) && st.chunks[i].gap; i++ {
+			// A gap left by a takeover (reserve.go) is not uploaded:
+			// the object range starts after it, and the manifests show
+			// the gap as the space between ranges.
+			it.first = st.chunks[i].next
+		}
 		it.refs = append(it.refs, st.chunks[i:]...)
 		st.mu.Unlock()
 		items = append(items, it)
@@ -537,7 +549,7 @@ func (s *Service) flushBatches(items []flushItem) ([]flushItem, []UploadStream, 
 			capped = true
 			break
 		}
-		u := UploadStream{StreamID: it.st.info.ID, First: it.base, Next: it.end}
+		u := UploadStream{StreamID: it.st.info.ID, First: it.first, Next: it.end}
 		for _, c := range it.refs {
 			if c.obj != nil {
 				continue
@@ -574,8 +586,10 @@ func flushRefs(m *meta.Manifest, items []flushItem, ranges []ObjectRef) ([]*Obje
 	ri := 0
 	for i, it := range items {
 		var data *ObjectRef
-		ref := &ObjectRef{Key: m.Object, Extent: extent.Extent{StreamID: it.st.info.ID, First: it.base, Next: it.end}}
-		if it.end > it.base {
+		ref := &ObjectRef{Key: m.Object, Extent: extent.Extent{StreamID: it.st.info.ID, First: it.first, Next: it.end}}
+		if it.end > it.first {
+			// Streams with only state changes (a close) hold no bytes
+			// and get no range from the uploader.
 			if ri >= len(ranges) || ranges[ri].StreamID != it.st.info.ID {
 				return nil, fmt.Errorf("flush: object %s does not describe stream %d", m.Object, it.st.info.ID)
 			}
@@ -584,7 +598,7 @@ func flushRefs(m *meta.Manifest, items []flushItem, ranges []ObjectRef) ([]*Obje
 			ri++
 		}
 		refs[i] = ref
-		m.Streams = append(m.Streams, manifestEntry(it.st.info.ID, it.base, it.end, data, it.state))
+		m.Streams = append(m.Streams, manifestEntry(it.st.info.ID, it.first, it.end, data, it.state))
 	}
 	return refs, nil
 }
@@ -603,17 +617,21 @@ func (s *Service) applyFlush(items []flushItem, refs []*ObjectRef) int64 {
 		}
 		if st.uploaded == it.base && !st.deleted {
 			// Replace the WAL chunks of [base, end) by one object chunk.
-			i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > it.base })
+			i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > it.first })
 			j := sort.Search(len(st.chunks), func(j int) bool { return st.chunks[j].base >= it.end })
-			if it.end > it.base {
+			if it.end > it.first {
 				nc := make([]chunk, 0, len(st.chunks)-(j-i)+1)
 				nc = append(nc, st.chunks[:i]...)
-				nc = append(nc, chunk{base: it.base, next: it.end, obj: refs[k]})
+				nc = append(nc, chunk{base: it.first, next: it.end, obj: refs[k]})
 				nc = append(nc, st.chunks[j:]...)
 				st.chunks = nc
 				j = i + 1
 			}
 			st.uploaded = it.end
+			if s.objectDurable(st) && it.end > st.hwm {
+				st.hwm = it.end // committed: readable now
+				st.wakeReadersLocked()
+			}
 			switch {
 			case st.lastPending == it.pending:
 				// Nothing was appended since the snapshot.

@@ -1,0 +1,281 @@
+package stream
+
+// Offset reservations: an offset, once handed out, never names another
+// record (docs/durability.md, "Offsets are never reused").
+//
+// An owner writes a reservation (meta.Reservation) in etcd before any
+// record at an offset at or above the previous one is acknowledged or
+// readable, and a node that takes the stream over starts at the end of the
+// reservation instead of at the end of what object storage holds. With
+// `local` durability an owner lost for good takes the records it had not
+// uploaded with it; their offsets stay a gap, which readers are moved past,
+// instead of being handed out again for other records.
+//
+// Reservations run ahead of the appends: a stream asks for the next one
+// when half of the current one is used, sized to about two seconds of its
+// append rate (at least minReserve offsets), and one goroutine writes the
+// requests of every stream in one etcd transaction. An append waits only
+// when it outruns the reservation (the first append after a takeover or
+// a create, or a burst faster than the refill).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/PicoMQ/picomq/meta"
+)
+
+const (
+	minReserve = 1024
+	maxReserve = 1 << 22
+	// reserveAhead is how much of its append rate a reservation covers.
+	reserveAhead = 2 * time.Second
+)
+
+// Reservations is what offset reservations need from the registry
+// (meta.Registry).
+type Reservations interface {
+	Reservation(ctx context.Context, id uint64) (meta.Reservation, error)
+	Reservations(ctx context.Context) (map[uint64]meta.Reservation, error)
+	Reserve(ctx context.Context, sess *meta.Session, ops []meta.ReserveOp) (int64, error)
+}
+
+// reservation is a stream's side of it; guarded by streamState.mu.
+type reservation struct {
+	on     bool  // kept for this stream (the service has a registry)
+	base   int64 // first offset of this owner's epoch
+	end    int64 // offsets below may be handed out
+	rev    int64 // the key's mod revision, for the next write
+	queued bool  // the reserver will extend it
+	wake   chan struct{}
+	gen    uint64 // rounds finished for this stream
+	err    error  // of the last round, if it failed
+	from   int64  // st.next at the last extension
+	at     time.Time
+}
+
+// startReservation sets where this node's offsets of st begin, from the
+// stream's reservation res (Rev 0: none) and st.next, the end of what
+// object storage holds: a reservation of an earlier epoch means another
+// owner may have handed out offsets up to its end, so the stream resumes
+// there and [st.next, End) becomes a gap; one of this epoch is this node's
+// own (it restarted), and its base is where the epoch began. st.mu held or
+// st not shared yet; before the WAL is replayed on top.
+func (st *streamState) startReservation(res meta.Reservation) {
+	st.res = reservation{on: true, rev: res.Rev, wake: make(chan struct{}), at: time.Now()}
+	floor := st.next
+	switch {
+	case res.Rev == 0:
+	case res.Epoch == st.info.Epoch:
+		floor, st.res.end = max(floor, res.Base), res.End
+	default:
+		floor = max(floor, res.End)
+	}
+	if floor > st.next {
+		st.chunks = append(st.chunks, chunk{base: st.next, next: floor, gap: true})
+		st.next, st.hwm = floor, floor
+	}
+	st.res.base = floor
+	if res.Rev != 0 && res.Epoch == st.info.Epoch {
+		st.res.base = res.Base
+	}
+	st.res.from = st.next
+}
+
+// reserveNeed notes an append that took offsets up to end: it reports
+// whether the append must wait for the reservation, and queues an
+// extension when half of the reservation is used. st.mu held.
+func (s *Service) reserveNeed(st *streamState, end int64) (wait, kick bool) {
+	if !st.res.on {
+		return false, false
+	}
+	ahead := max(st.res.end-st.res.from, minReserve)
+	if !st.res.queued && end+ahead/2 > st.res.end {
+		st.res.queued, kick = true, true
+	}
+	return end > st.res.end, kick
+}
+
+func (s *Service) kickReserver() {
+	select {
+	case s.resKick <- struct{}{}:
+	default:
+	}
+}
+
+// waitReserved blocks until offsets below end are reserved.
+func (s *Service) waitReserved(ctx context.Context, st *streamState, end int64) error {
+	st.mu.Lock()
+	gen := st.res.gen
+	st.mu.Unlock()
+	for {
+		st.mu.Lock()
+		ok, wake, deleted, err, done := st.res.end >= end, st.res.wake, st.deleted, st.res.err, st.res.gen != gen
+		kick := false
+		if !ok && !st.res.queued {
+			st.res.queued, kick = true, true
+		}
+		st.mu.Unlock()
+		switch {
+		case ok:
+			return nil
+		case deleted:
+			return fmt.Errorf("%w: %s", ErrNotFound, st.info.Name)
+		case done && err != nil:
+			return fmt.Errorf("%w: reserving offsets in etcd: %v", ErrUnavailable, err)
+		}
+		s.mu.RLock()
+		fenced := s.fenced
+		s.mu.RUnlock()
+		if fenced != nil {
+			return fmt.Errorf("%w: %v", ErrUnavailable, fenced)
+		}
+		if kick {
+			s.kickReserver()
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// runReserver writes queued reservations until ctx is done.
+func (s *Service) runReserver(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.resKick:
+		}
+		if err := s.reserveRound(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("reserving offsets in etcd failed", "err", err)
+			select { // a failing etcd is not hammered; waiters retry
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// reserveRound extends every queued stream's reservation, MaxReserveOps
+// streams per etcd transaction.
+func (s *Service) reserveRound(ctx context.Context) error {
+	var queued []*streamState
+	for _, st := range s.loaded() {
+		st.mu.Lock()
+		if st.res.queued && !st.deleted {
+			queued = append(queued, st)
+		}
+		st.mu.Unlock()
+	}
+	sort.Slice(queued, func(i, j int) bool { return queued[i].info.ID < queued[j].info.ID })
+	var errs []error
+	for len(queued) > 0 {
+		n := min(len(queued), meta.MaxReserveOps)
+		if err := s.reserve(ctx, queued[:n], false); err != nil {
+			errs = append(errs, err)
+		}
+		queued = queued[n:]
+	}
+	return errors.Join(errs...)
+}
+
+// reserve writes one transaction of reservations for streams: extended
+// ahead of each stream's next offset, or with release, ended exactly at
+// it (a drain, after everything was uploaded: the next owner continues
+// without a gap). Waiters are woken either way.
+func (s *Service) reserve(ctx context.Context, streams []*streamState, release bool) error {
+	now := time.Now()
+	ops := make([]meta.ReserveOp, len(streams))
+	for i, st := range streams {
+		st.mu.Lock()
+		end := st.next
+		if !release {
+			// About reserveAhead of the stream's append rate since the
+			// last extension, measured over at least a second (a burst
+			// right after a create is not a rate).
+			ahead := int64(minReserve)
+			if st.next > st.res.from {
+				dt := max(now.Sub(st.res.at), time.Second)
+				rate := float64(st.next-st.res.from) / dt.Seconds()
+				ahead = min(max(ahead, int64(rate*reserveAhead.Seconds())), maxReserve)
+			}
+			end = max(st.next+ahead, st.res.end)
+		}
+		ops[i] = meta.ReserveOp{StreamID: st.info.ID, Prev: st.res.rev,
+			Res: meta.Reservation{Epoch: st.info.Epoch, Base: st.res.base, End: end}}
+		st.mu.Unlock()
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rev, err := s.resv.Reserve(rctx, s.session(), ops)
+	if errors.Is(err, meta.ErrLeaseLost) && s.session() != nil && s.session().Lost() {
+		s.fence(err)
+	}
+	var reread map[uint64]meta.Reservation
+	if err != nil && !errors.Is(err, meta.ErrLeaseLost) {
+		// A key changed under us, or the outcome is unknown (it may have
+		// been applied): read them back before the next try.
+		reread = map[uint64]meta.Reservation{}
+		for _, st := range streams {
+			if r, gerr := s.resv.Reservation(rctx, st.info.ID); gerr == nil {
+				reread[st.info.ID] = r
+			}
+		}
+	}
+	for i, st := range streams {
+		st.mu.Lock()
+		if err == nil {
+			st.res.end, st.res.rev, st.res.err = ops[i].Res.End, rev, nil
+			st.res.from, st.res.at = st.next, now
+		} else {
+			st.res.err = err
+			if r, ok := reread[st.info.ID]; ok {
+				if r.Epoch == st.info.Epoch && r.Base == st.res.base {
+					// Our own write after all (an unknown outcome).
+					st.res.rev, st.res.end = r.Rev, max(st.res.end, min(r.End, ops[i].Res.End))
+				} else if r.Epoch < st.info.Epoch {
+					st.res.rev = r.Rev // a predecessor's: ours replaces it
+				} else {
+					st.res.err = fmt.Errorf("%w: stream %s was taken over (epoch %d)", meta.ErrConflict, st.info.Name, r.Epoch)
+				}
+			}
+		}
+		st.res.queued = false
+		st.res.gen++
+		close(st.res.wake)
+		st.res.wake = make(chan struct{})
+		st.mu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("reserve offsets of %d streams: %w", len(streams), err)
+	}
+	return nil
+}
+
+// reserveLoaded makes sure every loaded stream's offsets up to its end are
+// reserved: after the WAL was replayed, records nobody could read before
+// the restart (written, then the node died waiting for a reservation)
+// become readable, so they must be covered first.
+func (s *Service) reserveLoaded(ctx context.Context) error {
+	var need []*streamState
+	for _, st := range s.byID {
+		if st.res.on && st.next > st.res.end && !s.objectDurable(st) {
+			need = append(need, st)
+		}
+	}
+	sort.Slice(need, func(i, j int) bool { return need[i].info.ID < need[j].info.ID })
+	for len(need) > 0 {
+		n := min(len(need), meta.MaxReserveOps)
+		if err := s.reserve(ctx, need[:n], false); err != nil {
+			return err
+		}
+		need = need[n:]
+	}
+	return nil
+}
