@@ -61,6 +61,9 @@ func (s *Service) ReadBatches(ctx context.Context, name string, offset int64, ma
 	if st.info.Fork != nil {
 		res, err = s.readViewBatches(ctx, st, name, offset, maxBytes)
 	} else {
+		if err := s.awaitReadable(ctx, st, offset); err != nil {
+			return BatchRead{}, err
+		}
 		res, err = s.readBatches(ctx, st, offset, maxBytes)
 		if errors.Is(err, ErrObjectMissing) {
 			// Compaction or the collector replaced the object after this

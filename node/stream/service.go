@@ -1133,6 +1133,38 @@ func (s *Service) readableEnd(st *streamState) int64 {
 	return st.hwm
 }
 
+// awaitReadable waits, a bounded time, while offset names a record this
+// owner has assigned but not yet published: an `object` append whose flush
+// committed (so a non-owner already serves it from object storage, and a
+// reader may come here for the next offset) before this node applied it,
+// or a `local` append waiting for its reservation. Such an offset is not
+// out of range, and answering 416 would make a reader that is keeping up
+// give up. Past the wait it is a 503: retry. Other offsets return at once.
+func (s *Service) awaitReadable(ctx context.Context, st *streamState, offset int64) error {
+	var deadline <-chan time.Time
+	for {
+		st.mu.Lock()
+		end, next, wake := s.readableEnd(st), st.next, st.wakeChanLocked()
+		st.mu.Unlock()
+		if offset <= end || offset > next {
+			return nil
+		}
+		if deadline == nil {
+			t := time.NewTimer(routeTimeout)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-wake:
+		case <-time.After(50 * time.Millisecond): // readableEnd also follows the lease
+		case <-deadline:
+			return fmt.Errorf("%w: offset %d of %s is assigned but not readable yet; retry", ErrUnavailable, offset, st.info.Name)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // objectDurable: st's appends are acknowledged (and readable) only once
 // committed in object storage.
 func (s *Service) objectDurable(st *streamState) bool {
@@ -1203,6 +1235,9 @@ func (s *Service) Read(ctx context.Context, name string, opts ReadOptions) (Read
 	}
 	if st.info.Fork != nil {
 		return s.readView(ctx, st, opts) // stitches in the source's history
+	}
+	if err := s.awaitReadable(ctx, st, opts.Offset); err != nil {
+		return ReadResult{}, err
 	}
 	return s.readState(ctx, st, opts)
 }

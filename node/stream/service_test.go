@@ -415,3 +415,56 @@ func TestCloseAndWriterSeq(t *testing.T) {
 		t.Fatalf("wait on closed stream: %v %v after %v", ok, err, time.Since(start))
 	}
 }
+
+// TestReadOfAnAssignedOffsetWaits: an offset the owner has assigned but
+// not yet published (an `object` append whose flush committed, so a
+// non-owner already serves it from object storage, before this node
+// applied the commit) is not out of range. A reader that read the record
+// before it through a non-owner and asks the owner for the next offset
+// must get that offset once it is published, never a 416 (TestClusterDrain
+// readers got one); an offset past every assigned one still is a 416.
+func TestReadOfAnAssignedOffsetWaits(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if _, _, err := h.svc.Create(ctx, "/s", stream.CreateOptions{ContentType: "text/plain"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"a", "b", "c"} {
+		if _, err := h.svc.Append(ctx, "/s", []record.Record{{Value: []byte(v)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish := stream.HoldBackPublished(h.svc, "/s", 1) // offset 2 assigned, not published
+	if _, err := h.svc.Read(ctx, "/s", stream.ReadOptions{Offset: 4}); !errors.Is(err, stream.ErrOffsetOutOfRange) {
+		t.Fatalf("read past every assigned offset: %v, want out of range", err)
+	}
+	type result struct {
+		page stream.ReadResult
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		page, err := h.svc.Read(ctx, "/s", stream.ReadOptions{Offset: 3})
+		done <- result{page, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("read at an assigned, unpublished end returned before it was published: %+v %v", r.page, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	publish()
+	select {
+	case r := <-done:
+		if r.err != nil || len(r.page.Records) != 0 || r.page.NextOffset != 3 || !r.page.UpToDate {
+			t.Fatalf("read at 3 after publishing: %+v %v, want no records, up to date", r.page, r.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("read at 3 still waiting after publishing")
+	}
+
+	// Never published (a wedged flush): a 503 to retry, not a 416.
+	stream.HoldBackPublished(h.svc, "/s", 1)
+	if _, err := h.svc.Read(ctx, "/s", stream.ReadOptions{Offset: 3}); !errors.Is(err, stream.ErrUnavailable) {
+		t.Fatalf("read at an assigned offset never published: %v, want unavailable", err)
+	}
+}
