@@ -46,6 +46,9 @@ type clusterOpts struct {
 	// --kafka-advertise-addr (its listener's port), which is then what
 	// clusterNode.KafkaAddr holds.
 	KafkaHost string
+	// ObjectProxy puts a fault-injecting proxy (cluster.proxy) between
+	// the nodes and MinIO.
+	ObjectProxy bool
 }
 
 func (o *clusterOpts) defaults() {
@@ -62,6 +65,7 @@ type cluster struct {
 	opts  clusterOpts
 	etcd  *etcdServer
 	minio *minioServer
+	proxy *faultProxy // with clusterOpts.ObjectProxy: the nodes' way to MinIO
 	nodes []*clusterNode
 }
 
@@ -80,6 +84,9 @@ func startCluster(t testing.TB, n int, opts clusterOpts) *cluster {
 	t.Helper()
 	opts.defaults()
 	c := &cluster{t: t, opts: opts, etcd: startEtcd(t), minio: startMinio(t)}
+	if opts.ObjectProxy {
+		c.proxy = startFaultProxy(t, c.minio.URL())
+	}
 	root := t.TempDir()
 	for i := 0; i < n; i++ {
 		id := "node-" + string(rune('a'+i))
@@ -103,7 +110,7 @@ func (c *cluster) startNode(id, dataDir string) *clusterNode {
 		"--advertise-url", "http://" + addr,
 		"--kafka-addr", kafkaAddr,
 		"--etcd-endpoints", c.etcd.Endpoint(),
-		"--object-store", c.minio.ObjectStoreURL(),
+		"--object-store", c.objectStoreURL(),
 		"--lease-ttl", c.opts.LeaseTTL.String(),
 		"--seal-max-age", c.opts.SealMaxAge.String(),
 	}
@@ -120,6 +127,14 @@ func (c *cluster) startNode(id, dataDir string) *clusterNode {
 		cn.KafkaAddr = kafkaAddr
 	}
 	return cn
+}
+
+// objectStoreURL is the nodes' --object-store: MinIO, or the proxy to it.
+func (c *cluster) objectStoreURL() string {
+	if c.proxy != nil {
+		return c.minio.objectStoreURLVia(c.proxy.URL())
+	}
+	return c.minio.ObjectStoreURL()
 }
 
 func lastBytes(s string, n int) string {

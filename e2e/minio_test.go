@@ -68,8 +68,11 @@ func startMinio(t testing.TB) *minioServer {
 func (m *minioServer) URL() string { return "http://" + m.addr }
 
 // ObjectStoreURL is the --object-store value for picomq.
-func (m *minioServer) ObjectStoreURL() string {
-	return fmt.Sprintf("s3://%s?endpoint=%s&region=us-east-1", m.Bucket, m.URL())
+func (m *minioServer) ObjectStoreURL() string { return m.objectStoreURLVia(m.URL()) }
+
+// objectStoreURLVia is ObjectStoreURL with another endpoint (a proxy).
+func (m *minioServer) objectStoreURLVia(endpoint string) string {
+	return fmt.Sprintf("s3://%s?endpoint=%s&region=us-east-1", m.Bucket, endpoint)
 }
 
 // Env is what picomq needs to authenticate (the standard AWS variables).

@@ -1,9 +1,8 @@
 //go:build soak
 
-// The full soak is built only with the tag soak (`make soak`): it injects
-// the fault that still finds violations today (an owner paused past its
-// lease, which found the two violations docs/durability.md records as
-// fixed); `make soak` runs it for DURATION.
+// The long soak is built only with the tag soak: `make soak` runs it for
+// DURATION (10 minutes by default); every `make test` runs the same soak
+// for two minutes (TestSoakShort, soak_test.go).
 
 package e2e
 
@@ -15,22 +14,22 @@ import (
 )
 
 // TestSoak runs concurrent idempotent producers and tailing readers over
-// Pico HTTP against a 3-node cluster (real etcd and MinIO) while faults are
-// injected at random — kill -9 and restart of a node, SIGSTOP of a node for
-// longer than the lease TTL then SIGCONT (a zombie owner), etcd stopped and
-// restarted — then reads every stream from every node and checks the whole
-// history (package e2e/history). `make soak` runs it (build tag soak) for
-// DURATION (10m); every `make test` runs TestSoakKillRestart instead.
+// Pico HTTP against a 3-node cluster (real etcd and MinIO) while every kind
+// of soakFaults is injected at random — kill -9 and restart of a node,
+// SIGSTOP of a node for longer than the lease TTL then SIGCONT (a zombie
+// owner), etcd stopped and restarted, object storage down, slow or
+// answering 500s, a node's disk full — then reads every stream from every
+// node and checks the whole history (package e2e/history).
 //
 // Environment: PICOMQ_SOAK_DURATION (default 90s), PICOMQ_SOAK_FAULT_EVERY
 // (mean time between faults, default 10s), PICOMQ_SOAK_DURABILITY (comma
-// list, default "object"; `make soak` uses "local,object").
+// list, default "local,object").
 func TestSoak(t *testing.T) {
 	res := runSoak(t, soakOpts{
 		duration:     envDuration(t, "PICOMQ_SOAK_DURATION", 90*time.Second),
 		faultEvery:   envDuration(t, "PICOMQ_SOAK_FAULT_EVERY", 10*time.Second),
-		durabilities: strings.Split(envOr("PICOMQ_SOAK_DURABILITY", "object"), ","),
-		faults:       []string{"kill-9", "sigstop-past-lease", "etcd-stop"},
+		durabilities: strings.Split(envOr("PICOMQ_SOAK_DURABILITY", "local,object"), ","),
+		faults:       soakFaults,
 	})
 	failOnViolations(t, res)
 }

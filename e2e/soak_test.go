@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -18,20 +20,33 @@ import (
 	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
-// TestSoakKillRestart is the soak every `make test` runs: the history
-// checker over `object` streams on a 3-node cluster while nodes are killed
-// with -9 and restarted and etcd is stopped and restarted, for a minute.
-// Any violation fails it. The full soak with an owner paused past its
-// lease and both durability levels is TestSoak (`make soak`,
-// soak_full_test.go).
-func TestSoakKillRestart(t *testing.T) {
+// soakFaults are every fault kind the soak injects (docs/durability.md):
+// a node killed with -9 and restarted, a node paused past its lease (a
+// zombie owner), etcd stopped, object storage down, slow or answering 500s
+// (through the fault proxy, faultproxy_test.go), a node's disk full.
+var soakFaults = []string{"kill-9", "sigstop-past-lease", "etcd-stop", "minio-down", "minio-slow", "minio-500", "disk-full"}
+
+// TestSoakShort is the soak every `make test` (so CI) runs: the history
+// checker over `local` and `object` streams on a 3-node cluster for two
+// minutes, and on until every fault kind of soakFaults was injected once.
+// Any violation fails it. `make soak` runs the same for DURATION
+// (TestSoak, soak_full_test.go).
+func TestSoakShort(t *testing.T) {
 	res := runSoak(t, soakOpts{
-		duration:     60 * time.Second,
-		faultEvery:   8 * time.Second,
-		durabilities: []string{"object"},
-		faults:       []string{"kill-9", "etcd-stop"},
+		duration:     2 * time.Minute,
+		faultEvery:   6 * time.Second,
+		durabilities: []string{"local", "object"},
+		faults:       soakFaults,
+		// A loaded 2-core CI machine makes every flush slow, and the
+		// documented window grows with the flush time.
+		lossWindow: 5 * time.Second,
 	})
 	failOnViolations(t, res)
+	for _, k := range soakFaults {
+		if res.Faults[k] == 0 {
+			t.Errorf("fault %s was never injected (%v): the soak did not test it", k, res.Faults)
+		}
+	}
 }
 
 // failOnViolations reports each violation (the first 30) as a test error.
@@ -72,17 +87,40 @@ func TestSoakCatchesBrokenBuild(t *testing.T) {
 
 type soakOpts struct {
 	bin          string
-	duration     time.Duration
+	duration     time.Duration // at least; on until every kind of faults was injected
 	faultEvery   time.Duration // mean time between faults
 	durabilities []string
-	faults       []string // kinds to choose from
+	faults       []string // kinds to draw from, each once per round in random order
+	// lossWindow is the documented `local` loss window the checker allows
+	// (--seal-max-age plus a flush); default --seal-max-age + 2s.
+	lossWindow time.Duration
 }
+
+// diskFullFlag is node.DiskFullFlag (node/diskfull_faults.go, compiled
+// only with the test tag picomq_faultfs): while this file exists in a
+// node's data dir, its WAL writes fail with ENOSPC.
+const diskFullFlag = "fault-disk-full"
 
 // runSoak runs the clients and faults and returns the checked history.
 func runSoak(t *testing.T, o soakOpts) history.Result {
 	duration, faultEvery, durabilities := o.duration, o.faultEvery, o.durabilities
 	const ttl, sealMaxAge = 3 * time.Second, 200 * time.Millisecond
-	c := startCluster(t, 3, clusterOpts{LeaseTTL: ttl, SealMaxAge: sealMaxAge, Bin: o.bin})
+	if o.lossWindow == 0 {
+		o.lossWindow = sealMaxAge + 2*time.Second
+	}
+	copts := clusterOpts{LeaseTTL: ttl, SealMaxAge: sealMaxAge, Bin: o.bin}
+	for _, k := range o.faults {
+		switch {
+		case strings.HasPrefix(k, "minio-"):
+			copts.ObjectProxy = true
+		case k == "disk-full" && copts.Bin == "":
+			copts.Bin = filepath.Join(t.TempDir(), "picomq-faultfs")
+			if err := testproc.Build(copts.Bin, testproc.Picomq, "picomq_faultfs"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c := startCluster(t, 3, copts)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 19))
 	log := &history.Log{}
 
@@ -171,43 +209,44 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 		}()
 	}
 
-	// Faults, from this goroutine (the harness may call t.Fatal).
+	// Faults, from this goroutine (the harness may call t.Fatal): drawn
+	// from a deck holding each kind once, so every kind comes up; the run
+	// lasts at least duration and goes on (5 minutes at most) until every
+	// kind was injected.
+	kinds := map[string]bool{}
+	for _, k := range o.faults {
+		kinds[k] = true
+	}
+	var deck []string
+	injected := map[string]bool{}
 	deadline := time.Now().Add(duration)
-	for time.Now().Before(deadline) {
+	for {
+		all := len(injected) == len(kinds)
 		wait := time.Duration(rng.Int64N(int64(2 * faultEvery)))
-		if time.Until(deadline) < wait {
+		if all && time.Until(deadline) < wait {
 			time.Sleep(time.Until(deadline))
 			break
 		}
-		time.Sleep(wait)
-		n := c.nodes[rng.IntN(len(c.nodes))]
-		f := history.Fault{Target: n.ID, Start: time.Now()}
-		switch f.Kind = o.faults[rng.IntN(len(o.faults))]; f.Kind {
-		case "kill-9":
-			f.OwnerLoss = true
-			n.Kill()
-			time.Sleep(time.Duration(rng.Int64N(int64(2 * ttl))))
-			n.restart()
-		case "kill-9-past-lease":
-			f.OwnerLoss = true
-			n.Kill()
-			time.Sleep(ttl + 2*time.Second)
-			n.restart()
-		case "sigstop-past-lease":
-			f.OwnerLoss = true
-			_ = n.Cmd.Process.Signal(syscall.SIGSTOP)
-			time.Sleep(ttl + time.Second + time.Duration(rng.Int64N(int64(ttl))))
-			_ = n.Cmd.Process.Signal(syscall.SIGCONT)
-		case "etcd-stop":
-			f.Target = "etcd"
-			c.etcd.stop()
-			time.Sleep(time.Second + time.Duration(rng.Int64N(int64(3*time.Second))))
-			c.etcd.start()
-		default:
-			t.Fatalf("unknown fault kind %q", f.Kind)
+		if !all && time.Now().After(deadline) {
+			if time.Now().After(deadline.Add(5 * time.Minute)) {
+				t.Errorf("only %d of %d fault kinds injected 5 minutes past the soak's duration", len(injected), len(kinds))
+				break
+			}
+			wait = min(wait, time.Second)
 		}
+		time.Sleep(wait)
+		if len(deck) == 0 {
+			deck = append(deck, o.faults...)
+			rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
+		}
+		kind := deck[0]
+		deck = deck[1:]
+		n := c.nodes[rng.IntN(len(c.nodes))]
+		f := history.Fault{Kind: kind, Target: n.ID, Start: time.Now()}
+		injectFault(t, c, n, &f, rng, ttl)
 		f.End = time.Now()
 		log.AddFault(f)
+		injected[kind] = true
 		c.waitMembers(c.nodes, 60*time.Second)
 	}
 	stop()
@@ -216,16 +255,19 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 	// Final reads: every stream from every node, once the cluster is whole
 	// and every owner has flushed what it holds.
 	c.waitMembers(c.nodes, 60*time.Second)
+	// Pages of 10 000 records from object storage can take seconds on a
+	// loaded machine: a 5 s timeout made a 10-minute run fail here.
+	finalClient := &http.Client{Timeout: time.Minute, CheckRedirect: follow.CheckRedirect}
 	for _, s := range streams {
 		for _, base := range urls {
 			var recs []history.Record
 			var err error
-			ok := pollUntil(60*time.Second, 200*time.Millisecond, func() bool {
-				recs, err = readAllRecords(client, base, s.name)
+			ok := pollUntil(3*time.Minute, 200*time.Millisecond, func() bool {
+				recs, err = readAllRecords(finalClient, base, s.name)
 				return err == nil
 			})
 			if !ok {
-				t.Errorf("final read of %s via %s kept failing for 60s: %v", s.name, base, err)
+				t.Errorf("final read of %s via %s kept failing for 3 minutes: %v", s.name, base, err)
 				continue
 			}
 			log.AddRead(history.Read{Client: -1, Stream: s.name, Outcome: history.OK, Final: true, Records: recs,
@@ -233,15 +275,103 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 		}
 	}
 
-	res := log.Check(sealMaxAge + 2*time.Second)
-	kinds := []string{}
+	res := log.Check(o.lossWindow)
+	var byKind []string
 	for k, n := range res.Faults {
-		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+		byKind = append(byKind, fmt.Sprintf("%s=%d", k, n))
 	}
-	report := fmt.Sprintf("soak: duration %v, durability %v, faults by kind %v, local records lost after owner loss %d, largest local loss window %v (--seal-max-age %v), offset gaps readers were moved past %d (%d offsets), checks passed as local records seen then lost with their owner %d\n%s",
-		duration, durabilities, kinds, res.LocalLost, res.LossWindow.Round(time.Millisecond), sealMaxAge, res.Gaps, res.GapOffsets, res.LocalLostSeen, res.Summary())
+	sort.Strings(byKind)
+	report := fmt.Sprintf("soak: duration %v (at least), durability %v, faults by kind %v, ownership changes seen in acks %d, "+
+		"local records lost after owner loss %d, largest local loss window %v (%v without an object-storage fault in it; "+
+		"--seal-max-age %v, allowed %v plus object-storage stalls), offset gaps readers were moved past %d (%d offsets), "+
+		"checks passed as local records seen then lost with their owner %d\n%s",
+		duration, durabilities, byKind, res.OwnerChanges, res.LocalLost, res.LossWindow.Round(time.Millisecond),
+		res.LossWindowNoStall.Round(time.Millisecond), sealMaxAge, o.lossWindow, res.Gaps, res.GapOffsets, res.LocalLostSeen, res.Summary())
 	fmt.Fprintln(os.Stdout, report)
 	return res
+}
+
+// injectFault injects one fault of kind f.Kind into node n (or etcd, or
+// object storage) and returns when it is over: the node is back, etcd is
+// up, the proxy passes requests again.
+func injectFault(t *testing.T, c *cluster, n *clusterNode, f *history.Fault, rng *rand.Rand, ttl time.Duration) {
+	t.Helper()
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
+	switch f.Kind {
+	case "kill-9":
+		f.OwnerLoss = true
+		n.Kill()
+		time.Sleep(between(0, 2*ttl)) // sometimes back within the lease, sometimes not
+		n.restart()
+	case "kill-9-past-lease":
+		f.OwnerLoss = true
+		n.Kill()
+		time.Sleep(ttl + 2*time.Second)
+		n.restart()
+	case "sigstop-past-lease":
+		f.OwnerLoss = true
+		_ = n.Cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(between(ttl+time.Second, 2*ttl+time.Second))
+		_ = n.Cmd.Process.Signal(syscall.SIGCONT)
+	case "etcd-stop":
+		f.Target = "etcd"
+		c.etcd.stop()
+		time.Sleep(between(time.Second, 4*time.Second))
+		c.etcd.start()
+	case "minio-down", "minio-500", "minio-slow":
+		f.Target, f.StallsFlush = "object storage", true
+		switch f.Kind {
+		case "minio-down":
+			c.proxy.set(proxyDown, 0)
+		case "minio-500":
+			c.proxy.set(proxy500, 0)
+		default:
+			c.proxy.set(proxySlow, between(500*time.Millisecond, 2*time.Second))
+		}
+		time.Sleep(between(2*time.Second, 6*time.Second))
+		c.proxy.set(proxyPass, 0)
+	case "disk-full":
+		// The node's WAL fails for good on ENOSPC (docs/durability.md):
+		// after space is freed, it is restarted. The restart may come
+		// after its lease, so its streams may have moved.
+		f.OwnerLoss = true
+		flag := filepath.Join(n.dataDir, diskFullFlag)
+		if err := os.WriteFile(flag, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		checkDiskFull(t, n)
+		time.Sleep(between(time.Second, 4*time.Second))
+		if err := os.Remove(flag); err != nil {
+			t.Fatal(err)
+		}
+		n.Kill()
+		n.restart()
+	default:
+		t.Fatalf("unknown fault kind %q", f.Kind)
+	}
+}
+
+// checkDiskFull checks that the disk-full fault is real: an append to a
+// stream n owns gets 503 and n's /readyz turns 503 (the WAL failed).
+func checkDiskFull(t *testing.T, n *clusterNode) {
+	t.Helper()
+	probe := fmt.Sprintf("/soak-probe/%s-%d", n.ID, time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := send(ctx, noRedirect, "PUT", n.URL+probe, nil, "Content-Type", "text/plain")
+	if err == nil && r.Status == 201 {
+		r, err = send(ctx, noRedirect, "POST", n.URL+probe, []byte("probe"), "Content-Type", "text/plain")
+	}
+	if err != nil || r.Status != 503 {
+		t.Errorf("disk-full on %s: a probe write got %v (error %v), want 503", n.ID, r.Status, err)
+		return
+	}
+	if !pollUntil(20*time.Second, 100*time.Millisecond, func() bool {
+		r, err := send(ctx, noRedirect, "GET", n.URL+"/readyz", nil)
+		return err == nil && r.Status == 503
+	}) {
+		t.Errorf("disk-full on %s: /readyz did not turn 503 within 20s", n.ID)
+	}
 }
 
 // readPage is one GET from offset; it records what it got without judging.

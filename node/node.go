@@ -257,7 +257,11 @@ func (n *Node) connectEtcd(ctx context.Context) (err error) {
 
 // openWAL opens the write-ahead log and recovers what it holds.
 func (n *Node) openWAL(context.Context) error {
-	w, report, err := wal.Open(wal.Options{Dir: filepath.Join(n.cfg.DataDir, "wal"), Logger: n.log, FS: n.cfg.walFS})
+	fs := n.cfg.walFS
+	if fs == nil {
+		fs = testWALFS(n.cfg.DataDir) // nil outside test-only builds
+	}
+	w, report, err := wal.Open(wal.Options{Dir: filepath.Join(n.cfg.DataDir, "wal"), Logger: n.log, FS: fs})
 	if err != nil {
 		return fmt.Errorf("write-ahead log: %w", err)
 	}

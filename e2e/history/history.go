@@ -90,6 +90,10 @@ type Fault struct {
 	// pause past the lease): local-durability records it acknowledged
 	// since its last flush may be lost.
 	OwnerLoss bool
+	// StallsFlush: object storage was down, slow or failing, so flushes
+	// could not finish: the documented local loss window grows by the
+	// time it lasted (docs/durability.md).
+	StallsFlush bool
 }
 
 // Log collects operations from concurrent clients.
@@ -112,9 +116,15 @@ type Result struct {
 	Violations   []string
 	// LocalLost counts acknowledged local-durability records missing after
 	// an owner loss; LossWindow is the largest time between such a
-	// record's acknowledgement and the owner loss that took it.
-	LocalLost  int
-	LossWindow time.Duration
+	// record's acknowledgement and the owner loss that took it, and
+	// LossWindowNoStall the largest among losses with no object-storage
+	// fault between acknowledgement and loss.
+	LocalLost         int
+	LossWindow        time.Duration
+	LossWindowNoStall time.Duration
+	// OwnerChanges counts, per stream, the times an acknowledgement came
+	// from another node than the one before it: takeovers (and rejoins).
+	OwnerChanges int
 	// Gaps counts the distinct offset ranges readers were moved past
 	// (takeovers after an owner loss), GapOffsets their total size.
 	Gaps, GapOffsets int64
@@ -136,7 +146,10 @@ func (r Result) Summary() string {
 // Check verifies the recorded history. lossWindow is the documented
 // local-durability loss window (about --seal-max-age plus a flush); a
 // local record lost after an owner loss that was acknowledged longer than
-// that before the loss is a violation.
+// that before the loss is a violation, unless object storage was failing
+// in between: the window then grows by how long flushes were stalled
+// (each StallsFlush fault, plus lossWindow after it to upload the
+// backlog).
 func (l *Log) Check(lossWindow time.Duration) Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -293,15 +306,63 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 		// Missing: allowed only for local durability after an owner loss
 		// that came within the loss window after the acknowledgement.
 		loss, ok := l.ownerLossAfter(a.End)
-		if a.Durability == "local" && ok && loss.Sub(a.End) <= lossWindow {
+		stall := l.flushStall(a.End, loss, lossWindow)
+		if a.Durability == "local" && ok && loss.Sub(a.End) <= lossWindow+stall {
 			res.LocalLost++
 			res.LossWindow = max(res.LossWindow, loss.Sub(a.End))
+			if stall == 0 {
+				res.LossWindowNoStall = max(res.LossWindowNoStall, loss.Sub(a.End))
+			}
 			continue
 		}
 		bad("%s (%s): acknowledged record %q at offset %d (acknowledged %s) is missing from the final reads (they end at %d)",
 			a.Stream, a.Durability, clip(a.Value), a.Offset, a.End.Format("15:04:05.000"), v.finalHi)
 	}
+	res.OwnerChanges = l.ownerChanges()
 	return res
+}
+
+// flushStall is how much of [from, to] flushes were stalled by object
+// storage faults, each counted until recovery after it ends.
+func (l *Log) flushStall(from, to time.Time, recovery time.Duration) time.Duration {
+	var d time.Duration
+	for _, f := range l.faults {
+		if !f.StallsFlush {
+			continue
+		}
+		start, end := f.Start, f.End.Add(recovery)
+		if from.After(start) {
+			start = from
+		}
+		if to.Before(end) {
+			end = to
+		}
+		if end.After(start) {
+			d += end.Sub(start)
+		}
+	}
+	return d
+}
+
+// ownerChanges counts, per stream, consecutive acknowledgements (in the
+// order they arrived) served by different nodes.
+func (l *Log) ownerChanges() int {
+	acks := map[string][]*Append{}
+	for i := range l.appends {
+		if a := &l.appends[i]; a.Outcome == OK && a.Node != "" {
+			acks[a.Stream] = append(acks[a.Stream], a)
+		}
+	}
+	n := 0
+	for _, as := range acks {
+		sort.Slice(as, func(i, j int) bool { return as[i].End.Before(as[j].End) })
+		for i := 1; i < len(as); i++ {
+			if as[i].Node != as[i-1].Node {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // ownerLossAfter returns the start of the first owner-loss fault that ended

@@ -59,6 +59,16 @@ func TestCheck(t *testing.T) {
 		}, "names two records"},
 		{"local loss inside the window after an owner loss", localLoss(500), ""},
 		{"local loss long before the owner loss", localLoss(9000), "is missing"},
+		{"local loss long before the owner loss, object storage down in between", func() *Log {
+			l := localLoss(9000)()
+			l.AddFault(Fault{Kind: "minio-down", Start: at(200), End: at(8000), StallsFlush: true})
+			return l
+		}, ""},
+		{"local loss long before the owner loss, object storage down long before", func() *Log {
+			l := localLoss(9000)()
+			l.AddFault(Fault{Kind: "minio-down", Start: at(31), End: at(500), StallsFlush: true})
+			return l
+		}, "is missing"},
 		{"local offset handed out again after a takeover", func() *Log {
 			l := &Log{}
 			l.AddAppend(Append{Stream: "s", Durability: "local", Value: "a", End: at(10), Outcome: OK, Offset: 0})
@@ -146,5 +156,19 @@ func TestSummary(t *testing.T) {
 	got := l.Check(time.Second).Summary()
 	if want := "soak: 5 operations, 2 acknowledged records checked, 2 faults, 0 violations"; got != want {
 		t.Fatalf("Summary() = %q, want %q", got, want)
+	}
+}
+
+// TestOwnerChanges: an acknowledgement from another node than the one
+// before it (in arrival order, per stream) is one ownership change.
+func TestOwnerChanges(t *testing.T) {
+	l := &Log{}
+	for i, node := range []string{"a", "a", "b", "b", "a"} {
+		l.AddAppend(Append{Stream: "s", Value: node + string(rune('0'+i)), End: at(10 * (5 - i)), Outcome: OK, Offset: int64(i), Node: node})
+	}
+	l.AddAppend(Append{Stream: "t", Value: "t0", End: at(1), Outcome: OK, Node: "c"})
+	// Arrival order of s (by End): a(4) b(3) b(2) a(1) a(0): two changes.
+	if got := l.Check(time.Second).OwnerChanges; got != 2 {
+		t.Fatalf("OwnerChanges = %d, want 2", got)
 	}
 }

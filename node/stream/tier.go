@@ -628,8 +628,14 @@ func (s *Service) applyFlush(items []flushItem, refs []*ObjectRef) int64 {
 				j = i + 1
 			}
 			st.uploaded = it.end
-			if s.objectDurable(st) && it.end > st.hwm {
-				st.hwm = it.end // committed: readable now
+			if it.end > st.hwm {
+				// Committed: readable now. For `object` this is where
+				// records become readable; a `local` record is normally
+				// published by its append, but one whose append gave up
+				// (its offset reservation failed, say while the lease
+				// was in doubt) would otherwise stay unreadable until a
+				// later append, and a reader at its offset would wait.
+				st.hwm = it.end
 				st.wakeReadersLocked()
 			}
 			switch {
