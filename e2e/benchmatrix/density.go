@@ -17,10 +17,6 @@ import (
 	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
-// createCap bounds the measured stream creation: a slow node creates
-// fewer streams than -streams rather than stretching the matrix.
-const createCap = 15 * time.Second
-
 // densityRows: stream creation rate (PUT, 32 clients), then with those
 // streams idle: resident memory and etcd data per stream (extrapolated to
 // a million, labelled so), and restart-to-ready time, each next to the same
@@ -43,7 +39,7 @@ func (m *matrix) densityRows(ctx context.Context, run int) error {
 		m.fail("etcd size", err)
 	}
 
-	created, rate, lat, err := createStreams(ctx, n.url, fmt.Sprintf("/mb/r%d/idle/", run), 32, m.cfg.streams)
+	created, rate, lat, err := createStreams(ctx, n.url, fmt.Sprintf("/mb/r%d/idle/", run), 32, m.cfg.streams, m.cfg.createFor)
 	if err != nil {
 		return fmt.Errorf("create streams: %w", err)
 	}
@@ -51,7 +47,7 @@ func (m *matrix) densityRows(ctx context.Context, run int) error {
 	m.row(benchreport.Row{ID: crID, What: "stream creation (PUT), 32 clients", Unit: "creates/s",
 		Peer: "single-record appends on the same node, 32 clients, 100 B"})
 	m.res.Add(crID, run, benchreport.SidePico, rate, lat)
-	m.row(benchreport.Row{ID: "idle-streams", What: fmt.Sprintf("idle streams created for the rows below (at most %d; creation stops after %s)", m.cfg.streams, createCap), Unit: "streams"})
+	m.row(benchreport.Row{ID: "idle-streams", What: fmt.Sprintf("idle streams created for the rows below (at most %d; creation stops after %s)", m.cfg.streams, m.cfg.createFor), Unit: "streams"})
 	m.res.Add("idle-streams", run, benchreport.SidePico, float64(created), nil)
 	logf("  created %d streams at %.0f/s", created, rate)
 
@@ -112,17 +108,18 @@ func (n *node) timedRestart(bin string) (time.Duration, error) {
 }
 
 // createStreams PUTs streams prefix0, prefix1, ... from c clients until
-// max exist or createCap has passed; it returns how many it created and
+// max exist or createFor has passed (a slow node creates fewer streams
+// rather than stretching the matrix); it returns how many it created and
 // the rate.
-func createStreams(ctx context.Context, base, prefix string, c, max int) (int, float64, *benchreport.Latency, error) {
+func createStreams(ctx context.Context, base, prefix string, c, max int, createFor time.Duration) (int, float64, *benchreport.Latency, error) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	var next atomic.Int64
 	var created atomic.Int64
-	deadline := time.Now().Add(createCap)
+	deadline := time.Now().Add(createFor)
 	var firstErr error
 	var once sync.Once
-	_, lat, err := closedLoop(ctx, c, 0, createCap, func(int) error {
+	_, lat, err := closedLoop(ctx, c, 0, createFor, func(int) error {
 		i := next.Add(1) - 1
 		if i >= int64(max) || time.Now().After(deadline) {
 			return errDone
@@ -143,7 +140,7 @@ func createStreams(ctx context.Context, base, prefix string, c, max int) (int, f
 		created.Add(1)
 		return nil
 	})
-	start := deadline.Add(-createCap)
+	start := deadline.Add(-createFor)
 	elapsed := time.Since(start)
 	if firstErr != nil {
 		return 0, 0, nil, firstErr

@@ -52,7 +52,8 @@ type config struct {
 	runs                         int
 	secs, warmup                 time.Duration
 	only                         []string
-	streams                      int // streams created for the density rows
+	streams                      int           // streams created for the density rows
+	createFor                    time.Duration // at most this long creating them
 }
 
 func (c *config) want(group string) bool { return len(c.only) == 0 || slices.Contains(c.only, group) }
@@ -73,7 +74,8 @@ func run(args []string, stdout io.Writer) error {
 	fs.IntVar(&c.runs, "runs", 2, "times the matrix is repeated")
 	fs.DurationVar(&c.secs, "secs", 3*time.Second, "measured time per point")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured load before each point")
-	fs.IntVar(&c.streams, "streams", 10000, "streams created for the density rows (at most; creation stops after 15 measured seconds)")
+	fs.IntVar(&c.streams, "streams", 100000, "streams created for the density rows (at most; creation stops after -create-for)")
+	fs.DurationVar(&c.createFor, "create-for", 3*time.Minute, "at most this long creating the density rows' streams")
 	fs.StringVar(&only, "only", "", "comma-separated groups to run: "+strings.Join(groups, ","))
 	if err := fs.Parse(args); err != nil {
 		return err
