@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metatest"
@@ -39,17 +38,7 @@ func TestTakeoverNeverReusesLocalOffsets(t *testing.T) {
 	shared.mu.Lock()
 	shared.fail = true
 	shared.mu.Unlock()
-	if _, err := cli.Revoke(ctx, a.sess.Load().LeaseID()); err != nil {
-		t.Fatal(err)
-	}
-	var first stream.AppendResult
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		first, err = b.svc.Append(ctx, "/s", []record.Record{{Value: []byte("b0")}})
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
+	first, err := loseLeaseAndAppend(t, cli, a, b, "/s", "b0")
 	if err != nil || first.FirstOffset < 10 {
 		t.Fatalf("first append on b: %+v %v: offsets below 10 were acknowledged by a", first, err)
 	}

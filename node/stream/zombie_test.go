@@ -17,6 +17,7 @@ import (
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/wal"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // gatedTier holds uploads at a gate while armed: a flush that is in the
@@ -93,6 +94,23 @@ func (n *sessionNode) open(t *testing.T, reg *meta.Registry, tier stream.Tier) {
 	t.Cleanup(n.stop)
 }
 
+// loseLeaseAndAppend revokes a's lease and appends value to name on b
+// until b has taken the stream over and acknowledges (at most 10 s); it
+// returns b's first answer that is not a refusal, or the last refusal.
+func loseLeaseAndAppend(t *testing.T, cli *clientv3.Client, a, b *sessionNode, name, value string) (stream.AppendResult, error) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cli.Revoke(ctx, a.sess.Load().LeaseID()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res, err := b.svc.Append(ctx, name, []record.Record{{Value: []byte(value)}})
+		if err == nil || time.Now().After(deadline) {
+			return res, err
+		}
+	}
+}
+
 func (n *sessionNode) join(t *testing.T, reg *meta.Registry) {
 	t.Helper()
 	sess, err := reg.Join(context.Background(), meta.Member{NodeID: n.id, AdvertiseURL: "http://" + n.id}, 30*time.Second)
@@ -147,17 +165,7 @@ func TestZombieFlushCommitsNothingAfterRejoin(t *testing.T) {
 	// a's lease expires while it is paused; b takes the stream over and
 	// acknowledges its own record, at offset 1 or, past a's offset
 	// reservation, later (reserve.go).
-	if _, err := cli.Revoke(ctx, a.sess.Load().LeaseID()); err != nil {
-		t.Fatal(err)
-	}
-	var res stream.AppendResult
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		res, err = b.svc.Append(ctx, "/s", []record.Record{{Value: []byte("b1")}})
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
+	res, err := loseLeaseAndAppend(t, cli, a, b, "/s", "b1")
 	if err != nil || res.FirstOffset < 1 {
 		t.Fatalf("append on b after the takeover: %+v %v", res, err)
 	}
