@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -19,10 +17,7 @@ import (
 // PICOMQ_RESTART_STREAMS, default 15,000 (what a loaded 2-core CI machine
 // creates in well under a minute; BenchmarkStreamDensity runs 100,000).
 func restartStreams() int {
-	if n, err := strconv.Atoi(os.Getenv("PICOMQ_RESTART_STREAMS")); err == nil && n > 0 {
-		return n
-	}
-	return 15_000
+	return testproc.EnvCount("PICOMQ_RESTART_STREAMS", 15_000)
 }
 
 // TestManyStreamsSurviveRestart creates many streams on one node (embedded

@@ -25,10 +25,7 @@ const densityClients = 32
 // densityStreams is the stream count of BenchmarkStreamDensity:
 // PICOMQ_DENSITY_STREAMS, default 100,000.
 func densityStreams() int {
-	if n, err := strconv.Atoi(os.Getenv("PICOMQ_DENSITY_STREAMS")); err == nil && n > 0 {
-		return n
-	}
-	return 100_000
+	return testproc.EnvCount("PICOMQ_DENSITY_STREAMS", 100_000)
 }
 
 // BenchmarkStreamDensity measures the four stream-density rows of one

@@ -334,10 +334,7 @@ func mustReq(method, url string, body []byte, hdrs ...string) *http.Request {
 // so the readers' own CPU is not counted).
 func BenchmarkPicoSSEFanout(b *testing.B) {
 	const readers = 1000
-	rate := 50 // appends per second
-	if s, err := strconv.Atoi(os.Getenv("PICOMQ_BENCH_SSE_RATE")); err == nil && s > 0 {
-		rate = s
-	}
+	rate := testproc.EnvCount("PICOMQ_BENCH_SSE_RATE", 50) // appends per second
 	d := 2 * measureFor()
 	n := startNode(b)
 	name := "/bench/fanout"

@@ -138,3 +138,13 @@ func RSSBytes(pid int) float64 {
 	}
 	return 0
 }
+
+// EnvCount is the positive whole number in the environment variable name,
+// or def when it is unset or not one: how tests and benchmarks take their
+// size knobs (PICOMQ_DENSITY_STREAMS and the like).
+func EnvCount(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}

@@ -3,9 +3,7 @@ package stream_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -42,10 +40,7 @@ func heapInUse() uint64 {
 // memory not counted). PICOMQ_DENSITY_STREAMS sets the count (default
 // 20,000).
 func BenchmarkIdleStreams(b *testing.B) {
-	n := 20_000
-	if v, err := strconv.Atoi(os.Getenv("PICOMQ_DENSITY_STREAMS")); err == nil && v > 0 {
-		n = v
-	}
+	n := testproc.EnvCount("PICOMQ_DENSITY_STREAMS", 20_000)
 	ctx := context.Background()
 	cli := metatest.StartEtcd(b)
 	reg := meta.NewRegistry(cli, "/bench/")
