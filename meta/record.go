@@ -339,3 +339,14 @@ func decodeTopicEntry(value []byte) (topicEntry, error) {
 	})
 	return e, err
 }
+
+// EncodeStream is the registry's encoding of s without its name (the key
+// holds it): for a caller that keeps many records in memory compactly
+// (node/stream keeps idle streams that way). DecodeStream reads it back.
+func EncodeStream(s Stream) []byte { return encodeStream(s) }
+
+// DecodeStream decodes a record of the stream called name that
+// EncodeStream (or the registry) wrote.
+func DecodeStream(name string, value []byte) (Stream, error) {
+	return decodeStreamValue(name, value)
+}

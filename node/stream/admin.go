@@ -151,7 +151,12 @@ func (s *Service) List(ctx context.Context, prefix, after string, limit int) ([]
 		}
 		s.mu.RLock()
 		st := s.byID[m.ID]
+		idle, isIdle := s.idleLocked(m.Name)
 		s.mu.RUnlock()
+		if isIdle && idle.ID == m.ID {
+			out = append(out, idleInfo(idle))
+			continue
+		}
 		if st != nil {
 			if s.gate(st) != nil {
 				continue

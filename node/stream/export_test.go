@@ -5,12 +5,19 @@ package stream
 // moment this node applies it; the returned func publishes them. For
 // testing reads in that window only.
 func HoldBackPublished(s *Service, name string, n int64) (publish func()) {
-	s.mu.RLock()
-	st := s.byName[name]
-	s.mu.RUnlock()
+	st := s.local(name)
 	st.mu.Lock()
 	end := st.hwm
 	st.hwm -= n
 	st.mu.Unlock()
 	return func() { st.advance(end, false) }
+}
+
+// Idle reports whether the service keeps name as its record only
+// (idle.go), not built.
+func Idle(s *Service, name string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.idle[name]
+	return ok && s.byName[name] == nil
 }

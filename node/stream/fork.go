@@ -64,9 +64,7 @@ func (s *Service) resolveFork(ctx context.Context, opts *CreateOptions, plan *cr
 	if err := ValidateName(fo.Source); err != nil {
 		return fmt.Errorf("%w: fork source: %v", ErrInvalidArgument, err)
 	}
-	s.mu.RLock()
-	src := s.byName[fo.Source]
-	s.mu.RUnlock()
+	src := s.local(fo.Source)
 	if src == nil {
 		// Not served here: the routing step claims it if this node should
 		// own it, or names its owner. A fork is created beside its source

@@ -76,8 +76,6 @@ func (s *Service) registerGauges(reg prometheus.Registerer) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "picomq_streams", Help: "Streams loaded on this node.",
 	}, func() float64 {
-		s.mu.RLock()
-		defer s.mu.RUnlock()
-		return float64(len(s.byID))
+		return float64(s.streamCount())
 	}))
 }

@@ -240,7 +240,7 @@ func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error
 		return nil, fmt.Errorf("%w: load manifests: %v", ErrUnavailable, err)
 	}
 	s.mu.Lock()
-	if st := s.byName[m.Name]; st != nil && st.info.ID == m.ID {
+	if st := s.localLocked(m.Name); st != nil && st.info.ID == m.ID {
 		s.mu.Unlock()
 		return st, nil
 	}
@@ -434,6 +434,7 @@ func (s *Service) Drain(ctx context.Context) (int, error) {
 	if len(others) == 0 {
 		return 0, fmt.Errorf("%w: no other live node to hand streams to", ErrUnavailable)
 	}
+	s.buildAll()
 	streams := s.loaded()
 	for _, st := range streams {
 		st.mu.Lock()
@@ -577,6 +578,9 @@ func (s *Service) Rejoined(ctx context.Context) error {
 			s.retire(st)
 		}
 	}
+	if err := s.recheckIdle(ctx); err != nil {
+		return err
+	}
 	s.Unfence()
 	return nil
 }
@@ -588,11 +592,8 @@ func (s *Service) Describe(ctx context.Context, name string) (Info, error) {
 	if err := checkAccess(ctx, name); err != nil {
 		return Info{}, err
 	}
-	s.mu.RLock()
-	st := s.byName[name]
-	s.mu.RUnlock()
-	if st != nil {
-		return st.snapshot(), nil
+	if info, ok := s.describeLocal(name); ok {
+		return info, nil
 	}
 	if err := validateFor(ctx, name); err != nil {
 		return Info{}, err

@@ -113,6 +113,10 @@ type Service struct {
 	mu     sync.RWMutex
 	byName map[string]*streamState
 	byID   map[uint64]*streamState
+	// idle holds the streams kept as their record only (idle.go);
+	// idleIDs names them by id while Open replays the WAL (nil after).
+	idle    idleSet
+	idleIDs map[uint64]string
 	// interned holds one copy of strings many streams share (insertLocked).
 	interned map[string]string
 	// openForks counts the forks of each source as Open read them, so the
@@ -325,9 +329,18 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		if m.Fork != nil {
 			s.openForks[m.Fork.SourceID]++
 		}
+	}
+	s.idleIDs = make(map[uint64]string)
+	for _, m := range all {
 		// Only streams this node owns are served from local state; the
-		// rest are routed (see routing.go).
-		if m.Owner == cfg.NodeID || m.Owner == "" {
+		// rest are routed (see routing.go). Plain ones stay idle until
+		// their manifests, reservation or WAL entries say otherwise.
+		switch {
+		case m.Owner != cfg.NodeID && m.Owner != "":
+		case s.plain(m) && s.openForks[m.ID] == 0:
+			s.putIdleLocked(m)
+			s.idleIDs[m.ID] = m.Name
+		default:
 			s.insertLocked(m)
 		}
 	}
@@ -341,6 +354,9 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		if err != nil {
 			return nil, fmt.Errorf("stream: load offset reservations: %w", err)
 		}
+		for id := range resvs {
+			s.openState(id)
+		}
 		for id, st := range s.byID {
 			st.startReservation(resvs[id])
 		}
@@ -352,6 +368,11 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 			return fmt.Errorf("entry at %+v: %w", pos, err)
 		}
 		st := s.byID[e.streamID]
+		if st == nil && s.idleIDs[e.streamID] != "" {
+			// Reservations are started: an idle stream had none.
+			st = s.localLocked(s.idleIDs[e.streamID])
+			delete(s.idleIDs, e.streamID)
+		}
 		if st == nil {
 			skipped++ // the stream was deleted after this entry was written
 			return nil
@@ -390,8 +411,23 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		s.resCancel = cancel
 		go s.runReserver(rctx)
 	}
-	cfg.Logger.Info("stream service recovered", "streams", len(all), "batches", replayed, "skipped_deleted", skipped)
+	s.idleIDs = nil
+	cfg.Logger.Info("stream service recovered", "streams", len(s.byID), "idle_streams", len(s.idle), "batches", replayed, "skipped_deleted", skipped)
 	return s, nil
+}
+
+// openState is s.byID[id] while Open loads: an idle stream is built (with
+// no reservation yet) when its manifests or reservation turn up.
+func (s *Service) openState(id uint64) *streamState {
+	if st := s.byID[id]; st != nil {
+		return st
+	}
+	name, ok := s.idleIDs[id]
+	if !ok {
+		return nil
+	}
+	delete(s.idleIDs, id)
+	return s.buildLocked(name)
 }
 
 // replay applies one recovered entry to the stream's in-memory state; it
@@ -652,7 +688,19 @@ func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (
 	}
 	s.mu.Lock()
 	st := s.byName[name]
+	if st == nil {
+		if m, ok := s.idleLocked(name); ok && m.ID == stored.ID {
+			s.mu.Unlock()
+			return idleInfo(m), false, nil // identical, and still idle
+		}
+		if created && s.plain(stored) && len(opts.Initial) == 0 && !opts.Closed {
+			s.putIdleLocked(stored)
+			s.mu.Unlock()
+			return idleInfo(stored), true, nil
+		}
+	}
 	if st == nil || st.info.ID != stored.ID {
+		delete(s.idle, name) // an older incarnation, if any
 		st = s.insertLocked(stored)
 		if s.resv != nil && created {
 			st.startReservation(meta.Reservation{}) // a new stream: no offsets handed out yet
@@ -703,9 +751,7 @@ func (s *Service) lookup(ctx context.Context, name string) (*streamState, error)
 	if err := checkAccess(ctx, name); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	st := s.byName[name]
-	s.mu.RUnlock()
+	st := s.local(name)
 	if st == nil {
 		if err := validateFor(ctx, name); err != nil {
 			return nil, err

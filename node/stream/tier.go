@@ -292,7 +292,7 @@ func (s *Service) loadManifests(ctx context.Context) error {
 		return fmt.Errorf("stream: load manifests: %w", err)
 	}
 	for id, ps := range indexManifests(ms) {
-		st := s.byID[id]
+		st := s.openState(id)
 		if st == nil {
 			continue // deleted, or owned by another node
 		}
