@@ -326,9 +326,18 @@ func TestCorruptObjectNeverServed(t *testing.T) {
 	dir := t.TempDir()
 	n := startNodeEnv(t, dir, m.Env(), "--object-store", m.ObjectStoreURL(), "--seal-max-age", "50ms")
 	wantStatus(t, do(t, "PUT", n.URL+"/bad", nil, "Content-Type", "application/octet-stream"), 201, "create")
+	// One append of 20 records: one WAL entry, so one flush object however
+	// slowly the machine runs (20 single appends can straddle seals and
+	// leave several objects).
+	var batch []map[string]string
 	for i := 0; i < 20; i++ {
-		wantStatus(t, do(t, "POST", n.URL+"/bad", []byte(fmt.Sprintf("precious-%02d", i)), "Content-Type", "application/octet-stream"), 200, "append")
+		batch = append(batch, map[string]string{"value": fmt.Sprintf("precious-%02d", i)})
 	}
+	body, err := json.Marshal(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, do(t, "POST", n.URL+"/bad", body, "Content-Type", "application/vnd.picomq.batch+json"), 200, "append")
 	deadline := time.Now().Add(20 * time.Second)
 	for metric(t, n.URL, "picomq_unflushed_bytes") > 0 {
 		if time.Now().After(deadline) {
