@@ -659,3 +659,45 @@ func TestTakeOverOnlyFromAnAbsentOwner(t *testing.T) {
 		t.Fatalf("second take over with the old record: %v, want ErrConflict", err)
 	}
 }
+
+// TestEachStreamStartsOverAfterCompaction: a scan whose revision is
+// compacted away mid-way starts over (calling start again) and yields
+// every stream once, as of the new revision; an error of fn ends it.
+func TestEachStreamStartsOverAfterCompaction(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	reg, cli := newRegistry(t)
+	a, ab, b := listingFixture(t, reg)
+	meta.SetAllStreamsPageSize(reg, 4)
+
+	var got []string
+	starts, compacted := 0, false
+	err := reg.EachStream(ctx, func() { starts++; got = got[:0] }, func(s meta.Stream) error {
+		got = append(got, s.Name)
+		if len(got) == 4 && !compacted {
+			compacted = true
+			mustCreate(t, reg, meta.Stream{Name: "/zz"})
+			resp, err := cli.Get(ctx, "any")
+			if err != nil {
+				return err
+			}
+			if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := slices.Concat(a, ab, b, []string{"/zz"}); starts != 2 || !slices.Equal(got, want) {
+		t.Fatalf("EachStream started %d times and gave %v, want 2 and %v", starts, got, want)
+	}
+
+	stop := errors.New("stop")
+	n := 0
+	err = reg.EachStream(ctx, func() {}, func(meta.Stream) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Fatalf("EachStream with a failing fn: %v after %d records", err, n)
+	}
+}

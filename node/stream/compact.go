@@ -117,13 +117,9 @@ func (s *Service) compactCandidates(ctx context.Context, cfg CompactConfig) ([]m
 		return nil, nil, nil
 	}
 	sort.Slice(mine, func(i, j int) bool { return mine[i].Seq < mine[j].Seq })
-	regs, err := s.reg.AllStreams(ctx)
+	startOf, err := s.startOffsets(ctx)
 	if err != nil {
 		return nil, nil, err
-	}
-	startOf := map[uint64]int64{}
-	for _, m := range regs {
-		startOf[m.ID] = m.StartOffset
 	}
 	return mine, startOf, nil
 }

@@ -55,13 +55,9 @@ func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (dele
 	if err != nil {
 		return 0, err
 	}
-	all, err := s.reg.AllStreams(ctx)
+	live, err := s.startOffsets(ctx)
 	if err != nil {
 		return 0, err
-	}
-	live := make(map[uint64]meta.Stream, len(all))
-	for _, m := range all {
-		live[m.ID] = m
 	}
 	// The manifest holding each stream's newest state snapshot: a
 	// state-only entry there (e.g. a close) may be the only record of it.
@@ -83,12 +79,12 @@ func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (dele
 		}
 		dead := true
 		for _, r := range m.Streams {
-			st, ok := live[r.StreamID]
-			if ok && r.Next > st.StartOffset {
+			start, ok := live[r.StreamID]
+			if ok && r.Next > start {
 				dead = false
 				break
 			}
-			if ok && r.Next == r.First && r.Next >= st.StartOffset && newest[r.StreamID] == m.Key {
+			if ok && r.Next == r.First && r.Next >= start && newest[r.StreamID] == m.Key {
 				dead = false
 				break
 			}
@@ -143,4 +139,16 @@ func (s *Service) RunGC(ctx context.Context, cfg GCConfig) error {
 		}
 	})
 	return nil
+}
+
+// startOffsets maps the id of every stream in the registry to its start
+// offset: what garbage collection and compaction need of the records,
+// 16 bytes a stream rather than every record held at once.
+func (s *Service) startOffsets(ctx context.Context) (map[uint64]int64, error) {
+	var start map[uint64]int64
+	err := s.reg.EachStream(ctx, func() { start = make(map[uint64]int64) }, func(m meta.Stream) error {
+		start[m.ID] = m.StartOffset
+		return nil
+	})
+	return start, err
 }

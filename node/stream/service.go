@@ -55,6 +55,9 @@ type Registry interface {
 	GetStream(ctx context.Context, name string) (meta.Stream, error)
 	DeleteStream(ctx context.Context, name string, id uint64) error
 	AllStreams(ctx context.Context) ([]meta.Stream, error)
+	// EachStream is AllStreams one record at a time; start is called
+	// again when the scan starts over.
+	EachStream(ctx context.Context, start func(), fn func(meta.Stream) error) error
 }
 
 // Config tunes the service. Zero values get defaults.
@@ -320,29 +323,38 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 	if r, ok := cfg.Cluster.(Reservations); ok && cfg.Tier.Session != nil {
 		s.resv, s.resKick = r, make(chan struct{}, 1)
 	}
-	all, err := reg.AllStreams(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("stream: load registry: %w", err)
-	}
-	s.openForks = make(map[uint64]int64)
-	for _, m := range all {
+	var owned int
+	err := reg.EachStream(ctx, func() {
+		owned = 0
+		s.byName, s.byID, s.idle = make(map[string]*streamState), make(map[uint64]*streamState), nil
+		s.openForks, s.idleIDs = make(map[uint64]int64), make(map[uint64]string)
+		s.life.expiring = nil
+	}, func(m meta.Stream) error {
 		if m.Fork != nil {
 			s.openForks[m.Fork.SourceID]++
 		}
-	}
-	s.idleIDs = make(map[uint64]string)
-	for _, m := range all {
 		// Only streams this node owns are served from local state; the
 		// rest are routed (see routing.go). Plain ones stay idle until
 		// their manifests, reservation or WAL entries say otherwise.
 		switch {
 		case m.Owner != cfg.NodeID && m.Owner != "":
-		case s.plain(m) && s.openForks[m.ID] == 0:
+			return nil
+		case s.plain(m):
 			s.putIdleLocked(m)
 			s.idleIDs[m.ID] = m.Name
 		default:
 			s.insertLocked(m)
 		}
+		owned++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stream: load registry: %w", err)
+	}
+	// A source whose record does not count its forks yet (a crash between
+	// a fork's create and the count, repaired by reconcile) is built.
+	for id := range s.openForks {
+		s.openState(id)
 	}
 	if s.tier != nil {
 		if err := s.loadManifests(ctx); err != nil {
@@ -412,7 +424,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		go s.runReserver(rctx)
 	}
 	s.idleIDs = nil
-	cfg.Logger.Info("stream service recovered", "streams", len(s.byID), "idle_streams", len(s.idle), "batches", replayed, "skipped_deleted", skipped)
+	cfg.Logger.Info("stream service recovered", "streams", owned, "idle_streams", len(s.idle), "batches", replayed, "skipped_deleted", skipped)
 	return s, nil
 }
 
