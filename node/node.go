@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -162,6 +163,11 @@ func (n *Node) start(ctx context.Context) error {
 			return err
 		}
 	}
+	// Start-up (etcd restoring its index, the registry load, the WAL
+	// replay) leaves garbage in proportion to the streams, which an idle
+	// node would keep resident until the runtime's scavenger got round
+	// to it: hand it back now, for one collection, beside serving.
+	go debug.FreeOSMemory()
 	n.log.Info("picomq node serving", "node_id", n.cfg.NodeID, "http", n.ln.Addr().String(),
 		"protocol", n.cfg.Protocol, "advertise_url", n.cfg.AdvertiseURL, "data_dir", n.cfg.DataDir)
 	return nil
