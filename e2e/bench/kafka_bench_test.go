@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,8 +42,27 @@ func BenchmarkKafka(b *testing.B) {
 	// PICOMQ_BENCH_NODE_FLAGS adds serve flags (space separated), to see
 	// what a setting costs (e.g. --seal-max-bytes: how often the node
 	// flushes to object storage while it takes appends).
-	n := startNode(b, append([]string{"--kafka-addr", kafkaAddr, "--pprof-addr", os.Getenv("PICOMQ_BENCH_PPROF")},
-		strings.Fields(os.Getenv("PICOMQ_BENCH_NODE_FLAGS"))...)...)
+	// PICOMQ_BENCH_SIDE_DIR=dir puts the node's embedded etcd and its
+	// (file://) object store in dir instead of the data dir, e.g. on a
+	// tmpfs, so that only the WAL writes to the disk: it separates the
+	// WAL's fdatasyncs from the disk traffic of the flush and of etcd.
+	dataDir := benchDir(b)
+	flags := []string{"--kafka-addr", kafkaAddr, "--pprof-addr", os.Getenv("PICOMQ_BENCH_PPROF")}
+	if side := os.Getenv("PICOMQ_BENCH_SIDE_DIR"); side != "" {
+		dir, err := os.MkdirTemp(side, "picobench-side-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+		if err := os.Mkdir(filepath.Join(dir, "etcd"), 0o700); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(dir, "etcd"), filepath.Join(dataDir, "etcd")); err != nil {
+			b.Fatal(err)
+		}
+		flags = append(flags, "--object-store", "file://"+filepath.Join(dir, "objects"))
+	}
+	n := startNodeIn(b, dataDir, append(flags, strings.Fields(os.Getenv("PICOMQ_BENCH_NODE_FLAGS"))...)...)
 	ctx := context.Background()
 	admin, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
 	if err != nil {
@@ -106,6 +126,9 @@ func BenchmarkKafka(b *testing.B) {
 				"", walKafka.entries/float64(kafka.requests), walKafka.entries/walKafka.groups,
 				1000*walKafka.syncSeconds/walKafka.groups, 1000*walRes.syncSeconds/float64(walRes.syncs),
 				100*walKafka.syncSeconds/kafka.elapsed.Seconds(), int(walKafka.flushes))
+			fmt.Printf("%13s offset reservations: %d etcd txns, %d appends waited for one (%.1f ms each, %.1f%% of ProduceSyncs)\n",
+				"", int(walKafka.resTxns), int(walKafka.resWaits), 1000*walKafka.resWaitSeconds/max(walKafka.resWaits, 1),
+				100*walKafka.resWaits/float64(kafka.requests))
 			if peer := os.Getenv("PICOMQ_BENCH_KAFKA_PEER"); peer != "" {
 				// A topic of its own per run: the peer outlives the run.
 				peerTopic := fmt.Sprintf("%s-%d", topic, time.Now().UnixNano())
@@ -128,10 +151,14 @@ func benchShape(parts int32, prods int) bool {
 }
 
 // walCounters are the node's WAL and flush counters from /metrics.
-type walCounters struct{ entries, groups, syncSeconds, flushes float64 }
+type walCounters struct {
+	entries, groups, syncSeconds, flushes float64
+	resTxns, resWaits, resWaitSeconds     float64
+}
 
 func (c walCounters) minus(o walCounters) walCounters {
-	return walCounters{c.entries - o.entries, c.groups - o.groups, c.syncSeconds - o.syncSeconds, c.flushes - o.flushes}
+	return walCounters{c.entries - o.entries, c.groups - o.groups, c.syncSeconds - o.syncSeconds, c.flushes - o.flushes,
+		c.resTxns - o.resTxns, c.resWaits - o.resWaits, c.resWaitSeconds - o.resWaitSeconds}
 }
 
 // scrapeWAL reads the WAL counters of the node at url, so a cell can say how
@@ -165,6 +192,12 @@ func scrapeWAL(b *testing.B, url string) walCounters {
 			c.syncSeconds = f
 		case "picomq_flushes_total":
 			c.flushes = f
+		case "picomq_offset_reservation_txns_total":
+			c.resTxns = f
+		case "picomq_offset_reservation_waits_total":
+			c.resWaits = f
+		case "picomq_offset_reservation_wait_seconds_total":
+			c.resWaitSeconds = f
 		}
 	}
 	return c

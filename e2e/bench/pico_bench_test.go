@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -38,7 +37,8 @@ var (
 )
 
 // picomqBinary builds the binary once per run (only when a benchmark
-// needs it, so `go test ./...` does not pay for it).
+// needs it, so `go test ./...` does not pay for it), or uses
+// $PICOMQ_TEST_BIN: two builds can then be compared in alternating runs.
 func picomqBinary(b *testing.B) string {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "picomq-bench-bin")
@@ -46,8 +46,7 @@ func picomqBinary(b *testing.B) string {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "picomq")
-		buildErr = testproc.Build(binPath, testproc.Picomq)
+		binPath, buildErr = testproc.PicomqBinary(dir)
 	})
 	if buildErr != nil {
 		b.Fatal(buildErr)

@@ -27,6 +27,12 @@ type metrics struct {
 	claimSeconds prometheus.Histogram
 	handoffs     prometheus.Counter
 	compactions  prometheus.Counter
+	// Offset reservations (reserve.go): etcd transactions written, and
+	// appends that had to wait for one (and for how long) before they
+	// could be acknowledged.
+	reserveTxns        prometheus.Counter
+	reserveWaits       prometheus.Counter
+	reserveWaitSeconds prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -58,8 +64,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.compactions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "picomq_compactions_total", Help: "Runs of flush objects merged into one object and one manifest.",
 	})
+	m.reserveTxns = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_offset_reservation_txns_total", Help: "etcd transactions extending or releasing offset reservations of local-durability streams.",
+	})
+	m.reserveWaits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_offset_reservation_waits_total", Help: "Appends that waited for an offset reservation in etcd before being acknowledged.",
+	})
+	m.reserveWaitSeconds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_offset_reservation_wait_seconds_total", Help: "Time appends spent waiting for offset reservations.",
+	})
 	if reg != nil {
-		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds, m.claims, m.claimSeconds, m.handoffs, m.compactions)
+		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds, m.claims, m.claimSeconds, m.handoffs, m.compactions,
+			m.reserveTxns, m.reserveWaits, m.reserveWaitSeconds)
 	}
 	return m
 }

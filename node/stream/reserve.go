@@ -14,9 +14,13 @@ package stream
 // Reservations run ahead of the appends: a stream asks for the next one
 // when half of the current one is used, sized to about two seconds of its
 // append rate (at least minReserve offsets), and one goroutine writes the
-// requests of every stream in one etcd transaction. An append waits only
-// when it outruns the reservation (the first append after a takeover or
-// a create, or a burst faster than the refill).
+// requests of every stream in one etcd transaction. A round also extends
+// every other stream that has used a quarter of its reservation, so busy
+// streams fall into step and share transactions: in steady state a node
+// writes about one reservation transaction a second, not one per stream
+// (each is an fsync of etcd's, on the disk the WAL syncs on). An append
+// waits only when it outruns the reservation (the first append after a
+// takeover or a create, or a burst faster than the refill).
 
 import (
 	"context"
@@ -33,6 +37,14 @@ const (
 	maxReserve = 1 << 22
 	// reserveAhead is how much of its append rate a reservation covers.
 	reserveAhead = 2 * time.Second
+	// minRateWindow is the shortest time over which an append rate is
+	// measured: a reservation whose half is used up faster than this
+	// grows about reserveAhead/minRateWindow/2 (4x) per extension, so a
+	// burst right after a create does not reserve millions of offsets,
+	// while a steady rate is reached in a few extensions (measured over a
+	// whole second, the reservation never grew past minReserve: extended
+	// every ahead/2R seconds, it measured exactly that again).
+	minRateWindow = 250 * time.Millisecond
 )
 
 // Reservations is what offset reservations need from the registry
@@ -111,6 +123,13 @@ func (s *Service) waitReserved(ctx context.Context, st *streamState, end int64) 
 	st.mu.Lock()
 	gen := st.res.gen
 	st.mu.Unlock()
+	var waited time.Time
+	defer func() {
+		if !waited.IsZero() {
+			s.metrics.reserveWaits.Inc()
+			s.metrics.reserveWaitSeconds.Add(time.Since(waited).Seconds())
+		}
+	}()
 	for {
 		st.mu.Lock()
 		ok, wake, deleted, err, done := st.res.end >= end, st.res.wake, st.deleted, st.res.err, st.res.gen != gen
@@ -135,6 +154,9 @@ func (s *Service) waitReserved(ctx context.Context, st *streamState, end int64) 
 		}
 		if kick {
 			s.kickReserver()
+		}
+		if waited.IsZero() {
+			waited = time.Now()
 		}
 		select {
 		case <-wake:
@@ -162,17 +184,27 @@ func (s *Service) runReserver(ctx context.Context) {
 	}
 }
 
-// reserveRound extends every queued stream's reservation, MaxReserveOps
-// streams per etcd transaction.
+// reserveRound extends every queued stream's reservation, and that of
+// every stream that has used a quarter of its own (it would queue soon:
+// extending it now shares this transaction instead of costing another),
+// MaxReserveOps streams per etcd transaction.
 func (s *Service) reserveRound(ctx context.Context) error {
-	var queued []*streamState
+	var queued, soon []*streamState
 	for _, st := range s.loaded() {
 		st.mu.Lock()
-		if st.res.queued && !st.deleted {
+		switch {
+		case st.deleted:
+		case st.res.queued:
 			queued = append(queued, st)
+		case st.res.on && st.res.end > st.res.from && st.next-st.res.from >= (st.res.end-st.res.from)/4 && !s.objectDurable(st):
+			soon = append(soon, st)
 		}
 		st.mu.Unlock()
 	}
+	if len(queued) == 0 {
+		return nil
+	}
+	queued = append(queued, soon...)
 	sort.Slice(queued, func(i, j int) bool { return queued[i].info.ID < queued[j].info.ID })
 	var errs []error
 	for len(queued) > 0 {
@@ -197,11 +229,10 @@ func (s *Service) reserve(ctx context.Context, streams []*streamState, release b
 		end := st.next
 		if !release {
 			// About reserveAhead of the stream's append rate since the
-			// last extension, measured over at least a second (a burst
-			// right after a create is not a rate).
+			// last extension, measured over at least minRateWindow.
 			ahead := int64(minReserve)
 			if st.next > st.res.from {
-				dt := max(now.Sub(st.res.at), time.Second)
+				dt := max(now.Sub(st.res.at), minRateWindow)
 				rate := float64(st.next-st.res.from) / dt.Seconds()
 				ahead = min(max(ahead, int64(rate*reserveAhead.Seconds())), maxReserve)
 			}
@@ -214,6 +245,7 @@ func (s *Service) reserve(ctx context.Context, streams []*streamState, release b
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rev, err := s.resv.Reserve(rctx, s.session(), ops)
+	s.metrics.reserveTxns.Inc()
 	if errors.Is(err, meta.ErrLeaseLost) && s.session() != nil && s.session().Lost() {
 		s.fence(err)
 	}

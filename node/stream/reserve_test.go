@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metatest"
@@ -84,5 +85,70 @@ func TestTakeoverNeverReusesLocalOffsets(t *testing.T) {
 	page, err := c.svc.Read(ctx, "/s", stream.ReadOptions{Offset: 3})
 	if err != nil || len(page.Records) != 2 || page.Records[0].Offset != gapEnd || page.Records[1].Offset != gapEnd+1 {
 		t.Fatalf("history read on c from 3: %+v %v", page, err)
+	}
+}
+
+// TestBusyStreamsShareReservationTransactions: when one stream's
+// reservation is extended, every other stream that has used a quarter of
+// its own is extended in the same etcd transaction, so a node with many
+// busy streams writes about one reservation transaction per round instead
+// of one per stream (each is an fsync of etcd's, on the disk the WAL uses).
+func TestBusyStreamsShareReservationTransactions(t *testing.T) {
+	cli := metatest.StartEtcd(t)
+	reg := meta.NewRegistry(cli, "/rs/")
+	n := startSessionNode(t, reg, &dirTier{dir: t.TempDir()}, "a")
+	ctx := context.Background()
+	ids := map[string]uint64{}
+	for _, name := range []string{"/a", "/b", "/idle"} {
+		info, _, err := n.svc.Create(ctx, name, stream.CreateOptions{Durability: stream.DurabilityLocal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = info.ID
+	}
+	recs := make([]record.Record, 100)
+	appendN := func(name string, n2 int) {
+		t.Helper()
+		for range n2 {
+			if _, err := n.svc.Append(ctx, name, recs); err != nil {
+				t.Fatalf("append to %s: %v", name, err)
+			}
+		}
+	}
+	res := func(name string) meta.Reservation {
+		t.Helper()
+		r, err := reg.Reservation(ctx, ids[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// Each stream's first append waits for its first reservation (at
+	// least minReserve = 1024 offsets past it).
+	appendN("/a", 1)
+	appendN("/idle", 1)
+	appendN("/b", 4) // b uses 300 of its 1024 reserved offsets: over a quarter
+	a0, b0, idle0 := res("/a"), res("/b"), res("/idle")
+	if a0.End < 1024 || b0.End < 1024 || idle0.End < 1024 {
+		t.Fatalf("first reservations %+v %+v %+v, want each to end at 1024 or later", a0, b0, idle0)
+	}
+	// a passes half of its reservation: it asks for more, and b's
+	// reservation is extended in the same transaction; idle's is not.
+	appendN("/a", (int(a0.End)+100)/2/100)
+	var a1 meta.Reservation
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if a1 = res("/a"); a1.Rev != a0.Rev {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's reservation %+v was not extended after half of it was used", a0)
+		}
+	}
+	b1, idle1 := res("/b"), res("/idle")
+	if b1.Rev != a1.Rev || b1.End <= b0.End {
+		t.Fatalf("b's reservation %+v (was %+v) was not extended in a's transaction (revision %d)", b1, b0, a1.Rev)
+	}
+	if idle1 != idle0 {
+		t.Fatalf("idle's reservation changed from %+v to %+v: it has used none of it", idle0, idle1)
 	}
 }
