@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/wal"
 )
 
 // TestIdleStreamsBuiltOnFirstUse: a plain stream stays a record in memory
@@ -164,5 +167,43 @@ func TestIdleStreamTakenOverWhileLeaseLost(t *testing.T) {
 	}
 	if res, err := a.svc.Append(ctx, "/kept", []record.Record{{Value: []byte("k0")}}); err != nil || res.FirstOffset != 0 {
 		t.Fatalf("append to /kept on a: %+v %v", res, err)
+	}
+}
+
+// TestIdleStreamGauges: picomq_streams counts every stream the node holds
+// and picomq_streams_idle those still held as their record.
+func TestIdleStreamGauges(t *testing.T) {
+	ctx := context.Background()
+	cli := metatest.StartEtcd(t)
+	w, _, err := wal.Open(wal.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	metrics := prometheus.NewRegistry()
+	svc, err := stream.Open(ctx, stream.Config{NodeID: "n1", Registerer: metrics}, w, meta.NewRegistry(cli, "/g/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"/a", "/b", "/c"} {
+		if _, _, err := svc.Create(ctx, name, stream.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.Append(ctx, "/a", []record.Record{{Value: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	families, err := metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if m := f.GetMetric(); len(m) == 1 && m[0].GetGauge() != nil {
+			got[f.GetName()] = m[0].GetGauge().GetValue()
+		}
+	}
+	if got["picomq_streams"] != 3 || got["picomq_streams_idle"] != 2 {
+		t.Fatalf("picomq_streams = %v, picomq_streams_idle = %v; want 3 and 2", got["picomq_streams"], got["picomq_streams_idle"])
 	}
 }

@@ -90,8 +90,15 @@ func (s *Service) registerGauges(reg prometheus.Registerer) {
 		Help: "Bytes appended and not yet committed to object storage (the local-durability loss window).",
 	}, func() float64 { return float64(s.pending.Load()) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "picomq_streams", Help: "Streams loaded on this node.",
+		Name: "picomq_streams", Help: "Streams this node owns and holds (idle ones included).",
 	}, func() float64 {
 		return float64(s.streamCount())
+	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "picomq_streams_idle", Help: "Of picomq_streams, those held as their registry record only (not used since start or create).",
+	}, func() float64 {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return float64(len(s.idle))
 	}))
 }
