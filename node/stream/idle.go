@@ -201,19 +201,20 @@ func (s *Service) recheckIdle(ctx context.Context) error {
 	if len(before) == 0 {
 		return nil
 	}
-	all, err := s.reg.AllStreams(ctx)
+	var still map[string]bool // idle streams the registry still gives this node
+	err := s.reg.EachStream(ctx, func() { still = make(map[string]bool) }, func(m meta.Stream) error {
+		if was, ok := before[m.Name]; ok && m.ID == was.ID && m.Owner == s.cfg.NodeID && m.Epoch == was.Epoch {
+			still[m.Name] = true
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("rejoin: check ownership of the idle streams: %w", err)
-	}
-	now := make(map[string]meta.Stream, len(all))
-	for _, m := range all {
-		now[m.Name] = m
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, was := range before {
-		m, ok := now[name]
-		if ok && m.ID == was.ID && m.Owner == s.cfg.NodeID && m.Epoch == was.Epoch {
+		if still[name] {
 			continue
 		}
 		if cur, idle := s.idleLocked(name); idle && cur.ID == was.ID {

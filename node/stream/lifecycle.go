@@ -554,15 +554,14 @@ func (s *Service) reconcile(ctx context.Context) error {
 	actual := s.openForks
 	s.openForks = nil
 	if actual == nil || s.refChanges.Load() != 0 {
-		records, err := s.reg.AllStreams(ctx)
-		if err != nil {
-			return fmt.Errorf("stream: recount fork references: %w", err)
-		}
-		actual = make(map[uint64]int64)
-		for _, m := range records {
+		err := s.reg.EachStream(ctx, func() { actual = make(map[uint64]int64) }, func(m meta.Stream) error {
 			if m.Fork != nil {
 				actual[m.Fork.SourceID]++
 			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("stream: recount fork references: %w", err)
 		}
 	}
 	live := s.loaded()

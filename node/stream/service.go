@@ -54,9 +54,9 @@ type Registry interface {
 	CreateStream(ctx context.Context, s meta.Stream) (meta.Stream, bool, error)
 	GetStream(ctx context.Context, name string) (meta.Stream, error)
 	DeleteStream(ctx context.Context, name string, id uint64) error
-	AllStreams(ctx context.Context) ([]meta.Stream, error)
-	// EachStream is AllStreams one record at a time; start is called
-	// again when the scan starts over.
+	// EachStream calls fn with every record as of one revision, one page
+	// in memory at a time; start is called first and again whenever the
+	// scan starts over.
 	EachStream(ctx context.Context, start func(), fn func(meta.Stream) error) error
 }
 
