@@ -33,6 +33,11 @@ func handleListOffsets(s *Server, ctx context.Context, cc *connState, kreq kmsg.
 				op.ErrorCode = errCode(err)
 			} else {
 				op.Offset, op.Timestamp, op.LeaderEpoch = offset, ts, epoch
+				if req.Version == 0 && offset >= 0 && rp.MaxNumOffsets > 0 {
+					// v0 answers a list of offsets (Kafka: segment
+					// starts before the time); one, the answer above.
+					op.OldStyleOffsets = []int64{offset}
+				}
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}

@@ -35,6 +35,9 @@ type request struct {
 	corr         int32
 	clientID     string
 	req          kmsg.Request // nil when the body was not decoded (see decodeRequest)
+	// unsupported: a known key at a version outside our range, decoded
+	// only to answer UNSUPPORTED_VERSION (unsupportedVersionResponse).
+	unsupported bool
 }
 
 // readAhead is how many framed requests a connection reads ahead of the one
@@ -130,7 +133,7 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		cc.clientID = r.clientID
-		if pr, ok := r.req.(*kmsg.ProduceRequest); ok && cc.authenticated.Load() {
+		if pr, ok := r.req.(*kmsg.ProduceRequest); ok && cc.authenticated.Load() && !r.unsupported {
 			producing.Add(1)
 			replies <- reply{r: r, produce: s.startProduce(ctx, cc, pr)}
 			continue
@@ -251,13 +254,20 @@ func decodeRequest(frame []byte) (request, error) {
 	if !ok {
 		return r, fmt.Errorf("unsupported api key %d", r.key)
 	}
+	req := kmsg.RequestForKey(r.key)
 	if r.version < h.min || r.version > h.max {
 		if r.key == kmsg.ApiVersions.Int16() && r.version > h.max {
 			return r, nil
 		}
-		return r, fmt.Errorf("unsupported version %d of %s (supported %d-%d)", r.version, kmsg.NameForKey(r.key), h.min, h.max)
+		// Another version of a key we serve: answered with
+		// UNSUPPORTED_VERSION in a response of its own version when
+		// kmsg knows that version; otherwise the body cannot be framed
+		// back and the connection closes.
+		if r.version < 0 || r.version > req.MaxVersion() {
+			return r, fmt.Errorf("unsupported version %d of %s (supported %d-%d)", r.version, kmsg.NameForKey(r.key), h.min, h.max)
+		}
+		r.unsupported = true
 	}
-	req := kmsg.RequestForKey(r.key)
 	req.SetVersion(r.version)
 	if req.IsFlexible() {
 		var err error
@@ -323,6 +333,12 @@ func (s *Server) dispatch(ctx context.Context, cc *connState, r request) (kmsg.R
 		default:
 			return nil, fmt.Errorf("%s before SASL authentication", kmsg.NameForKey(r.key))
 		}
+	}
+	if r.unsupported {
+		if pr, ok := r.req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
+			return nil, nil // acks=0: Kafka never answers
+		}
+		return unsupportedVersionResponse(r.req), nil
 	}
 	resp, err := s.handle(ctx, cc, r.req)
 	if err != nil || resp == nil {

@@ -30,8 +30,8 @@ var handlers map[int16]handler
 func init() {
 	handlers = map[int16]handler{
 		kmsg.Produce.Int16():          {3, 11, handleProduce, false},
-		kmsg.Fetch.Int16():            {4, 12, handleFetch, false},
-		kmsg.ListOffsets.Int16():      {1, 6, handleListOffsets, false},
+		kmsg.Fetch.Int16():            {0, 12, handleFetch, false},
+		kmsg.ListOffsets.Int16():      {0, 6, handleListOffsets, false},
 		kmsg.Metadata.Int16():         {0, 12, handleMetadata, false},
 		kmsg.SASLHandshake.Int16():    {1, 1, handleSASLHandshake, false},
 		kmsg.ApiVersions.Int16():      {0, 4, handleApiVersions, false},

@@ -1,0 +1,128 @@
+package kafka
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/record"
+)
+
+// TestOldFetchAndListOffsets: the versions kafka-python sends when told
+// an old api_version (Fetch v0–v3, ListOffsets v0) are served: the stored
+// magic-2 batches (clients that read by magic byte take them whatever the
+// fetch version) and ListOffsets v0's offset list.
+func TestOldFetchAndListOffsets(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("old", 1)
+	rc := ts.raw()
+	if r := produceRaw(t, rc, 1, "old", -1, -1, -1, 5); r.ErrorCode != 0 {
+		t.Fatalf("produce: error %d", r.ErrorCode)
+	}
+	for _, v := range []int16{0, 1, 2, 3} {
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(v)
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 100, 1, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "old"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.PartitionMaxBytes = 2, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := rc.roundTrip(req, int32(10+v)).(*kmsg.FetchResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("fetch v%d: %+v", v, resp.Topics)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 || p.HighWatermark != 5 {
+			t.Fatalf("fetch v%d: error %d, high watermark %d", v, p.ErrorCode, p.HighWatermark)
+		}
+		recs, err := record.DecodeRecords(p.RecordBatches, nil)
+		if err != nil || len(recs) != 5 || recs[2].Offset != 2 {
+			t.Fatalf("fetch v%d: %d records (%v)", v, len(recs), err)
+		}
+	}
+	for _, ts := range []int64{listLatest, listEarliest} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(0)
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "old"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.MaxNumOffsets = ts, 1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		p := rc.roundTrip(req, 20).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		want := int64(5)
+		if ts == listEarliest {
+			want = 0
+		}
+		if p.ErrorCode != 0 || len(p.OldStyleOffsets) != 1 || p.OldStyleOffsets[0] != want {
+			t.Fatalf("ListOffsets v0 at %d: error %d, offsets %v; want [%d]", ts, p.ErrorCode, p.OldStyleOffsets, want)
+		}
+	}
+}
+
+// TestUnsupportedVersionAnswered: a key we serve at a version we do not
+// (below our range, as kafka-python sends with an old api_version, or
+// above it) gets UNSUPPORTED_VERSION in a response of its own version,
+// naming what was asked, and the connection stays usable; acks=0 gets no
+// answer. ApiVersions v0 and v3 (no negotiation first) both answer.
+func TestUnsupportedVersionAnswered(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("uv", 1)
+	rc := ts.raw()
+
+	prod := produceRequest("uv", -1, -1, -1, 1)
+	prod.SetVersion(2) // below Produce's 3: a v0/v1 message set client
+	pr := rc.roundTrip(prod, 1).(*kmsg.ProduceResponse)
+	if len(pr.Topics) != 1 || pr.Topics[0].Topic != "uv" || len(pr.Topics[0].Partitions) != 1 ||
+		pr.Topics[0].Partitions[0].ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("produce v2: %+v, want UNSUPPORTED_VERSION for uv/0", pr.Topics)
+	}
+	prod.Acks = 0
+	rc.send(prod, 2) // no answer: the next response is the next request's
+
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.SetVersion(1) // below OffsetCommit's 2
+	oc.Group = "g"
+	ot := kmsg.NewOffsetCommitRequestTopic()
+	ot.Topic = "uv"
+	op := kmsg.NewOffsetCommitRequestTopicPartition()
+	op.Partition, op.Offset = 0, 1
+	ot.Partitions = append(ot.Partitions, op)
+	oc.Topics = append(oc.Topics, ot)
+	ocr := rc.roundTrip(oc, 3).(*kmsg.OffsetCommitResponse)
+	if len(ocr.Topics) != 1 || len(ocr.Topics[0].Partitions) != 1 ||
+		ocr.Topics[0].Partitions[0].ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("OffsetCommit v1: %+v", ocr.Topics)
+	}
+
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.SetVersion(7) // above ListOffsets' 6 (a flexible version)
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "uv"
+	lt.Partitions = append(lt.Partitions, kmsg.NewListOffsetsRequestTopicPartition())
+	lo.Topics = append(lo.Topics, lt)
+	lr := rc.roundTrip(lo, 4).(*kmsg.ListOffsetsResponse)
+	if len(lr.Topics) != 1 || lr.Topics[0].Partitions[0].ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("ListOffsets v7: %+v", lr.Topics)
+	}
+
+	for i, v := range []int16{0, 3} {
+		av := kmsg.NewPtrApiVersionsRequest()
+		av.SetVersion(v)
+		sw, swv := "kafka-python", "2.0.2"
+		av.ClientSoftwareName, av.ClientSoftwareVersion = sw, swv
+		r := rc.roundTrip(av, int32(5+i)).(*kmsg.ApiVersionsResponse)
+		if r.ErrorCode != 0 || len(r.ApiKeys) != len(handlers) {
+			t.Fatalf("ApiVersions v%d: error %d, %d keys", v, r.ErrorCode, len(r.ApiKeys))
+		}
+	}
+	// The acks=0 produce of an unsupported version wrote nothing.
+	info, err := ts.env.Svc.Head(t.Context(), "/uv")
+	if err != nil || info.NextOffset != 0 {
+		t.Fatalf("stream /uv has %d records (%v), want 0", info.NextOffset, err)
+	}
+}
