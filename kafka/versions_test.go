@@ -1,7 +1,10 @@
 package kafka
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -75,11 +78,11 @@ func TestUnsupportedVersionAnswered(t *testing.T) {
 	rc := ts.raw()
 
 	prod := produceRequest("uv", -1, -1, -1, 1)
-	prod.SetVersion(2) // below Produce's 3: a v0/v1 message set client
+	prod.SetVersion(12) // above Produce's 11
 	pr := rc.roundTrip(prod, 1).(*kmsg.ProduceResponse)
 	if len(pr.Topics) != 1 || pr.Topics[0].Topic != "uv" || len(pr.Topics[0].Partitions) != 1 ||
 		pr.Topics[0].Partitions[0].ErrorCode != kerr.UnsupportedVersion.Code {
-		t.Fatalf("produce v2: %+v, want UNSUPPORTED_VERSION for uv/0", pr.Topics)
+		t.Fatalf("produce v12: %+v, want UNSUPPORTED_VERSION for uv/0", pr.Topics)
 	}
 	prod.Acks = 0
 	rc.send(prod, 2) // no answer: the next response is the next request's
@@ -124,5 +127,52 @@ func TestUnsupportedVersionAnswered(t *testing.T) {
 	info, err := ts.env.Svc.Head(t.Context(), "/uv")
 	if err != nil || info.NextOffset != 0 {
 		t.Fatalf("stream /uv has %d records (%v), want 0", info.NextOffset, err)
+	}
+}
+
+// legacyMessage is one magic-1 message set entry, as a pre-0.11 producer
+// (kafka-python with api_version 0.10) writes it.
+func legacyMessage(ts int64, key, value []byte) []byte {
+	m := kmsg.MessageV1{Magic: 1, Timestamp: ts, Key: key, Value: value}
+	b := m.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	binary.BigEndian.PutUint32(b[12:], crc32.ChecksumIEEE(b[16:]))
+	return b
+}
+
+// TestProduceLegacyMessageSet: Produce v2 with a magic-1 message set (what
+// kafka-python sends when told api_version 0.10) is stored as one v2 batch
+// with the keys, values and timestamps; the same set in Produce v3+ (which
+// must be magic 2) is refused.
+func TestProduceLegacyMessageSet(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("legacy", 1)
+	rc := ts.raw()
+	now := time.Now().UnixMilli()
+	set := append(legacyMessage(now, []byte("k"), []byte("v0")), legacyMessage(now+1, nil, []byte("v1"))...)
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(2)
+	req.Acks, req.TimeoutMillis = -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "legacy"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = set
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	if p := rc.roundTrip(req, 1).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("produce v2 of a magic-1 set: error %d, base offset %d", p.ErrorCode, p.BaseOffset)
+	}
+	br, err := ts.env.Svc.ReadBatches(t.Context(), "/legacy", 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := record.DecodeRecords(br.Batches, nil)
+	if err != nil || len(recs) != 2 || string(recs[0].Key) != "k" || string(recs[0].Value) != "v0" ||
+		recs[1].Key != nil || string(recs[1].Value) != "v1" || recs[0].Timestamp != now || recs[1].Timestamp != now+1 {
+		t.Fatalf("stored %+v (%v)", recs, err)
+	}
+	req.SetVersion(3)
+	if p := rc.roundTrip(req, 2).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != kerr.UnsupportedForMessageFormat.Code {
+		t.Fatalf("produce v3 of a magic-1 set: error %d, want UNSUPPORTED_FOR_MESSAGE_FORMAT", p.ErrorCode)
 	}
 }

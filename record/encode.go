@@ -44,6 +44,9 @@ type BatchOptions struct {
 	ProducerID    int64
 	ProducerEpoch int16
 	BaseSequence  int32
+	// CreateTime keeps each record's own Timestamp (a CreateTime batch,
+	// as a Kafka producer writes it) instead of stamping Timestamp on all.
+	CreateTime bool
 }
 
 // AppendBatch encodes recs as one uncompressed RecordBatch v2 with a correct
@@ -65,9 +68,22 @@ func AppendBatch(dst []byte, opts BatchOptions, recs []Record) []byte {
 	if len(recs) == 0 {
 		return dst
 	}
+	first, maxTS, attrs := opts.Timestamp, opts.Timestamp, uint16(CodecNone)|attrLogAppendTime
+	if opts.CreateTime {
+		first, maxTS, attrs = recs[0].Timestamp, recs[0].Timestamp, uint16(CodecNone)
+		for i := range recs {
+			maxTS = max(maxTS, recs[i].Timestamp)
+		}
+	}
+	delta := func(i int) int64 {
+		if opts.CreateTime {
+			return recs[i].Timestamp - first
+		}
+		return 0
+	}
 	size := HeaderSize
 	for i := range recs {
-		body := recordBodySize(&recs[i], i)
+		body := recordBodySize(&recs[i], i, delta(i))
 		size += varintLen(int64(body)) + body
 	}
 	if size-lengthOverhead > math.MaxInt32 {
@@ -86,17 +102,17 @@ func AppendBatch(dst []byte, opts BatchOptions, recs []Record) []byte {
 	binary.BigEndian.PutUint32(h[offLength:], uint32(size-lengthOverhead))
 	binary.BigEndian.PutUint32(h[offLeaderEpoch:], 0)
 	h[offMagic] = Magic
-	binary.BigEndian.PutUint16(h[offAttributes:], uint16(CodecNone)|attrLogAppendTime)
+	binary.BigEndian.PutUint16(h[offAttributes:], attrs)
 	binary.BigEndian.PutUint32(h[offLastOffsetDelta:], uint32(last))
-	binary.BigEndian.PutUint64(h[offFirstTimestamp:], uint64(opts.Timestamp))
-	binary.BigEndian.PutUint64(h[offMaxTimestamp:], uint64(opts.Timestamp))
+	binary.BigEndian.PutUint64(h[offFirstTimestamp:], uint64(first))
+	binary.BigEndian.PutUint64(h[offMaxTimestamp:], uint64(maxTS))
 	binary.BigEndian.PutUint64(h[offProducerID:], uint64(producerID))
 	binary.BigEndian.PutUint16(h[offProducerEpoch:], uint16(producerEpoch))
 	binary.BigEndian.PutUint32(h[offBaseSequence:], uint32(baseSequence))
 	binary.BigEndian.PutUint32(h[offNumRecords:], uint32(len(recs)))
 
 	for i := range recs {
-		dst = appendRecord(dst, &recs[i], i)
+		dst = appendRecord(dst, &recs[i], i, delta(i))
 	}
 	binary.BigEndian.PutUint32(dst[start+offCRC:], crc32.Checksum(dst[start+offAttributes:], castagnoli))
 	return dst
@@ -104,8 +120,8 @@ func AppendBatch(dst []byte, opts BatchOptions, recs []Record) []byte {
 
 // recordBodySize is the size of record i after its length prefix, as
 // appendRecord writes it.
-func recordBodySize(r *Record, i int) int {
-	n := 1 + 1 + varintLen(int64(i)) // attributes, timestampDelta (always 0), offsetDelta
+func recordBodySize(r *Record, i int, tsDelta int64) int {
+	n := 1 + varintLen(tsDelta) + varintLen(int64(i)) // attributes, timestampDelta, offsetDelta
 	n += bytesFieldLen(r.Key) + bytesFieldLen(r.Value)
 	n += varintLen(int64(len(r.Headers)))
 	for j := range r.Headers {
@@ -115,9 +131,10 @@ func recordBodySize(r *Record, i int) int {
 	return n
 }
 
-func appendRecord(dst []byte, r *Record, i int) []byte {
-	dst = binary.AppendVarint(dst, int64(recordBodySize(r, i)))
-	dst = append(dst, 0, 0) // attributes (unused), timestampDelta 0 (LogAppendTime)
+func appendRecord(dst []byte, r *Record, i int, tsDelta int64) []byte {
+	dst = binary.AppendVarint(dst, int64(recordBodySize(r, i, tsDelta)))
+	dst = append(dst, 0) // attributes (unused)
+	dst = binary.AppendVarint(dst, tsDelta)
 	dst = binary.AppendVarint(dst, int64(i))
 	dst = appendBytesField(dst, r.Key)
 	dst = appendBytesField(dst, r.Value)
