@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -109,4 +110,82 @@ func TestSaramaGroup(t *testing.T) {
 		t.Fatalf("sarama test: %v\n%s\nnode log:\n%s", err, tail(string(out), 6000), tail(n.logs.String(), 4000))
 	}
 	t.Logf("sarama: %s", tail(string(out), 400))
+}
+
+// TestKafkaGoClient runs the segmentio/kafka-go tests (e2e/kafkago, a
+// separate Go module so kafka-go stays out of PicoMQ's go.mod) against a
+// real node. kafka-go is its own implementation with its own version
+// choices: produce with acks 0/1/all and every codec, keys and headers,
+// read from the first and the last offset, ListOffsets by time, a missing
+// topic, CreateTopics/DeleteTopics, a two-member group with a member
+// leaving, commits surviving a reader restart, ListGroups/DescribeGroups.
+func TestKafkaGoClient(t *testing.T) {
+	n, addr := startKafkaNode(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", ".")
+	cmd.Dir = "kafkago"
+	cmd.Env = append(os.Environ(), "KAFKA_BROKER="+addr)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kafka-go tests: %v\n%s\nnode log:\n%s", err, tail(string(out), 6000), tail(n.logs.String(), 4000))
+	}
+	t.Logf("kafka-go: %s", tail(string(out), 600))
+}
+
+// kafkaPython finds a Python 3 that imports kafka-python (Debian package
+// python3-kafka; PICOMQ_PYTHON overrides). Missing, the test fails under
+// CI (.ci/run installs it) and is skipped elsewhere.
+func kafkaPython(t *testing.T) string {
+	t.Helper()
+	candidates := []string{os.Getenv("PICOMQ_PYTHON"), "python3", "/usr/bin/python3"}
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		if exec.Command(c, "-c", "import kafka, snappy, lz4, zstandard").Run() == nil {
+			return c
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("no python3 with kafka-python and its codecs (Debian python3-kafka python3-snappy python3-lz4 python3-zstandard; .ci/run installs them)")
+	}
+	t.Skip("kafka-python not installed (python3-kafka)")
+	return ""
+}
+
+// TestKafkaPython runs kafka-python 2.0.2 (e2e/kafkapython/clients.py)
+// against a real node, once letting it probe the broker (ApiVersions) and
+// once per api_version it is told instead, when it never sends
+// ApiVersions and uses that broker's versions: 0.9 (Produce v1 with
+// magic-0 message sets, Fetch v1, ListOffsets v0, JoinGroup v0), 0.10.1
+// (Produce v2 with magic-1 sets, Fetch v3, ListOffsets v1, JoinGroup v1),
+// 1.0.0 and 2.0.0. Each run produces with acks 0/1/all and every codec the
+// format has, consumes from the beginning and from the end, looks up
+// offsets by time and a missing topic, runs a two-member group with a
+// member leaving, resumes after commits, and creates and deletes topics.
+func TestKafkaPython(t *testing.T) {
+	py := kafkaPython(t)
+	n, addr := startKafkaNode(t, t.TempDir())
+	for _, api := range []string{"", "0.9", "0.10.1", "1.0.0", "2.0.0"} {
+		name := "probe"
+		if api != "" {
+			name = "api" + api
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			args := []string{"clients.py", addr, "py-" + strings.ReplaceAll(name, ".", "")}
+			if api != "" {
+				args = append(args, api)
+			}
+			cmd := exec.CommandContext(ctx, py, args...)
+			cmd.Dir = "kafkapython"
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "OK") {
+				t.Fatalf("kafka-python %s: %v\n%s\nnode log:\n%s", name, err, tail(string(out), 4000), tail(n.logs.String(), 3000))
+			}
+		})
+	}
 }
