@@ -408,3 +408,32 @@ func TestColdFirstRecordFetchesLittle(t *testing.T) {
 		t.Errorf("catch-up: %+v (object %d bytes)", s, up.Size)
 	}
 }
+
+// TestUploaderKeepsObjectMemory: an Uploader builds each object in the
+// memory of the previous one, and when it must allocate it leaves room
+// for a somewhat larger next object, so a run of flushes that each grow
+// a little reuses one buffer instead of allocating (and zeroing) one
+// per flush.
+func TestUploaderKeepsObjectMemory(t *testing.T) {
+	u := NewUploader(objstoretest.FileStore(t), UploaderOptions{})
+	var first *byte
+	for i := range 4 {
+		// Each object is about 5% larger than the one before.
+		streams := []StreamBatches{{Stream: 1, Batches: segmenttest.Stream(0, 20, 10, 1000+50*i, 1)}}
+		if _, err := u.Upload(t.Context(), L0Key("n", uint64(i+1), "00"), streams); err != nil {
+			t.Fatal(err)
+		}
+		u.spareMu.Lock()
+		spare := u.spare
+		u.spareMu.Unlock()
+		if cap(spare) == 0 {
+			t.Fatalf("upload %d: no object memory kept", i)
+		}
+		p := &spare[:1][0]
+		if i == 0 {
+			first = p
+		} else if p != first {
+			t.Fatalf("upload %d (a slightly larger object) allocated new object memory", i)
+		}
+	}
+}

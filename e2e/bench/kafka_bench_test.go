@@ -122,10 +122,10 @@ func BenchmarkKafka(b *testing.B) {
 				walRes.recordsPerSec(), walRes.mbPerSec(), walRes.pct(0.99).Round(time.Microsecond),
 				kafka.recordsPerSec()/pico.recordsPerSec(), 100*kafka.mbPerSec()/walRes.mbPerSec(),
 				float64(got)/consumeSecs, float64(gotBytes)/consumeSecs/1e6)
-			fmt.Printf("%13s during Kafka produce: %.1f WAL entries per ProduceSync, %.1f per commit group, fdatasync %.1f ms each (WAL alone %.1f ms), busy %.0f%% of the time, %d flushes\n",
+			fmt.Printf("%13s during Kafka produce: %.1f WAL entries per ProduceSync, %.1f per commit group, fdatasync %.1f ms each (WAL alone %.1f ms), busy %.0f%% of the time, %d flushes, node CPU %.0f%% of one core\n",
 				"", walKafka.entries/float64(kafka.requests), walKafka.entries/walKafka.groups,
 				1000*walKafka.syncSeconds/walKafka.groups, 1000*walRes.syncSeconds/float64(walRes.syncs),
-				100*walKafka.syncSeconds/kafka.elapsed.Seconds(), int(walKafka.flushes))
+				100*walKafka.syncSeconds/kafka.elapsed.Seconds(), int(walKafka.flushes), 100*walKafka.cpuSeconds/kafka.elapsed.Seconds())
 			fmt.Printf("%13s offset reservations: %d etcd txns, %d appends waited for one (%.1f ms each, %.1f%% of ProduceSyncs)\n",
 				"", int(walKafka.resTxns), int(walKafka.resWaits), 1000*walKafka.resWaitSeconds/max(walKafka.resWaits, 1),
 				100*walKafka.resWaits/float64(kafka.requests))
@@ -154,11 +154,12 @@ func benchShape(parts int32, prods int) bool {
 type walCounters struct {
 	entries, groups, syncSeconds, flushes float64
 	resTxns, resWaits, resWaitSeconds     float64
+	cpuSeconds                            float64 // the node process's user+system CPU
 }
 
 func (c walCounters) minus(o walCounters) walCounters {
 	return walCounters{c.entries - o.entries, c.groups - o.groups, c.syncSeconds - o.syncSeconds, c.flushes - o.flushes,
-		c.resTxns - o.resTxns, c.resWaits - o.resWaits, c.resWaitSeconds - o.resWaitSeconds}
+		c.resTxns - o.resTxns, c.resWaits - o.resWaits, c.resWaitSeconds - o.resWaitSeconds, c.cpuSeconds - o.cpuSeconds}
 }
 
 // scrapeWAL reads the WAL counters of the node at url, so a cell can say how
@@ -198,6 +199,8 @@ func scrapeWAL(b *testing.B, url string) walCounters {
 			c.resWaits = f
 		case "picomq_offset_reservation_wait_seconds_total":
 			c.resWaitSeconds = f
+		case "process_cpu_seconds_total":
+			c.cpuSeconds = f
 		}
 	}
 	return c

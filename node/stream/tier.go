@@ -538,7 +538,11 @@ func (s *Service) flushBatches(items []flushItem) ([]flushItem, []UploadStream, 
 	need = min(need, int(s.maxFlushBytes())+maxFlushEntry)
 	buf := s.flushBuf[:0]
 	if cap(buf) < need {
-		buf = make([]byte, 0, need)
+		// A quarter more (within maxFlushBuf), so that the next, somewhat
+		// larger flush fits too instead of allocating and zeroing its
+		// buffer anew (measured: a sixth of the node's CPU under a steady
+		// Kafka produce, where flushes grow from one to the next).
+		buf = make([]byte, 0, max(need, min(need+need/4, maxFlushBuf)))
 	}
 	if cap(buf) <= maxFlushBuf {
 		s.flushBuf = buf
