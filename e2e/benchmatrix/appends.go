@@ -270,7 +270,8 @@ func cpuPerOp(cpuSecs float64, r loadResult, c config) float64 {
 // dsRows: Durable Streams appends (one POST of 100 B each, one stream per
 // client) at 1 and 64 clients on byte streams (text/plain), PicoMQ next to
 // the Node reference server, both file-backed and fsyncing before the ack;
-// then live fan-out on a JSON stream (dsFanout). JSON-stream appends are
+// then the same next to the Caddy server when PICOMQ_BENCH_CADDY names one
+// (dsCaddyRows); then live fan-out on a JSON stream (dsFanout). JSON-stream appends are
 // not a row: they cost the matrix 15 s a run and measured within the
 // spread of the byte-stream row.
 func (m *matrix) dsRows(ctx context.Context, run int) error {
@@ -312,6 +313,7 @@ func (m *matrix) dsRows(ctx context.Context, run int) error {
 		m.res.Add(id, run, benchreport.SidePeer, q.RecordsPerSec, &q.Lat)
 		logf("  %s: PicoMQ %.0f/s, reference %.0f/s", id, r.RecordsPerSec, q.RecordsPerSec)
 	}
+	m.dsCaddyRows(ctx, run, n.url)
 	m.dsFanout(ctx, run, n.url, refURL, peer)
 	return nil
 }

@@ -284,8 +284,15 @@ type proc struct {
 
 // start runs a server; lines of its stdout are also passed to onLine.
 func start(name, bin string, args []string, dir string, onLine func(string)) (*proc, error) {
-	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &testproc.SyncBuffer{}, done: make(chan struct{})}
-	p.cmd.Dir = dir
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	return startCmd(name, cmd, onLine)
+}
+
+// startCmd is start for a command the caller prepared (its environment,
+// say).
+func startCmd(name string, cmd *exec.Cmd, onLine func(string)) (*proc, error) {
+	p := &proc{name: name, cmd: cmd, out: &testproc.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.out
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
