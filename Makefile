@@ -164,7 +164,7 @@ bench-peers:
 	cd bench && GOFLAGS= $(GO) build -o ../$(BENCH_TOOLS)/natsload ./natsload && \
 	  GOFLAGS= $(GO) build -o ../$(BENCH_TOOLS)/nats-server github.com/nats-io/nats-server/v2
 
-## bench-ds: only the Durable Streams rows of make bench (vs the Node reference server)
+## bench-ds: only the Durable Streams rows of make bench (vs the Node reference server; vs Caddy too with PICOMQ_BENCH_CADDY)
 bench-ds:
 	$(MAKE) --no-print-directory bench BENCH_ONLY=ds
 

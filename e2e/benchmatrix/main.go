@@ -8,7 +8,8 @@
 //
 // The NATS server and its load client come from the separate Go module
 // under bench/ (make bench builds them); the Durable Streams reference
-// server from the npm packages pinned in e2e/dsconformance.
+// server from the npm packages pinned in e2e/dsconformance; the optional
+// Caddy Durable Streams peer from $PICOMQ_BENCH_CADDY (caddy.go).
 package main
 
 import (
