@@ -45,7 +45,7 @@ func (m *matrix) dsCaddyRows(ctx context.Context, run int, picoURL string) {
 	defer stop()
 	for _, c := range caddyClients {
 		id := m.row(benchreport.Row{ID: fmt.Sprintf("ds-caddy-c%d", c),
-			What: fmt.Sprintf("Durable Streams appends, %s, 100 B, text/plain stream", clients(c)),
+			What: fmt.Sprintf("Durable Streams appends vs Caddy, %s, 100 B, text/plain stream", clients(c)),
 			Unit: "appends/s", Peer: caddyPeer, Group: "Durable Streams appends vs Caddy, 100 B", X: c})
 		prefix := fmt.Sprintf("/mb/r%d/%s", run, id)
 		sides := []struct{ side, url string }{{benchreport.SidePico, picoURL}, {benchreport.SidePeer, caddyURL}}
