@@ -17,7 +17,10 @@ const (
 var mechanisms = []string{mechPlain, mechOAuthBearer}
 
 // handleSASLHandshake picks the mechanism for the SaslAuthenticate that
-// follows (v1 only: v0's unframed tokens are legacy).
+// follows (v1), or, after v0 (kafka-python 2.0.2 always sends v0), for
+// the raw SASL token that is the connection's next frame: serveConn
+// answers it with a raw frame (empty: success) or closes the connection,
+// as Kafka does.
 func handleSASLHandshake(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.SASLHandshakeRequest)
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
@@ -27,5 +30,6 @@ func handleSASLHandshake(s *Server, ctx context.Context, cc *connState, kreq kms
 		return resp, nil
 	}
 	cc.mechanism = req.Mechanism
+	cc.rawSASL = req.Version == 0
 	return resp, nil
 }

@@ -21,26 +21,36 @@ import (
 func handleSASLAuthenticate(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.SASLAuthenticateRequest)
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
-	token, err := saslToken(cc.mechanism, req.SASLAuthBytes)
-	var p *auth.Principal
-	if err == nil && s.cfg.Auth != nil {
-		p, err = s.cfg.Auth.Authenticate(token)
-	}
-	if err != nil {
+	if err := s.authenticate(cc, req.SASLAuthBytes); err != nil {
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		msg := "authentication failed: " + err.Error()
 		if cc.mechanism == mechOAuthBearer {
 			msg = "invalid_token: " + err.Error()
 		}
 		resp.ErrorMessage = &msg
+		return resp, nil
+	}
+	resp.SASLAuthBytes = []byte{}
+	return resp, nil
+}
+
+// authenticate checks the client's SASL message for the connection's
+// mechanism and records the outcome on cc: SaslAuthenticate's bytes, or
+// the raw token that follows a SaslHandshake v0 (serveConn).
+func (s *Server) authenticate(cc *connState, b []byte) error {
+	token, err := saslToken(cc.mechanism, b)
+	var p *auth.Principal
+	if err == nil && s.cfg.Auth != nil {
+		p, err = s.cfg.Auth.Authenticate(token)
+	}
+	if err != nil {
 		cc.authenticated.Store(s.cfg.Auth == nil)
 		cc.principal = nil
-		return resp, nil
+		return err
 	}
 	cc.authenticated.Store(true)
 	cc.principal = p
-	resp.SASLAuthBytes = []byte{}
-	return resp, nil
+	return nil
 }
 
 // saslToken extracts the bearer token of a client's first (and only)

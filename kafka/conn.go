@@ -23,6 +23,9 @@ type connState struct {
 	remote    string
 	clientID  string
 	mechanism string // SASL mechanism chosen by SaslHandshake
+	// rawSASL: a SaslHandshake v0 succeeded, so the next frame is a raw
+	// SASL token, not a request (handleSASLHandshake).
+	rawSASL bool
 	// authenticated is read by the frame reader too: before it is set a
 	// connection may only send small frames within AuthTimeout.
 	authenticated atomic.Bool
@@ -57,6 +60,7 @@ type reply struct {
 	r       request
 	resp    kmsg.Response
 	produce *produceCall
+	raw     []byte // a frame sent as is: the answer to a raw SASL token
 }
 
 // serveConn runs one connection: a reader goroutine frames requests, this
@@ -125,6 +129,17 @@ func (s *Server) serveConn(c net.Conn) {
 	}()
 
 	for frame := range frames {
+		if cc.rawSASL {
+			// The token after a SaslHandshake v0: success is an empty
+			// raw frame, failure closes the connection (Kafka's v0).
+			cc.rawSASL = false
+			if err := s.authenticate(cc, frame); err != nil {
+				s.log.Debug("kafka: SASL (handshake v0) failed; closing connection", "remote", cc.remote, "err", err)
+				return
+			}
+			replies <- reply{raw: []byte{0, 0, 0, 0}}
+			continue
+		}
 		r, err := decodeRequest(frame)
 		if err != nil {
 			// A request we cannot parse leaves the stream unframed for
@@ -162,6 +177,14 @@ func (s *Server) writeReplies(c net.Conn, replies <-chan reply, producing *sync.
 		if rp.produce != nil {
 			if resp = rp.produce.finish(); resp != nil {
 				resp.SetVersion(rp.r.version)
+			}
+		}
+		if rp.raw != nil && !broken {
+			_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := c.Write(rp.raw); err != nil {
+				broken = true
+				cancel()
+				_ = c.Close()
 			}
 		}
 		if resp != nil && !broken {

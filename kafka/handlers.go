@@ -33,7 +33,7 @@ func init() {
 		kmsg.Fetch.Int16():            {0, 12, handleFetch, false},
 		kmsg.ListOffsets.Int16():      {0, 6, handleListOffsets, false},
 		kmsg.Metadata.Int16():         {0, 12, handleMetadata, false},
-		kmsg.SASLHandshake.Int16():    {1, 1, handleSASLHandshake, false},
+		kmsg.SASLHandshake.Int16():    {0, 1, handleSASLHandshake, false},
 		kmsg.ApiVersions.Int16():      {0, 4, handleApiVersions, false},
 		kmsg.CreateTopics.Int16():     {0, 7, handleCreateTopics, false},
 		kmsg.DeleteTopics.Int16():     {0, 6, handleDeleteTopics, false},

@@ -3,12 +3,16 @@ package kafka
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/record"
 )
 
@@ -174,5 +178,56 @@ func TestProduceLegacyMessageSet(t *testing.T) {
 	req.SetVersion(3)
 	if p := rc.roundTrip(req, 2).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != kerr.UnsupportedForMessageFormat.Code {
 		t.Fatalf("produce v3 of a magic-1 set: error %d, want UNSUPPORTED_FOR_MESSAGE_FORMAT", p.ErrorCode)
+	}
+}
+
+// TestSASLHandshakeV0: after a SaslHandshake v0 (kafka-python 2.0.2 sends
+// nothing else) the next frame is the raw PLAIN message; a good token is
+// answered with an empty raw frame and the connection is authenticated, a
+// bad one closes the connection.
+func TestSASLHandshakeV0(t *testing.T) {
+	const token = "pmq_test-token-for-handshake-v0"
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	file := "tokens:\n  - name: t\n    sha256: " + auth.HashToken(token) + "\n    scopes: [\"admin:/\"]\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := auth.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, Config{Auth: store})
+	for _, tc := range []struct {
+		token string
+		ok    bool
+	}{{token, true}, {"pmq_wrong-token-for-handshake-v0", false}} {
+		rc := ts.raw()
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.SetVersion(0)
+		hs.Mechanism = "PLAIN"
+		if r := rc.roundTrip(hs, 1).(*kmsg.SASLHandshakeResponse); r.ErrorCode != 0 {
+			t.Fatalf("handshake v0: error %d", r.ErrorCode)
+		}
+		msg := []byte("\x00user\x00" + tc.token)
+		if _, err := rc.c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...)); err != nil {
+			t.Fatal(err)
+		}
+		_ = rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var got [4]byte
+		_, err := io.ReadFull(rc.r, got[:])
+		if !tc.ok {
+			if err == nil {
+				t.Fatalf("wrong token answered %x, want the connection closed", got)
+			}
+			continue
+		}
+		if err != nil || got != [4]byte{} {
+			t.Fatalf("good token: answer %x, %v; want an empty frame", got, err)
+		}
+		md := kmsg.NewPtrMetadataRequest()
+		md.SetVersion(1)
+		if r := rc.roundTrip(md, 2).(*kmsg.MetadataResponse); len(r.Brokers) != 1 {
+			t.Fatalf("metadata after SASL: %+v", r.Brokers)
+		}
 	}
 }
