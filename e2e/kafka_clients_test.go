@@ -216,3 +216,25 @@ func TestKafkaConfluentGo(t *testing.T) {
 	}
 	t.Logf("confluent-kafka-go: %s", tail(string(out), 600))
 }
+
+// TestKafkaPythonSASL: kafka-python authenticates with SaslHandshake v0
+// and a raw PLAIN message whatever its api_version; against a node with
+// --auth-tokens the right token creates, produces and consumes (probing,
+// and told 0.10.1), a wrong one cannot connect.
+func TestKafkaPythonSASL(t *testing.T) {
+	py := kafkaPython(t)
+	dir := t.TempDir()
+	tokens := writeTokenFile(t, filepath.Join(dir, "tokens.yaml"), matrixTokens...)
+	n, addr := startKafkaNode(t, filepath.Join(dir, "data"), "--auth-tokens", tokens)
+	const root = "tok-root-0123456789" // matrixTokens: admin:/
+	for _, run := range [][]string{{root, "sasl-probe"}, {root, "sasl-0101", "0.10.1"}, {"wrong", "sasl-wrong"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		cmd := exec.CommandContext(ctx, py, append([]string{"sasl.py", addr}, run...)...)
+		cmd.Dir = "kafkapython"
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "OK") {
+			t.Fatalf("kafka-python SASL %v: %v\n%s\nnode log:\n%s", run[1:], err, tail(string(out), 3000), tail(n.logs.String(), 3000))
+		}
+	}
+}
