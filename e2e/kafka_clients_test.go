@@ -99,17 +99,25 @@ func checkValues(t *testing.T, what string, got []string, prefix string, n int) 
 // produce, consume in a group committing each message, resume after the
 // commits, offsets and ListGroups through Sarama's admin client.
 func TestSaramaGroup(t *testing.T) {
+	runClientModule(t, "sarama", "-run", "TestSaramaGroup")
+}
+
+// runClientModule runs `go test` in dir, a separate Go module holding a
+// Kafka client's tests (so the client stays out of PicoMQ's go.mod),
+// against a fresh node it finds in KAFKA_BROKER.
+func runClientModule(t *testing.T, dir string, args ...string) {
+	t.Helper()
 	n, addr := startKafkaNode(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", "-run", "TestSaramaGroup", ".")
-	cmd.Dir = "sarama"
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"test", "-count=1", "-v"}, args...), ".")...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "KAFKA_BROKER="+addr)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("sarama test: %v\n%s\nnode log:\n%s", err, tail(string(out), 6000), tail(n.logs.String(), 4000))
+		t.Fatalf("%s tests: %v\n%s\nnode log:\n%s", dir, err, tail(string(out), 6000), tail(n.logs.String(), 4000))
 	}
-	t.Logf("sarama: %s", tail(string(out), 400))
+	t.Logf("%s: %s", dir, tail(string(out), 600))
 }
 
 // TestKafkaGoClient runs the segmentio/kafka-go tests (e2e/kafkago, a
@@ -120,17 +128,7 @@ func TestSaramaGroup(t *testing.T) {
 // topic, CreateTopics/DeleteTopics, a two-member group with a member
 // leaving, commits surviving a reader restart, ListGroups/DescribeGroups.
 func TestKafkaGoClient(t *testing.T) {
-	n, addr := startKafkaNode(t, t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", ".")
-	cmd.Dir = "kafkago"
-	cmd.Env = append(os.Environ(), "KAFKA_BROKER="+addr)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kafka-go tests: %v\n%s\nnode log:\n%s", err, tail(string(out), 6000), tail(n.logs.String(), 4000))
-	}
-	t.Logf("kafka-go: %s", tail(string(out), 600))
+	runClientModule(t, "kafkago")
 }
 
 // kafkaPython finds a Python 3 that imports kafka-python (Debian package
@@ -204,17 +202,7 @@ func TestKafkaConfluentGo(t *testing.T) {
 		}
 		t.Skip("cgo is off")
 	}
-	n, addr := startKafkaNode(t, t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", ".")
-	cmd.Dir = "confluentgo"
-	cmd.Env = append(os.Environ(), "KAFKA_BROKER="+addr)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("confluent-kafka-go tests: %v\n%s\nnode log:\n%s", err, tail(string(out), 6000), tail(n.logs.String(), 4000))
-	}
-	t.Logf("confluent-kafka-go: %s", tail(string(out), 600))
+	runClientModule(t, "confluentgo")
 }
 
 // TestKafkaPythonSASL: kafka-python authenticates with SaslHandshake v0
