@@ -231,3 +231,28 @@ func TestSASLHandshakeV0(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsupportedVersionEveryKey: for every key we serve and every version
+// kmsg knows outside our range, the UNSUPPORTED_VERSION answer to a
+// (default) request encodes and decodes at that version.
+func TestUnsupportedVersionEveryKey(t *testing.T) {
+	for key, h := range handlers {
+		req := kmsg.RequestForKey(key)
+		for v := int16(0); v <= req.MaxVersion(); v++ {
+			if v >= h.min && v <= h.max || key == kmsg.ApiVersions.Int16() {
+				continue
+			}
+			r := kmsg.RequestForKey(key)
+			r.SetVersion(v)
+			if err := r.ReadFrom(r.AppendTo(nil)); err != nil {
+				t.Fatalf("%s v%d: %v", kmsg.NameForKey(key), v, err)
+			}
+			resp := unsupportedVersionResponse(r)
+			back := r.ResponseKind()
+			back.SetVersion(v)
+			if err := back.ReadFrom(resp.AppendTo(nil)); err != nil {
+				t.Fatalf("%s v%d: response does not decode: %v", kmsg.NameForKey(key), v, err)
+			}
+		}
+	}
+}
