@@ -140,9 +140,12 @@ func (s *Service) localLocked(name string) *streamState {
 func (s *Service) local(name string) *streamState {
 	s.mu.RLock()
 	st := s.byName[name]
-	_, idle := s.idle[name]
+	idle := false
+	if st == nil { // a built stream (every append's case) needs no second lookup
+		_, idle = s.idle[name]
+	}
 	s.mu.RUnlock()
-	if st != nil || !idle {
+	if !idle {
 		return st
 	}
 	s.mu.Lock()
@@ -192,10 +195,15 @@ func (s *Service) streamCount() int {
 // this node's (Rejoined: another node may have claimed them while this
 // one had no lease). One range read of the registry, not a get per stream.
 func (s *Service) recheckIdle(ctx context.Context) error {
+	type held struct {
+		id    uint64
+		epoch int64
+	} // all of a record the check needs
 	s.mu.RLock()
-	before := make(map[string]meta.Stream, len(s.idle))
+	before := make(map[string]held, len(s.idle))
 	for name := range s.idle {
-		before[name], _ = s.idleLocked(name)
+		m, _ := s.idleLocked(name)
+		before[name] = held{m.ID, m.Epoch}
 	}
 	s.mu.RUnlock()
 	if len(before) == 0 {
@@ -203,7 +211,7 @@ func (s *Service) recheckIdle(ctx context.Context) error {
 	}
 	var still map[string]bool // idle streams the registry still gives this node
 	err := s.reg.EachStream(ctx, func() { still = make(map[string]bool) }, func(m meta.Stream) error {
-		if was, ok := before[m.Name]; ok && m.ID == was.ID && m.Owner == s.cfg.NodeID && m.Epoch == was.Epoch {
+		if was, ok := before[m.Name]; ok && m.ID == was.id && m.Owner == s.cfg.NodeID && m.Epoch == was.epoch {
 			still[m.Name] = true
 		}
 		return nil
@@ -217,7 +225,7 @@ func (s *Service) recheckIdle(ctx context.Context) error {
 		if still[name] {
 			continue
 		}
-		if cur, idle := s.idleLocked(name); idle && cur.ID == was.ID {
+		if cur, idle := s.idleLocked(name); idle && cur.ID == was.id {
 			s.cfg.Logger.Warn("stream was taken over while this node had no lease; dropping it", "stream", name)
 			delete(s.idle, name)
 		}

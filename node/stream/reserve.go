@@ -78,12 +78,12 @@ type reservation struct {
 // st not shared yet; before the WAL is replayed on top.
 func (st *streamState) startReservation(res meta.Reservation) {
 	st.res = reservation{on: true, rev: res.Rev, wake: make(chan struct{}), at: time.Now()}
+	own := res.Rev != 0 && res.Epoch == st.info.Epoch
 	floor := st.next
 	switch {
-	case res.Rev == 0:
-	case res.Epoch == st.info.Epoch:
+	case own:
 		floor, st.res.end = max(floor, res.Base), res.End
-	default:
+	case res.Rev != 0:
 		floor = max(floor, res.End)
 	}
 	if floor > st.next {
@@ -91,7 +91,7 @@ func (st *streamState) startReservation(res meta.Reservation) {
 		st.next, st.hwm = floor, floor
 	}
 	st.res.base = floor
-	if res.Rev != 0 && res.Epoch == st.info.Epoch {
+	if own {
 		st.res.base = res.Base
 	}
 	st.res.from = st.next
