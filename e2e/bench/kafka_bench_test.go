@@ -175,32 +175,24 @@ func scrapeWAL(b *testing.B, url string) walCounters {
 		b.Fatal(err)
 	}
 	var c walCounters
+	fields := map[string]*float64{
+		"picomq_wal_entries_total":                     &c.entries,
+		"picomq_wal_commit_groups_total":               &c.groups,
+		"picomq_wal_sync_seconds_total":                &c.syncSeconds,
+		"picomq_flushes_total":                         &c.flushes,
+		"picomq_offset_reservation_txns_total":         &c.resTxns,
+		"picomq_offset_reservation_waits_total":        &c.resWaits,
+		"picomq_offset_reservation_wait_seconds_total": &c.resWaitSeconds,
+		"process_cpu_seconds_total":                    &c.cpuSeconds,
+	}
 	for _, line := range strings.Split(string(body), "\n") {
-		name, val, ok := strings.Cut(line, " ")
-		if !ok {
+		name, val, _ := strings.Cut(line, " ")
+		field := fields[name]
+		if field == nil {
 			continue
 		}
-		f, err := strconv.ParseFloat(val, 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "picomq_wal_entries_total":
-			c.entries = f
-		case "picomq_wal_commit_groups_total":
-			c.groups = f
-		case "picomq_wal_sync_seconds_total":
-			c.syncSeconds = f
-		case "picomq_flushes_total":
-			c.flushes = f
-		case "picomq_offset_reservation_txns_total":
-			c.resTxns = f
-		case "picomq_offset_reservation_waits_total":
-			c.resWaits = f
-		case "picomq_offset_reservation_wait_seconds_total":
-			c.resWaitSeconds = f
-		case "process_cpu_seconds_total":
-			c.cpuSeconds = f
+		if f, err := strconv.ParseFloat(val, 64); err == nil {
+			*field = f
 		}
 	}
 	return c
