@@ -179,25 +179,21 @@ func (s *Server) writeReplies(c net.Conn, replies <-chan reply, producing *sync.
 				resp.SetVersion(rp.r.version)
 			}
 		}
-		if rp.raw != nil && !broken {
-			_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := c.Write(rp.raw); err != nil {
-				broken = true
-				cancel()
-				_ = c.Close()
-			}
-		}
-		if resp != nil && !broken {
+		frame := rp.raw
+		if frame == nil && resp != nil && !broken {
 			out = encodeResponse(out[:0], rp.r, resp)
+			frame = out
+		}
+		if frame != nil && !broken {
 			_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := c.Write(out); err != nil {
+			if _, err := c.Write(frame); err != nil {
 				broken = true
 				cancel()
 				_ = c.Close() // ends the reader, and so the request loop
 			}
-			if cap(out) > 1<<20 {
-				out = nil // do not keep a large fetch's buffer per idle connection
-			}
+		}
+		if cap(out) > 1<<20 {
+			out = nil // do not keep a large fetch's buffer per idle connection
 		}
 		if rp.produce != nil {
 			producing.Done()

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"hash/crc32"
 	"testing"
-
-	"github.com/klauspost/compress/gzip"
-	"github.com/pierrec/lz4/v4"
 )
 
 // legacyEntry encodes one magic 0/1 message set entry, as a pre-0.11
@@ -33,15 +30,7 @@ func legacyEntry(offset int64, magic, attrs byte, ts int64, key, value []byte) [
 }
 
 func gzipped(t testing.TB, b []byte) []byte {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return compressWith(t, CodecGzip, b, false, false)
 }
 
 // legacySeeds are message sets of each shape: magic 0, magic 1, a gzip
@@ -138,15 +127,7 @@ func FuzzUpconvertLegacy(f *testing.F) {
 // is read, and the checksum computed here matches the LZ4 library's.
 func TestUpconvertLegacyOldLZ4(t *testing.T) {
 	inner := append(legacyEntry(0, 0, 0, 0, []byte("k"), []byte("lz0")), legacyEntry(1, 0, 0, 0, nil, []byte("lz1"))...)
-	var buf bytes.Buffer
-	zw := lz4.NewWriter(&buf)
-	if _, err := zw.Write(inner); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	frame := buf.Bytes()
+	frame := compressWith(t, CodecLZ4, inner, false, false)
 	n := 2
 	if frame[4]&0x08 != 0 {
 		n += 8
