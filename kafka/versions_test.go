@@ -154,15 +154,9 @@ func TestProduceLegacyMessageSet(t *testing.T) {
 	rc := ts.raw()
 	now := time.Now().UnixMilli()
 	set := append(legacyMessage(now, []byte("k"), []byte("v0")), legacyMessage(now+1, nil, []byte("v1"))...)
-	req := kmsg.NewPtrProduceRequest()
+	req := produceRequest("legacy", -1, -1, -1, 0)
 	req.SetVersion(2)
-	req.Acks, req.TimeoutMillis = -1, 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "legacy"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = set
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req.Topics[0].Partitions[0].Records = set
 	if p := rc.roundTrip(req, 1).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
 		t.Fatalf("produce v2 of a magic-1 set: error %d, base offset %d", p.ErrorCode, p.BaseOffset)
 	}
