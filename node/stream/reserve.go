@@ -204,15 +204,25 @@ func (s *Service) reserveRound(ctx context.Context) error {
 	if len(queued) == 0 {
 		return nil
 	}
-	queued = append(queued, soon...)
-	sort.Slice(queued, func(i, j int) bool { return queued[i].info.ID < queued[j].info.ID })
+	return s.reserveInTxns(ctx, append(queued, soon...), true)
+}
+
+// reserveInTxns extends the reservations of streams in id order,
+// MaxReserveOps streams per etcd transaction. A failed transaction ends
+// it, unless keepGoing: then the rest are still tried and the errors
+// joined.
+func (s *Service) reserveInTxns(ctx context.Context, streams []*streamState, keepGoing bool) error {
+	sort.Slice(streams, func(i, j int) bool { return streams[i].info.ID < streams[j].info.ID })
 	var errs []error
-	for len(queued) > 0 {
-		n := min(len(queued), meta.MaxReserveOps)
-		if err := s.reserve(ctx, queued[:n], false); err != nil {
+	for len(streams) > 0 {
+		n := min(len(streams), meta.MaxReserveOps)
+		if err := s.reserve(ctx, streams[:n], false); err != nil {
+			if !keepGoing {
+				return err
+			}
 			errs = append(errs, err)
 		}
-		queued = queued[n:]
+		streams = streams[n:]
 	}
 	return errors.Join(errs...)
 }
@@ -301,13 +311,5 @@ func (s *Service) reserveLoaded(ctx context.Context) error {
 			need = append(need, st)
 		}
 	}
-	sort.Slice(need, func(i, j int) bool { return need[i].info.ID < need[j].info.ID })
-	for len(need) > 0 {
-		n := min(len(need), meta.MaxReserveOps)
-		if err := s.reserve(ctx, need[:n], false); err != nil {
-			return err
-		}
-		need = need[n:]
-	}
-	return nil
+	return s.reserveInTxns(ctx, need, false)
 }
