@@ -567,7 +567,9 @@ func (c *Cache) finish(r *run, buf []byte, err error) {
 		// scan reading a block in several chunks) into a second GET.
 		c.stageLocked(r)
 		if len(buf) > 0 {
-			r.cached = c.rc.Set(r.rcKey, r, int64(len(buf)))
+			// The cost is the memory held, not the bytes received: a run
+			// that ended short of its blocks keeps its whole buffer.
+			r.cached = c.rc.Set(r.rcKey, r, int64(cap(buf)))
 		}
 	}
 	c.mu.Unlock()
@@ -614,7 +616,7 @@ func (c *Cache) Forget(key string) {
 
 func (c *Cache) stageLocked(r *run) {
 	r.staged = true
-	r.blocks = max((int64(len(r.buf))+c.opts.BlockSize-1)/c.opts.BlockSize, 1)
+	r.blocks = max((int64(cap(r.buf))+c.opts.BlockSize-1)/c.opts.BlockSize, 1)
 	c.staging = append(c.staging, r)
 	c.stagedBlocks += r.blocks
 	for c.stagedBlocks > int64(c.opts.StagingBlocks) && len(c.staging) > 1 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync"
@@ -358,6 +359,39 @@ func TestMemoryBound(t *testing.T) {
 			if got := residentBytes(c); got > bound {
 				t.Fatalf("after %d reads the cache holds %d bytes, bound %d", i+1, got, bound)
 			}
+		}
+	}
+}
+
+// TestMemoryBoundShortRuns: a run that reaches past an object's end keeps
+// the buffer it was fetched into, and the bound counts that memory, not
+// just the bytes received.
+func TestMemoryBoundShortRuns(t *testing.T) {
+	const maxBytes = 16 * bs
+	opts := Options{MaxBytes: maxBytes, BlockSize: bs, FetchBlocks: 4, ReadAhead: -1}
+	store := objstoretest.FileStore(t)
+	// One GET of 4 blocks receives just over half its buffer, the most a
+	// run keeps without trimming: each holds 4 blocks for 2 received.
+	data := make([]byte, 2*bs+1)
+	for i := range 40 {
+		if err := objstore.Put(t.Context(), store, fmt.Sprintf("obj%d", i), data, objstore.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := New(store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	opts.setDefaults()
+	bound := int64(maxBytes) + int64(opts.StagingBlocks)*bs
+	for i := range 40 {
+		// A reader that does not know the size asks for 4 blocks.
+		if n, err := c.ReadAt(t.Context(), fmt.Sprintf("obj%d", i), make([]byte, 4*bs), 0); n != len(data) || err != io.EOF {
+			t.Fatalf("read %d bytes, %v; want %d, EOF", n, err, len(data))
+		}
+		if got := residentBytes(c); got > bound {
+			t.Fatalf("after %d objects the cache holds %d bytes, bound %d", i+1, got, bound)
 		}
 	}
 }
