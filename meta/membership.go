@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -62,6 +63,7 @@ func (r *Registry) Join(ctx context.Context, m Member, ttl time.Duration) (*Sess
 	if secs < 1 {
 		secs = 1
 	}
+	asked := time.Now() // the lease runs from no earlier than this
 	grant, err := r.cli.Grant(ctx, secs)
 	if err != nil {
 		return nil, fmt.Errorf("meta: grant lease: %w", err)
@@ -83,31 +85,63 @@ func (r *Registry) Join(ctx context.Context, m Member, ttl time.Duration) (*Sess
 		_, _ = r.cli.Revoke(context.WithoutCancel(ctx), grant.ID)
 		return nil, fmt.Errorf("%w: node id %q is already registered by a live node", ErrConflict, m.NodeID)
 	}
-	return r.keepAlive(grant.ID, key, resp.Header.Revision, grant.TTL)
+	return r.keepAlive(grant.ID, key, resp.Header.Revision, grant.TTL, asked), nil
 }
 
 // keepAlive starts renewing lease in the background and returns the session
-// built on it: member key with creation revision createRev, TTL in seconds.
-func (r *Registry) keepAlive(lease clientv3.LeaseID, key string, createRev, ttl int64) (*Session, error) {
+// built on it: member key with creation revision createRev, TTL in seconds,
+// last known to be renewed no earlier than renewed.
+func (r *Registry) keepAlive(lease clientv3.LeaseID, key string, createRev, ttl int64, renewed time.Time) *Session {
 	kctx, cancel := context.WithCancel(context.Background())
-	ka, err := r.cli.KeepAlive(kctx, lease)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("meta: keep lease alive: %w", err)
-	}
 	s := &Session{cli: r.cli, lease: lease, key: key, createRev: createRev, done: make(chan struct{}), cancel: cancel}
-	s.renewedAt.Store(time.Now().UnixNano())
+	s.renewedAt.Store(renewed.UnixNano())
 	s.ttl.Store(ttl)
-	go func() {
-		// The keep-alive channel closes when the lease expires, is
-		// revoked, or etcd stays unreachable past the TTL.
-		for resp := range ka {
-			s.renewedAt.Store(time.Now().UnixNano())
-			s.ttl.Store(resp.TTL)
+	go s.renew(kctx)
+	return s
+}
+
+// renew renews the lease every third of its TTL until the lease is gone,
+// etcd stays unreachable past the TTL, or the session is closed.
+//
+// A renewal counts from when it was sent, not from when its answer came:
+// etcd extended the lease no earlier than the send, so the lease lives at
+// least TTL past it. Timing from the answer would be wrong after a pause:
+// an answer that sat in the socket while the process was stopped would
+// make a lease etcd has already expired (and whose streams another node
+// may have taken over) look freshly renewed.
+func (s *Session) renew(ctx context.Context) {
+	defer s.closeOnce.Do(func() { close(s.done) })
+	retry := false
+	for {
+		ttl := time.Duration(s.ttl.Load()) * time.Second
+		wait := max(ttl/3, 100*time.Millisecond)
+		if retry {
+			wait = min(wait, 200*time.Millisecond)
 		}
-		s.closeOnce.Do(func() { close(s.done) })
-	}()
-	return s, nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		sent := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, max(ttl/3, 100*time.Millisecond))
+		resp, err := s.cli.KeepAliveOnce(rctx, s.lease)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && resp.TTL > 0:
+			s.renewedAt.Store(sent.UnixNano())
+			s.ttl.Store(resp.TTL)
+			retry = false
+		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return // expired or revoked
+		case time.Since(time.Unix(0, s.renewedAt.Load())) >= ttl:
+			return // unreachable past the TTL: etcd may have let it expire
+		default:
+			retry = true
+		}
+	}
 }
 
 // Valid reports whether the lease is certainly still alive: the last renewal
@@ -181,6 +215,7 @@ func (s *Session) LeaseID() clientv3.LeaseID { return s.lease }
 // Resume returns ErrLeaseLost and the node must Join afresh and re-check
 // which streams are still its own.
 func (r *Registry) Resume(ctx context.Context, old *Session) (*Session, error) {
+	asked := time.Now()
 	ttl, err := r.cli.TimeToLive(ctx, old.lease)
 	if err != nil {
 		return nil, fmt.Errorf("meta: lease time-to-live: %w", err)
@@ -195,5 +230,8 @@ func (r *Registry) Resume(ctx context.Context, old *Session) (*Session, error) {
 	if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != old.createRev || clientv3.LeaseID(g.Kvs[0].Lease) != old.lease {
 		return nil, ErrLeaseLost
 	}
-	return r.keepAlive(old.lease, old.key, old.createRev, ttl.GrantedTTL)
+	// The lease had ttl.TTL seconds left when asked (or later): count it
+	// as renewed that much less than a full TTL before then.
+	renewed := asked.Add(time.Duration(ttl.TTL-ttl.GrantedTTL) * time.Second)
+	return r.keepAlive(old.lease, old.key, old.createRev, ttl.GrantedTTL, renewed), nil
 }

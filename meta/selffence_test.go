@@ -69,3 +69,83 @@ func TestSessionSelfFencesBeforeTheLeaseExpires(t *testing.T) {
 	}
 	t.Logf("invalid %v after keep-alives stopped; etcd still gives the lease %ds", took, ttlLeft.TTL)
 }
+
+// TestStaleRenewalAnswerDoesNotReviveAnExpiredLease: etcd renews the lease
+// but its answers are held back, then nothing gets through until etcd has
+// expired the lease, then the held answers arrive (as after a SIGSTOP, or
+// a stalled link). The session must not turn Valid on those answers: the
+// lease is gone, and another node may own the streams already. A session
+// that timed renewals from when answers arrive would be Valid again for
+// most of a TTL and acknowledge writes it cannot keep.
+func TestStaleRenewalAnswerDoesNotReviveAnExpiredLease(t *testing.T) {
+	e, direct := metatest.StartEmbedded(t)
+	u, err := url.Parse(e.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := metatest.NewFreezer(t, u.Host)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cli, err := meta.Dial(ctx, []string{"http://" + fr.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	const ttl = 5 * time.Second
+	sess, err := meta.NewRegistry(cli, "/stale/").Join(ctx, meta.Member{NodeID: "a"}, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remaining := func() int64 {
+		r, err := direct.TimeToLive(ctx, sess.LeaseID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.TTL
+	}
+	// 1. Answers held: wait until etcd has renewed the lease without the
+	// client hearing it, i.e. etcd gives it a life past the latest expiry
+	// it could have had without a renewal (TimeToLive truncates seconds).
+	fr.Hold(false, true)
+	deadline := time.Now().Add(3 * ttl)
+	unrenewedExpiry := time.Now().Add(time.Duration(remaining()+1) * time.Second)
+	for {
+		time.Sleep(20 * time.Millisecond)
+		asked := time.Now()
+		if !asked.Add(time.Duration(remaining()) * time.Second).Before(unrenewedExpiry) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("etcd never renewed the lease while its answers were held back")
+		}
+	}
+	// 2. Nothing gets through until etcd has expired the lease.
+	fr.Set(true)
+	for remaining() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("etcd did not expire the lease")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// 3. The held answers arrive; requests stay held, so etcd cannot yet
+	// tell the client the lease is gone.
+	fr.Hold(true, false)
+	watchUntil := time.Now().Add(ttl / 2)
+	for time.Now().Before(watchUntil) {
+		if sess.Valid() {
+			t.Fatal("a stale renewal answer made the session Valid after etcd expired its lease")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	// 4. Everything through: the session learns the lease is gone.
+	fr.Set(false)
+	for !sess.Lost() {
+		if time.Now().After(deadline.Add(2 * ttl)) {
+			t.Fatal("the session never noticed its lease was gone")
+		}
+		if sess.Valid() {
+			t.Fatal("session Valid after its lease expired")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -11,10 +11,11 @@ import (
 // answers are held back, as when the network stalls or etcd stops
 // answering, while etcd itself keeps the lease running down.
 type Freezer struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	frozen bool
-	thaw   *sync.Cond
+	ln net.Listener
+	mu sync.Mutex
+	// What is held back: the client's requests, etcd's answers.
+	requests, answers bool
+	thaw              *sync.Cond
 }
 
 // NewFreezer proxies 127.0.0.1:<free port> to target until t ends; Addr
@@ -39,8 +40,8 @@ func NewFreezer(t testing.TB, target string) *Freezer {
 				c.Close()
 				continue
 			}
-			go f.pipe(c, up)
-			go f.pipe(up, c)
+			go f.pipe(up, c, &f.requests)
+			go f.pipe(c, up, &f.answers)
 		}
 	}()
 	return f
@@ -50,21 +51,27 @@ func NewFreezer(t testing.TB, target string) *Freezer {
 func (f *Freezer) Addr() string { return f.ln.Addr().String() }
 
 // Set freezes (true) or thaws (false) every connection through the proxy.
-func (f *Freezer) Set(frozen bool) {
+func (f *Freezer) Set(frozen bool) { f.Hold(frozen, frozen) }
+
+// Hold holds back the client's requests, etcd's answers, both or neither.
+// Holding only the answers lets etcd renew a lease the client does not
+// hear about; releasing them later delivers stale answers.
+func (f *Freezer) Hold(requests, answers bool) {
 	f.mu.Lock()
-	f.frozen = frozen
+	f.requests, f.answers = requests, answers
 	f.thaw.Broadcast()
 	f.mu.Unlock()
 }
 
-func (f *Freezer) pipe(dst, src net.Conn) {
+// pipe copies src to dst while *held (guarded by mu) is false.
+func (f *Freezer) pipe(dst, src net.Conn, held *bool) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		f.mu.Lock()
-		for f.frozen {
+		for *held {
 			f.thaw.Wait()
 		}
 		f.mu.Unlock()
