@@ -18,10 +18,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,8 +32,7 @@ import (
 const exampleAddr = "127.0.0.1:4437"
 
 var (
-	picomqBin string
-	binDir    string
+	picomqs *testproc.Picomqs
 
 	// picoURL is a Pico node on exampleAddr, shared by tests and examples;
 	// dsURL a Durable Streams node. Both end SSE connections after 1s, so
@@ -48,20 +45,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
+	testproc.PicomqMain("sdk", func(p *testproc.Picomqs) int { return testMain(m, p) })
 }
 
-func testMain(m *testing.M) int {
-	var err error
-	if binDir, err = os.MkdirTemp("", "picomq-sdk-test"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(binDir)
-	if picomqBin, err = testproc.PicomqBinary(binDir); err != nil {
-		fmt.Fprintln(os.Stderr, "sdk tests: building picomq:", err)
-		return 1
-	}
+func testMain(m *testing.M, p *testproc.Picomqs) int {
+	picomqs = p
 	defer func() {
 		sharedMu.Lock()
 		defer sharedMu.Unlock()
@@ -128,26 +116,15 @@ func startServer(addr string, extra ...string) (*server, error) {
 	} else {
 		ln.Close()
 	}
-	dir, err := os.MkdirTemp(binDir, "data")
+	// Serve's Pdeathsig: if the test binary dies (an example's log.Fatal
+	// exits at once), the server goes with it instead of holding the
+	// example port.
+	p, err := picomqs.Serve(addr, 60*time.Second, append([]string{"--kafka-addr", "off",
+		"--node-id", "sdk-test", "--log-level", "warn"}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"serve", "--data-dir", dir, "--http-addr", addr, "--kafka-addr", "off",
-		"--node-id", "sdk-test", "--log-level", "warn"}, extra...)
-	cmd := exec.Command(picomqBin, args...)
-	// If the test binary dies (an example's log.Fatal exits at once), the
-	// server goes with it instead of holding the example port.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p, err := testproc.Start(cmd, nil)
-	if err != nil {
-		return nil, err
-	}
-	s := &server{URL: "http://" + addr, Proc: p}
-	if err := testproc.WaitReady(s.URL+"/readyz", s.Exited, 60*time.Second); err != nil {
-		s.Kill()
-		return nil, fmt.Errorf("picomq %v: %v (exit: %v)\n%s", args, err, s.ExitErr, s.Logs.String())
-	}
-	return s, nil
+	return &server{URL: "http://" + addr, Proc: p}, nil
 }
 
 // startTestServer is startServer for one test, killed at its end.

@@ -23,7 +23,7 @@ import (
 // startEtcd runs a one-member etcd on loopback for the test.
 func startEtcd(t *testing.T) string {
 	t.Helper()
-	bin, err := testproc.EtcdBinary(binDir)
+	bin, err := testproc.EtcdBinary(picomqs.Dir)
 	if err != nil {
 		t.Fatalf("building etcd: %v", err)
 	}

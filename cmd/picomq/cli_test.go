@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,26 +27,17 @@ import (
 )
 
 var (
+	picomqs *testproc.Picomqs
 	cliBin  string
-	tmpRoot string
 	servers = map[string]string{} // protocol -> URL ("kafka": the pico node's Kafka HOST:PORT)
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
+	testproc.PicomqMain("cli", func(p *testproc.Picomqs) int { return testMain(m, p) })
 }
 
-func testMain(m *testing.M) int {
-	var err error
-	if tmpRoot, err = os.MkdirTemp("", "picomq-cli-test"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(tmpRoot)
-	if cliBin, err = testproc.PicomqBinary(tmpRoot); err != nil {
-		fmt.Fprintln(os.Stderr, "cli tests: building picomq:", err)
-		return 1
-	}
+func testMain(m *testing.M, p *testproc.Picomqs) int {
+	picomqs, cliBin = p, p.Bin
 	for _, proto := range []string{"pico", "durable-streams"} {
 		srv, err := startServer(proto)
 		if err != nil {
@@ -74,30 +64,20 @@ func startServer(proto string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(tmpRoot, "data")
-	if err != nil {
-		return nil, err
-	}
 	kafkaAddr := "off"
 	if proto == "pico" {
 		if kafkaAddr, err = testproc.FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
-	cmd := exec.Command(cliBin, "serve", "--data-dir", dir, "--http-addr", addr, "--kafka-addr", kafkaAddr,
+	p, err := picomqs.Serve(addr, 60*time.Second, "--kafka-addr", kafkaAddr,
 		"--protocol", proto, "--log-level", "warn", "--sse-timeout", "2s")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p, err := testproc.Start(cmd, nil)
 	if err != nil {
 		return nil, err
 	}
 	s := &server{Proc: p, url: "http://" + addr}
 	if kafkaAddr != "off" {
 		s.kafkaAddr = kafkaAddr
-	}
-	if err := testproc.WaitReady(s.url+"/readyz", s.Exited, 60*time.Second); err != nil {
-		s.Kill()
-		return nil, fmt.Errorf("picomq serve: %v\n%s", err, p.Logs.String())
 	}
 	return s, nil
 }
