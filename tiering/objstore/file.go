@@ -78,11 +78,8 @@ func (s *FileStore) path(key string) string {
 
 // ReadAt is part of the Store interface.
 func (s *FileStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := checkRange(key, off, int64(len(p))); err != nil {
 		return 0, err
-	}
-	if off < 0 {
-		return 0, fmt.Errorf("objstore: read %q: negative offset %d", key, off)
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -106,11 +103,8 @@ func (s *FileStore) ReadAt(ctx context.Context, key string, p []byte, off int64)
 
 // ReadRange is part of the RangeStreamer interface.
 func (s *FileStore) ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := checkRange(key, off, length); err != nil {
 		return nil, err
-	}
-	if off < 0 || length < 0 {
-		return nil, fmt.Errorf("objstore: read %q: negative offset or length", key)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -131,10 +125,7 @@ func (s *FileStore) ReadRange(ctx context.Context, key string, off, length int64
 
 // Stat is part of the Store interface.
 func (s *FileStore) Stat(ctx context.Context, key string) (Attributes, error) {
-	if err := ValidateKey(key); err != nil {
-		return Attributes{}, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := checkCall(ctx, key); err != nil {
 		return Attributes{}, err
 	}
 	info, err := os.Stat(s.path(key))
@@ -210,10 +201,7 @@ func (s *FileStore) List(ctx context.Context, prefix string) iter.Seq2[Attribute
 // Delete is part of the Store interface. It also removes directories the
 // delete left empty, so deleted streams leave no inodes behind.
 func (s *FileStore) Delete(ctx context.Context, key string) error {
-	if err := ValidateKey(key); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := checkCall(ctx, key); err != nil {
 		return err
 	}
 	p := s.path(key)
@@ -236,10 +224,7 @@ func (s *FileStore) Delete(ctx context.Context, key string) error {
 
 // Create is part of the Store interface.
 func (s *FileStore) Create(ctx context.Context, key string, opts CreateOptions) (Writer, error) {
-	if err := ValidateKey(key); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := checkCall(ctx, key); err != nil {
 		return nil, err
 	}
 	f, err := os.CreateTemp(s.tmp, "obj-*")

@@ -102,6 +102,27 @@ func yieldSorted(list []Attributes, yield func(Attributes, error) bool) {
 	}
 }
 
+// checkCall is how every store's calls that start work on one key begin:
+// a key the rules allow and a context still live.
+func checkCall(ctx context.Context, key string) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// checkRange is how every store's ReadAt and ReadRange begin: a key the
+// rules allow and a range that does not start or end before byte 0.
+func checkRange(key string, off, length int64) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if off < 0 || length < 0 {
+		return fmt.Errorf("objstore: read %q: negative offset (%d) or length (%d)", key, off, length)
+	}
+	return nil
+}
+
 // Put commits data under key with one Create, Write and Close; a failed
 // write aborts the object, so nothing partial is ever visible.
 func Put(ctx context.Context, s Store, key string, data []byte, opts CreateOptions) error {

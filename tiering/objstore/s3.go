@@ -280,11 +280,8 @@ func (s *S3Store) get(ctx context.Context, key string, off, length int64) (out *
 
 // ReadAt is part of the Store interface. It is one ranged GET.
 func (s *S3Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := checkRange(key, off, int64(len(p))); err != nil {
 		return 0, err
-	}
-	if off < 0 {
-		return 0, fmt.Errorf("objstore: read %q: negative offset %d", key, off)
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -334,11 +331,8 @@ func (s *S3Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (
 // ReadRange is part of the RangeStreamer interface. It is one ranged GET
 // whose body is handed over as it arrives.
 func (s *S3Store) ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := checkRange(key, off, length); err != nil {
 		return nil, err
-	}
-	if off < 0 || length < 0 {
-		return nil, fmt.Errorf("objstore: read %q: negative offset or length", key)
 	}
 	if length == 0 {
 		return io.NopCloser(strings.NewReader("")), nil
@@ -499,10 +493,7 @@ func (s *S3Store) Delete(ctx context.Context, key string) error {
 
 // Create is part of the Store interface.
 func (s *S3Store) Create(ctx context.Context, key string, opts CreateOptions) (Writer, error) {
-	if err := ValidateKey(key); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := checkCall(ctx, key); err != nil {
 		return nil, err
 	}
 	return &s3Writer{pendingObject: pendingObject{ctx: ctx, key: key, opts: opts}, s: s}, nil
