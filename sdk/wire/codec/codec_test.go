@@ -115,12 +115,17 @@ func TestDecodeLimits(t *testing.T) {
 	}
 }
 
-func TestDecodeAllocations(t *testing.T) {
-	recs := make([]Record, 100)
+// valuesFrame encodes n header-less records with size-byte values.
+func valuesFrame(n, size int) []byte {
+	recs := make([]Record, n)
 	for i := range recs {
-		recs[i].Value = make([]byte, 100)
+		recs[i].Value = make([]byte, size)
 	}
-	b := Encode(recs)
+	return Encode(recs)
+}
+
+func TestDecodeAllocations(t *testing.T) {
+	b := valuesFrame(100, 100)
 	dst := make([]Record, 0, 100)
 	allocs := testing.AllocsPerRun(100, func() {
 		var err error
@@ -154,11 +159,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 func BenchmarkDecode(b *testing.B) {
-	recs := make([]Record, 100)
-	for i := range recs {
-		recs[i].Value = make([]byte, 1024)
-	}
-	frame := Encode(recs)
+	frame := valuesFrame(100, 1024)
 	dst := make([]Record, 0, 100)
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
