@@ -112,6 +112,19 @@ func sameEntries(t testing.TB, got, want []entry) {
 	}
 }
 
+// wantAllDone fails unless every entry of pending is done already; when
+// ends the message ("entry 3 not done <when>").
+func wantAllDone(t testing.TB, pending []*Pending, when string) {
+	t.Helper()
+	for i, p := range pending {
+		select {
+		case <-p.Done():
+		default:
+			t.Fatalf("entry %d not done %s", i, when)
+		}
+	}
+}
+
 func segPath(dir string, seg uint64) string { return filepath.Join(dir, segmentName(seg)) }
 
 // copyDir copies the regular files of src into a new temporary directory.
@@ -157,6 +170,14 @@ type syncGate struct {
 
 func newSyncGate() *syncGate {
 	return &syncGate{hold: true, entered: make(chan int), release: make(chan error)}
+}
+
+// openGated opens a WAL whose fdatasyncs go through a new syncGate.
+func openGated(t testing.TB, dir string, segSize int64) (*WAL, *syncGate) {
+	t.Helper()
+	gate := newSyncGate()
+	w, _ := openWithSync(t, dir, segSize, gate.sync)
+	return w, gate
 }
 
 func (g *syncGate) sync(f File) error {

@@ -100,13 +100,7 @@ func TestEnqueueOrderIsLogOrder(t *testing.T) {
 	if err := pending[len(pending)-1].Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for i, p := range pending {
-		select {
-		case <-p.Done():
-		default:
-			t.Fatalf("entry %d not done although a later entry is durable", i)
-		}
-	}
+	wantAllDone(t, pending, "although a later entry is durable")
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -253,8 +247,7 @@ func TestReadAtConcurrentWithAppends(t *testing.T) {
 }
 
 func TestReadAtRefusesWhatIsNotDurable(t *testing.T) {
-	gate := newSyncGate()
-	w, _ := openWithSync(t, t.TempDir(), 1<<20, gate.sync)
+	w, gate := openGated(t, t.TempDir(), 1<<20)
 	p, err := w.Enqueue([]byte("not yet"))
 	if err != nil {
 		t.Fatal(err)
@@ -291,8 +284,7 @@ func TestReadAtRefusesWhatIsNotDurable(t *testing.T) {
 
 func TestCloseWritesEverythingEnqueued(t *testing.T) {
 	dir := t.TempDir()
-	gate := newSyncGate()
-	w, _ := openWithSync(t, dir, 1<<20, gate.sync)
+	w, gate := openGated(t, dir, 1<<20)
 	first, err := w.Enqueue([]byte("first"))
 	if err != nil {
 		t.Fatal(err)
@@ -319,12 +311,8 @@ func TestCloseWritesEverythingEnqueued(t *testing.T) {
 	if err := first.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	wantAllDone(t, pending, "after Close returned")
 	for i, p := range pending {
-		select {
-		case <-p.Done():
-		default:
-			t.Fatalf("entry %d not done after Close returned", i)
-		}
 		if err := p.Wait(context.Background()); err != nil {
 			t.Fatalf("entry %d: %v", i, err)
 		}
@@ -371,8 +359,7 @@ func TestCallsAfterClose(t *testing.T) {
 
 func TestWaitReturnsOnContextButWriteHappens(t *testing.T) {
 	dir := t.TempDir()
-	gate := newSyncGate()
-	w, _ := openWithSync(t, dir, 1<<20, gate.sync)
+	w, gate := openGated(t, dir, 1<<20)
 	ctx, cancel := context.WithCancel(context.Background())
 	res := make(chan error)
 	go func() {
@@ -398,8 +385,7 @@ func TestWaitReturnsOnContextButWriteHappens(t *testing.T) {
 // TestGroupCommit holds the writer in one fdatasync and checks that
 // everything enqueued meanwhile is made durable by exactly one more.
 func TestGroupCommit(t *testing.T) {
-	gate := newSyncGate()
-	w, _ := openWithSync(t, t.TempDir(), 1<<20, gate.sync)
+	w, gate := openGated(t, t.TempDir(), 1<<20)
 	first, err := w.Enqueue([]byte("leader"))
 	if err != nil {
 		t.Fatal(err)
@@ -450,8 +436,7 @@ func TestGroupCommit(t *testing.T) {
 }
 
 func TestFailureIsSticky(t *testing.T) {
-	gate := newSyncGate()
-	w, _ := openWithSync(t, t.TempDir(), 1<<20, gate.sync)
+	w, gate := openGated(t, t.TempDir(), 1<<20)
 	okPos, err := enqueueAndRelease(w, gate, []byte("durable"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -503,9 +488,8 @@ func enqueueAndRelease(w *WAL, gate *syncGate, data []byte, syncErr error) (Pos,
 }
 
 func TestBackpressure(t *testing.T) {
-	gate := newSyncGate()
 	// Segments larger than the queue, so the test measures the queue alone.
-	w, _ := openWithSync(t, t.TempDir(), queueLimit+(2<<20), gate.sync)
+	w, gate := openGated(t, t.TempDir(), queueLimit+(2<<20))
 	if _, err := w.Enqueue([]byte("leader")); err != nil {
 		t.Fatal(err)
 	}
@@ -702,8 +686,7 @@ func TestStats(t *testing.T) {
 }
 
 func TestEnqueueAllocatesOnlyThePending(t *testing.T) {
-	gate := newSyncGate()
-	w, _ := openWithSync(t, t.TempDir(), 1<<20, gate.sync)
+	w, gate := openGated(t, t.TempDir(), 1<<20)
 	if _, err := w.Enqueue([]byte("leader")); err != nil {
 		t.Fatal(err)
 	}
