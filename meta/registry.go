@@ -214,18 +214,27 @@ func (r *Registry) GetStream(ctx context.Context, name string) (Stream, error) {
 	if err := checkName(name); err != nil {
 		return Stream{}, fmt.Errorf("meta: get stream: %w", err)
 	}
-	resp, err := r.cli.Get(ctx, r.streamKey(name))
+	resp, err := r.getExisting(ctx, r.streamKey(name))
 	if err != nil {
 		return Stream{}, fmt.Errorf("meta: get stream %q: %w", name, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return Stream{}, fmt.Errorf("meta: get stream %q: %w", name, ErrNotFound)
 	}
 	s, err := r.decodeStream(resp.Kvs[0])
 	if err != nil {
 		return Stream{}, fmt.Errorf("meta: get stream %q: %w", name, err)
 	}
 	return s, nil
+}
+
+// getExisting reads key, which must exist: ErrNotFound otherwise.
+func (r *Registry) getExisting(ctx context.Context, key string) (*clientv3.GetResponse, error) {
+	resp, err := r.cli.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, ErrNotFound
+	}
+	return resp, nil
 }
 
 // DeleteStream removes the stream called name if its stored ID is id. The
@@ -405,12 +414,9 @@ func (r *Registry) LookupTopic(ctx context.Context, topic string) (Stream, error
 	if topic == "" {
 		return Stream{}, fmt.Errorf("meta: lookup topic: %w: empty topic", ErrInvalid)
 	}
-	resp, err := r.cli.Get(ctx, r.topicKey(topic))
+	resp, err := r.getExisting(ctx, r.topicKey(topic))
 	if err != nil {
 		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, ErrNotFound)
 	}
 	e, err := decodeTopicEntry(resp.Kvs[0].Value)
 	if err != nil || e.Stream == "" {
