@@ -127,17 +127,13 @@ func wantHeader(t testing.TB, r resp, name, value, what string) {
 
 // jsonRec is a record of a JSON read.
 type jsonRec struct {
-	Offset        int64   `json:"offset"`
-	Timestamp     int64   `json:"timestamp"`
-	Key           *string `json:"key"`
-	KeyEncoding   string  `json:"keyEncoding"`
-	Value         *string `json:"value"`
-	ValueEncoding string  `json:"valueEncoding"`
-	Headers       []struct {
-		Key           string  `json:"key"`
-		Value         *string `json:"value"`
-		ValueEncoding string  `json:"valueEncoding"`
-	} `json:"headers"`
+	Offset        int64             `json:"offset"`
+	Timestamp     int64             `json:"timestamp"`
+	Key           *string           `json:"key"`
+	KeyEncoding   string            `json:"keyEncoding"`
+	Value         *string           `json:"value"`
+	ValueEncoding string            `json:"valueEncoding"`
+	Headers       []wire.JSONHeader `json:"headers"`
 }
 
 func (s *server) readJSON(path string) ([]jsonRec, resp) {

@@ -14,7 +14,7 @@ import (
 // appendRecordsJSON renders records as a JSON array, by hand: reads are a hot
 // path and reflection-based encoding allocates per field.
 //
-// Each element is
+// Each element is a wire.JSONRecord:
 //
 //	{"offset":N,"timestamp":MS,"key":"…","value":"…","headers":[{"key":"…","value":"…"}]}
 //

@@ -319,22 +319,6 @@ func (c *client) picoList(ctx context.Context, opts ListOptions) (ListPage, erro
 	return page, nil
 }
 
-// jsonRecord is one record of a Pico JSON read (docs/api.md): keys and
-// values are UTF-8 text, or base64 when flagged.
-type jsonRecord struct {
-	Offset        int64           `json:"offset"`
-	Timestamp     int64           `json:"timestamp"`
-	Key           *string         `json:"key"`
-	KeyEncoding   string          `json:"keyEncoding"`
-	Value         json.RawMessage `json:"value"`
-	ValueEncoding string          `json:"valueEncoding"`
-	Headers       []struct {
-		Key           string  `json:"key"`
-		Value         *string `json:"value"`
-		ValueEncoding string  `json:"valueEncoding"`
-	} `json:"headers"`
-}
-
 func decodeText(s string, enc string) ([]byte, error) {
 	if enc == wire.EncodingBase64 {
 		return base64.StdEncoding.DecodeString(s)
@@ -364,7 +348,7 @@ func decodeJSONValue(v json.RawMessage, enc string) ([]byte, error) {
 // decodeJSONRecords decodes the records of a Pico JSON read (SSE data
 // events carry them).
 func decodeJSONRecords(data []byte) ([]Record, error) {
-	var in []jsonRecord
+	var in []wire.JSONRecord
 	if err := json.Unmarshal(data, &in); err != nil {
 		return nil, err
 	}

@@ -1,5 +1,6 @@
 // Package wire is the single source of truth for the Pico protocol's wire
-// vocabulary: header names, query parameters, media types and error codes.
+// vocabulary: header names, query parameters, media types, error codes and
+// the JSON shapes of error bodies and read records.
 // Both the server (api/pico) and the Go SDK import it, so a rename can never
 // leave the two sides disagreeing. It imports nothing from the server.
 package wire
