@@ -168,12 +168,20 @@ func (h *Handler) writeNow(w http.ResponseWriter, info stream.Info) {
 }
 
 func (h *Handler) catchUp(w http.ResponseWriter, r *http.Request, name string, from int64) {
+	if res, ok := h.readPage(w, r, name, from); ok {
+		h.writeRecords(w, r, from, res, "")
+	}
+}
+
+// readPage reads a page of name from offset from for request r; a failure
+// it answers itself (ok false).
+func (h *Handler) readPage(w http.ResponseWriter, r *http.Request, name string, from int64) (res stream.ReadResult, ok bool) {
 	res, err := h.svc.Read(r.Context(), name, h.readOptions(from))
 	if err != nil {
 		h.serviceError(w, r, err)
-		return
+		return res, false
 	}
-	h.writeRecords(w, r, from, res, "")
+	return res, true
 }
 
 // writeRecords writes a 200 with the records of res. cursor is set for live
@@ -222,9 +230,8 @@ func estimate(res stream.ReadResult) int {
 // the reader's offset), else waits up to the long-poll timeout for data.
 func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, name string, from int64, clientCursor string) {
 	ctx := r.Context()
-	res, err := h.svc.Read(ctx, name, h.readOptions(from))
-	if err != nil {
-		h.serviceError(w, r, err)
+	res, ok := h.readPage(w, r, name, from)
+	if !ok {
 		return
 	}
 	if len(res.Records) == 0 && !res.Closed {
@@ -238,8 +245,7 @@ func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, name string, 
 		if ctx.Err() != nil {
 			return // the client went away
 		}
-		if res, err = h.svc.Read(ctx, name, h.readOptions(from)); err != nil {
-			h.serviceError(w, r, err)
+		if res, ok = h.readPage(w, r, name, from); !ok {
 			return
 		}
 	}
@@ -269,9 +275,8 @@ func (h *Handler) longPoll(w http.ResponseWriter, r *http.Request, name string, 
 func (h *Handler) sse(w http.ResponseWriter, r *http.Request, name string, from int64, clientCursor string) {
 	ctx := r.Context()
 	// Read first, so a missing stream is a plain 404, not an event stream.
-	res, err := h.svc.Read(ctx, name, h.readOptions(from))
-	if err != nil {
-		h.serviceError(w, r, err)
+	res, ok := h.readPage(w, r, name, from)
+	if !ok {
 		return
 	}
 	info := res.Stream
@@ -312,6 +317,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, name string, from 
 				return
 			}
 			if !res.UpToDate {
+				var err error
 				if res, err = h.svc.Read(ctx, name, h.readOptions(offset)); err != nil {
 					return // the stream went away mid-stream: end it
 				}
