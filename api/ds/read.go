@@ -352,8 +352,8 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, name string, from 
 }
 
 // control builds the control event that follows a page (or a wait).
-func (h *Handler) control(offset int64, res stream.ReadResult, clientCursor string) control {
-	c := control{StreamNextOffset: formatOffset(offset)}
+func (h *Handler) control(offset int64, res stream.ReadResult, clientCursor string) wire.DSControlEvent {
+	c := wire.DSControlEvent{StreamNextOffset: formatOffset(offset)}
 	if res.Closed {
 		// The final event: no cursor, the reader must not reconnect.
 		c.StreamClosed = true

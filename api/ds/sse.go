@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"time"
+
+	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
 // Stream-Cursor: live responses carry the number of the current 20-second
@@ -75,15 +77,7 @@ func appendSSEBase64(dst, payload []byte) []byte {
 	return append(dst, "\n\n"...)
 }
 
-// control is the JSON of an SSE "control" event.
-type control struct {
-	StreamNextOffset string `json:"streamNextOffset"`
-	StreamCursor     string `json:"streamCursor,omitempty"`
-	UpToDate         bool   `json:"upToDate,omitempty"`
-	StreamClosed     bool   `json:"streamClosed,omitempty"`
-}
-
-func appendSSEControl(dst []byte, c control) []byte {
+func appendSSEControl(dst []byte, c wire.DSControlEvent) []byte {
 	b, _ := json.Marshal(c)
 	dst = append(dst, "event: control\ndata:"...)
 	dst = append(dst, b...)

@@ -173,13 +173,13 @@ func (c *sseClient) expectData(what string) ([]jsonRec, string) {
 	return recs, ev.id
 }
 
-func (c *sseClient) expectControl(what string) controlEvent {
+func (c *sseClient) expectControl(what string) wire.ControlEvent {
 	c.t.Helper()
 	ev := c.next(what)
 	if ev.event != wire.EventControl {
 		c.t.Fatalf("%s: event %q (%s), want control", what, ev.event, ev.data)
 	}
-	var ctl controlEvent
+	var ctl wire.ControlEvent
 	if err := json.Unmarshal([]byte(ev.data), &ctl); err != nil {
 		c.t.Fatalf("%s: control %q: %v", what, ev.data, err)
 	}

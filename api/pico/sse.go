@@ -13,14 +13,6 @@ import (
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
-// controlEvent is the data of an SSE control event.
-type controlEvent struct {
-	NextOffset int64  `json:"nextOffset"`
-	UpToDate   bool   `json:"upToDate"`
-	Closed     bool   `json:"closed"`
-	Cursor     string `json:"cursor"`
-}
-
 // sse serves live=sse: a text/event-stream of
 //
 //	event: data      id: <next offset>   data: [JSON records]
@@ -115,7 +107,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, name string, p rea
 	}
 }
 
-// appendControl renders a controlEvent by hand: it is written once per
+// appendControl renders a wire.ControlEvent by hand: it is written once per
 // reader per append, so fan-out pays for every allocation here.
 func appendControl(dst []byte, pg ssePage, cursor string) []byte {
 	dst = append(dst, `{"nextOffset":`...)

@@ -330,12 +330,7 @@ func (sub *Subscription) read(ctx context.Context, resp *http.Response) (deliver
 				}
 				continue
 			case "control":
-				var c struct {
-					Next     string `json:"streamNextOffset"`
-					Cursor   string `json:"streamCursor"`
-					UpToDate bool   `json:"upToDate"`
-					Closed   bool   `json:"streamClosed"`
-				}
+				var c wire.DSControlEvent
 				if err := json.Unmarshal(ev.data, &c); err != nil {
 					return delivered, false, fmt.Errorf("picomq: subscription: bad control event %q: %v", ev.data, err)
 				}
@@ -343,16 +338,16 @@ func (sub *Subscription) read(ctx context.Context, resp *http.Response) (deliver
 					sub.mu.Lock()
 					from := sub.pos
 					sub.mu.Unlock()
-					recs, err := dsRecords(pending, sub.jsonMode, from, c.Next, s.c)
+					recs, err := dsRecords(pending, sub.jsonMode, from, c.StreamNextOffset, s.c)
 					if err != nil {
 						return delivered, false, fmt.Errorf("picomq: subscription: %v", err)
 					}
 					if len(recs) > 0 {
-						out = append(out, Event{Type: EventData, Records: recs, Next: c.Next})
+						out = append(out, Event{Type: EventData, Records: recs, Next: c.StreamNextOffset})
 					}
 					pending, havePending = nil, false
 				}
-				out = append(out, Event{Type: EventControl, Next: c.Next, UpToDate: c.UpToDate || c.Closed, Closed: c.Closed, Cursor: c.Cursor})
+				out = append(out, Event{Type: EventControl, Next: c.StreamNextOffset, UpToDate: c.UpToDate || c.StreamClosed, Closed: c.StreamClosed, Cursor: c.StreamCursor})
 			default:
 				continue
 			}
@@ -371,12 +366,7 @@ func (sub *Subscription) read(ctx context.Context, resp *http.Response) (deliver
 				}
 				out = append(out, Event{Type: EventData, Records: recs, Next: next})
 			case wire.EventControl:
-				var c struct {
-					NextOffset int64  `json:"nextOffset"`
-					UpToDate   bool   `json:"upToDate"`
-					Closed     bool   `json:"closed"`
-					Cursor     string `json:"cursor"`
-				}
+				var c wire.ControlEvent
 				if err := json.Unmarshal(ev.data, &c); err != nil {
 					return delivered, false, fmt.Errorf("picomq: subscription: bad control event %q: %v", ev.data, err)
 				}

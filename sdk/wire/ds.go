@@ -24,3 +24,13 @@ const (
 	DSHeaderProducerExpected = "Producer-Expected-Seq"
 	DSHeaderProducerReceived = "Producer-Received-Seq"
 )
+
+// DSControlEvent is the data of a Durable Streams SSE "control" event: the
+// offset to resume from, the cursor to echo, and whether the reader has
+// caught up or the stream is closed (false ones are left out).
+type DSControlEvent struct {
+	StreamNextOffset string `json:"streamNextOffset"`
+	StreamCursor     string `json:"streamCursor,omitempty"`
+	UpToDate         bool   `json:"upToDate,omitempty"`
+	StreamClosed     bool   `json:"streamClosed,omitempty"`
+}

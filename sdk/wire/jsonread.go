@@ -26,3 +26,13 @@ type JSONHeader struct {
 	Value         *string `json:"value"`
 	ValueEncoding string  `json:"valueEncoding"`
 }
+
+// ControlEvent is the data of an SSE control event of a live=sse read
+// (docs/api.md): the offset after the events so far, whether the reader has
+// caught up, whether the stream is closed, and the cursor to echo.
+type ControlEvent struct {
+	NextOffset int64  `json:"nextOffset"`
+	UpToDate   bool   `json:"upToDate"`
+	Closed     bool   `json:"closed"`
+	Cursor     string `json:"cursor"`
+}
