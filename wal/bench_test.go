@@ -14,24 +14,13 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
-// benchDir is where benchmarks put their files: $PICOMQ_BENCH_DIR when set
-// (to measure a particular disk), else a temporary directory. The WAL and
-// the fdatasync baseline must use the same one for the comparison to mean
-// anything.
-func benchDir(b *testing.B) string {
-	base := os.Getenv("PICOMQ_BENCH_DIR")
-	if base == "" {
-		return b.TempDir()
-	}
-	dir, err := os.MkdirTemp(base, "walbench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
+// benchDir is where benchmarks put their files (testproc.BenchDir): the
+// WAL and the fdatasync baseline use the same disk.
+func benchDir(b *testing.B) string { return testproc.BenchDir(b, "walbench-") }
 
 // percentileMicros returns the q-quantile of lat in microseconds; it sorts
 // lat.

@@ -54,18 +54,9 @@ func picomqBinary(b *testing.B) string {
 	return binPath
 }
 
-func benchDir(b *testing.B) string {
-	base := os.Getenv("PICOMQ_BENCH_DIR")
-	if base == "" {
-		return b.TempDir()
-	}
-	dir, err := os.MkdirTemp(base, "picobench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
+// benchDir is where benchmarks put their files (testproc.BenchDir), the
+// WAL-alone baseline included.
+func benchDir(b *testing.B) string { return testproc.BenchDir(b, "picobench-") }
 
 func measureFor() time.Duration {
 	if s, err := strconv.ParseFloat(os.Getenv("PICOMQ_BENCH_SECONDS"), 64); err == nil && s > 0 {

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -147,4 +148,22 @@ func EnvCount(name string, def int) int {
 		return n
 	}
 	return def
+}
+
+// BenchDir is where a benchmark puts its files: a new directory named
+// prefix* under $PICOMQ_BENCH_DIR when that is set (to measure a
+// particular disk), else a temporary directory. Benchmarks compared with
+// each other (the WAL and its fdatasync baseline, a protocol and the WAL
+// alone) must use the same disk for the comparison to mean anything.
+func BenchDir(b testing.TB, prefix string) string {
+	base := os.Getenv("PICOMQ_BENCH_DIR")
+	if base == "" {
+		return b.TempDir()
+	}
+	dir, err := os.MkdirTemp(base, prefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
