@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
 type jsonRecord struct {
@@ -26,29 +28,13 @@ type jsonRecord struct {
 // is embedded as JSON (docs/api.md#formats): Value is then that JSON's
 // text, as stored.
 func (r *jsonRecord) UnmarshalJSON(b []byte) error {
-	var in struct {
-		Offset        int64           `json:"offset"`
-		Timestamp     int64           `json:"timestamp"`
-		Key           *string         `json:"key"`
-		Value         json.RawMessage `json:"value"`
-		ValueEncoding string          `json:"valueEncoding"`
-	}
+	var in wire.JSONRecord
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	*r = jsonRecord{Offset: in.Offset, Timestamp: in.Timestamp, Key: in.Key, ValueEncoding: in.ValueEncoding}
-	v := string(in.Value)
-	switch {
-	case in.ValueEncoding == "json" || (v != "" && v != "null" && v[0] != '"'):
-		r.Value = &v
-	case v != "" && v != "null":
-		var s string
-		if err := json.Unmarshal(in.Value, &s); err != nil {
-			return err
-		}
-		r.Value = &s
-	}
-	return nil
+	v, err := in.ValueText()
+	*r = jsonRecord{Offset: in.Offset, Timestamp: in.Timestamp, Key: in.Key, Value: v, ValueEncoding: in.ValueEncoding}
+	return err
 }
 
 func readAll(t testing.TB, base, stream string) []jsonRecord {

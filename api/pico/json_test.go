@@ -153,26 +153,12 @@ func BenchmarkRecordsJSON(b *testing.B) {
 // embedded as JSON (a JSON stream's, docs/api.md#formats) becomes its JSON
 // text, so Value is always the stored value's text (or base64).
 func (r *jsonRec) UnmarshalJSON(b []byte) error {
-	type plain jsonRec
-	var in struct {
-		plain
-		Value json.RawMessage `json:"value"`
-	}
+	var in wire.JSONRecord
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	*r = jsonRec(in.plain)
-	r.Value = nil
-	v := string(in.Value)
-	switch {
-	case in.ValueEncoding == wire.EncodingJSON || (v != "" && v != "null" && v[0] != '"'):
-		r.Value = &v
-	case v != "" && v != "null":
-		var s string
-		if err := json.Unmarshal(in.Value, &s); err != nil {
-			return err
-		}
-		r.Value = &s
-	}
-	return nil
+	v, err := in.ValueText()
+	*r = jsonRec{Offset: in.Offset, Timestamp: in.Timestamp, Key: in.Key, KeyEncoding: in.KeyEncoding,
+		Value: v, ValueEncoding: in.ValueEncoding, Headers: in.Headers}
+	return err
 }

@@ -1,7 +1,6 @@
 package picomq
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -326,23 +325,18 @@ func decodeText(s string, enc string) ([]byte, error) {
 	return []byte(s), nil
 }
 
-// decodeJSONValue decodes the value of a JSON read record. On a JSON stream
-// the server embeds JSON values as JSON: an object, array, number or boolean
-// is the value's JSON text, and a string or null flagged valueEncoding
-// "json" is too (docs/api.md#formats). Otherwise null is a null value (a
-// tombstone) and a string is UTF-8 or base64 text.
-func decodeJSONValue(v json.RawMessage, enc string) ([]byte, error) {
-	if enc == wire.EncodingJSON || (len(v) > 0 && v[0] != '"' && !bytes.Equal(v, []byte("null"))) {
-		return bytes.Clone(v), nil
-	}
-	if len(v) == 0 || bytes.Equal(v, []byte("null")) {
-		return nil, nil
-	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
+// decodeJSONValue decodes the value of a JSON read record: an embedded
+// JSON value is the stored bytes as they are; a string is decoded per its
+// encoding; null is nil.
+func decodeJSONValue(r wire.JSONRecord) ([]byte, error) {
+	t, err := r.ValueText()
+	if err != nil || t == nil {
 		return nil, err
 	}
-	return decodeText(s, enc)
+	if r.ValueEmbedded() {
+		return []byte(*t), nil
+	}
+	return decodeText(*t, r.ValueEncoding)
 }
 
 // decodeJSONRecords decodes the records of a Pico JSON read (SSE data
@@ -361,7 +355,7 @@ func decodeJSONRecords(data []byte) ([]Record, error) {
 				return nil, fmt.Errorf("record %d key: %v", r.Offset, err)
 			}
 		}
-		if rec.Body, err = decodeJSONValue(r.Value, r.ValueEncoding); err != nil {
+		if rec.Body, err = decodeJSONValue(r); err != nil {
 			return nil, fmt.Errorf("record %d value: %v", r.Offset, err)
 		}
 		for _, h := range r.Headers {
