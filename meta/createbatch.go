@@ -6,10 +6,12 @@ package meta
 // creates that arrive while a transaction is in flight wait for the next
 // one, and each transaction creates all of them at once:
 //
-//   - If: every stream key (and topic key) is absent, and the counter is at
-//     the revision last seen;
-//   - Then: put every record and topic entry, and the counter advanced by
-//     the number of records;
+//   - If: every stream key (and topic key) is absent, every record that
+//     could hold a topic claimed with an index entry is as last seen
+//     (registry.go, topicKey), and the counter is at the revision last
+//     seen;
+//   - Then: put every record and topic index entry, and the counter
+//     advanced by the number of records;
 //   - Else: read all of them back.
 //
 // A failed transaction tells, from the Else reads, which creates met an
@@ -31,7 +33,7 @@ import (
 
 // DefaultMaxTxnOps is etcd's default --max-txn-ops: the most comparisons,
 // and the most operations per branch, that one transaction may hold. A
-// batch of creates stays within it (two per create with a topic, plus the
+// batch of creates stays within it (up to three per create with a topic, plus the
 // counter), so it works against any etcd left at its defaults.
 const DefaultMaxTxnOps = 128
 
@@ -45,6 +47,12 @@ type createCall struct {
 	s         Stream // ID assigned when its batch is committed
 	key, tkey string // tkey "" when no topic is asked for
 	size      int    // bytes of keys and values, an upper bound
+
+	// A topic claimed with an index entry (not keylessTopic) also compares
+	// the record at aliasHolder(topic): hkey, as last seen at hrev (0:
+	// absent). "" for no topic or a keyless one.
+	hkey string
+	hrev int64
 
 	out     Stream
 	created bool
@@ -73,8 +81,11 @@ func (q *createQueue) create(ctx context.Context, r *Registry, s Stream) (Stream
 	c := &createCall{ctx: ctx, s: s, key: r.streamKey(s.Name), done: make(chan struct{})}
 	if s.KafkaTopic != "" {
 		c.tkey = r.topicKey(s.KafkaTopic)
+		if !keylessTopic(s) {
+			c.hkey = r.streamKey(aliasHolder(s.KafkaTopic))
+		}
 	}
-	c.size = 2*len(c.key) + 2*len(c.tkey) + len(encodeStream(s)) + 64
+	c.size = 2*len(c.key) + 2*len(c.tkey) + len(c.hkey) + len(encodeStream(s)) + 64
 	q.mu.Lock()
 	q.calls = append(q.calls, c)
 	if !q.running {
@@ -122,8 +133,11 @@ func (q *createQueue) takeLocked(maxOps int) []*createCall {
 			c.finish(Stream{}, false, context.Cause(c.ctx))
 			continue
 		}
-		need := 1
+		need := 1 // per branch: compares, puts and reads
 		if c.tkey != "" {
+			need++
+		}
+		if c.hkey != "" {
 			need++
 		}
 		full := len(batch) > 0 && (ops+need > maxOps || bytes+c.size > maxBatchBytes)
@@ -216,8 +230,12 @@ func (q *createQueue) commitOnce(ctx context.Context, r *Registry, batch []*crea
 		reads = append(reads, clientv3.OpGet(c.key))
 		if c.tkey != "" {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.tkey), "=", 0))
-			ops = append(ops, clientv3.OpPut(c.tkey, r.topicValue(c.s)))
 			reads = append(reads, clientv3.OpGet(c.tkey))
+		}
+		if c.hkey != "" {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.hkey), "=", c.hrev))
+			ops = append(ops, clientv3.OpPut(c.tkey, r.topicValue(c.s)))
+			reads = append(reads, clientv3.OpGet(c.hkey))
 		}
 	}
 	lastID := q.lastID + uint64(len(batch))
@@ -252,9 +270,13 @@ func (q *createQueue) commitOnce(ctx context.Context, r *Registry, batch []*crea
 	for _, c := range batch {
 		streamKVs := rs[i].GetResponseRange().Kvs
 		i++
-		var topicKVs []*mvccpb.KeyValue
+		var topicKVs, holderKVs []*mvccpb.KeyValue
 		if c.tkey != "" {
 			topicKVs = rs[i].GetResponseRange().Kvs
+			i++
+		}
+		if c.hkey != "" {
+			holderKVs = rs[i].GetResponseRange().Kvs
 			i++
 		}
 		switch {
@@ -264,6 +286,17 @@ func (q *createQueue) commitOnce(ctx context.Context, r *Registry, batch []*crea
 		case len(topicKVs) > 0:
 			owner, _ := decodeTopicEntry(topicKVs[0].Value)
 			c.finish(Stream{}, false, fmt.Errorf("%w: %q belongs to %s", ErrTopicTaken, c.s.KafkaTopic, owner.Stream))
+		case c.hkey != "":
+			holder, held, rev, err := r.holdsTopic(holderKVs, c.s.KafkaTopic)
+			switch {
+			case err != nil:
+				c.finish(Stream{}, false, fmt.Errorf("alias holder: %w", err))
+			case held:
+				c.finish(Stream{}, false, fmt.Errorf("%w: %q belongs to %s", ErrTopicTaken, c.s.KafkaTopic, holder.Name))
+			default:
+				c.hrev = rev // go round comparing the holder as it is now
+				rest = append(rest, c)
+			}
 		default:
 			rest = append(rest, c)
 		}

@@ -151,7 +151,43 @@ func (r *Registry) streamKey(name string) string { return r.streamsKey + name }
 // the registry. Every write that sets, changes or drops a stream's
 // KafkaTopic maintains it in the same transaction as the stream record, so
 // the index and the records can never disagree.
+//
+// A stream whose alias is the one derived from its name, and whose name has
+// no '.', holds the alias without an index entry (keylessTopic): the
+// derivation is reversible for such names, so the alias resolves to exactly
+// one name (aliasHolder) and the record there says whether it holds it.
+// Idle streams with derived aliases are the common case, and the index
+// entry cost etcd a second key per stream (memory, database, restart).
+// Claims stay unique because every claim compares both places: a keyless
+// claim of T that no index entry for T exists, and a claim with an index
+// entry that the record at aliasHolder(T) has not changed since it was
+// seen not holding T. Index entries written by earlier versions for such
+// aliases are still honoured (looked up first, deleted with the alias).
 func (r *Registry) topicKey(topic string) string { return r.topicsKey + topic }
+
+// keylessTopic reports whether s holds its KafkaTopic without an index
+// entry: the alias is derived from a name without '.', so aliasHolder maps
+// it back to s.Name.
+func keylessTopic(s Stream) bool {
+	return s.KafkaTopic != "" && !strings.Contains(s.Name, ".") && s.KafkaTopic == derivedTopic(s.Name)
+}
+
+// aliasHolder is the one stream name that may hold topic without an index
+// entry: the inverse of derivedTopic on names without '.'.
+func aliasHolder(topic string) string { return "/" + strings.ReplaceAll(topic, ".", "/") }
+
+// holdsTopic decodes kvs (a read of aliasHolder(topic), possibly empty)
+// and reports whether that record holds topic, and its ModRevision (0 when
+// absent) for a claim to compare against.
+func (r *Registry) holdsTopic(kvs []*mvccpb.KeyValue, topic string) (s Stream, held bool, rev int64, err error) {
+	if len(kvs) == 0 {
+		return Stream{}, false, 0, nil
+	}
+	if s, err = r.decodeStream(kvs[0]); err != nil {
+		return Stream{}, false, 0, err
+	}
+	return s, s.KafkaTopic == topic, kvs[0].ModRevision, nil
+}
 
 // topicEntry is the value of a topic index key.
 type topicEntry struct {
@@ -340,6 +376,7 @@ func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn 
 		return Stream{}, fmt.Errorf("meta: update stream %q: read: %w", name, err)
 	}
 	kvs := resp.Kvs
+	var holderRev int64 // ModRevision of a new alias's holder record, as last seen (0: absent)
 	for {
 		if err := ctx.Err(); err != nil {
 			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
@@ -367,12 +404,20 @@ func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn 
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)}
 		ops := []clientv3.Op{clientv3.OpPut(key, string(data))}
 		newTopic := r.topicKey(next.KafkaTopic)
+		claim := next.KafkaTopic != cur.KafkaTopic && next.KafkaTopic != ""
+		keyed := claim && !keylessTopic(next)
+		holderKey := r.streamKey(aliasHolder(next.KafkaTopic))
 		if next.KafkaTopic != cur.KafkaTopic {
-			if next.KafkaTopic != "" {
+			if claim {
 				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(newTopic), "=", 0))
+			}
+			if keyed {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(holderKey), "=", holderRev))
 				ops = append(ops, clientv3.OpPut(newTopic, r.topicValue(next)))
 			}
 			if cur.KafkaTopic != "" {
+				// Also for a keyless alias: an index entry an earlier
+				// version wrote for it goes with it (none is no-op).
 				ops = append(ops, clientv3.OpDelete(r.topicKey(cur.KafkaTopic)))
 			}
 		}
@@ -380,6 +425,9 @@ func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn 
 		if absentKey != "" {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(absentKey), "=", 0))
 			elses = append(elses, clientv3.OpGet(absentKey, clientv3.WithKeysOnly()))
+		}
+		if keyed {
+			elses = append(elses, clientv3.OpGet(holderKey))
 		}
 		tresp, err := r.cli.Txn(ctx).
 			If(cmps...).
@@ -396,12 +444,21 @@ func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn 
 			return Stream{}, fmt.Errorf("meta: update stream %q: %w: %s exists", name, ErrConflict, absentKey)
 		}
 		reread := tresp.Responses[0].GetResponseRange().Kvs
-		if next.KafkaTopic != cur.KafkaTopic && next.KafkaTopic != "" &&
-			len(reread) > 0 && reread[0].ModRevision == kvs[0].ModRevision &&
-			len(tresp.Responses[1].GetResponseRange().Kvs) > 0 {
+		unchanged := len(reread) > 0 && reread[0].ModRevision == kvs[0].ModRevision
+		if claim && unchanged && len(tresp.Responses[1].GetResponseRange().Kvs) > 0 {
 			// The record did not change: the topic compare failed.
 			owner, _ := decodeTopicEntry(tresp.Responses[1].GetResponseRange().Kvs[0].Value)
 			return Stream{}, fmt.Errorf("meta: update stream %q: %w: %q belongs to %s", name, ErrTopicTaken, next.KafkaTopic, owner.Stream)
+		}
+		if keyed {
+			_, held, rev, err := r.holdsTopic(tresp.Responses[len(tresp.Responses)-1].GetResponseRange().Kvs, next.KafkaTopic)
+			if err != nil {
+				return Stream{}, fmt.Errorf("meta: update stream %q: alias holder: %w", name, err)
+			}
+			if held {
+				return Stream{}, fmt.Errorf("meta: update stream %q: %w: %q belongs to %s", name, ErrTopicTaken, next.KafkaTopic, aliasHolder(next.KafkaTopic))
+			}
+			holderRev = rev
 		}
 		kvs = reread
 	}
@@ -414,15 +471,28 @@ func (r *Registry) LookupTopic(ctx context.Context, topic string) (Stream, error
 	if topic == "" {
 		return Stream{}, fmt.Errorf("meta: lookup topic: %w: empty topic", ErrInvalid)
 	}
-	resp, err := r.getExisting(ctx, r.topicKey(topic))
+	// The index entry and the one record that may hold topic without one,
+	// at one revision.
+	tresp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(r.topicKey(topic)), clientv3.OpGet(r.streamKey(aliasHolder(topic)))).Commit()
 	if err != nil {
 		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
 	}
-	e, err := decodeTopicEntry(resp.Kvs[0].Value)
-	if err != nil || e.Stream == "" {
-		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index value %q", topic, ErrCorrupt, resp.Kvs[0].Value)
+	index := tresp.Responses[0].GetResponseRange().Kvs
+	if len(index) == 0 {
+		s, held, _, err := r.holdsTopic(tresp.Responses[1].GetResponseRange().Kvs, topic)
+		if err != nil {
+			return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
+		}
+		if !held {
+			return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, ErrNotFound)
+		}
+		return s, nil
 	}
-	sresp, err := r.cli.Get(ctx, r.streamKey(e.Stream), clientv3.WithRev(resp.Header.Revision))
+	e, err := decodeTopicEntry(index[0].Value)
+	if err != nil || e.Stream == "" {
+		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index value %q", topic, ErrCorrupt, index[0].Value)
+	}
+	sresp, err := r.cli.Get(ctx, r.streamKey(e.Stream), clientv3.WithRev(tresp.Header.Revision))
 	if err != nil {
 		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
 	}

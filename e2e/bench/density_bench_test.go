@@ -50,14 +50,17 @@ func densityStreams() int {
 //     of the N streams must be listed.
 //
 // PICOMQ_DENSITY_STREAMS sets N (default 100,000); PICOMQ_DENSITY_KEEP
-// names a data dir to use and keep.
+// names a data dir to use and keep; PICOMQ_BENCH_PPROF=127.0.0.1:PORT
+// serves the node's Go profiles (go tool pprof
+// http://…/debug/pprof/heap), the restarted node's on the same address.
 func BenchmarkStreamDensity(b *testing.B) {
 	n := densityStreams()
 	dir := benchDir(b)
 	if d := os.Getenv("PICOMQ_DENSITY_KEEP"); d != "" {
 		dir = d // kept afterwards, to look at or restart by hand
 	}
-	nd := startNodeIn(b, dir)
+	flags := []string{"--pprof-addr", os.Getenv("PICOMQ_BENCH_PPROF")}
+	nd := startNodeIn(b, dir, flags...)
 	prefix := "/density/"
 	time.Sleep(2 * time.Second) // let start-up allocations settle before the baseline
 	rss0, db0, du0 := rssBytes(nd.pid), etcdDBBytes(b, dir), dirBytes(filepath.Join(dir, "etcd"))
@@ -78,7 +81,7 @@ func BenchmarkStreamDensity(b *testing.B) {
 	nd.stop(b)
 	inUse := etcdInUseBytes(b, dir)
 	restartStart := time.Now()
-	nd2 := startNodeIn(b, dir)
+	nd2 := startNodeIn(b, dir, flags...)
 	restart := time.Since(restartStart)
 	restartCPU := testproc.CPUSeconds(nd2.pid) // what the start cost, whatever else runs on the machine
 	listed, err := countStreams(nd2.url, prefix)
