@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metatest"
 )
@@ -18,24 +20,8 @@ import (
 // check, Valid stays true until the lease is gone, i.e. until another node
 // may already own the streams.
 func TestSessionSelfFencesBeforeTheLeaseExpires(t *testing.T) {
-	e, direct := metatest.StartEmbedded(t)
-	u, err := url.Parse(e.Endpoints()[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr := metatest.NewFreezer(t, u.Host)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cli, err := meta.Dial(ctx, []string{"http://" + fr.Addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
 	const ttl = 5 * time.Second
-	sess, err := meta.NewRegistry(cli, "/selffence/").Join(ctx, meta.Member{NodeID: "a"}, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, sess, fr, direct := sessionThroughFreezer(t, ttl)
 	if !sess.Valid() {
 		t.Fatal("a fresh session is not Valid")
 	}
@@ -78,24 +64,8 @@ func TestSessionSelfFencesBeforeTheLeaseExpires(t *testing.T) {
 // that timed renewals from when answers arrive would be Valid again for
 // most of a TTL and acknowledge writes it cannot keep.
 func TestStaleRenewalAnswerDoesNotReviveAnExpiredLease(t *testing.T) {
-	e, direct := metatest.StartEmbedded(t)
-	u, err := url.Parse(e.Endpoints()[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr := metatest.NewFreezer(t, u.Host)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cli, err := meta.Dial(ctx, []string{"http://" + fr.Addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
 	const ttl = 5 * time.Second
-	sess, err := meta.NewRegistry(cli, "/stale/").Join(ctx, meta.Member{NodeID: "a"}, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, sess, fr, direct := sessionThroughFreezer(t, ttl)
 	remaining := func() int64 {
 		r, err := direct.TimeToLive(ctx, sess.LeaseID())
 		if err != nil {
@@ -148,4 +118,29 @@ func TestStaleRenewalAnswerDoesNotReviveAnExpiredLease(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// sessionThroughFreezer joins a member with a lease of ttl through a
+// Freezer in front of an embedded etcd; direct is a client that bypasses
+// the Freezer, to ask etcd itself about the lease.
+func sessionThroughFreezer(t *testing.T, ttl time.Duration) (context.Context, *meta.Session, *metatest.Freezer, *clientv3.Client) {
+	t.Helper()
+	e, direct := metatest.StartEmbedded(t)
+	u, err := url.Parse(e.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := metatest.NewFreezer(t, u.Host)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	cli, err := meta.Dial(ctx, []string{"http://" + fr.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	sess, err := meta.NewRegistry(cli, "/"+t.Name()+"/").Join(ctx, meta.Member{NodeID: "a"}, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, sess, fr, direct
 }

@@ -97,16 +97,7 @@ func TestDerivedAliasWithoutIndexKey(t *testing.T) {
 	if got, err := reg.LookupTopic(ctx, "a.b"); err != nil || got.ID != ab.ID {
 		t.Fatalf("LookupTopic(a.b) after moving back = %+v, %v", got, err)
 	}
-	if err := reg.DeleteStream(ctx, "/a/b", ab.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reg.LookupTopic(ctx, "a.b"); !errors.Is(err, meta.ErrNotFound) {
-		t.Fatalf("a.b of a deleted stream: %v, want ErrNotFound", err)
-	}
-	x := mustCreate(t, reg, meta.Stream{Name: "/x", KafkaTopic: "a.b"})
-	if got, err := reg.LookupTopic(ctx, "a.b"); err != nil || got.ID != x.ID {
-		t.Fatalf("LookupTopic(a.b) after re-use = %+v, %v; want /x", got, err)
-	}
+	deleteFreesTopic(t, ctx, reg, ab, "/x")
 }
 
 // TestDerivedAliasIndexEntryOfEarlierVersions: earlier versions wrote an

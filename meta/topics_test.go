@@ -1,6 +1,7 @@
 package meta_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -51,15 +52,22 @@ func TestDeleteFreesTopic(t *testing.T) {
 	ctx := testCtx(t)
 	reg, _ := newRegistry(t)
 	a := mustCreate(t, reg, meta.Stream{Name: "/a", KafkaTopic: "t"})
-	if err := reg.DeleteStream(ctx, "/a", a.ID); err != nil {
+	deleteFreesTopic(t, ctx, reg, a, "/b")
+}
+
+// deleteFreesTopic deletes s and checks that its alias no longer resolves,
+// then that a new stream next can take it.
+func deleteFreesTopic(t *testing.T, ctx context.Context, reg *meta.Registry, s meta.Stream, next string) {
+	t.Helper()
+	if err := reg.DeleteStream(ctx, s.Name, s.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.LookupTopic(ctx, "t"); !errors.Is(err, meta.ErrNotFound) {
-		t.Fatalf("topic of a deleted stream still resolves: %v", err)
+	if _, err := reg.LookupTopic(ctx, s.KafkaTopic); !errors.Is(err, meta.ErrNotFound) {
+		t.Fatalf("topic %s of deleted stream %s still resolves: %v", s.KafkaTopic, s.Name, err)
 	}
-	b := mustCreate(t, reg, meta.Stream{Name: "/b", KafkaTopic: "t"})
-	if got, err := reg.LookupTopic(ctx, "t"); err != nil || got.ID != b.ID {
-		t.Fatalf("LookupTopic after re-use = %+v %v", got, err)
+	n := mustCreate(t, reg, meta.Stream{Name: next, KafkaTopic: s.KafkaTopic})
+	if got, err := reg.LookupTopic(ctx, s.KafkaTopic); err != nil || got.ID != n.ID {
+		t.Fatalf("LookupTopic(%s) after re-use = %+v %v; want %s", s.KafkaTopic, got, err, next)
 	}
 }
 
