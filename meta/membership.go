@@ -96,12 +96,15 @@ func (r *Registry) keepAlive(lease clientv3.LeaseID, key string, createRev, ttl 
 	s := &Session{cli: r.cli, lease: lease, key: key, createRev: createRev, done: make(chan struct{}), cancel: cancel}
 	s.renewedAt.Store(renewed.UnixNano())
 	s.ttl.Store(ttl)
-	go s.renew(kctx)
+	// The first renewal is due a third of the TTL after renewed, not after
+	// now: a resumed lease may have little of its TTL left.
+	go s.renew(kctx, max(time.Until(renewed.Add(time.Duration(ttl)*time.Second/3)), 0))
 	return s
 }
 
-// renew renews the lease every third of its TTL until the lease is gone,
-// etcd stays unreachable past the TTL, or the session is closed.
+// renew renews the lease after first, then every third of its TTL, until
+// the lease is gone, etcd stays unreachable past the TTL, or the session
+// is closed.
 //
 // A renewal counts from when it was sent, not from when its answer came:
 // etcd extended the lease no earlier than the send, so the lease lives at
@@ -109,7 +112,7 @@ func (r *Registry) keepAlive(lease clientv3.LeaseID, key string, createRev, ttl 
 // an answer that sat in the socket while the process was stopped would
 // make a lease etcd has already expired (and whose streams another node
 // may have taken over) look freshly renewed.
-func (s *Session) renew(ctx context.Context) {
+func (s *Session) renew(ctx context.Context, first time.Duration) {
 	defer s.closeOnce.Do(func() { close(s.done) })
 	retry := false
 	for {
@@ -117,6 +120,9 @@ func (s *Session) renew(ctx context.Context) {
 		wait := max(ttl/3, 100*time.Millisecond)
 		if retry {
 			wait = min(wait, 200*time.Millisecond)
+		}
+		if first >= 0 {
+			wait, first = min(wait, first), -1
 		}
 		select {
 		case <-ctx.Done():

@@ -144,3 +144,63 @@ func sessionThroughFreezer(t *testing.T, ttl time.Duration) (context.Context, *m
 	}
 	return ctx, sess, fr, direct
 }
+
+// TestResumedSessionRenewsBeforeItsLeaseRunsOut: a session is resumed when
+// its lease outlived the keep-alive loop (etcd renewed it, or extended it
+// on restart, but the client did not hear in time). The lease may then
+// have much less than a TTL left, and the resumed session must renew it
+// before it runs out rather than a full keep-alive interval (TTL/3) after
+// resuming: otherwise etcd expires a lease the node had just resumed, the
+// member key goes, and other nodes take its streams over.
+func TestResumedSessionRenewsBeforeItsLeaseRunsOut(t *testing.T) {
+	const ttl = 6 * time.Second
+	ctx, sess, fr, direct := sessionThroughFreezer(t, ttl)
+	ttlLeft := func() int64 {
+		r, err := direct.TimeToLive(ctx, sess.LeaseID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.TTL
+	}
+	// etcd renews the lease but the client hears nothing, so its
+	// keep-alive loop gives up (Lost) with the lease alive.
+	fr.Hold(false, true)
+	deadline := time.Now().Add(4 * ttl)
+	for !sess.Lost() {
+		if time.Now().After(deadline) {
+			t.Fatal("the session never gave up while its renewals went unanswered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fr.Set(true)
+	// Resume once the lease has between 1 and 2 seconds left (less than
+	// the keep-alive interval of TTL/3 = 2s).
+	for ttlLeft() > 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease never ran down")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	reg := meta.NewRegistry(direct, "/"+t.Name()+"/")
+	resumed, err := reg.Resume(ctx, sess)
+	if err != nil {
+		t.Fatalf("Resume with %ds left: %v", ttlLeft(), err)
+	}
+	defer func() { _ = resumed.Close(context.WithoutCancel(ctx)) }()
+	// Over more than a TTL, the resumed session keeps its lease and is
+	// Valid again within a keep-alive interval.
+	resumedAt := time.Now()
+	validAt := time.Time{}
+	for time.Since(resumedAt) < ttl+ttl/2 {
+		if resumed.Lost() || ttlLeft() <= 0 {
+			t.Fatalf("the resumed session lost its lease %v after resuming", time.Since(resumedAt))
+		}
+		if validAt.IsZero() && resumed.Valid() {
+			validAt = time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if validAt.IsZero() || validAt.Sub(resumedAt) > ttl/3 {
+		t.Fatalf("the resumed session was not Valid within %v (valid at %v)", ttl/3, validAt.Sub(resumedAt))
+	}
+}
