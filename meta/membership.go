@@ -43,11 +43,17 @@ type Session struct {
 	done      chan struct{}
 	cancel    context.CancelFunc
 	closeOnce sync.Once
-	// renewedAt (unix ns) and ttl (s) of the last keep-alive answer: a node
+	// When the last renewal was sent, and the TTL (s) it renewed: a node
 	// can tell its lease may have expired before etcd tells it, e.g.
-	// after a long pause, and stop acknowledging writes at once.
-	renewedAt atomic.Int64
-	ttl       atomic.Int64
+	// after a long pause, and stop acknowledging writes at once. The time
+	// is kept on both clocks, and its age is the larger of the two: the
+	// wall clock (unix ns) may be stepped back by NTP or a VM restore, the
+	// monotonic one (ns since base) may stand still while the host sleeps;
+	// either alone could make an expired lease look alive.
+	base        time.Time
+	renewedAt   atomic.Int64
+	renewedMono atomic.Int64
+	ttl         atomic.Int64
 }
 
 func (r *Registry) memberKey(id string) string { return r.prefix + "members/" + id }
@@ -94,7 +100,8 @@ func (r *Registry) Join(ctx context.Context, m Member, ttl time.Duration) (*Sess
 func (r *Registry) keepAlive(lease clientv3.LeaseID, key string, createRev, ttl int64, renewed time.Time) *Session {
 	kctx, cancel := context.WithCancel(context.Background())
 	s := &Session{cli: r.cli, lease: lease, key: key, createRev: createRev, done: make(chan struct{}), cancel: cancel}
-	s.renewedAt.Store(renewed.UnixNano())
+	s.base = time.Now()
+	s.setRenewed(renewed)
 	s.ttl.Store(ttl)
 	// The first renewal is due a third of the TTL after renewed, not after
 	// now: a resumed lease may have little of its TTL left.
@@ -137,17 +144,31 @@ func (s *Session) renew(ctx context.Context, first time.Duration) {
 		case ctx.Err() != nil:
 			return
 		case err == nil && resp.TTL > 0:
-			s.renewedAt.Store(sent.UnixNano())
+			s.setRenewed(sent)
 			s.ttl.Store(resp.TTL)
 			retry = false
 		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
 			return // expired or revoked
-		case time.Since(time.Unix(0, s.renewedAt.Load())) >= ttl:
+		case s.renewalAge() >= ttl:
 			return // unreachable past the TTL: etcd may have let it expire
 		default:
 			retry = true
 		}
 	}
+}
+
+// setRenewed records a renewal sent at t.
+func (s *Session) setRenewed(t time.Time) {
+	s.renewedAt.Store(t.UnixNano())
+	s.renewedMono.Store(int64(t.Sub(s.base)))
+}
+
+// renewalAge is how long ago the last renewal was sent, by whichever clock
+// says longer.
+func (s *Session) renewalAge() time.Duration {
+	wall := time.Since(time.Unix(0, s.renewedAt.Load()))
+	mono := time.Since(s.base) - time.Duration(s.renewedMono.Load())
+	return max(wall, mono)
 }
 
 // Valid reports whether the lease is certainly still alive: the last renewal
@@ -157,7 +178,7 @@ func (s *Session) Valid() bool {
 	if s.Lost() {
 		return false
 	}
-	age := time.Since(time.Unix(0, s.renewedAt.Load()))
+	age := s.renewalAge()
 	ttl := time.Duration(s.ttl.Load()) * time.Second
 	return age < ttl-ttl/5
 }
