@@ -3,6 +3,7 @@ package kafkago
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +41,14 @@ func TestKafkaGoGroup(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]int{}
 	by := map[string]map[string]bool{}
+	// Where each record sits, and per partition the offset the group's
+	// successful commits reached: only a record below it counts as
+	// committed. kafka-go retries a commit a few times; one refused
+	// throughout a rebalance (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
+	// as Kafka answers too) leaves its record to be read again, which
+	// at-least-once allows.
+	at := map[string]kafka.Message{}
+	committed := map[int]int64{}
 	consume := func(name string, r *kafka.Reader, rctx context.Context) {
 		for {
 			m, err := r.FetchMessage(rctx)
@@ -52,10 +61,17 @@ func TestKafkaGoGroup(t *testing.T) {
 				by[name] = map[string]bool{}
 			}
 			by[name][string(m.Value)] = true
+			at[string(m.Value)] = m
 			mu.Unlock()
-			if err := r.CommitMessages(rctx, m); err != nil && rctx.Err() == nil {
-				t.Errorf("%s commit: %v", name, err)
+			if err := r.CommitMessages(rctx, m); err != nil {
+				if rctx.Err() == nil {
+					t.Logf("%s commit of %s: %v", name, m.Value, err)
+				}
+				continue
 			}
+			mu.Lock()
+			committed[m.Partition] = max(committed[m.Partition], m.Offset+1)
+			mu.Unlock()
 		}
 	}
 	waitFor := func(prefix string, n int) {
@@ -107,6 +123,9 @@ func TestKafkaGoGroup(t *testing.T) {
 		t.Logf("close r1: %v", err)
 	}
 	produce("c", 8)
+	mu.Lock()
+	before := maps.Clone(committed) // what the restarted reader must resume after
+	mu.Unlock()
 	r3 := newReader()
 	defer r3.Close()
 	c3ctx, c3cancel := context.WithCancel(ctx)
@@ -116,14 +135,9 @@ func TestKafkaGoGroup(t *testing.T) {
 	c3cancel()
 	wg.Wait()
 	mu.Lock()
-	for v, n := range seen {
-		if v[0] == 'a' && n > 1 && len(by["r3"]) > 0 && by["r3"][v] {
-			t.Errorf("%s consumed again after restart", v)
-		}
-	}
 	for v := range by["r3"] {
-		if v[0] != 'c' {
-			t.Errorf("restarted reader re-read %s (committed before the restart)", v)
+		if m := at[v]; v[0] != 'c' && m.Offset < before[m.Partition] {
+			t.Errorf("restarted reader re-read %s (partition %d offset %d), though commits before the restart reached offset %d", v, m.Partition, m.Offset, before[m.Partition])
 		}
 	}
 	mu.Unlock()
