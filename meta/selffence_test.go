@@ -66,13 +66,7 @@ func TestSessionSelfFencesBeforeTheLeaseExpires(t *testing.T) {
 func TestStaleRenewalAnswerDoesNotReviveAnExpiredLease(t *testing.T) {
 	const ttl = 5 * time.Second
 	ctx, sess, fr, direct := sessionThroughFreezer(t, ttl)
-	remaining := func() int64 {
-		r, err := direct.TimeToLive(ctx, sess.LeaseID())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.TTL
-	}
+	remaining := func() int64 { return leaseTTL(t, ctx, direct, sess) }
 	// 1. Answers held: wait until etcd has renewed the lease without the
 	// client hearing it, i.e. etcd gives it a life past the latest expiry
 	// it could have had without a renewal (TimeToLive truncates seconds).
@@ -155,13 +149,7 @@ func sessionThroughFreezer(t *testing.T, ttl time.Duration) (context.Context, *m
 func TestResumedSessionRenewsBeforeItsLeaseRunsOut(t *testing.T) {
 	const ttl = 6 * time.Second
 	ctx, sess, fr, direct := sessionThroughFreezer(t, ttl)
-	ttlLeft := func() int64 {
-		r, err := direct.TimeToLive(ctx, sess.LeaseID())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.TTL
-	}
+	ttlLeft := func() int64 { return leaseTTL(t, ctx, direct, sess) }
 	// etcd renews the lease but the client hears nothing, so its
 	// keep-alive loop gives up (Lost) with the lease alive.
 	fr.Hold(false, true)
@@ -203,4 +191,14 @@ func TestResumedSessionRenewsBeforeItsLeaseRunsOut(t *testing.T) {
 	if validAt.IsZero() || validAt.Sub(resumedAt) > ttl/3 {
 		t.Fatalf("the resumed session was not Valid within %v (valid at %v)", ttl/3, validAt.Sub(resumedAt))
 	}
+}
+
+// leaseTTL is the seconds etcd itself gives sess's lease (-1: expired).
+func leaseTTL(t *testing.T, ctx context.Context, direct *clientv3.Client, sess *meta.Session) int64 {
+	t.Helper()
+	r, err := direct.TimeToLive(ctx, sess.LeaseID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.TTL
 }
