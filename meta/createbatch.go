@@ -1,29 +1,32 @@
 package meta
 
-// Group commit of stream creates. Creating a stream bumps the ID counter,
-// so one transaction per create made concurrent creates fail each other's
-// counter comparison and retry: 32 clients created ~200 streams/s. Here the
-// creates that arrive while a transaction is in flight wait for the next
-// one, and each transaction creates all of them at once:
+// Group commit of stream creates. One transaction per create made 32
+// clients create ~200 streams/s; here the creates that are waiting when a
+// transaction is sent all go in it, and up to maxCreateTxns such
+// transactions are in flight at once:
 //
-//   - If: every stream key (and topic key) is absent, every record that
-//     could hold a topic claimed with an index entry is as last seen
-//     (registry.go, topicKey), and the counter is at the revision last
-//     seen;
-//   - Then: put every record and topic index entry, and the counter
-//     advanced by the number of records;
+//   - If: every stream key (and topic key) is absent, and every record
+//     that could hold a topic claimed with an index entry is as last seen
+//     (registry.go, topicKey);
+//   - Then: put every record and topic index entry;
 //   - Else: read all of them back.
+//
+// IDs come from the registry's block (idblock.go), so transactions do not
+// share a key that each of them changes: two in flight cannot fail each
+// other's comparisons unless they create the same name or claim the same
+// topic, and a create of a name or topic that a batch in flight holds
+// waits for that batch (it then finds the first one's stream).
 //
 // A failed transaction tells, from the Else reads, which creates met an
 // existing stream (answered with it, created=false) or a taken topic
 // (ErrTopicTaken); those leave the batch alone, and the rest go round
-// again with the counter just read. Nothing is acknowledged before the
+// again with the IDs they were given. Nothing is acknowledged before the
 // transaction holding it is committed.
 
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -33,9 +36,17 @@ import (
 
 // DefaultMaxTxnOps is etcd's default --max-txn-ops: the most comparisons,
 // and the most operations per branch, that one transaction may hold. A
-// batch of creates stays within it (up to three per create with a topic, plus the
-// counter), so it works against any etcd left at its defaults.
+// batch of creates stays within it (up to three per create with a topic),
+// so it works against any etcd left at its defaults.
 const DefaultMaxTxnOps = 128
+
+// maxCreateTxns is how many create transactions may be in flight at once.
+// etcd's leader writes the proposals that reach it together with one fsync
+// of its log, so a transaction sent while another waits for its fsync is
+// written with the next one instead of a whole round trip later; a few in
+// flight keep etcd's log busy, and more would only make each batch
+// smaller (they share the same waiting creates) and cost more per create.
+const maxCreateTxns = 4
 
 // maxBatchBytes bounds the keys and values of one batch, well below etcd's
 // default 1.5 MiB request limit.
@@ -44,7 +55,7 @@ const maxBatchBytes = 512 << 10
 // createCall is one CreateStream waiting for its batch.
 type createCall struct {
 	ctx       context.Context
-	s         Stream // ID assigned when its batch is committed
+	s         Stream // ID assigned when its batch is taken
 	key, tkey string // tkey "" when no topic is asked for
 	size      int    // bytes of keys and values, an upper bound
 
@@ -60,17 +71,17 @@ type createCall struct {
 	done    chan struct{}
 }
 
-// createQueue holds the creates waiting for a transaction. A committer
-// goroutine runs only while creates wait.
+// createQueue holds the creates waiting for a transaction. Committer
+// goroutines, at most maxCreateTxns, run only while creates wait.
 type createQueue struct {
-	mu      sync.Mutex
-	calls   []*createCall
-	running bool
+	mu         sync.Mutex
+	calls      []*createCall
+	committers int
+	// held is the stream and topic keys of the batches being committed:
+	// no other create of them is sent until that batch is answered.
+	held map[string]bool
 
-	// The ID counter as last seen by a commit: its value and its
-	// ModRevision (0 = absent). Only the running committer uses them.
-	lastID uint64
-	idRev  int64
+	ids idBlocks
 }
 
 // create queues s, starts a committer if none runs, and waits for the
@@ -88,8 +99,8 @@ func (q *createQueue) create(ctx context.Context, r *Registry, s Stream) (Stream
 	c.size = 2*len(c.key) + 2*len(c.tkey) + len(c.hkey) + len(encodeStream(s)) + 64
 	q.mu.Lock()
 	q.calls = append(q.calls, c)
-	if !q.running {
-		q.running = true
+	if q.committers < maxCreateTxns {
+		q.committers++
 		go q.commitLoop(r)
 	}
 	q.mu.Unlock()
@@ -101,32 +112,45 @@ func (q *createQueue) create(ctx context.Context, r *Registry, s Stream) (Stream
 	}
 }
 
-// commitLoop commits batches until no create waits.
+// commitLoop commits batches until no create it may send waits. Creates
+// left waiting for a held key are taken by the committer of the batch
+// holding it, which comes back here once that batch is answered.
 func (q *createQueue) commitLoop(r *Registry) {
 	for {
 		q.mu.Lock()
 		batch := q.takeLocked(r.maxTxnOps)
 		if len(batch) == 0 {
-			q.running = false
+			q.committers--
 			q.mu.Unlock()
 			return
 		}
 		q.mu.Unlock()
+		sent := slices.Clone(batch) // commit reorders batch
 		q.commit(r, batch)
+		q.mu.Lock()
+		for _, c := range sent {
+			delete(q.held, c.key)
+			delete(q.held, c.tkey)
+		}
+		q.mu.Unlock()
 	}
 }
 
 // takeLocked removes the next batch from the queue: as many creates as fit
-// one transaction, at most one per stream name and per topic (a second
-// create of the same name waits for the next batch, where it finds the
-// first one's stream). Creates whose ctx ended are answered at once.
+// one transaction, at most one per stream name and per topic in this batch
+// and every batch in flight (a second create of the same name waits for
+// the first to be answered, and then finds its stream). Creates whose ctx
+// ended are answered at once.
 func (q *createQueue) takeLocked(maxOps int) []*createCall {
+	if q.held == nil {
+		q.held = make(map[string]bool)
+	}
 	var (
 		batch []*createCall
 		rest  = q.calls[:0]
-		ops   = 1 // the counter
+		ops   int
 		bytes int
-		keys  = make(map[string]bool)
+		keys  = q.held
 	)
 	for i, c := range q.calls {
 		if err := c.ctx.Err(); err != nil {
@@ -190,11 +214,21 @@ func batchContext(batch []*createCall) (context.Context, func()) {
 	}
 }
 
-// commit creates the batch's streams, going round until each create is
-// answered.
+// commit gives the batch's creates their IDs and creates their streams,
+// going round until each create is answered.
 func (q *createQueue) commit(r *Registry, batch []*createCall) {
 	ctx, done := batchContext(batch)
 	defer done()
+	ids := make([]uint64, len(batch))
+	if err := q.ids.take(ctx, r, ids); err != nil {
+		for _, c := range batch {
+			c.finish(Stream{}, false, err)
+		}
+		return
+	}
+	for i, c := range batch {
+		c.s.ID = ids[i]
+	}
 	for len(batch) > 0 {
 		live := batch[:0]
 		for _, c := range batch {
@@ -220,11 +254,10 @@ func (q *createQueue) commit(r *Registry, batch []*createCall) {
 
 // commitOnce tries one transaction and returns the creates still to do.
 func (q *createQueue) commitOnce(ctx context.Context, r *Registry, batch []*createCall) ([]*createCall, error) {
-	cmps := make([]clientv3.Cmp, 0, 2*len(batch)+1)
-	ops := make([]clientv3.Op, 0, 2*len(batch)+1)
-	reads := make([]clientv3.Op, 0, 2*len(batch)+1)
-	for i, c := range batch {
-		c.s.ID = q.lastID + 1 + uint64(i)
+	cmps := make([]clientv3.Cmp, 0, 2*len(batch))
+	ops := make([]clientv3.Op, 0, 2*len(batch))
+	reads := make([]clientv3.Op, 0, 2*len(batch))
+	for _, c := range batch {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0))
 		ops = append(ops, clientv3.OpPut(c.key, string(encodeStream(c.s))))
 		reads = append(reads, clientv3.OpGet(c.key))
@@ -238,33 +271,19 @@ func (q *createQueue) commitOnce(ctx context.Context, r *Registry, batch []*crea
 			reads = append(reads, clientv3.OpGet(c.hkey))
 		}
 	}
-	lastID := q.lastID + uint64(len(batch))
-	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(r.idKey), "=", q.idRev))
-	ops = append(ops, clientv3.OpPut(r.idKey, strconv.FormatUint(lastID, 10)))
-	reads = append(reads, clientv3.OpGet(r.idKey))
 
 	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Else(reads...).Commit()
 	if err != nil {
 		return batch, err
 	}
 	if resp.Succeeded {
-		q.lastID, q.idRev = lastID, resp.Header.Revision
 		for _, c := range batch {
 			c.finish(c.s, true, nil)
 		}
 		return nil, nil
 	}
-	// Something was taken or the counter moved: the reads say what.
+	// Something was taken: the reads say what.
 	rs := resp.Responses
-	if kvs := rs[len(rs)-1].GetResponseRange().Kvs; len(kvs) > 0 {
-		id, err := strconv.ParseUint(string(kvs[0].Value), 10, 64)
-		if err != nil {
-			return batch, fmt.Errorf("%w: id counter %q = %q", ErrCorrupt, r.idKey, kvs[0].Value)
-		}
-		q.lastID, q.idRev = id, kvs[0].ModRevision
-	} else {
-		q.lastID, q.idRev = 0, 0
-	}
 	rest := batch[:0]
 	i := 0
 	for _, c := range batch {

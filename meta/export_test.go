@@ -6,3 +6,6 @@ func SetAllStreamsPageSize(r *Registry, n int) { r.pageSize = n }
 
 // SetMaxTxnOps lets tests make create batches small.
 func SetMaxTxnOps(r *Registry, n int) { r.maxTxnOps = n }
+
+// SetIDBlockSize lets tests use up ID blocks after a few creates.
+func SetIDBlockSize(r *Registry, n uint64) { r.idBlock = n }

@@ -42,8 +42,11 @@ type Stream struct {
 	// with "/"; the full grammar is checked by the caller.
 	Name string `json:"name"`
 	// ID identifies this incarnation of the stream and names its data in
-	// the WAL and object storage. It is unique forever: deleting a stream
-	// and creating one with the same name yields a new, larger ID.
+	// the WAL and object storage. It is unique forever, across nodes and
+	// restarts: deleting a stream and creating one with the same name
+	// yields a new ID. IDs increase create after create on one node (one
+	// Registry), but not across nodes: each takes them from its own block
+	// (idblock.go), so a later create elsewhere may get a smaller one.
 	ID          uint64    `json:"id"`
 	ContentType string    `json:"contentType"`
 	CreatedAt   time.Time `json:"createdAt"`
@@ -118,6 +121,7 @@ type Registry struct {
 	idKey      string // prefix + "counters/stream-id"
 	pageSize   int    // AllStreams page size; bulkPageSize except in tests
 	maxTxnOps  int    // etcd's --max-txn-ops; DefaultMaxTxnOps except in tests
+	idBlock    uint64 // IDs per reservation; idBlockSize except in tests
 	creates    createQueue
 }
 
@@ -138,6 +142,7 @@ func NewRegistry(cli *clientv3.Client, prefix string) *Registry {
 		topicsKey:  prefix + "topics/",
 		idKey:      prefix + "counters/stream-id",
 		pageSize:   bulkPageSize,
+		idBlock:    idBlockSize,
 		maxTxnOps:  DefaultMaxTxnOps,
 	}
 }
@@ -212,17 +217,17 @@ func checkName(name string) error {
 // is a success or a conflict is the caller's business.
 //
 // The registry assigns the ID (s.ID is ignored) and sets Epoch to 1;
-// CreatedAt is set to now unless given. IDs come from a counter key bumped in
-// the same transaction that creates the record, rather than from the key's
-// etcd create revision: revisions are not preserved when etcd data is
-// mirrored to another cluster or restored with a revision bump, while a
-// counter travels with the data.
+// CreatedAt is set to now unless given. IDs come from blocks reserved on a
+// counter key (idblock.go) rather than from the key's etcd create
+// revision: revisions are not preserved when etcd data is mirrored to
+// another cluster or restored with a revision bump, while a counter
+// travels with the data.
 //
 // Concurrent creates are committed together (createbatch.go): one etcd
-// transaction creates many streams and bumps the counter once, so creates
-// of different names do not contend on the counter. Each create is still
-// atomic, is refused alone if its name or topic is taken, and returns only
-// once its transaction is committed.
+// transaction creates many streams, and a few such transactions may be in
+// flight at once. Each create is still atomic, is refused alone if its
+// name or topic is taken, and returns only once its transaction is
+// committed.
 //
 // A non-empty s.KafkaTopic is claimed in the same transaction: if another
 // stream holds that alias, nothing is created and the error wraps
