@@ -21,10 +21,11 @@
 //	                          a name can never escape into another key space,
 //	                          and a key range over P+"streams/"+prefix is
 //	                          exactly "all names starting with prefix".
-//	P + "counters/stream-id"  decimal, the last stream ID handed out. It only
-//	                          ever grows and must never be deleted: stream IDs
-//	                          name object-store paths, so reusing one would
-//	                          alias a deleted stream's data.
+//	P + "counters/stream-id"  decimal, the highest stream ID handed out to
+//	                          any registry's block of IDs (idblock.go). It
+//	                          only ever grows and must never be deleted:
+//	                          stream IDs name object-store paths, so reusing
+//	                          one would alias a deleted stream's data.
 //
 // Cluster membership (node leases), ownership transfers, topic aliases and
 // segment watermarks will be added beside these keys under the same prefix;
