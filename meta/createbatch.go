@@ -2,8 +2,9 @@ package meta
 
 // Group commit of stream creates. One transaction per create made 32
 // clients create ~200 streams/s; here the creates that are waiting when a
-// transaction is sent all go in it, and up to maxCreateTxns such
-// transactions are in flight at once:
+// transaction is sent all go in it, and when more wait than one
+// transaction holds, up to maxCreateTxns such transactions are in flight
+// at once:
 //
 //   - If: every stream key (and topic key) is absent, and every record
 //     that could hold a topic claimed with an index entry is as last seen
@@ -41,11 +42,15 @@ import (
 const DefaultMaxTxnOps = 128
 
 // maxCreateTxns is how many create transactions may be in flight at once.
-// etcd's leader writes the proposals that reach it together with one fsync
-// of its log, so a transaction sent while another waits for its fsync is
-// written with the next one instead of a whole round trip later; a few in
-// flight keep etcd's log busy, and more would only make each batch
-// smaller (they share the same waiting creates) and cost more per create.
+// A transaction beside those in flight is sent only with a full batch
+// (createQueue.startLocked): creates that would not fit the next
+// transaction otherwise wait a whole commit longer, while sending
+// whatever waits at once only splits the same creates into smaller
+// batches, and a transaction's fixed cost (gRPC, raft entry, apply) then
+// falls on fewer creates: with 32 clients, one to four transactions in
+// flight cost 25-30% more node CPU per create than one at a time and were
+// no faster (docs/benchmarks.md). A few full batches in flight keep
+// etcd's log busy; more would mostly queue in etcd.
 const maxCreateTxns = 4
 
 // maxBatchBytes bounds the keys and values of one batch, well below etcd's
@@ -58,6 +63,7 @@ type createCall struct {
 	s         Stream // ID assigned when its batch is taken
 	key, tkey string // tkey "" when no topic is asked for
 	size      int    // bytes of keys and values, an upper bound
+	need      int    // operations per transaction branch: 1 to 3
 
 	// A topic claimed with an index entry (not keylessTopic) also compares
 	// the record at aliasHolder(topic): hkey, as last seen at hrev (0:
@@ -77,6 +83,9 @@ type createQueue struct {
 	mu         sync.Mutex
 	calls      []*createCall
 	committers int
+	// waitOps and waitBytes sum need and size over calls, to tell when a
+	// full batch waits.
+	waitOps, waitBytes int
 	// held is the stream and topic keys of the batches being committed:
 	// no other create of them is sent until that batch is answered.
 	held map[string]bool
@@ -97,18 +106,34 @@ func (q *createQueue) create(ctx context.Context, r *Registry, s Stream) (Stream
 		}
 	}
 	c.size = 2*len(c.key) + 2*len(c.tkey) + len(c.hkey) + len(encodeStream(s)) + 64
+	c.need = 1 // per branch: compares, puts and reads
+	if c.tkey != "" {
+		c.need++
+	}
+	if c.hkey != "" {
+		c.need++
+	}
 	q.mu.Lock()
 	q.calls = append(q.calls, c)
-	if q.committers < maxCreateTxns {
-		q.committers++
-		go q.commitLoop(r)
-	}
+	q.waitOps += c.need
+	q.waitBytes += c.size
+	q.startLocked(r)
 	q.mu.Unlock()
 	select {
 	case <-c.done:
 		return c.out, c.created, c.err
 	case <-ctx.Done():
 		return Stream{}, false, context.Cause(ctx)
+	}
+}
+
+// startLocked starts a committer if none runs, or another one if fewer
+// than maxCreateTxns run and the creates waiting fill a transaction.
+func (q *createQueue) startLocked(r *Registry) {
+	full := q.waitOps >= r.maxTxnOps || q.waitBytes >= maxBatchBytes
+	if q.committers == 0 || (q.committers < maxCreateTxns && full) {
+		q.committers++
+		go q.commitLoop(r)
 	}
 }
 
@@ -123,6 +148,9 @@ func (q *createQueue) commitLoop(r *Registry) {
 			q.committers--
 			q.mu.Unlock()
 			return
+		}
+		if len(q.calls) > 0 {
+			q.startLocked(r) // another full batch may wait
 		}
 		q.mu.Unlock()
 		sent := slices.Clone(batch) // commit reorders batch
@@ -157,14 +185,7 @@ func (q *createQueue) takeLocked(maxOps int) []*createCall {
 			c.finish(Stream{}, false, context.Cause(c.ctx))
 			continue
 		}
-		need := 1 // per branch: compares, puts and reads
-		if c.tkey != "" {
-			need++
-		}
-		if c.hkey != "" {
-			need++
-		}
-		full := len(batch) > 0 && (ops+need > maxOps || bytes+c.size > maxBatchBytes)
+		full := len(batch) > 0 && (ops+c.need > maxOps || bytes+c.size > maxBatchBytes)
 		if full || keys[c.key] || (c.tkey != "" && keys[c.tkey]) {
 			rest = append(rest, c)
 			if full {
@@ -174,7 +195,7 @@ func (q *createQueue) takeLocked(maxOps int) []*createCall {
 			continue
 		}
 		batch = append(batch, c)
-		ops += need
+		ops += c.need
 		bytes += c.size
 		keys[c.key] = true
 		if c.tkey != "" {
@@ -183,6 +204,11 @@ func (q *createQueue) takeLocked(maxOps int) []*createCall {
 	}
 	clear(q.calls[len(rest):])
 	q.calls = rest
+	q.waitOps, q.waitBytes = 0, 0
+	for _, c := range rest {
+		q.waitOps += c.need
+		q.waitBytes += c.size
+	}
 	return batch
 }
 
