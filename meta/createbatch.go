@@ -3,8 +3,8 @@ package meta
 // Group commit of stream creates. One transaction per create made 32
 // clients create ~200 streams/s; here the creates that are waiting when a
 // transaction is sent all go in it, and when more wait than one
-// transaction holds, up to maxCreateTxns such transactions are in flight
-// at once:
+// transaction holds, up to Registry.maxCreateTxns (defaultCreateTxns)
+// such transactions may be in flight at once:
 //
 //   - If: every stream key (and topic key) is absent, and every record
 //     that could hold a topic claimed with an index entry is as last seen
@@ -41,17 +41,18 @@ import (
 // so it works against any etcd left at its defaults.
 const DefaultMaxTxnOps = 128
 
-// maxCreateTxns is how many create transactions may be in flight at once.
-// A transaction beside those in flight is sent only with a full batch
-// (createQueue.startLocked): creates that would not fit the next
-// transaction otherwise wait a whole commit longer, while sending
-// whatever waits at once only splits the same creates into smaller
-// batches, and a transaction's fixed cost (gRPC, raft entry, apply) then
-// falls on fewer creates: with 32 clients, one to four transactions in
-// flight cost 25-30% more node CPU per create than one at a time and were
-// no faster (docs/benchmarks.md). A few full batches in flight keep
-// etcd's log busy; more would mostly queue in etcd.
-const maxCreateTxns = 4
+// defaultCreateTxns is how many create transactions one registry has in
+// flight at once: one, measured (docs/benchmarks.md, 2026-12-02). Sending
+// whatever waits as soon as fewer than four were in flight split the same
+// creates into smaller batches, so a transaction's fixed cost (gRPC, raft
+// entry, apply) fell on fewer creates: 25-30% more node CPU per create
+// with 32 clients, and no faster. Sending a second one only with a full
+// batch (as startLocked does) still cost ~10% more CPU per create with
+// 128 clients and was no faster either, on a CPU-bound 2-core machine
+// with the embedded etcd. Where etcd's commit latency rather than CPU
+// bounds creates (a remote etcd cluster), more may pay; the machinery is
+// kept, and tested with several, for that.
+const defaultCreateTxns = 1
 
 // maxBatchBytes bounds the keys and values of one batch, well below etcd's
 // default 1.5 MiB request limit.
@@ -78,11 +79,12 @@ type createCall struct {
 }
 
 // createQueue holds the creates waiting for a transaction. Committer
-// goroutines, at most maxCreateTxns, run only while creates wait.
+// goroutines, at most Registry.maxCreateTxns, run only while creates wait.
 type createQueue struct {
 	mu         sync.Mutex
 	calls      []*createCall
 	committers int
+	inflight   int // transactions being committed
 	// waitOps and waitBytes sum need and size over calls, to tell when a
 	// full batch waits.
 	waitOps, waitBytes int
@@ -127,28 +129,39 @@ func (q *createQueue) create(ctx context.Context, r *Registry, s Stream) (Stream
 	}
 }
 
+// fullLocked reports whether the creates waiting fill a transaction.
+func (q *createQueue) fullLocked(r *Registry) bool {
+	return q.waitOps >= r.maxTxnOps || q.waitBytes >= maxBatchBytes
+}
+
 // startLocked starts a committer if none runs, or another one if fewer
-// than maxCreateTxns run and the creates waiting fill a transaction.
+// than r.maxCreateTxns run and the creates waiting fill a transaction.
 func (q *createQueue) startLocked(r *Registry) {
-	full := q.waitOps >= r.maxTxnOps || q.waitBytes >= maxBatchBytes
-	if q.committers == 0 || (q.committers < maxCreateTxns && full) {
+	if q.committers == 0 || (q.committers < r.maxCreateTxns && q.fullLocked(r)) {
 		q.committers++
 		go q.commitLoop(r)
 	}
 }
 
-// commitLoop commits batches until no create it may send waits. Creates
-// left waiting for a held key are taken by the committer of the batch
-// holding it, which comes back here once that batch is answered.
+// commitLoop commits batches until no create it may send waits. While
+// other transactions are in flight it sends only a full batch: the
+// creates waiting otherwise go with the next one sent when those finish
+// (the last committer to finish takes whatever waits, so none is left
+// behind). Creates waiting for a held key are taken in the same way once
+// the batch holding it is answered.
 func (q *createQueue) commitLoop(r *Registry) {
 	for {
 		q.mu.Lock()
-		batch := q.takeLocked(r.maxTxnOps)
+		var batch []*createCall
+		if q.inflight == 0 || q.fullLocked(r) {
+			batch = q.takeLocked(r.maxTxnOps)
+		}
 		if len(batch) == 0 {
 			q.committers--
 			q.mu.Unlock()
 			return
 		}
+		q.inflight++
 		if len(q.calls) > 0 {
 			q.startLocked(r) // another full batch may wait
 		}
@@ -156,6 +169,7 @@ func (q *createQueue) commitLoop(r *Registry) {
 		sent := slices.Clone(batch) // commit reorders batch
 		q.commit(r, batch)
 		q.mu.Lock()
+		q.inflight--
 		for _, c := range sent {
 			delete(q.held, c.key)
 			delete(q.held, c.tkey)

@@ -56,11 +56,23 @@ func TestConcurrentCreatesShareTransactions(t *testing.T) {
 
 // TestBatchedCreateConflictsFailAlone: in one burst of creates, the ones
 // that meet an existing stream, a taken topic or each other are answered
-// as a lone create would be, and the others are created.
+// as a lone create would be, and the others are created; with one
+// transaction in flight at a time and with four.
 func TestBatchedCreateConflictsFailAlone(t *testing.T) {
 	t.Parallel()
+	for _, txns := range []int{1, 4} {
+		t.Run(fmt.Sprintf("%d in flight", txns), func(t *testing.T) {
+			t.Parallel()
+			testBatchedCreateConflictsFailAlone(t, txns)
+		})
+	}
+}
+
+func testBatchedCreateConflictsFailAlone(t *testing.T, txns int) {
 	ctx := testCtx(t)
 	reg, _ := newRegistry(t)
+	meta.SetMaxCreateTxns(reg, txns)
+	meta.SetMaxTxnOps(reg, 16) // several batches, in flight together when txns > 1
 	existing := mustCreate(t, reg, meta.Stream{Name: "/taken", ContentType: "text/plain"})
 	mustCreate(t, reg, meta.Stream{Name: "/holder", KafkaTopic: "hot"})
 

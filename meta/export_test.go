@@ -9,3 +9,6 @@ func SetMaxTxnOps(r *Registry, n int) { r.maxTxnOps = n }
 
 // SetIDBlockSize lets tests use up ID blocks after a few creates.
 func SetIDBlockSize(r *Registry, n uint64) { r.idBlock = n }
+
+// SetMaxCreateTxns lets tests have several create transactions in flight.
+func SetMaxCreateTxns(r *Registry, n int) { r.maxCreateTxns = n }

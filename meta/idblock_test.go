@@ -99,8 +99,8 @@ func checkOneCreatePerName(t *testing.T, ctx context.Context, reg *meta.Registry
 
 // TestTwoRegistriesCreateConcurrently: two registries on one etcd (two
 // nodes) create at once, with blocks of 8 IDs so that they reserve block
-// after block against each other and small batches so that many of their
-// transactions are in flight together. Some creates collide on names
+// after block against each other, and small batches, four in flight on
+// each, so that many of their transactions are in flight together. Some creates collide on names
 // (both create /n/i), on topics (/ta/i and /tb/i claim t.i) and on a
 // topic's alias holder (/h/i holds h.i without an index entry, /hx/i
 // claims it). Every created stream has its own ID, every name is created
@@ -114,6 +114,7 @@ func TestTwoRegistriesCreateConcurrently(t *testing.T) {
 	for _, r := range regs {
 		meta.SetIDBlockSize(r, 8)
 		meta.SetMaxTxnOps(r, 16)
+		meta.SetMaxCreateTxns(r, 4)
 	}
 	const names, topics = 150, 40
 	reqs := make([][]meta.Stream, 2)
@@ -162,7 +163,8 @@ func TestTwoRegistriesCreateConcurrently(t *testing.T) {
 }
 
 // TestCollidingCreatesInOverlappingTransactions: every create is its own
-// transaction (max-txn-ops 1) and eight creates of each name (four on each
+// transaction (max-txn-ops 1), four may be in flight on each registry,
+// and eight creates of each name (four on each
 // of two registries) are sent at once, so transactions in flight together
 // create the same name: one create per name wins, the other seven get its
 // stream.
@@ -174,6 +176,7 @@ func TestCollidingCreatesInOverlappingTransactions(t *testing.T) {
 	regs := []*meta.Registry{regA, regB}
 	for _, r := range regs {
 		meta.SetMaxTxnOps(r, 1)
+		meta.SetMaxCreateTxns(r, 4)
 	}
 	reqs := make([][]meta.Stream, 2)
 	for i := range 40 {

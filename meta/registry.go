@@ -122,7 +122,10 @@ type Registry struct {
 	pageSize   int    // AllStreams page size; bulkPageSize except in tests
 	maxTxnOps  int    // etcd's --max-txn-ops; DefaultMaxTxnOps except in tests
 	idBlock    uint64 // IDs per reservation; idBlockSize except in tests
-	creates    createQueue
+	// maxCreateTxns bounds the create transactions in flight at once;
+	// defaultCreateTxns except in tests.
+	maxCreateTxns int
+	creates       createQueue
 }
 
 // NewRegistry returns a registry keeping all its keys under prefix (default
@@ -136,14 +139,15 @@ func NewRegistry(cli *clientv3.Client, prefix string) *Registry {
 		prefix += "/"
 	}
 	return &Registry{
-		cli:        cli,
-		prefix:     prefix,
-		streamsKey: prefix + "streams/",
-		topicsKey:  prefix + "topics/",
-		idKey:      prefix + "counters/stream-id",
-		pageSize:   bulkPageSize,
-		idBlock:    idBlockSize,
-		maxTxnOps:  DefaultMaxTxnOps,
+		cli:           cli,
+		prefix:        prefix,
+		streamsKey:    prefix + "streams/",
+		topicsKey:     prefix + "topics/",
+		idKey:         prefix + "counters/stream-id",
+		pageSize:      bulkPageSize,
+		idBlock:       idBlockSize,
+		maxCreateTxns: defaultCreateTxns,
+		maxTxnOps:     DefaultMaxTxnOps,
 	}
 }
 
@@ -224,8 +228,8 @@ func checkName(name string) error {
 // travels with the data.
 //
 // Concurrent creates are committed together (createbatch.go): one etcd
-// transaction creates many streams, and a few such transactions may be in
-// flight at once. Each create is still atomic, is refused alone if its
+// transaction creates many streams (and, if configured so, a few such
+// transactions may be in flight at once). Each create is still atomic, is refused alone if its
 // name or topic is taken, and returns only once its transaction is
 // committed.
 //
