@@ -149,6 +149,17 @@ func startEmbeddedOnce(ctx context.Context, cfg EmbedConfig) (*Embedded, error) 
 	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
 	ec.LogLevel = "error"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newEtcdZapLogger(cfg.Logger, closing))
+	if !forwardsEtcdWarnings(cfg.Logger) {
+		// etcd formats every request slower than these thresholds (300 ms
+		// to serve, 100 ms to apply) into a text warning before asking the
+		// logger whether it wants warnings, and the bridge drops them.
+		// On a loaded machine many creates and registry scans are that
+		// slow: formatting 60-create transactions nobody reads took 7.5%
+		// of the node's CPU while streams were created (profile in
+		// docs/benchmarks.md), which made the next ones slower still.
+		ec.WarningUnaryRequestDuration = etcdNeverWarn
+		ec.WarningApplyDuration = etcdNeverWarn
+	}
 	// Every registry update leaves an old revision behind; without compaction
 	// the single node's bbolt file only grows. Ten minutes of history is far
 	// more than any paged read here needs to finish (AllStreams starts over

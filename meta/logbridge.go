@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -39,6 +40,15 @@ func newEtcdZapLogger(l *slog.Logger, closing *atomic.Bool) *zap.Logger {
 		debug:   h.Enabled(context.Background(), slog.LevelDebug),
 		closing: closing,
 	})
+}
+
+// etcdNeverWarn is a slow-request warning threshold no request reaches.
+const etcdNeverWarn = 24 * time.Hour
+
+// forwardsEtcdWarnings reports whether etcd's warnings reach l (only when
+// l takes debug records, as newEtcdZapLogger forwards).
+func forwardsEtcdWarnings(l *slog.Logger) bool {
+	return l != nil && l.Handler().Enabled(context.Background(), slog.LevelDebug)
 }
 
 func (c *slogCore) Enabled(l zapcore.Level) bool {
