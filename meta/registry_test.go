@@ -550,6 +550,49 @@ func TestAllStreamsPagesThroughEverything(t *testing.T) {
 	}
 }
 
+// countingKV counts the Get requests sent through it.
+type countingKV struct {
+	clientv3.KV
+	gets atomic.Int64
+}
+
+func (k *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	k.gets.Add(1)
+	return k.KV.Get(ctx, key, opts...)
+}
+
+// TestAllStreamsPagesGrow: each page of a registry scan is twice the one
+// before, up to eight times the first, so a large registry is read in a
+// few requests rather than n/p, each of which etcd pays for with a visit
+// of every key to the end of the range.
+func TestAllStreamsPagesGrow(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	reg, cli := newRegistry(t)
+	a, ab, b := listingFixture(t, reg)
+	want := slices.Concat(a, ab, b) // 25 streams
+	kv := &countingKV{KV: cli.KV}
+	cli.KV = kv
+	for _, tc := range []struct{ page, gets int }{
+		{page: 4, gets: 3},   // 4 + 8 + 16
+		{page: 1, gets: 6},   // 1 + 2 + 4 + 8 + 8 + 8: pages stop growing at 8× the first
+		{page: 100, gets: 1}, // one page holds them all
+	} {
+		meta.SetAllStreamsPageSize(reg, tc.page)
+		kv.gets.Store(0)
+		all, err := reg.AllStreams(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(names(all), want) {
+			t.Fatalf("page %d: AllStreams = %v, want %v", tc.page, names(all), want)
+		}
+		if got := kv.gets.Load(); got != int64(tc.gets) {
+			t.Errorf("page %d: AllStreams sent %d requests, want %d", tc.page, got, tc.gets)
+		}
+	}
+}
+
 func TestAllStreamsOfEmptyRegistry(t *testing.T) {
 	t.Parallel()
 	reg, _ := newRegistry(t)
