@@ -108,14 +108,11 @@ func checkOneCreatePerName(t *testing.T, ctx context.Context, reg *meta.Registry
 func TestTwoRegistriesCreateConcurrently(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	regA, cli := newRegistry(t)
-	regB := meta.NewRegistry(cli, testPrefix)
-	regs := []*meta.Registry{regA, regB}
+	regs := twoRegistries(t, 16, 4)
 	for _, r := range regs {
 		meta.SetIDBlockSize(r, 8)
-		meta.SetMaxTxnOps(r, 16)
-		meta.SetMaxCreateTxns(r, 4)
 	}
+	regA, regB := regs[0], regs[1]
 	const names, topics = 150, 40
 	reqs := make([][]meta.Stream, 2)
 	for i := range names {
@@ -171,13 +168,7 @@ func TestTwoRegistriesCreateConcurrently(t *testing.T) {
 func TestCollidingCreatesInOverlappingTransactions(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	regA, cli := newRegistry(t)
-	regB := meta.NewRegistry(cli, testPrefix)
-	regs := []*meta.Registry{regA, regB}
-	for _, r := range regs {
-		meta.SetMaxTxnOps(r, 1)
-		meta.SetMaxCreateTxns(r, 4)
-	}
+	regs := twoRegistries(t, 1, 4)
 	reqs := make([][]meta.Stream, 2)
 	for i := range 40 {
 		for r := range regs {
@@ -193,7 +184,7 @@ func TestCollidingCreatesInOverlappingTransactions(t *testing.T) {
 		}
 	}
 	checkIDsUnique(t, out, make(map[uint64]string))
-	checkOneCreatePerName(t, ctx, regB, out)
+	checkOneCreatePerName(t, ctx, regs[1], out)
 }
 
 // TestRestartedRegistryNeverReusesIDs: a registry started on the same etcd
@@ -255,4 +246,18 @@ func TestRestartedRegistryNeverReusesIDs(t *testing.T) {
 			maxOld = max(maxOld, id)
 		}
 	}
+}
+
+// twoRegistries returns two registries on one etcd (two nodes), each
+// batching at most maxOps operations per create transaction with up to
+// txns of them in flight.
+func twoRegistries(t *testing.T, maxOps, txns int) []*meta.Registry {
+	t.Helper()
+	regA, cli := newRegistry(t)
+	regs := []*meta.Registry{regA, meta.NewRegistry(cli, testPrefix)}
+	for _, r := range regs {
+		meta.SetMaxTxnOps(r, maxOps)
+		meta.SetMaxCreateTxns(r, txns)
+	}
+	return regs
 }
