@@ -37,7 +37,7 @@ func newEtcdZapLogger(l *slog.Logger, closing *atomic.Bool) *zap.Logger {
 	h := l.With(slog.String("component", "etcd")).Handler()
 	return zap.New(&slogCore{
 		h:       h,
-		debug:   h.Enabled(context.Background(), slog.LevelDebug),
+		debug:   forwardsEtcdWarnings(l),
 		closing: closing,
 	})
 }
@@ -45,8 +45,9 @@ func newEtcdZapLogger(l *slog.Logger, closing *atomic.Bool) *zap.Logger {
 // etcdNeverWarn is a slow-request warning threshold no request reaches.
 const etcdNeverWarn = 24 * time.Hour
 
-// forwardsEtcdWarnings reports whether etcd's warnings reach l (only when
-// l takes debug records, as newEtcdZapLogger forwards).
+// forwardsEtcdWarnings reports whether the bridge forwards etcd's levels
+// below error (its warnings among them) to l: only when l takes debug
+// records.
 func forwardsEtcdWarnings(l *slog.Logger) bool {
 	return l != nil && l.Handler().Enabled(context.Background(), slog.LevelDebug)
 }
