@@ -197,6 +197,7 @@ func (q *createQueue) takeLocked(maxOps int) []*createCall {
 	for i, c := range q.calls {
 		if err := c.ctx.Err(); err != nil {
 			c.finish(Stream{}, false, context.Cause(c.ctx))
+			q.waitOps, q.waitBytes = q.waitOps-c.need, q.waitBytes-c.size
 			continue
 		}
 		full := len(batch) > 0 && (ops+c.need > maxOps || bytes+c.size > maxBatchBytes)
@@ -211,6 +212,7 @@ func (q *createQueue) takeLocked(maxOps int) []*createCall {
 		batch = append(batch, c)
 		ops += c.need
 		bytes += c.size
+		q.waitOps, q.waitBytes = q.waitOps-c.need, q.waitBytes-c.size
 		keys[c.key] = true
 		if c.tkey != "" {
 			keys[c.tkey] = true
@@ -218,11 +220,6 @@ func (q *createQueue) takeLocked(maxOps int) []*createCall {
 	}
 	clear(q.calls[len(rest):])
 	q.calls = rest
-	q.waitOps, q.waitBytes = 0, 0
-	for _, c := range rest {
-		q.waitOps += c.need
-		q.waitBytes += c.size
-	}
 	return batch
 }
 
