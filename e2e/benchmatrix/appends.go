@@ -229,8 +229,8 @@ func (m *matrix) httpRows(ctx context.Context, run int) error {
 					m.res.Add(cpuRow, run, benchreport.SidePico, cpuPerOp(cpu1-cpu0, r, m.cfg), nil)
 				}
 			}
-			if c == 64 && size == 100 {
-				m.ceilingRow(ctx, run, r, err)
+			if size == 100 {
+				m.ceilingRow(ctx, run, c, r, err)
 			}
 			if nats == nil {
 				continue

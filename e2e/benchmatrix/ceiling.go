@@ -117,11 +117,11 @@ func serveNoop(c net.Conn) {
 	}
 }
 
-// ceilingRow: the 64-client, 100 B single-record load of httpRows against
+// ceilingRow: httpRows' single-record load of c clients, 100 B, against
 // the no-op server, next to PicoMQ's rate of the same point in this run.
-func (m *matrix) ceilingRow(ctx context.Context, run int, pico loadResult, picoErr error) {
-	id := m.row(benchreport.Row{ID: "http-ceiling-c64-s100",
-		What: "single-record HTTP appends, 64 clients, 100 B: PicoMQ (the row above) next to the same load generator against a no-op HTTP/1.1 server",
+func (m *matrix) ceilingRow(ctx context.Context, run, c int, pico loadResult, picoErr error) {
+	id := m.row(benchreport.Row{ID: fmt.Sprintf("http-ceiling-c%d-s100", c),
+		What: fmt.Sprintf("single-record HTTP appends, %s, 100 B: PicoMQ (as above) next to the same load generator against a no-op HTTP/1.1 server", clients(c)),
 		Unit: "appends/s", Peer: "no-op server (the load generator's own ceiling on this machine)"})
 	s, err := startNoopServer()
 	if err != nil {
@@ -129,7 +129,7 @@ func (m *matrix) ceilingRow(ctx context.Context, run int, pico loadResult, picoE
 		return
 	}
 	defer s.stop()
-	r, err := m.picoBench(ctx, s.url(), "pico", fmt.Sprintf("/mb/r%d/ceiling", run), 64, 100, "--metrics", "off")
+	r, err := m.picoBench(ctx, s.url(), "pico", fmt.Sprintf("/mb/r%d/ceiling-c%d", run, c), c, 100, "--metrics", "off")
 	if err != nil {
 		m.fail(id+" no-op server", err)
 		return

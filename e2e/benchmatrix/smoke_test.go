@@ -43,7 +43,7 @@ func TestMatrixSmoke(t *testing.T) {
 	for _, s := range res.Samples {
 		got[s.Row+"/"+s.Side] = s
 	}
-	for _, want := range []string{"wal-c1/pico", "wal-c1/peer", "wal-c64/pico", "http-c1-s100/pico", "http-c64-s1024/pico", "http-ceiling-c64-s100/peer", "cpu-append/pico", "rss-after-appends/pico",
+	for _, want := range []string{"wal-c1/pico", "wal-c1/peer", "wal-c64/pico", "http-c1-s100/pico", "http-c64-s1024/pico", "http-ceiling-c1-s100/peer", "http-ceiling-c64-s100/peer", "cpu-append/pico", "rss-after-appends/pico",
 		"catchup/pico", "tail-p50/pico", "tail-p99/pico", "create-c32/pico", "create-c32/peer", "rss-idle/pico", "rss-idle/peer", "etcd-per-stream/pico", "restart/pico", "restart/peer"} {
 		s, ok := got[want]
 		if !ok || s.Value <= 0 {
