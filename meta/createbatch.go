@@ -10,7 +10,8 @@ package meta
 //     that could hold a topic claimed with an index entry is as last seen
 //     (registry.go, topicKey);
 //   - Then: put every record and topic index entry;
-//   - Else: read all of them back.
+//
+// and when it fails, one read-only transaction reads all of them back.
 //
 // IDs come from the registry's block (idblock.go), so transactions do not
 // share a key that each of them changes: two in flight cannot fail each
@@ -18,7 +19,7 @@ package meta
 // topic, and a create of a name or topic that a batch in flight holds
 // waits for that batch (it then finds the first one's stream).
 //
-// A failed transaction tells, from the Else reads, which creates met an
+// After a failed transaction those reads tell which creates met an
 // existing stream (answered with it, created=false) or a taken topic
 // (ErrTopicTaken); those leave the batch alone, and the rest go round
 // again with the IDs they were given. Nothing is acknowledged before the
@@ -362,23 +363,19 @@ func (q *createQueue) commit(r *Registry, batch []*createCall) {
 func (q *createQueue) commitOnce(ctx context.Context, r *Registry, batch []*createCall) ([]*createCall, error) {
 	cmps := make([]clientv3.Cmp, 0, 2*len(batch))
 	ops := make([]clientv3.Op, 0, 2*len(batch))
-	reads := make([]clientv3.Op, 0, 2*len(batch))
 	for _, c := range batch {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0))
 		ops = append(ops, clientv3.OpPut(c.key, string(encodeStream(c.s))))
-		reads = append(reads, clientv3.OpGet(c.key))
 		if c.tkey != "" {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.tkey), "=", 0))
-			reads = append(reads, clientv3.OpGet(c.tkey))
 		}
 		if c.hkey != "" {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.hkey), "=", c.hrev))
 			ops = append(ops, clientv3.OpPut(c.tkey, r.topicValue(c.s)))
-			reads = append(reads, clientv3.OpGet(c.hkey))
 		}
 	}
 
-	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Else(reads...).Commit()
+	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return batch, err
 	}
@@ -388,8 +385,27 @@ func (q *createQueue) commitOnce(ctx context.Context, r *Registry, batch []*crea
 		}
 		return nil, nil
 	}
-	// Something was taken: the reads say what.
-	rs := resp.Responses
+	// Something was taken: read what, all at one revision. The reads
+	// are not part of the failed transaction (an Else branch would put
+	// them in every create transaction's raft entry, and etcd would
+	// decode them on every apply, for the rare conflict): what they find
+	// is what holds now, and a create whose key or topic was freed in
+	// between goes round again.
+	reads := make([]clientv3.Op, 0, 2*len(batch))
+	for _, c := range batch {
+		reads = append(reads, clientv3.OpGet(c.key))
+		if c.tkey != "" {
+			reads = append(reads, clientv3.OpGet(c.tkey))
+		}
+		if c.hkey != "" {
+			reads = append(reads, clientv3.OpGet(c.hkey))
+		}
+	}
+	got, err := r.cli.Txn(ctx).Then(reads...).Commit()
+	if err != nil {
+		return batch, err
+	}
+	rs := got.Responses
 	rest := batch[:0]
 	i := 0
 	for _, c := range batch {
