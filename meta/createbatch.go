@@ -375,7 +375,7 @@ func (q *createQueue) commitOnce(ctx context.Context, r *Registry, batch []*crea
 		}
 	}
 
-	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	resp, err := r.txnKV.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return batch, err
 	}
@@ -401,7 +401,7 @@ func (q *createQueue) commitOnce(ctx context.Context, r *Registry, batch []*crea
 			reads = append(reads, clientv3.OpGet(c.hkey))
 		}
 	}
-	got, err := r.cli.Txn(ctx).Then(reads...).Commit()
+	got, err := r.txnKV.Txn(ctx).Then(reads...).Commit()
 	if err != nil {
 		return batch, err
 	}

@@ -33,6 +33,33 @@ func BenchmarkCreateOnTwoNodes(b *testing.B) {
 		b.Cleanup(func() { _ = cli.Close() })
 		regs = append(regs, meta.NewRegistry(cli, "/bench/"))
 	}
+	benchCreates(b, regs)
+}
+
+// BenchmarkCreateOneNode: one registry creates b.N streams from 32
+// goroutines, its create transactions sent over gRPC (an external etcd's
+// way) or in-process (Embedded.KV, a node with the embedded etcd). Reports
+// creates per second and the process's CPU (registry and etcd) per create;
+// the embedded etcd does not fsync (metatest).
+func BenchmarkCreateOneNode(b *testing.B) {
+	for _, inProcess := range []bool{false, true} {
+		b.Run(map[bool]string{false: "grpc", true: "in-process"}[inProcess], func(b *testing.B) {
+			e, cli := metatest.StartEmbedded(b)
+			reg := meta.NewRegistry(cli, "/bench/")
+			if inProcess {
+				reg.UseKV(e.KV())
+			}
+			benchCreates(b, []*meta.Registry{reg})
+		})
+	}
+}
+
+// benchCreates creates b.N streams with derived topic aliases (as HTTP
+// creates have) from 32 goroutines per registry and reports creates per
+// second and CPU per create.
+func benchCreates(b *testing.B, regs []*meta.Registry) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	cpu0 := processCPU()

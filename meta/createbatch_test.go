@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metatest"
 )
 
 // TestConcurrentCreatesShareTransactions: many concurrent creates of
@@ -60,17 +61,24 @@ func TestConcurrentCreatesShareTransactions(t *testing.T) {
 // transaction in flight at a time and with four.
 func TestBatchedCreateConflictsFailAlone(t *testing.T) {
 	t.Parallel()
-	for _, txns := range []int{1, 4} {
-		t.Run(fmt.Sprintf("%d in flight", txns), func(t *testing.T) {
+	for _, v := range []struct {
+		txns      int
+		inProcess bool
+	}{{1, false}, {4, false}, {1, true}} {
+		t.Run(fmt.Sprintf("%d in flight, in-process %v", v.txns, v.inProcess), func(t *testing.T) {
 			t.Parallel()
-			testBatchedCreateConflictsFailAlone(t, txns)
+			testBatchedCreateConflictsFailAlone(t, v.txns, v.inProcess)
 		})
 	}
 }
 
-func testBatchedCreateConflictsFailAlone(t *testing.T, txns int) {
+func testBatchedCreateConflictsFailAlone(t *testing.T, txns int, inProcess bool) {
 	ctx := testCtx(t)
-	reg, _ := newRegistry(t)
+	e, cli := metatest.StartEmbedded(t)
+	reg := meta.NewRegistry(cli, testPrefix)
+	if inProcess {
+		reg.UseKV(e.KV())
+	}
 	meta.SetMaxCreateTxns(reg, txns)
 	meta.SetMaxTxnOps(reg, 16) // several batches, in flight together when txns > 1
 	existing := mustCreate(t, reg, meta.Stream{Name: "/taken", ContentType: "text/plain"})

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metatest"
 )
 
 type createOutcome struct {
@@ -250,11 +251,13 @@ func TestRestartedRegistryNeverReusesIDs(t *testing.T) {
 
 // twoRegistries returns two registries on one etcd (two nodes), each
 // batching at most maxOps operations per create transaction with up to
-// txns of them in flight.
+// txns of them in flight. The second sends its create transactions
+// in-process (Embedded.KV), as a node with the embedded etcd does.
 func twoRegistries(t *testing.T, maxOps, txns int) []*meta.Registry {
 	t.Helper()
-	regA, cli := newRegistry(t)
-	regs := []*meta.Registry{regA, meta.NewRegistry(cli, testPrefix)}
+	e, cli := metatest.StartEmbedded(t)
+	regs := []*meta.Registry{meta.NewRegistry(cli, testPrefix), meta.NewRegistry(cli, testPrefix)}
+	regs[1].UseKV(e.KV())
 	for _, r := range regs {
 		meta.SetMaxTxnOps(r, maxOps)
 		meta.SetMaxCreateTxns(r, txns)

@@ -123,6 +123,7 @@ type StreamFork struct {
 // than overwrite each other.
 type Registry struct {
 	cli        *clientv3.Client
+	txnKV      clientv3.KV // create transactions: cli, or UseKV's
 	prefix     string
 	streamsKey string // prefix + "streams/"
 	topicsKey  string // prefix + "topics/": Kafka topic alias -> stream
@@ -148,6 +149,7 @@ func NewRegistry(cli *clientv3.Client, prefix string) *Registry {
 	}
 	return &Registry{
 		cli:           cli,
+		txnKV:         cli,
 		prefix:        prefix,
 		streamsKey:    prefix + "streams/",
 		topicsKey:     prefix + "topics/",
@@ -158,6 +160,11 @@ func NewRegistry(cli *clientv3.Client, prefix string) *Registry {
 		maxTxnOps:     DefaultMaxTxnOps,
 	}
 }
+
+// UseKV makes the registry send its create transactions through kv, the
+// same etcd as its client's (Embedded.KV: in-process, without gRPC). Call
+// it before the first create.
+func (r *Registry) UseKV(kv clientv3.KV) { r.txnKV = kv }
 
 // Prefix returns the normalised key prefix.
 func (r *Registry) Prefix() string { return r.prefix }

@@ -258,6 +258,9 @@ func (n *Node) connectEtcd(ctx context.Context) (err error) {
 	}
 	n.onClose("etcd client", func(context.Context) error { _ = n.etcd.Close(); return nil })
 	n.reg = meta.NewRegistry(n.etcd, registryPrefix)
+	if n.embed != nil {
+		n.reg.UseKV(n.embed.KV()) // creates without gRPC (docs/benchmarks.md)
+	}
 	return nil
 }
 
