@@ -71,6 +71,9 @@ type Config struct {
 	ReadHeaderTimeout      time.Duration
 	BodyTimeout            time.Duration
 	IdleTimeout            time.Duration
+	// HTTPFastPath serves simple HTTP/1.1 requests (appends) on the
+	// node's own connection loop (api/h1lane) instead of net/http.
+	HTTPFastPath bool
 
 	// PprofAddr is the loopback debug listener serving Go's runtime
 	// profiles (node/pprof.go); empty = off.
@@ -200,6 +203,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a client has to send its request headers (and TLS handshake)")
 	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", defaultBodyTimeout, "time a client has to send a request body")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", defaultIdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.BoolVar(&cfg.HTTPFastPath, "http-fast-path", true, "serve simple HTTP/1.1 requests (appends) on a lighter loop than net/http; cleartext only")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "loopback host:port serving Go profiles under /debug/pprof/ (empty = off)")
 
 	if err := fs.Parse(args); err != nil {

@@ -28,6 +28,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/api/ds"
+	"github.com/PicoMQ/picomq/api/h1lane"
 	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/api/pico"
 	"github.com/PicoMQ/picomq/auth"
@@ -54,6 +55,7 @@ type Node struct {
 	svc     *stream.Service
 	ln      net.Listener
 	server  *http.Server
+	lane    *h1lane.Server // nil when --http-fast-path is off or under TLS
 	lock    *dataDirLock
 	served  chan error
 
@@ -404,8 +406,16 @@ func (n *Node) serveHTTP(context.Context) error {
 
 	n.metrics.MustRegister(n.connRefused)
 	n.ln = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"))
+	// net/http serves what it accepts from serverLn: with the fast path,
+	// only the connections the lane hands off (docs/configuration.md).
+	serverLn := n.ln
+	if cfg.HTTPFastPath && n.tlsCfg == nil {
+		n.lane = h1lane.New(h1lane.Config{Handler: handler, MaxHeaderBytes: cfg.MaxHeaderBytes,
+			ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout, Logger: log})
+		serverLn = n.lane.HandOff()
+	}
 	if n.tlsCfg == nil {
-		n.ln = httpx.JSONErrorListener(n.ln) // net/http's own 400/431 answers as JSON errors
+		serverLn = httpx.JSONErrorListener(serverLn) // net/http's own 400/431 answers as JSON errors
 	}
 	h2c := cfg.H2C.On(isLoopbackAddr(cfg.HTTPAddr))
 	protocols := new(http.Protocols)
@@ -427,11 +437,24 @@ func (n *Node) serveHTTP(context.Context) error {
 	}
 	logSecurity(log, cfg, h2c && n.tlsCfg == nil)
 	go func() {
-		if n.tlsCfg != nil {
-			n.served <- n.server.ServeTLS(n.ln, "", "")
-			return
+		switch {
+		case n.tlsCfg != nil:
+			n.served <- n.server.ServeTLS(serverLn, "", "")
+		case n.lane != nil:
+			go func() {
+				// The lane's listener closes only when the lane stops, after
+				// which this result is of no interest.
+				if err := n.server.Serve(serverLn); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+					select {
+					case n.served <- err:
+					default:
+					}
+				}
+			}()
+			n.served <- n.lane.Serve(n.ln)
+		default:
+			n.served <- n.server.Serve(serverLn)
 		}
-		n.served <- n.server.Serve(n.ln)
 	}()
 	n.onClose("http server", n.closeHTTP)
 	return nil
@@ -441,12 +464,18 @@ func (n *Node) serveHTTP(context.Context) error {
 // (so appends finish and are acknowledged); long-polls are cut by the
 // context deadline, after which the rest is closed.
 func (n *Node) closeHTTP(ctx context.Context) error {
+	laneDone := make(chan error, 1)
+	if n.lane != nil {
+		go func() { laneDone <- n.lane.Shutdown(ctx) }() // closes idle lane connections, waits for the busy ones
+	} else {
+		laneDone <- nil
+	}
 	err := n.server.Shutdown(ctx)
 	if err != nil {
 		n.log.Warn("in-flight requests did not finish in time; closing", "err", err)
 		_ = n.server.Close()
 	}
-	return err
+	return errors.Join(err, <-laneDone)
 }
 
 // rootRoutes serves the node's own paths (exact matches) and hands every
