@@ -130,6 +130,13 @@ func (s *Server) track(c *conn, idle bool) bool {
 	return true
 }
 
+// numConns is how many connections the lane serves (tests).
+func (s *Server) numConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
@@ -369,8 +376,8 @@ func (c *conn) serveRequest() bool {
 
 	// What the handler left of the body decides whether the connection
 	// can carry another request: a short rest is discarded.
-	if c.body.err != nil || c.body.n > maxDrain {
-		w.closeAfter = true
+	if c.body.err != nil || c.body.n > maxDrain || c.s.closing.Load() {
+		w.closeAfter = true // closing: the last response says so
 	}
 	w.finish()
 	if !w.closeAfter && c.body.n > 0 {

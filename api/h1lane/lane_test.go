@@ -1,0 +1,455 @@
+package h1lane
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PicoMQ/picomq/api/httpx"
+)
+
+// testHandler answers the paths the tests use. Each response says
+// whether the lane served it (net/http puts its server in the context,
+// the lane does not).
+type testHandler struct {
+	entered chan struct{} // /block and /poll: the handler runs
+	release chan struct{} // /block and /poll: let it finish
+	bodyErr chan error    // /echo: the body's read error
+}
+
+func newTestHandler() *testHandler {
+	return &testHandler{entered: make(chan struct{}, 16), release: make(chan struct{}), bodyErr: make(chan error, 16)}
+}
+
+func (h *testHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Context().Value(http.ServerContextKey) == nil {
+		w.Header().Set("Lane", "1")
+	}
+	switch r.URL.Path {
+	case "/block", "/poll":
+		select {
+		case h.entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-h.release:
+		case <-time.After(20 * time.Second):
+		}
+		fallthrough
+	case "/echo":
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			select {
+			case h.bodyErr <- err:
+			default:
+			}
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "%s %s %q", r.Method, r.URL.RequestURI(), b)
+	case "/big":
+		_, _ = io.ReadAll(r.Body)
+		for i := 0; i < 10; i++ {
+			_, _ = w.Write(bytes.Repeat([]byte{'a' + byte(i)}, 1024))
+		}
+	case "/declared":
+		_, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Length", "10240")
+		_, _ = w.Write(bytes.Repeat([]byte{'d'}, 10240))
+	case "/sse":
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 3; i++ {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				return
+			}
+		}
+	case "/nocontent":
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+type rig struct {
+	addr string
+	lane *Server // nil: plain net/http
+	srv  *http.Server
+}
+
+const testMaxHeaderBytes = 1 << 10
+
+// startRig serves h on loopback as the node does: with the lane in front
+// of net/http (lane true) or net/http alone, both behind the JSON error
+// listener, h2c on.
+func startRig(t testing.TB, h http.Handler, lane bool, timeouts time.Duration) *rig {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	rg := &rig{addr: ln.Addr().String(), srv: &http.Server{Handler: h, Protocols: protocols,
+		MaxHeaderBytes: testMaxHeaderBytes, ReadHeaderTimeout: timeouts, IdleTimeout: timeouts}}
+	srvLn := ln
+	if lane {
+		rg.lane = New(Config{Handler: h, MaxHeaderBytes: testMaxHeaderBytes, ReadHeaderTimeout: timeouts, IdleTimeout: timeouts})
+		srvLn = rg.lane.HandOff()
+		go func() { _ = rg.lane.Serve(ln) }()
+	}
+	go func() { _ = rg.srv.Serve(httpx.JSONErrorListener(srvLn)) }()
+	t.Cleanup(func() { rg.shutdown(context.Background()) })
+	return rg
+}
+
+func (rg *rig) shutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	laneErr := make(chan error, 1)
+	go func() {
+		if rg.lane != nil {
+			laneErr <- rg.lane.Shutdown(ctx)
+			return
+		}
+		laneErr <- nil
+	}()
+	return errors.Join(rg.srv.Shutdown(ctx), <-laneErr)
+}
+
+func dial(t testing.TB, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+func post(path, body string, extra ...string) string {
+	return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Length: " + fmt.Sprint(len(body)) + "\r\n" +
+		strings.Join(append(extra, ""), "\r\n") + "\r\n" + body
+}
+
+// readResp reads one response and its body.
+func readResp(t testing.TB, br *bufio.Reader, method string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("reading response: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading body: %v", err)
+	}
+	return resp, string(b)
+}
+
+func TestPipelinedPosts(t *testing.T) {
+	rg := startRig(t, newTestHandler(), true, 10*time.Second)
+	c, br := dial(t, rg.addr)
+	var reqs string
+	for i := range 5 {
+		reqs += post(fmt.Sprintf("/echo?i=%d", i), strings.Repeat("x", i*300))
+	}
+	if _, err := io.WriteString(c, reqs); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		resp, body := readResp(t, br, "POST")
+		want := fmt.Sprintf("POST /echo?i=%d %q", i, strings.Repeat("x", i*300))
+		if resp.StatusCode != 200 || body != want || resp.Header.Get("Lane") != "1" {
+			t.Fatalf("response %d: %d lane=%q %q, want 200 from the lane %q", i, resp.StatusCode, resp.Header.Get("Lane"), body, want)
+		}
+		if resp.ContentLength != int64(len(want)) || resp.Header.Get("Date") == "" || resp.Close {
+			t.Fatalf("response %d: length %d, Date %q, close %v", i, resp.ContentLength, resp.Header.Get("Date"), resp.Close)
+		}
+	}
+}
+
+func TestPostsThenLongPollHandedOff(t *testing.T) {
+	h := newTestHandler()
+	rg := startRig(t, h, true, 10*time.Second)
+	c, br := dial(t, rg.addr)
+	_, _ = io.WriteString(c, post("/echo", "a"))
+	if resp, _ := readResp(t, br, "POST"); resp.Header.Get("Lane") != "1" {
+		t.Fatal("first POST not served by the lane")
+	}
+	_, _ = io.WriteString(c, "GET /poll?live=long-poll HTTP/1.1\r\nHost: t\r\n\r\n")
+	<-h.entered
+	close(h.release)
+	resp, body := readResp(t, br, "GET")
+	if resp.StatusCode != 200 || resp.Header.Get("Lane") != "" || body != `GET /poll?live=long-poll ""` {
+		t.Fatalf("long-poll: %d lane=%q %q", resp.StatusCode, resp.Header.Get("Lane"), body)
+	}
+	// The connection stays with net/http.
+	_, _ = io.WriteString(c, post("/echo", "b"))
+	if resp, body := readResp(t, br, "POST"); resp.Header.Get("Lane") != "" || body != `POST /echo "b"` {
+		t.Fatalf("POST after hand-off: lane=%q %q", resp.Header.Get("Lane"), body)
+	}
+	if n := rg.lane.numConns(); n != 0 {
+		t.Fatalf("lane still tracks %d connections after the hand-off", n)
+	}
+}
+
+func TestChunkedPostHandedOff(t *testing.T) {
+	rg := startRig(t, newTestHandler(), true, 10*time.Second)
+	c, br := dial(t, rg.addr)
+	_, _ = io.WriteString(c, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+	resp, body := readResp(t, br, "POST")
+	if resp.StatusCode != 200 || resp.Header.Get("Lane") != "" || body != `POST /echo "abcde"` {
+		t.Fatalf("chunked: %d lane=%q %q", resp.StatusCode, resp.Header.Get("Lane"), body)
+	}
+}
+
+func TestExpectContinueHandedOff(t *testing.T) {
+	rg := startRig(t, newTestHandler(), true, 10*time.Second)
+	c, br := dial(t, rg.addr)
+	_, _ = io.WriteString(c, "POST /echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+	// net/http sends 100 Continue when the handler starts reading.
+	line, err := br.ReadString('\n')
+	if err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("interim response %q, %v", line, err)
+	}
+	if blank, _ := br.ReadString('\n'); blank != "\r\n" {
+		t.Fatalf("after 100 Continue: %q", blank)
+	}
+	_, _ = io.WriteString(c, "hello")
+	resp, body := readResp(t, br, "POST")
+	if resp.StatusCode != 200 || resp.Header.Get("Lane") != "" || body != `POST /echo "hello"` {
+		t.Fatalf("expect: %d lane=%q %q", resp.StatusCode, resp.Header.Get("Lane"), body)
+	}
+}
+
+func TestH2CPriorKnowledgeHandedOff(t *testing.T) {
+	rg := startRig(t, newTestHandler(), true, 10*time.Second)
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	client := &http.Client{Transport: &http.Transport{Protocols: protocols}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	for i := range 3 {
+		resp, err := client.Post("http://"+rg.addr+"/echo", "text/plain", strings.NewReader("h2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != 200 || string(b) != `POST /echo "h2"` {
+			t.Fatalf("request %d: %s %d %q", i, resp.Proto, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestMalformedAsBefore sends requests net/http rejects itself to the
+// lane and to net/http alone: the answers are the same bytes (the JSON
+// error of the error listener).
+func TestMalformedAsBefore(t *testing.T) {
+	lane := startRig(t, newTestHandler(), true, 10*time.Second)
+	plain := startRig(t, newTestHandler(), false, 10*time.Second)
+	cases := []struct {
+		name, req string
+		status    int
+	}{
+		{"bad request line", "GARBAGE\r\n\r\n", 400},
+		{"bad header name", "POST /echo HTTP/1.1\r\nHost: t\r\nBad Name: v\r\nContent-Length: 0\r\n\r\n", 400},
+		{"no host", "POST /echo HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 400},
+		{"bad length", "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: x\r\n\r\n", 400},
+		{"oversized head", "POST /echo HTTP/1.1\r\nHost: t\r\nX-Big: " + strings.Repeat("b", 8<<10) + "\r\n\r\n", 431},
+		{"unknown transfer encoding", "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2]string
+			for i, rg := range []*rig{lane, plain} {
+				c, _ := dial(t, rg.addr)
+				_, _ = io.WriteString(c, tc.req)
+				_ = c.(*net.TCPConn).CloseWrite()
+				b, _ := io.ReadAll(c)
+				got[i] = string(b)
+			}
+			if got[0] != got[1] {
+				t.Fatalf("lane answered\n%q\nnet/http alone\n%q", got[0], got[1])
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got[0])), nil)
+			if err != nil {
+				t.Fatalf("%q: %v", got[0], err)
+			}
+			if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d type %q, want %d JSON", resp.StatusCode, resp.Header.Get("Content-Type"), tc.status)
+			}
+		})
+	}
+}
+
+func TestConnectionClose(t *testing.T) {
+	rg := startRig(t, newTestHandler(), true, 10*time.Second)
+	c, br := dial(t, rg.addr)
+	_, _ = io.WriteString(c, post("/echo", "bye", "Connection: close")+post("/echo", "never"))
+	resp, body := readResp(t, br, "POST")
+	if !resp.Close || resp.Header.Get("Lane") != "1" || body != `POST /echo "bye"` {
+		t.Fatalf("close=%v lane=%q %q", resp.Close, resp.Header.Get("Lane"), body)
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+		t.Fatalf("after Connection: close: %q, %v (want EOF)", rest, err)
+	}
+}
+
+func TestClientClosesMidBody(t *testing.T) {
+	h := newTestHandler()
+	rg := startRig(t, h, true, 10*time.Second)
+	c, _ := dial(t, rg.addr)
+	_, _ = io.WriteString(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n0123456789")
+	c.Close()
+	select {
+	case err := <-h.bodyErr:
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("body error %v, want unexpected EOF", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler never saw the body end")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for rg.lane.numConns() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the lane keeps the broken connection")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestUnreadBodyDrained(t *testing.T) {
+	rg := startRig(t, newTestHandler(), true, 10*time.Second)
+	c, br := dial(t, rg.addr)
+	// /nocontent never reads its body; the next request still parses.
+	_, _ = io.WriteString(c, post("/nocontent", strings.Repeat("z", 5000))+post("/echo", "next"))
+	if resp, _ := readResp(t, br, "POST"); resp.StatusCode != 204 || resp.ContentLength > 0 {
+		t.Fatalf("first: %d length %d", resp.StatusCode, resp.ContentLength)
+	}
+	if resp, body := readResp(t, br, "POST"); resp.StatusCode != 200 || body != `POST /echo "next"` {
+		t.Fatalf("second: %d %q", resp.StatusCode, body)
+	}
+}
+
+func TestLargeAndFlushedResponses(t *testing.T) {
+	rg := startRig(t, newTestHandler(), true, 10*time.Second)
+	c, br := dial(t, rg.addr)
+	_, _ = io.WriteString(c, post("/big", "")+post("/declared", "")+post("/sse", "")+post("/echo", "after"))
+	resp, body := readResp(t, br, "POST")
+	if len(resp.TransferEncoding) != 1 || len(body) != 10240 || body[0] != 'a' || body[10239] != 'j' || resp.Header.Get("Lane") != "1" {
+		t.Fatalf("big: TE %v, %d bytes", resp.TransferEncoding, len(body))
+	}
+	resp, body = readResp(t, br, "POST")
+	if resp.ContentLength != 10240 || body != strings.Repeat("d", 10240) {
+		t.Fatalf("declared: length %d, %d bytes", resp.ContentLength, len(body))
+	}
+	resp, body = readResp(t, br, "POST")
+	if resp.Header.Get("Content-Type") != "text/event-stream" || body != "data: 0\n\ndata: 1\n\ndata: 2\n\n" {
+		t.Fatalf("flushed: %q %q", resp.Header.Get("Content-Type"), body)
+	}
+	if _, body = readResp(t, br, "POST"); body != `POST /echo "after"` {
+		t.Fatalf("after: %q", body)
+	}
+}
+
+// TestShutdownWaitsForInFlight: an append in progress is answered in
+// full, an idle connection is closed, and Shutdown returns when both are
+// done.
+func TestShutdownWaitsForInFlight(t *testing.T) {
+	h := newTestHandler()
+	rg := startRig(t, h, true, 10*time.Second)
+	idle, idleBr := dial(t, rg.addr)
+	_, _ = io.WriteString(idle, post("/echo", "i"))
+	readResp(t, idleBr, "POST")
+	busy, busyBr := dial(t, rg.addr)
+	_, _ = io.WriteString(busy, post("/block", "payload"))
+	<-h.entered
+	done := make(chan error, 1)
+	go func() { done <- rg.shutdown(context.Background()) }()
+	// The idle connection is closed by the shutdown...
+	if b, err := io.ReadAll(idleBr); err != nil || len(b) != 0 {
+		t.Fatalf("idle connection: %q, %v (want EOF)", b, err)
+	}
+	// ...which still waits for the busy one.
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned with a request in flight: %v", err)
+	default:
+	}
+	close(h.release)
+	resp, body := readResp(t, busyBr, "POST")
+	if resp.StatusCode != 200 || body != `POST /block "payload"` || !resp.Close {
+		t.Fatalf("in flight: %d %q close=%v", resp.StatusCode, body, resp.Close)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Shutdown did not return after the last response")
+	}
+}
+
+// TestShutdownDeadlineCloses: a request that outlives the shutdown
+// context is cut and its context cancelled.
+func TestShutdownDeadlineCloses(t *testing.T) {
+	h := newTestHandler()
+	rg := startRig(t, h, true, 10*time.Second)
+	c, br := dial(t, rg.addr)
+	_, _ = io.WriteString(c, post("/block", "x"))
+	<-h.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := rg.lane.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want deadline exceeded", err)
+	}
+	if _, err := http.ReadResponse(br, nil); err == nil {
+		t.Fatal("a response came through a closed connection")
+	}
+	close(h.release)
+}
+
+// FuzzConn feeds arbitrary bytes to a lane connection with a real
+// handler behind it: the connection always ends (the server answers and
+// closes once the client stops sending) and nothing panics.
+func FuzzConn(f *testing.F) {
+	for _, s := range headSeeds {
+		f.Add([]byte(s + "body"))
+	}
+	f.Add([]byte(post("/echo", "a") + post("/big", "") + "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 9\r\n\r\nshort"))
+	f.Add([]byte(post("/sse", "") + "GET /echo HTTP/1.1\r\nHost: t\r\n\r\n" + post("/echo", "x")))
+	f.Add([]byte(post("/nocontent", "zz", "Connection: close")))
+	h := newTestHandler()
+	close(h.release) // /block and /poll answer at once
+	rg := startRig(f, h, true, 2*time.Second)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := net.Dial("tcp", rg.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		go func() {
+			_, _ = c.Write(b)
+			_ = c.(*net.TCPConn).CloseWrite()
+		}()
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("%q: the connection hangs", b)
+			}
+		}
+	})
+}
