@@ -45,16 +45,20 @@ func BenchmarkAppendHTTPNode(b *testing.B) {
 			n := startBenchNode(b)
 			runAppendClients(b, "http://"+n.Addr(), clients, body)
 		})
+		b.Run(fmt.Sprintf("node-nethttp/c%d", clients), func(b *testing.B) {
+			n := startBenchNode(b, "--http-fast-path=false") // every request through net/http
+			runAppendClients(b, "http://"+n.Addr(), clients, body)
+		})
 	}
 }
 
 // startBenchNode starts a node on loopback (Kafka off, local object store)
 // and stops it when the benchmark ends.
-func startBenchNode(b *testing.B) *Node {
+func startBenchNode(b *testing.B, args ...string) *Node {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n := startTestNode(b, ctx, b.TempDir(), nil)
+	n := startTestNode(b, ctx, b.TempDir(), nil, args...)
 	shutdownAtEnd(b, n)
 	return n
 }

@@ -73,6 +73,9 @@ func (h *testHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	case "/inject":
+		w.Header().Set("X-Inject", "a\r\nEvil: 1")
+		w.Header().Set("Bad Name", "x")
 	case "/nocontent":
 		w.WriteHeader(http.StatusNoContent)
 	default:
@@ -290,6 +293,18 @@ func TestMalformedAsBefore(t *testing.T) {
 				t.Fatalf("status %d type %q, want %d JSON", resp.StatusCode, resp.Header.Get("Content-Type"), tc.status)
 			}
 		})
+	}
+}
+
+// TestResponseHeaderSanitised: CR and LF in a handler's header value
+// cannot start a header of their own; an invalid name is not sent.
+func TestResponseHeaderSanitised(t *testing.T) {
+	rg := startRig(t, newTestHandler(), true, 10*time.Second)
+	c, br := dial(t, rg.addr)
+	_, _ = io.WriteString(c, post("/inject", ""))
+	resp, _ := readResp(t, br, "POST")
+	if resp.Header.Get("Lane") != "1" || resp.Header.Get("Evil") != "" || resp.Header.Get("X-Inject") != "a  Evil: 1" || len(resp.Header["Bad Name"]) != 0 {
+		t.Fatalf("header %v", resp.Header)
 	}
 }
 

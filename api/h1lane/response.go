@@ -3,10 +3,13 @@ package h1lane
 import (
 	"bytes"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // chunkAfter is how much body is buffered before the response is sent
@@ -94,7 +97,28 @@ func (w *response) WriteHeader(code int) {
 		b.WriteString("status code " + strconv.Itoa(code))
 	}
 	b.WriteString("\r\n")
-	_ = h.Write(b)
+	writeHeader(b, h)
+}
+
+// writeHeader writes h as net/http does (invalid names skipped, values
+// trimmed, CR and LF in values turned into spaces), minus the sorting
+// by name, which the wire does not need.
+func writeHeader(b *bytes.Buffer, h http.Header) {
+	for k, vs := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range vs {
+			b.WriteString(k)
+			b.WriteString(": ")
+			v = textproto.TrimString(v)
+			if strings.ContainsAny(v, "\r\n") {
+				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+			}
+			b.WriteString(v)
+			b.WriteString("\r\n")
+		}
+	}
 }
 
 func hasToken(vs []string, token string) bool {
