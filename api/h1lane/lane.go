@@ -323,14 +323,23 @@ func (c *conn) next() (served, ok bool) {
 }
 
 // peekHead returns the buffered request head (ending in CRLF CRLF)
-// without consuming it, reading more as needed; nil if it does not fit
-// the limit.
+// without consuming it, reading more as needed; nil as soon as it cannot
+// be a simple request (another method, a bare LF or CR, over the limit),
+// so net/http gets the connection without waiting for more bytes.
 func (c *conn) peekHead() ([]byte, error) {
 	from := 0
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
-		for i := max(from, 3); i < len(buf); i++ {
-			if buf[i] == '\n' && buf[i-1] == '\r' && buf[i-2] == '\n' && buf[i-3] == '\r' {
+		if !simpleMethodPrefix(buf) {
+			return nil, nil
+		}
+		for i := from; i < len(buf); i++ {
+			switch {
+			case buf[i] == '\n' && (i == 0 || buf[i-1] != '\r'):
+				return nil, nil
+			case i > 0 && buf[i-1] == '\r' && buf[i] != '\n':
+				return nil, nil
+			case buf[i] == '\n' && i >= 3 && buf[i-2] == '\n':
 				if i+1 > c.s.cfg.MaxHeaderBytes {
 					return nil, nil
 				}
@@ -345,6 +354,18 @@ func (c *conn) peekHead() ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// simpleMethodPrefix reports whether b can start a request the lane
+// serves (b may be shorter than the method).
+func simpleMethodPrefix(b []byte) bool {
+	for _, m := range [...]string{"POST ", "PUT ", "DELETE "} {
+		n := min(len(b), len(m))
+		if string(b[:n]) == m[:n] {
+			return true
+		}
+	}
+	return false
 }
 
 var zeroRequest http.Request

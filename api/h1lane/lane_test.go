@@ -308,6 +308,26 @@ func TestResponseHeaderSanitised(t *testing.T) {
 	}
 }
 
+// TestNoWaitForWhatIsNotSimple: a request the lane does not serve goes
+// to net/http as soon as that is clear, not after the head timeout: a
+// bare-LF head (which net/http accepts) and a GET are answered while the
+// client keeps its connection open.
+func TestNoWaitForWhatIsNotSimple(t *testing.T) {
+	rg := startRig(t, newTestHandler(), true, time.Minute)
+	for _, req := range []string{
+		"POST /echo HTTP/1.1\nHost: t\nContent-Length: 2\n\nlf",
+		"GET /echo HTTP/1.1\r\nHost: t\r\n\r\n",
+	} {
+		c, br := dial(t, rg.addr)
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		_, _ = io.WriteString(c, req)
+		resp, body := readResp(t, br, "POST")
+		if resp.StatusCode != 200 || resp.Header.Get("Lane") != "" || !strings.HasSuffix(body, "/echo \"lf\"") && !strings.HasPrefix(body, "GET") {
+			t.Fatalf("%q: %d lane=%q %q", req, resp.StatusCode, resp.Header.Get("Lane"), body)
+		}
+	}
+}
+
 func TestConnectionClose(t *testing.T) {
 	rg := startRig(t, newTestHandler(), true, 10*time.Second)
 	c, br := dial(t, rg.addr)
