@@ -273,6 +273,9 @@ func (c *conn) serve() {
 			return
 		}
 		if c.w.closeAfter || c.s.closing.Load() {
+			if c.body.n > 0 && c.body.err == nil {
+				c.lingerClose()
+			}
 			_ = c.bw.Flush()
 			return
 		}
@@ -408,6 +411,22 @@ func (c *conn) serveRequest() bool {
 		}
 	}
 	return w.err == nil
+}
+
+// lingerDelay is how long a connection closed with request body unread
+// keeps reading (and discarding) it: closing at once would make the
+// client's write fail with a reset, and many TCP stacks then drop the
+// response it had not read yet. net/http waits as long.
+const lingerDelay = 500 * time.Millisecond
+
+// lingerClose sends the response, then reads what the client still sends
+// for lingerDelay, so it can read the response before the close.
+func (c *conn) lingerClose() {
+	if c.bw.Flush() != nil {
+		return
+	}
+	_ = c.rwc.SetReadDeadline(time.Now().Add(lingerDelay))
+	_, _ = io.Copy(io.Discard, c.br)
 }
 
 // handOff gives the connection to the net/http server with the bytes

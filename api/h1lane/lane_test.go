@@ -377,6 +377,25 @@ func TestUnreadBodyDrained(t *testing.T) {
 	}
 }
 
+// TestUnreadLargeBodyAnswered: a handler that refuses a large body
+// without reading it (413 over the append limit) gets its answer to the
+// client, which is still sending, instead of a connection reset.
+func TestUnreadLargeBodyAnswered(t *testing.T) {
+	rg := startRig(t, newTestHandler(), true, 10*time.Second)
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	for range 3 {
+		resp, err := client.Post("http://"+rg.addr+"/nocontent", "text/plain", bytes.NewReader(make([]byte, 5<<20)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Lane") != "1" || !resp.Close {
+			t.Fatalf("status %d lane=%q close=%v", resp.StatusCode, resp.Header.Get("Lane"), resp.Close)
+		}
+	}
+}
+
 func TestLargeAndFlushedResponses(t *testing.T) {
 	rg := startRig(t, newTestHandler(), true, 10*time.Second)
 	c, br := dial(t, rg.addr)
