@@ -199,6 +199,7 @@ func (s *Service) mergeRanges(ctx context.Context, per map[uint64][]compactRange
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	ups := make([]UploadStream, 0, len(ids))
 	states := make([]json.RawMessage, 0, len(ids))
+	read := s.compactReader()
 	for _, id := range ids {
 		u := UploadStream{StreamID: id, First: -1}
 		var newest compactRange
@@ -209,7 +210,7 @@ func (s *Service) mergeRanges(ctx context.Context, per map[uint64][]compactRange
 			if r.ref.Next == r.ref.First {
 				continue
 			}
-			batches, err := s.readRange(ctx, r.ref)
+			batches, err := readRange(ctx, read, r.ref)
 			if err != nil {
 				return nil, nil, nil, err
 			}
@@ -228,10 +229,44 @@ func (s *Service) mergeRanges(ctx context.Context, per map[uint64][]compactRange
 	return ids, ups, states, nil
 }
 
+// WholeObjectReader is an optional Tier capability (tiering.Tier has it):
+// read a whole object with one request, around the read cache. Compaction
+// reads each input object once, completely, and deletes it soon after;
+// through the cache its blocks evicted readers' and its reads of one
+// stream range after another started read-ahead past the object's end.
+type WholeObjectReader interface {
+	ReadWholeObject(ctx context.Context, key string, size int64) (*tiering.WholeObject, error)
+}
+
+// rangeReader reads the batches of ref's range from offset from.
+type rangeReader func(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error)
+
+// compactReader returns how one compaction reads its input ranges: each
+// object read whole once, and kept for the compaction's other ranges in
+// it, when the tier can; through Tier.ReadBatches otherwise.
+func (s *Service) compactReader() rangeReader {
+	wr, ok := s.tier.(WholeObjectReader)
+	if !ok {
+		return s.tier.ReadBatches
+	}
+	objs := map[string]*tiering.WholeObject{}
+	return func(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error) {
+		o := objs[ref.Key]
+		if o == nil {
+			var err error
+			if o, err = wr.ReadWholeObject(ctx, ref.Key, ref.ObjectSize); err != nil {
+				return nil, err
+			}
+			objs[ref.Key] = o
+		}
+		return o.ReadBatches(ctx, ref, from, maxBytes)
+	}
+}
+
 // readRange returns the batches of ref's range, checking that they cover
 // exactly its offsets.
-func (s *Service) readRange(ctx context.Context, ref *ObjectRef) ([][]byte, error) {
-	data, err := s.tier.ReadBatches(ctx, ref, ref.First, int(ref.Length))
+func readRange(ctx context.Context, read rangeReader, ref *ObjectRef) ([][]byte, error) {
+	data, err := read(ctx, ref, ref.First, int(ref.Length))
 	if err != nil {
 		return nil, fmt.Errorf("compact: read %s: %w", ref.Key, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/extent"
+	"github.com/PicoMQ/picomq/tiering/objstore/objstoretest"
 	"github.com/PicoMQ/picomq/wal"
 )
 
@@ -132,6 +133,7 @@ type tierHarness struct {
 	reg    *meta.Registry
 	sess   *meta.Session
 	tier   *dirTier
+	real   stream.Tier // instead of tier when set (a tiering.Tier)
 	w      *wal.WAL
 	svc    *stream.Service
 	durab  string
@@ -169,11 +171,15 @@ func (h *tierHarness) open() {
 	if sealB == 0 {
 		sealB = 1 << 20
 	}
+	var tier stream.Tier = h.tier
+	if h.real != nil {
+		tier = h.real
+	}
 	svc, err := stream.Open(context.Background(), stream.Config{
 		NodeID:            "n1",
 		DefaultDurability: h.durab,
 		Tier: stream.TierConfig{
-			Tier: h.tier, Manifests: h.reg, Session: func() *meta.Session { return h.sess },
+			Tier: tier, Manifests: h.reg, Session: func() *meta.Session { return h.sess },
 			SealMaxAge: seal, SealMaxBytes: sealB, MaxFlushBytes: h.maxObj,
 		},
 	}, w, h.reg)
@@ -473,6 +479,55 @@ func TestCompactionMergesFlushObjects(t *testing.T) {
 	})
 	if err != nil || !dup.Duplicate || dup.FirstOffset != 29 {
 		t.Fatalf("producer state after compaction and restart: %+v %v", dup, err)
+	}
+}
+
+// TestCompactionReadsObjectsWhole: with a tiering.Tier, compaction reads
+// each input object with one request around the read cache (no cache
+// request, so no read-ahead past the objects' ends), and the merged
+// object holds every record.
+func TestCompactionReadsObjectsWhole(t *testing.T) {
+	h := newTierHarness(t, stream.DurabilityObject)
+	h.close()
+	real, err := tiering.NewTier(objstoretest.FileStore(t), tiering.TierOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
+	h.real = real
+	h.open()
+	ctx := context.Background()
+	names := []string{"/a", "/b", "/c"}
+	for _, n := range names {
+		if _, _, err := h.svc.Create(ctx, n, stream.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		for _, n := range names {
+			if _, err := h.svc.AppendBatch(ctx, n, stream.AppendRequest{Records: []record.Record{{Value: []byte(fmt.Sprintf("%s-%d", n, i))}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := real.CacheStats().Requests
+	n, err := h.svc.Compact(ctx, stream.CompactConfig{MaxManifests: 2, DeleteDelay: time.Hour})
+	if err != nil || n < 2 {
+		t.Fatalf("compaction replaced %d manifests: %v", n, err)
+	}
+	if got := real.CacheStats().Requests - before; got != 0 {
+		t.Errorf("compaction made %d read-cache requests, want none", got)
+	}
+	for _, name := range names {
+		recs := readAllRecords(t, h.svc, name)
+		if len(recs) != 20 {
+			t.Fatalf("%s: %d records after compaction", name, len(recs))
+		}
+		for i, r := range recs {
+			if string(r.Value) != fmt.Sprintf("%s-%d", name, i) {
+				t.Fatalf("%s offset %d = %q", name, i, r.Value)
+			}
+		}
 	}
 }
 
