@@ -51,10 +51,30 @@ func decodeJSON(resp *http.Response, v any) error {
 	if err != nil {
 		return err
 	}
+	return unmarshalBody(resp, b, v)
+}
+
+// unmarshalBody decodes b, resp's body, into v.
+func unmarshalBody(resp *http.Response, b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("picomq: %s %s: decoding the response: %v", resp.Request.Method, resp.Request.URL.Redacted(), err)
 	}
 	return nil
+}
+
+// decodeAppendAck reads a Pico append's body: by hand when it has the
+// server's exact shape, else with encoding/json.
+func decodeAppendAck(resp *http.Response) (appendAckJSON, error) {
+	b, err := readAll(resp)
+	if err != nil {
+		return appendAckJSON{}, err
+	}
+	if a, ok := parseAppendAck(b); ok {
+		return a, nil
+	}
+	var a appendAckJSON
+	err = unmarshalBody(resp, b, &a)
+	return a, err
 }
 
 func (s *stream) picoCreate(ctx context.Context, contentType string, retention time.Duration, cfg createConfig) (CreateResult, error) {
@@ -156,8 +176,8 @@ func (s *stream) picoAppendBody(ctx context.Context, body []byte, count int, p *
 	if err != nil {
 		return Ack{}, err
 	}
-	var a appendAckJSON
-	if err := decodeJSON(resp, &a); err != nil {
+	a, err := decodeAppendAck(resp)
+	if err != nil {
 		return Ack{}, err
 	}
 	ack := Ack{Count: count, Duplicate: a.Duplicate || resp.Header.Get(wire.HeaderDuplicate) == "true"}
