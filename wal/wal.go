@@ -659,53 +659,20 @@ func (w *WAL) ReadAt(pos Pos, dst []byte) ([]byte, error) {
 	if pos.Offset < headerSize || pos.Len < 0 || pos.Len > MaxEntrySize {
 		return dst[:0], fmt.Errorf("%w: invalid position %+v", ErrNotDurable, pos)
 	}
-	end := pos.Offset + int64(pos.Len)
-	w.segMu.RLock()
-	if len(w.segs) == 0 {
-		w.segMu.RUnlock()
-		return dst[:0], ErrClosed
+	f, err := w.durableFile(pos, pos.Offset+int64(pos.Len))
+	if err != nil {
+		return dst[:0], err
 	}
-	first := w.segs[0].num
-	if pos.Segment < first {
-		w.segMu.RUnlock()
-		return dst[:0], fmt.Errorf("%w: segment %d (oldest is %d)", ErrRemoved, pos.Segment, first)
-	}
-	if pos.Segment > w.durSeg || (pos.Segment == w.durSeg && end > w.durEnd) {
-		w.segMu.RUnlock()
-		return dst[:0], fmt.Errorf("%w: %+v", ErrNotDurable, pos)
-	}
-	s := w.segs[pos.Segment-first]
-	if pos.Segment < w.durSeg && end > s.end {
-		w.segMu.RUnlock()
-		return dst[:0], fmt.Errorf("%w: %+v is past the end of segment %d", ErrNotDurable, pos, pos.Segment)
-	}
-	f := s.f
-	w.segMu.RUnlock()
 
 	// One pread for header and payload; the payload is then moved down
 	// over the header.
 	n := headerSize + int(pos.Len)
 	dst = slices.Grow(dst[:0], n)[:n]
 	if _, err := f.ReadAt(dst, pos.Offset-headerSize); err != nil {
-		if errors.Is(err, os.ErrClosed) { // closed under us by Close or RemoveSegmentsBefore
-			if w.isClosed.Load() {
-				return dst[:0], ErrClosed
-			}
-			return dst[:0], fmt.Errorf("%w: segment %d", ErrRemoved, pos.Segment)
-		}
-		return dst[:0], fmt.Errorf("wal: read segment %d at offset %d: %w", pos.Segment, pos.Offset-headerSize, err)
+		return dst[:0], w.readError(err, pos.Segment, pos.Offset-headerSize)
 	}
-	ln, pcrc, st := parseHeader(dst[:headerSize], segmentSeed(pos.Segment))
-	switch {
-	case st != headerValid:
-		return dst[:0], fmt.Errorf("%w: segment %d (%s) offset %d: no valid record header for %+v",
-			ErrCorrupt, pos.Segment, segmentName(pos.Segment), pos.Offset-headerSize, pos)
-	case ln != uint32(pos.Len):
-		return dst[:0], fmt.Errorf("%w: segment %d (%s) offset %d: record holds %d bytes, position says %d",
-			ErrCorrupt, pos.Segment, segmentName(pos.Segment), pos.Offset-headerSize, ln, pos.Len)
-	case payloadCRC(dst[headerSize:]) != pcrc:
-		return dst[:0], fmt.Errorf("%w: segment %d (%s) offset %d: payload checksum mismatch",
-			ErrCorrupt, pos.Segment, segmentName(pos.Segment), pos.Offset-headerSize)
+	if err := checkRecord(dst, pos); err != nil {
+		return dst[:0], err
 	}
 	copy(dst, dst[headerSize:])
 	return dst[:pos.Len], nil
