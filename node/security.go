@@ -229,7 +229,7 @@ func (b *appendBudget) wrap(next http.Handler) http.Handler {
 		if b.bodyTimeout > 0 {
 			// Stops a client that trickles its body; reads (long-polls,
 			// SSE) are not affected, their caps are their own.
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.bodyTimeout))
+			setReadDeadline(w, time.Now().Add(b.bodyTimeout))
 		}
 		n := b.maxBody
 		if r.ContentLength >= 0 && r.ContentLength < n {
@@ -247,6 +247,23 @@ func (b *appendBudget) wrap(next http.Handler) http.Handler {
 		defer b.release(n)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// setReadDeadline is http.ResponseController's SetReadDeadline without a
+// controller allocated per request: the first writer down the Unwrap
+// chain that can set it does.
+func setReadDeadline(w http.ResponseWriter, t time.Time) {
+	for {
+		switch x := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			_ = x.SetReadDeadline(t)
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
 }
 
 // limitListener closes connections beyond max at once, so a flood of idle

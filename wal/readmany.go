@@ -90,8 +90,12 @@ func (w *WAL) ReadMany(ps []Pos, buf []byte, fn func(i int, payload []byte) erro
 			return buf[:0], w.readError(err, r.seg, r.from)
 		}
 	}
+	seg, seed := ps[0].Segment, segmentSeed(ps[0].Segment)
 	for i, p := range ps {
-		if err := checkRecord(buf[at[i]:at[i]+headerSize+int(p.Len)], p); err != nil {
+		if p.Segment != seg {
+			seg, seed = p.Segment, segmentSeed(p.Segment)
+		}
+		if err := checkRecord(buf[at[i]:at[i]+headerSize+int(p.Len)], p, seed); err != nil {
 			return buf[:0], err
 		}
 	}
@@ -137,9 +141,10 @@ func (w *WAL) readError(err error, seg uint64, off int64) error {
 }
 
 // checkRecord verifies that rec, the record bytes read for pos, carries a
-// valid header for exactly pos.Len bytes and a matching payload checksum.
-func checkRecord(rec []byte, pos Pos) error {
-	ln, pcrc, st := parseHeader(rec[:headerSize], segmentSeed(pos.Segment))
+// valid header for exactly pos.Len bytes and a matching payload checksum;
+// seed is segmentSeed(pos.Segment).
+func checkRecord(rec []byte, pos Pos, seed uint32) error {
+	ln, pcrc, st := parseHeader(rec[:headerSize], seed)
 	switch {
 	case st != headerValid:
 		return fmt.Errorf("%w: segment %d (%s) offset %d: no valid record header for %+v",

@@ -671,7 +671,7 @@ func (w *WAL) ReadAt(pos Pos, dst []byte) ([]byte, error) {
 	if _, err := f.ReadAt(dst, pos.Offset-headerSize); err != nil {
 		return dst[:0], w.readError(err, pos.Segment, pos.Offset-headerSize)
 	}
-	if err := checkRecord(dst, pos); err != nil {
+	if err := checkRecord(dst, pos, segmentSeed(pos.Segment)); err != nil {
 		return dst[:0], err
 	}
 	copy(dst, dst[headerSize:])

@@ -3,7 +3,6 @@ package ds
 import (
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/textproto"
@@ -63,7 +62,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 			fmt.Sprintf("body of %d bytes exceeds the limit of %d", r.ContentLength, h.cfg.MaxAppendBytes))
 		return nil, false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxAppendBytes))
+	body, err := httpx.ReadBody(w, r, nil, h.cfg.MaxAppendBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

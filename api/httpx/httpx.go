@@ -6,6 +6,7 @@ package httpx
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -178,6 +179,37 @@ func Instrument(h http.Handler, route func(*http.Request) string, m *Metrics, lo
 		}()
 		h.ServeHTTP(sw, r)
 	})
+}
+
+// ReadBody reads the request body into dst[:0], at most limit bytes (a
+// larger body is an *http.MaxBytesError). With a Content-Length the buffer
+// is sized once (one spare byte, so seeing EOF does not grow it) and no
+// limiting reader is needed: net/http stops the body at its length, which
+// the caller has checked against limit. The body is closed once read to
+// its end, so net/http does not set up a discard of the rest after the
+// handler.
+func ReadBody(w http.ResponseWriter, r *http.Request, dst []byte, limit int64) ([]byte, error) {
+	var rd io.Reader = r.Body
+	if r.ContentLength < 0 || r.ContentLength > limit {
+		rd = http.MaxBytesReader(w, r.Body, limit)
+	} else if int64(cap(dst)) <= r.ContentLength {
+		dst = make([]byte, 0, r.ContentLength+1)
+	}
+	dst = dst[:0]
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := rd.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			_ = r.Body.Close()
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
 }
 
 // ParseUint accepts plain decimal digits only: no sign, no spaces, no

@@ -3,7 +3,6 @@ package pico
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -66,7 +65,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 			appendPool.Put(sc)
 		}
 	}()
-	sc.body, err = readBody(w, r, sc.body[:0], h.cfg.MaxAppendBytes)
+	sc.body, err = httpx.ReadBody(w, r, sc.body[:0], h.cfg.MaxAppendBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -118,20 +117,46 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 // appendAck JSON body, formatted by hand into one buffer (what
 // encoding/json would write, without reflection or an encoder per request).
 func writeAppendAck(w http.ResponseWriter, ack stream.AppendResult, count int, producer bool) {
-	var num [8]string
-	vals := num[:0:0] // one backing array for every header value below
-	hd := w.Header()
-	set := func(k, v string) {
-		vals = append(num[:len(vals)], v)
-		hd[k] = vals[len(vals)-1:]
-	}
-	set(wire.HeaderOffset, strconv.FormatInt(ack.FirstOffset, 10))
-	set(wire.HeaderNextOffset, strconv.FormatInt(ack.NextOffset, 10))
-	set(wire.HeaderTimestamp, strconv.FormatInt(ack.Timestamp, 10))
-	set(wire.HeaderRecordCount, strconv.Itoa(count))
+	// The numbers are formatted into one string and the header values
+	// slice it: one allocation instead of one per number, and one backing
+	// array for every header's []string.
+	var nb [6 * 20]byte
+	var ends [6]int
+	b := nb[:0]
+	k := 0
+	num := func(b []byte) []byte { ends[k] = len(b); k++; return b }
+	b = num(strconv.AppendInt(b, ack.FirstOffset, 10))
+	b = num(strconv.AppendInt(b, ack.NextOffset, 10))
+	b = num(strconv.AppendInt(b, ack.Timestamp, 10))
+	b = num(strconv.AppendInt(b, int64(count), 10))
 	if producer {
-		set(wire.HeaderProducerEpoch, strconv.FormatUint(ack.ProducerEpoch, 10))
-		set(wire.HeaderProducerSeq, strconv.FormatUint(ack.ProducerSeq, 10))
+		b = num(strconv.AppendUint(b, ack.ProducerEpoch, 10))
+		b = num(strconv.AppendUint(b, ack.ProducerSeq, 10))
+	}
+	nums := string(b)
+	// The header values and the body share one allocation (both escape:
+	// into the header map and through the ResponseWriter interface).
+	sc := new(ackScratch)
+	vals := sc.vals[:0:0]
+	hd := w.Header()
+	set := func(key, v string) {
+		vals = append(sc.vals[:len(vals)], v)
+		hd[key] = vals[len(vals)-1:]
+	}
+	field := func(i int) string {
+		from := 0
+		if i > 0 {
+			from = ends[i-1]
+		}
+		return nums[from:ends[i]]
+	}
+	set(wire.HeaderOffset, field(0))
+	set(wire.HeaderNextOffset, field(1))
+	set(wire.HeaderTimestamp, field(2))
+	set(wire.HeaderRecordCount, field(3))
+	if producer {
+		set(wire.HeaderProducerEpoch, field(4))
+		set(wire.HeaderProducerSeq, field(5))
 	}
 	if ack.Duplicate {
 		set(wire.HeaderDuplicate, "true")
@@ -140,9 +165,14 @@ func writeAppendAck(w http.ResponseWriter, ack stream.AppendResult, count int, p
 		set(wire.HeaderClosed, "true")
 	}
 	hd["Content-Type"] = jsonContentType
-	var buf [192]byte
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(appendAckJSON(buf[:0], ack, count, producer))
+	_, _ = w.Write(appendAckJSON(sc.body[:0], ack, count, producer))
+}
+
+// ackScratch is writeAppendAck's memory for one response.
+type ackScratch struct {
+	vals [8]string
+	body [192]byte
 }
 
 var jsonContentType = []string{wire.MediaJSON}
@@ -169,29 +199,6 @@ func appendAckJSON(b []byte, ack stream.AppendResult, count int, producer bool) 
 		b = strconv.AppendUint(b, ack.ProducerSeq, 10)
 	}
 	return append(b, "}\n"...)
-}
-
-// readBody reads the request body into dst, at most limit bytes. With a
-// Content-Length the buffer is sized once (one spare byte, so seeing EOF
-// does not grow it).
-func readBody(w http.ResponseWriter, r *http.Request, dst []byte, limit int64) ([]byte, error) {
-	if r.ContentLength > 0 && int64(cap(dst)) <= r.ContentLength {
-		dst = make([]byte, 0, r.ContentLength+1)
-	}
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	for {
-		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)]
-		}
-		n, err := rd.Read(dst[len(dst):cap(dst)])
-		dst = dst[:len(dst)+n]
-		if err == io.EOF {
-			return dst, nil
-		}
-		if err != nil {
-			return dst, err
-		}
-	}
 }
 
 // writeParseError answers a body that could not be turned into records.
