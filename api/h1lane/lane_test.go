@@ -73,6 +73,17 @@ func (h *testHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	case "/deadline":
+		// What the node's --body-timeout does.
+		if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		_, err := io.ReadAll(r.Body)
+		select {
+		case h.bodyErr <- err:
+		default:
+		}
 	case "/inject":
 		w.Header().Set("X-Inject", "a\r\nEvil: 1")
 		w.Header().Set("Bad Name", "x")
@@ -325,6 +336,41 @@ func TestNoWaitForWhatIsNotSimple(t *testing.T) {
 		if resp.StatusCode != 200 || resp.Header.Get("Lane") != "" || !strings.HasSuffix(body, "/echo \"lf\"") && !strings.HasPrefix(body, "GET") {
 			t.Fatalf("%q: %d lane=%q %q", req, resp.StatusCode, resp.Header.Get("Lane"), body)
 		}
+	}
+}
+
+// TestTimeouts: a head that stops half way is cut after the head
+// timeout, an idle connection after the idle timeout, and a body that
+// stalls at the read deadline a handler set through
+// http.ResponseController.
+func TestTimeouts(t *testing.T) {
+	h := newTestHandler()
+	rg := startRig(t, h, true, 200*time.Millisecond)
+	for _, req := range []string{"POST /echo HTTP/1.1\r\nHost", post("/echo", "idle")} {
+		c, br := dial(t, rg.addr)
+		_, _ = io.WriteString(c, req)
+		start := time.Now()
+		b, err := io.ReadAll(br)
+		if err != nil {
+			t.Fatalf("%q: %v after %s (want the server to close)", req, err, time.Since(start))
+		}
+		if strings.Contains(req, "idle") != strings.Contains(string(b), "idle") {
+			t.Fatalf("%q: got %q", req, b)
+		}
+	}
+	c, br := dial(t, rg.addr)
+	_, _ = io.WriteString(c, "POST /deadline HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nonly this")
+	select {
+	case err := <-h.bodyErr:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("body error %v, want a timeout", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the body read never timed out")
+	}
+	if _, err := io.ReadAll(br); err != nil {
+		t.Fatalf("after the body timeout: %v (want the server to close)", err)
 	}
 }
 
