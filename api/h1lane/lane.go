@@ -88,8 +88,8 @@ func (s *Server) HandOff() net.Listener { return s.handoff }
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.ln = ln
-	s.handoff.addr = ln.Addr()
 	s.mu.Unlock()
+	s.handoff.addr.Store(ln.Addr())
 	if s.closing.Load() {
 		_ = ln.Close()
 		return http.ErrServerClosed
@@ -466,7 +466,7 @@ type chanListener struct {
 	ch     chan net.Conn
 	closed chan struct{}
 	once   sync.Once
-	addr   net.Addr
+	addr   atomic.Value // net.Addr: the lane's listener's, once it serves
 }
 
 func (l *chanListener) give(c net.Conn) bool {
@@ -494,10 +494,10 @@ func (l *chanListener) close() { l.once.Do(func() { close(l.closed) }) }
 func (l *chanListener) Close() error { l.close(); return nil }
 
 func (l *chanListener) Addr() net.Addr {
-	if l.addr == nil {
-		return &net.TCPAddr{}
+	if a, ok := l.addr.Load().(net.Addr); ok {
+		return a
 	}
-	return l.addr
+	return &net.TCPAddr{}
 }
 
 // body is a request body of known length read from the connection's
