@@ -126,12 +126,25 @@ type WAL struct {
 	mu         sync.Mutex
 	work       sync.Cond // the idle writer waits here for entries or Close
 	space      sync.Cond // Enqueue waits here while the queue is full
-	q          *batch    // entries the writer has not taken yet
-	spare      *batch    // the writer's previous batch, reused as the next q
+	q          *batch    // entries no committer has taken yet
+	spare      *batch    // the last committed batch, reused as the next q
 	tailSeg    uint64    // segment the last enqueued entry went to
 	tailOff    int64     // offset after the last enqueued entry
 	tailSeed   uint32    // segmentSeed(tailSeg)
-	writerIdle bool
+	writerIdle bool      // the writer goroutine waits on work
+	// committing is the writer token: set while one goroutine (the writer,
+	// or a caller committing its own entry, see commitParked) owns the
+	// writer state below and commits a batch. Exactly one holds it, so
+	// that state needs no lock of its own.
+	committing bool
+	// parked is q's group when q holds one entry, enqueued by
+	// EnqueueForWait or Append while no commit was running, and the writer
+	// was not woken for it: its Wait commits it in the caller's goroutine,
+	// saving the two goroutine hand-offs (wake the writer, wake the
+	// waiter) that otherwise sit between a lone append and its fdatasync.
+	// Written under mu; Wait and Done read it without mu first, so the
+	// common case, an entry that is not parked, costs no lock.
+	parked atomic.Pointer[group]
 	// spaceWaiters counts Enqueue calls blocked on a full queue, so the
 	// writer broadcasts only when someone listens.
 	spaceWaiters int
@@ -139,8 +152,9 @@ type WAL struct {
 	err          error // sticky failure
 	enqueued     bool
 
-	// Writer state: the writer goroutine owns these while it runs; Open and
-	// Close touch them only when it does not.
+	// Writer state: whoever holds the writer token (committing) owns these;
+	// Open and Close touch them only when the writer goroutine is not
+	// running.
 	cur      *segment
 	curEnd   int64
 	curDirty bool // written since the last fdatasync
@@ -176,7 +190,8 @@ type segment struct {
 }
 
 // batch is one commit group's bytes, framed and ready for pwrite. Two of
-// them alternate between Enqueue and the writer, so the buffers are reused.
+// them alternate between Enqueue and the committer, so the buffers are
+// reused.
 type batch struct {
 	buf   []byte
 	spans []span // runs of buf that go to one segment each, usually one
@@ -226,18 +241,28 @@ func (g *group) wait(ctx context.Context) error {
 type Pending struct {
 	pos Pos
 	g   *group
+	w   *WAL
 }
 
 // Pos is the entry's position, assigned by Enqueue.
 func (p *Pending) Pos() Pos { return p.pos }
 
 // Done is closed once the entry is durable or the log has failed; Wait then
-// says which.
-func (p *Pending) Done() <-chan struct{} { return p.g.done }
+// says which. For an entry of EnqueueForWait that nobody is committing yet,
+// Done hands it to the writer goroutine, since a select on the channel
+// commits nothing.
+func (p *Pending) Done() <-chan struct{} {
+	p.w.unpark(p.g)
+	return p.g.done
+}
 
 // Wait blocks until the entry and every entry enqueued before it are
 // fdatasync'ed, or ctx is done (the write still happens), or the log failed.
-func (p *Pending) Wait(ctx context.Context) error { return p.g.wait(ctx) }
+// For an entry of EnqueueForWait that the log left to its waiter, Wait
+// commits it in the calling goroutine; ctx is checked before that commit
+// starts, and the commit, one write and one fdatasync, cannot be
+// interrupted.
+func (p *Pending) Wait(ctx context.Context) error { return p.w.wait(ctx, p.g) }
 
 // Open recovers the log in opts.Dir (see Recovery in the package doc) and
 // starts its writer.
@@ -427,25 +452,45 @@ func (w *WAL) Replay(fn func(pos Pos, data []byte) error) error {
 // position is assigned before Enqueue returns, and entries are written in
 // Enqueue order. data may be reused as soon as Enqueue returns.
 func (w *WAL) Enqueue(data []byte) (*Pending, error) {
-	pos, g, err := w.enqueue(data)
+	pos, g, err := w.enqueue(data, false)
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{pos: pos, g: g}, nil
+	return &Pending{pos: pos, g: g, w: w}, nil
 }
 
-// Append is Enqueue followed by Wait, without allocating a Pending. When ctx
-// ends first, the position is returned with the error: the entry will still
-// be written.
+// EnqueueForWait is Enqueue for a caller that will call Wait (or Done) on
+// the result, typically after releasing locks it held to enqueue in order.
+// When no commit is running and nothing else is queued, the writer is not
+// woken: Wait commits the entry in the caller's goroutine, without the two
+// goroutine hand-offs the writer costs. Until then the entry stays queued;
+// the writer takes it as soon as another entry is enqueued behind it, Done
+// is called, a Wait's ctx has ended, or at Close, so an entry whose Pending
+// is dropped is still written, only later.
+func (w *WAL) EnqueueForWait(data []byte) (*Pending, error) {
+	pos, g, err := w.enqueue(data, true)
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{pos: pos, g: g, w: w}, nil
+}
+
+// Append is EnqueueForWait followed by Wait, without allocating a Pending.
+// When ctx ends first, the position is returned with the error: the entry
+// will still be written. Like Wait, Append does not return in the middle of
+// a commit it runs itself.
 func (w *WAL) Append(ctx context.Context, data []byte) (Pos, error) {
-	pos, g, err := w.enqueue(data)
+	pos, g, err := w.enqueue(data, true)
 	if err != nil {
 		return Pos{}, err
 	}
-	return pos, g.wait(ctx)
+	return pos, w.wait(ctx, g)
 }
 
-func (w *WAL) enqueue(data []byte) (Pos, *group, error) {
+// enqueue appends data to q. park: the caller will wait for the entry, so
+// when nobody is committing and q was empty the writer is left asleep and
+// the waiter commits (commitParked).
+func (w *WAL) enqueue(data []byte, park bool) (Pos, *group, error) {
 	if len(data) > MaxEntrySize {
 		return Pos{}, nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxEntrySize)
 	}
@@ -466,6 +511,9 @@ func (w *WAL) enqueue(data []byte) (Pos, *group, error) {
 		if len(w.q.buf) == 0 || len(w.q.buf)+need <= queueLimit {
 			break
 		}
+		// A parked entry's waiter may be this very goroutine, later: the
+		// writer must take it now or the queue never drains.
+		w.unparkLocked()
 		w.spaceWaiters++
 		w.space.Wait()
 		w.spaceWaiters--
@@ -492,49 +540,146 @@ func (w *WAL) enqueue(data []byte) (Pos, *group, error) {
 	w.tailOff += int64(need)
 	w.enqueued = true
 	g := b.g
-	if w.writerIdle {
+	switch {
+	case w.committing:
+		// The token holder wakes the writer for q when it is done.
+	case park && b.n == 1:
+		w.parked.Store(g)
+	case w.parked.Load() != nil:
+		// A second entry joined a parked one: the writer takes both now,
+		// so no entry waits on another caller's way to its Wait.
+		w.unparkLocked()
+	case w.writerIdle:
 		w.work.Signal()
 	}
 	w.mu.Unlock()
 	return pos, g, nil
 }
 
+// unpark hands g to the writer goroutine if g is the parked group.
+func (w *WAL) unpark(g *group) {
+	if w.parked.Load() != g {
+		return
+	}
+	w.mu.Lock()
+	if w.parked.Load() == g {
+		w.unparkLocked()
+	}
+	w.mu.Unlock()
+}
+
+// unparkLocked hands the parked group, if any, to the writer. mu held.
+func (w *WAL) unparkLocked() {
+	if w.parked.Load() == nil {
+		return
+	}
+	w.parked.Store(nil)
+	if w.writerIdle {
+		w.work.Signal()
+	}
+}
+
+// wait waits for g, committing it first if it is parked.
+func (w *WAL) wait(ctx context.Context, g *group) error {
+	select {
+	case <-g.done:
+		return g.err
+	default:
+	}
+	if ctx.Err() != nil {
+		w.unpark(g) // the write still happens, by the writer
+	} else {
+		w.commitParked(g)
+	}
+	return g.wait(ctx)
+}
+
+// commitParked commits q in the calling goroutine if it is g's parked
+// group: the caller takes the writer token, writes and fdatasyncs q, wakes
+// g's waiters and gives the token back. Whatever was enqueued meanwhile
+// forms the next group and goes to the writer goroutine: the caller
+// commits only the group it waits for, so its latency is one commit.
+func (w *WAL) commitParked(g *group) {
+	if w.parked.Load() != g {
+		return
+	}
+	w.mu.Lock()
+	if w.parked.Load() != g {
+		w.mu.Unlock()
+		return
+	}
+	b := w.takeLocked()
+	w.mu.Unlock()
+	if err := w.commit(b); err != nil {
+		w.fail(err, b)
+		return
+	}
+	close(g.done)
+	b.reset()
+	w.mu.Lock()
+	w.releaseLocked(b)
+	w.mu.Unlock()
+}
+
+// takeLocked takes the writer token and q for a commit. The token must be
+// free. mu held.
+func (w *WAL) takeLocked() *batch {
+	w.committing = true
+	w.parked.Store(nil)
+	w.idle.set(false)
+	b := w.q
+	w.q, w.spare = w.spare, nil
+	if w.spaceWaiters > 0 {
+		w.space.Broadcast()
+	}
+	return b
+}
+
+// releaseLocked gives the writer token back after b was committed and
+// reset, and wakes the writer if it has work (or must exit): entries
+// enqueued during the commit, or Close. mu held.
+func (w *WAL) releaseLocked(b *batch) {
+	w.committing = false
+	w.spare = b
+	if w.q.n > 0 || w.closed {
+		if w.writerIdle {
+			w.work.Signal()
+		}
+		return
+	}
+	w.idle.set(true)
+}
+
 // run is the writer goroutine: it takes everything queued, writes and
 // fdatasyncs it, wakes the group, and repeats. Entries enqueued while it
-// writes and syncs form the next group.
+// writes and syncs form the next group. It leaves a parked entry to its
+// waiter (except at Close), and waits while a waiter commits one.
 func (w *WAL) run() {
 	defer close(w.done)
-	var spare *batch
+	w.mu.Lock()
+	w.idle.set(true)
 	for {
-		w.mu.Lock()
-		if spare != nil {
-			w.spare = spare
-		}
-		for w.q.n == 0 && !w.closed {
+		for w.committing || w.q.n == 0 || (w.parked.Load() != nil && !w.closed) {
+			if w.err != nil || (w.closed && !w.committing && w.q.n == 0) {
+				// Failed (by a waiter's commit), or closed with
+				// everything enqueued before Close written.
+				w.mu.Unlock()
+				return
+			}
 			w.writerIdle = true
-			w.idle.set(true)
 			w.work.Wait()
-			w.idle.set(false)
 			w.writerIdle = false
 		}
-		if w.q.n == 0 { // closed, and everything enqueued before Close is written
-			w.mu.Unlock()
-			return
-		}
-		b := w.q
-		w.q, w.spare = w.spare, nil
-		if w.spaceWaiters > 0 {
-			w.space.Broadcast()
-		}
+		b := w.takeLocked()
 		w.mu.Unlock()
-
 		if err := w.commit(b); err != nil {
 			w.fail(err, b)
 			return
 		}
 		close(b.g.done)
 		b.reset()
-		spare = b
+		w.mu.Lock()
+		w.releaseLocked(b)
 	}
 }
 
@@ -627,13 +772,16 @@ func (w *WAL) rotate(seg uint64) error {
 }
 
 // fail makes err sticky, fails b and everything still queued, and wakes
-// blocked Enqueue calls. The writer never touches the files again: after a
-// failed fdatasync the page cache may claim data the disk does not have.
+// blocked Enqueue calls and the writer goroutine, which exits. It is called
+// by the holder of the writer token, which never gives it back: nobody
+// touches the files again, because after a failed fdatasync the page cache
+// may claim data the disk does not have.
 func (w *WAL) fail(cause error, b *batch) {
 	err := fmt.Errorf("%w: %w", ErrFailed, cause)
 	w.failed.Store(&err)
 	w.mu.Lock()
 	w.err = err
+	w.parked.Store(nil)
 	b.g.err = err
 	close(b.g.done)
 	if q := w.q; q.g != nil {
@@ -642,6 +790,7 @@ func (w *WAL) fail(cause error, b *batch) {
 		q.reset()
 	}
 	w.space.Broadcast()
+	w.work.Broadcast() // the writer exits when a waiter's commit failed
 	w.mu.Unlock()
 	w.log.Error("wal: log failed; every later call returns this error", "err", cause)
 }

@@ -357,19 +357,24 @@ func TestCallsAfterClose(t *testing.T) {
 	}
 }
 
+// TestWaitReturnsOnContextButWriteHappens holds the writer goroutine in
+// the fdatasync of an Enqueue'd entry and cancels its Wait. (A Wait that
+// commits its entry itself cannot return in the middle of that commit; see
+// TestCancelledWaitLeavesParkedEntryToWriter.)
 func TestWaitReturnsOnContextButWriteHappens(t *testing.T) {
 	dir := t.TempDir()
 	w, gate := openGated(t, dir, 1<<20)
 	ctx, cancel := context.WithCancel(context.Background())
+	p, err := w.Enqueue([]byte("survives cancellation"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	res := make(chan error)
-	go func() {
-		_, err := w.Append(ctx, []byte("survives cancellation"))
-		res <- err
-	}()
+	go func() { res <- p.Wait(ctx) }()
 	<-gate.entered
 	cancel()
 	if err := <-res; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Append with cancelled context: %v, want context.Canceled", err)
+		t.Fatalf("Wait with cancelled context: %v, want context.Canceled", err)
 	}
 	gate.passThrough()
 	gate.release <- nil
