@@ -41,7 +41,10 @@ import (
 // Log is what the service needs from the write-ahead log.
 type Log interface {
 	Replay(fn func(pos wal.Pos, data []byte) error) error
-	Enqueue(data []byte) (*wal.Pending, error)
+	// EnqueueForWait, not Enqueue: every entry is awaited (Submitted.Wait),
+	// so a lone append on an idle log is committed by the goroutine that
+	// waits for it, without waking the WAL's writer goroutine.
+	EnqueueForWait(data []byte) (*wal.Pending, error)
 	ReadAt(pos wal.Pos, dst []byte) ([]byte, error)
 	// RemoveSegmentsBefore and ActiveSegment let flushes truncate what
 	// object storage now holds.
@@ -1025,7 +1028,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		}, req.Records)
 	}
 	*bufp = buf
-	pending, err := s.log.Enqueue(buf)
+	pending, err := s.log.EnqueueForWait(buf)
 	if err != nil {
 		st.mu.Unlock()
 		s.fail(err)
