@@ -65,7 +65,7 @@ func TestLoneAppendCommitsInCaller(t *testing.T) {
 		want = append(want, entry{p.Pos(), data})
 	}
 	st := w.Stats()
-	if n := direct.Load(); n != 25 || st.Groups != 25 || st.GroupSizes[0] != 25 {
+	if n := direct.Load(); n != 25 || st.WaiterGroups != 25 || st.Groups != 25 || st.GroupSizes[0] != 25 {
 		t.Fatalf("25 lone appends: %d committed by the caller, %d groups (sizes %v); want all 25 in the caller, one entry each",
 			n, st.Groups, st.GroupSizes)
 	}
@@ -169,7 +169,11 @@ func testCommitsKeepOrder(t *testing.T, goroutines, each int) {
 	if segs := got[len(got)-1].pos.Segment; segs < 3 {
 		t.Fatalf("the log reached only segment %d: the test meant to rotate under the race", segs)
 	}
-	t.Logf("%d of %d syncs in the caller", direct.Load(), w.Stats().Syncs)
+	st := w.Stats()
+	if st.WaiterGroups != uint64(direct.Load()) {
+		t.Fatalf("Stats.WaiterGroups = %d, but %d syncs ran in a waiter", st.WaiterGroups, direct.Load())
+	}
+	t.Logf("%d of %d groups committed by their waiter", st.WaiterGroups, st.Groups)
 }
 
 func posBefore(a, b Pos) bool {

@@ -11,6 +11,17 @@
 // a caller can index an entry under its own lock in the same order the log
 // will write it.
 //
+// A lone append on an idle log skips the writer goroutine: waking it and
+// being woken by it again are two goroutine hand-offs, often two OS thread
+// wake-ups, on every append of a single client. An entry of
+// EnqueueForWait or Append that finds no commit running and nothing queued
+// is left for its waiter, and Wait commits it in the caller's goroutine.
+// Whoever commits (the writer, or such a waiter) holds the writer token, so
+// segment state is still touched by one goroutine at a time; what is
+// enqueued during a waiter's commit is the writer's next group, so group
+// commit under load is unchanged and a waiter never commits more than the
+// one group it waits for.
+//
 // # Directory layout
 //
 //	<dir>/

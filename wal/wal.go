@@ -101,6 +101,7 @@ type Stats struct {
 	Entries      uint64        // entries made durable
 	PayloadBytes uint64        // payload bytes of those entries
 	Groups       uint64        // commit groups: one write and one fdatasync each (plus one per rotation)
+	WaiterGroups uint64        // of Groups, committed by the goroutine waiting for them, not the writer (a lone append on an idle log)
 	Syncs        uint64        // fdatasync calls on segment files
 	SyncedBytes  uint64        // framed bytes written, all covered by those fdatasyncs
 	SyncTime     time.Duration // time spent in fdatasync
@@ -179,6 +180,7 @@ type WAL struct {
 
 type counters struct {
 	entries, payloadBytes, groups, syncs, syncedBytes, syncNanos atomic.Uint64
+	waiterGroups                                                 atomic.Uint64
 	groupSizes                                                   [GroupBuckets]atomic.Uint64
 }
 
@@ -614,6 +616,7 @@ func (w *WAL) commitParked(g *group) {
 		w.fail(err, b)
 		return
 	}
+	w.ctr.waiterGroups.Add(1)
 	close(g.done)
 	b.reset()
 	w.mu.Lock()
@@ -904,6 +907,7 @@ func (w *WAL) Stats() Stats {
 	s.Entries = c.entries.Load()
 	s.PayloadBytes = c.payloadBytes.Load()
 	s.Groups = c.groups.Load()
+	s.WaiterGroups = c.waiterGroups.Load()
 	s.Syncs = c.syncs.Load()
 	s.SyncedBytes = c.syncedBytes.Load()
 	s.SyncTime = time.Duration(c.syncNanos.Load())
