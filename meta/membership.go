@@ -54,6 +54,8 @@ type Session struct {
 	renewedAt   atomic.Int64
 	renewedMono atomic.Int64
 	ttl         atomic.Int64
+	// keepAliveOnce replaces cli.KeepAliveOnce in tests of renewOnce.
+	keepAliveOnce func(context.Context, clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error)
 }
 
 func (r *Registry) memberKey(id string) string { return r.prefix + "members/" + id }
@@ -136,10 +138,7 @@ func (s *Session) renew(ctx context.Context, first time.Duration) {
 			return
 		case <-time.After(wait):
 		}
-		sent := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, max(ttl/3, 100*time.Millisecond))
-		resp, err := s.cli.KeepAliveOnce(rctx, s.lease)
-		cancel()
+		sent, resp, err := s.renewOnce(ctx, max(ttl/3, 100*time.Millisecond))
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -155,6 +154,58 @@ func (s *Session) renew(ctx context.Context, first time.Duration) {
 			retry = true
 		}
 	}
+}
+
+// renewOnce sends one renewal and, when it has no answer after half of
+// timeout, a second one beside it, each with timeout to answer. The first
+// success wins, counted from its own send time; with none, the last error
+// is returned. The second request keeps a slow answer (a stalled stream,
+// a busy etcd member) from eating the margin a short --lease-ttl leaves:
+// at 2 s a renewal is due every 667 ms and Valid ends at 1.6 s, so one
+// renewal that times out and its retry 200 ms later would leave almost
+// none.
+func (s *Session) renewOnce(ctx context.Context, timeout time.Duration) (time.Time, *clientv3.LeaseKeepAliveResponse, error) {
+	type answer struct {
+		sent time.Time
+		resp *clientv3.LeaseKeepAliveResponse
+		err  error
+	}
+	keepAlive := s.keepAliveOnce
+	if keepAlive == nil {
+		keepAlive = s.cli.KeepAliveOnce
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the request still out, if any, is not needed
+	answers := make(chan answer, 2)
+	send := func() {
+		sent := time.Now()
+		tctx, cancel := context.WithTimeout(rctx, timeout)
+		defer cancel()
+		resp, err := keepAlive(tctx, s.lease)
+		answers <- answer{sent, resp, err}
+	}
+	go send()
+	hedge := time.NewTimer(timeout / 2)
+	defer hedge.Stop()
+	out, hedged := 1, false
+	var last answer
+	for out > 0 {
+		select {
+		case a := <-answers:
+			out--
+			if a.err == nil || errors.Is(a.err, rpctypes.ErrLeaseNotFound) {
+				return a.sent, a.resp, a.err
+			}
+			last = a
+		case <-hedge.C:
+			if !hedged {
+				hedged = true
+				out++
+				go send()
+			}
+		}
+	}
+	return last.sent, last.resp, last.err
 }
 
 // setRenewed records a renewal sent at t.
