@@ -94,8 +94,18 @@ func testCommitsKeepOrder(t *testing.T, goroutines, each int) {
 	dir := t.TempDir()
 	const segSize = 64 << 10
 	w, direct := commitsInCaller(t, dir, segSize, fdatasync)
+	// A lone append first: nothing else runs, so its waiter commits it,
+	// and the race below starts with the token just handed back.
+	first := payload(1<<32, 100)
+	firstPos, err := w.Append(context.Background(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if direct.Load() != 1 {
+		t.Fatalf("the lone first append: %d commits in the caller, want 1", direct.Load())
+	}
 	var mu sync.Mutex
-	var all []entry
+	all := []entry{{firstPos, first}}
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
@@ -141,18 +151,16 @@ func testCommitsKeepOrder(t *testing.T, goroutines, each int) {
 	if t.Failed() {
 		return
 	}
-	if direct.Load() == 0 {
-		// Not a flaky condition: the first append of the test finds the
-		// log idle whatever the scheduling.
-		t.Fatal("no waiter committed its own entry")
-	}
+	// How many of the racing appends found the log idle depends on the
+	// scheduling (on a busy machine possibly none): logged below, not
+	// asserted.
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
 	w2, _ := openWAL(t, dir, segSize)
 	got := replayAll(t, w2)
-	if len(got) != goroutines*each {
-		t.Fatalf("replayed %d entries, want %d", len(got), goroutines*each)
+	if len(got) != 1+goroutines*each {
+		t.Fatalf("replayed %d entries, want %d", len(got), 1+goroutines*each)
 	}
 	byPos := make(map[Pos][]byte, len(all))
 	for _, e := range all {
