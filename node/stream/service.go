@@ -46,6 +46,9 @@ type Log interface {
 	// waits for it, without waking the WAL's writer goroutine.
 	EnqueueForWait(data []byte) (*wal.Pending, error)
 	ReadAt(pos wal.Pos, dst []byte) ([]byte, error)
+	// ReadMany reads a flush's entries with one pread per run of
+	// neighbouring records, each verified (wal.WAL.ReadMany).
+	ReadMany(ps []wal.Pos, buf []byte, fn func(i int, payload []byte) error) ([]byte, error)
 	// RemoveSegmentsBefore and ActiveSegment let flushes truncate what
 	// object storage now holds.
 	RemoveSegmentsBefore(seg uint64) error

@@ -549,7 +549,7 @@ func (s *Service) flushBatches(items []flushItem) ([]flushItem, []UploadStream, 
 		}
 	}
 	var size int64
-	buf, err := readMany(s.log, pos, s.flushBuf, func(i int, data []byte) error {
+	buf, err := s.log.ReadMany(pos, s.flushBuf, func(i int, data []byte) error {
 		e, err := decodeEntry(data)
 		if err != nil {
 			return fmt.Errorf("flush: WAL entry: %w", err)
@@ -566,32 +566,6 @@ func (s *Service) flushBatches(items []flushItem) ([]flushItem, []UploadStream, 
 		return nil, nil, 0, false, fmt.Errorf("flush: read WAL: %w", err)
 	}
 	return items, ups, size, capped, nil
-}
-
-// manyReader is an optional Log capability (wal.WAL has it): read many
-// entries with one pread per run of neighbouring records, each verified,
-// as wal.WAL.ReadMany documents.
-type manyReader interface {
-	ReadMany(ps []wal.Pos, buf []byte, fn func(i int, payload []byte) error) ([]byte, error)
-}
-
-// readMany reads the entries at ps with the log's ReadMany, or one ReadAt
-// after the other into buf when it has none.
-func readMany(log Log, ps []wal.Pos, buf []byte, fn func(i int, payload []byte) error) ([]byte, error) {
-	if m, ok := log.(manyReader); ok {
-		return m.ReadMany(ps, buf, fn)
-	}
-	buf = buf[:0]
-	for i, p := range ps {
-		data, err := log.ReadAt(p, nil)
-		if err != nil {
-			return buf, err
-		}
-		if err := fn(i, data); err != nil {
-			return buf, err
-		}
-	}
-	return buf, nil
 }
 
 // flushRefs matches the uploaded ranges to the items, adds each item's
