@@ -102,6 +102,9 @@ type createQueue struct {
 	lastTxn  time.Duration
 	answered time.Time
 	arrived  chan struct{}
+	// lastArrival is when the last create arrived while gatherLocked
+	// waited.
+	lastArrival time.Time
 
 	ids idBlocks
 }
@@ -203,50 +206,86 @@ func (q *createQueue) commitLoop(r *Registry) {
 // later to wait for that whole second transaction, so every create pays
 // about two commit latencies and each transaction holds half the
 // clients (docs/benchmarks.md, 2026-12-02: 14 creates per transaction on
-// average out of 32, a fifth of them alone). It waits until as many
-// creates wait as the last transaction held plus those that waited
-// behind it, or a full batch waits, but at most until half the last
-// transaction's commit time (and at most regatherMax) after its answer:
-// clients that have not come back by then are not coming soon. So a
-// lone client's create, expected alone, is sent at once, and one after a
-// pause does not wait either.
+// average out of 32, a fifth of them alone).
+//
+// It waits until as many creates wait as the last transaction held plus
+// those that waited behind it, or a full batch waits, for as long as they
+// keep coming back: the wait ends once no create arrived for the last
+// transaction's commit time (at most regatherMax), counted from its
+// answer and then from each arrival, and at the latest regatherCap after
+// the answer. Waiting longer than a commit for a client costs more than
+// it saves (it could have gone in the next transaction), and clients
+// that have not come back by then are not coming soon. A lone client's
+// create, expected alone, is sent at once, and one after a pause does
+// not wait either.
+//
+// The wait is counted from the last arrival, not only from the answer,
+// because answering 32 clients and reading their next requests is CPU
+// work that takes as long as a commit or longer (1.5-4 ms on two shared
+// cores, against commits of 1.5-3 ms), and arrives in bursts. With half
+// a commit from the answer as the only bound, the first one or two back
+// were sent alone and the other thirty waited for that whole transaction:
+// a quarter of the transactions held one create, 18 creates per
+// transaction on average (docs/benchmarks.md, "Creation: waiting for the
+// clients still coming back").
 func (q *createQueue) gatherLocked(r *Registry) {
 	if q.inflight > 0 || len(q.calls) == 0 || len(q.calls) >= q.expect || q.fullLocked(r) {
 		return
 	}
-	wait := time.Until(q.answered.Add(min(q.lastTxn/2, regatherMax)))
-	if wait <= 0 {
-		return
-	}
-	if q.arrived == nil {
-		q.arrived = make(chan struct{})
-	}
-	arrived := q.arrived
-	q.mu.Unlock()
-	t := time.NewTimer(wait)
-	select {
-	case <-arrived:
-	case <-t.C:
-	}
-	t.Stop()
-	q.mu.Lock()
-	if q.arrived == arrived {
-		q.arrived = nil
+	window := min(q.lastTxn, regatherMax)
+	deadline := q.answered.Add(window)
+	limit := q.answered.Add(regatherCap)
+	for len(q.calls) < q.expect && !q.fullLocked(r) {
+		if deadline.After(limit) {
+			deadline = limit
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			break
+		}
+		if q.arrived == nil {
+			q.arrived = make(chan struct{})
+		}
+		arrived := q.arrived
+		q.mu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-arrived:
+		case <-t.C:
+		}
+		t.Stop()
+		q.mu.Lock()
+		if q.arrived == arrived {
+			q.arrived = nil
+		}
+		// Creates that arrived while it waited push the end of the wait
+		// to a window after the last of them.
+		if next := q.lastArrival.Add(window); next.After(deadline) {
+			deadline = next
+		}
 	}
 	q.expect = 0 // wait once: whoever did not come back by now is gone
 }
 
-// arriveLocked ends gatherLocked's wait once the creates it waits for are
-// queued.
+// arriveLocked notes a create's arrival while gatherLocked waits, and ends
+// that wait once the creates it waits for are queued.
 func (q *createQueue) arriveLocked(r *Registry) {
-	if q.arrived != nil && (len(q.calls) >= q.expect || q.fullLocked(r)) {
+	if q.arrived == nil {
+		return
+	}
+	q.lastArrival = time.Now()
+	if len(q.calls) >= q.expect || q.fullLocked(r) {
 		close(q.arrived)
 		q.arrived = nil
 	}
 }
 
-// regatherMax bounds gatherLocked's wait (a variable for the tests).
-var regatherMax = 4 * time.Millisecond
+// regatherMax bounds gatherLocked's wait without arrivals, and regatherCap
+// its whole wait after an answer (variables for the tests).
+var (
+	regatherMax = 4 * time.Millisecond
+	regatherCap = 10 * time.Millisecond
+)
 
 // takeLocked removes the next batch from the queue: as many creates as fit
 // one transaction, at most one per stream name and per topic in this batch

@@ -98,8 +98,67 @@ func TestGatherDoesNotHoldLoneCreates(t *testing.T) {
 }
 
 // TestGatherWaitIsBounded: when the answered creates do not come back the
-// wait ends after half the last commit time.
+// wait ends after the last commit time.
 func TestGatherWaitIsBounded(t *testing.T) {
 	q, r := gatherTest(32, 1, 20*time.Millisecond)
-	awaitGather(t, gather(q, r), "after half the last commit time")
+	awaitGather(t, gather(q, r), "after the last commit time")
+}
+
+// arrive queues one create once the committer waits in gatherLocked, as
+// create does.
+func arrive(t *testing.T, q *createQueue, r *Registry) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		q.mu.Lock()
+		waiting := q.arrived != nil
+		if waiting {
+			q.calls = append(q.calls, &createCall{need: 1})
+			q.arriveLocked(r)
+		}
+		q.mu.Unlock()
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the committer does not wait for answered creates")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGatherWaitsWhileCreatesKeepArriving: a create that arrives while the
+// committer waits moves the end of the wait to a commit time after it, so
+// the wait goes on past a commit time after the answer while the
+// answered clients are still coming back, and ends when the last is back.
+func TestGatherWaitsWhileCreatesKeepArriving(t *testing.T) {
+	defer func(m, c time.Duration) { regatherMax, regatherCap = m, c }(regatherMax, regatherCap)
+	regatherMax, regatherCap = time.Hour, time.Hour
+	const took = 10 * time.Second
+	q, r := gatherTest(3, 1, took)
+	// Answered a commit time ago but for 200 ms: without arrivals the
+	// wait would end 200 ms from now.
+	q.answered = time.Now().Add(-took + 200*time.Millisecond)
+	end := q.answered.Add(took)
+	done := gather(q, r)
+	arrive(t, q, r) // the second of three, well before end
+	time.Sleep(time.Until(end) + 300*time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("the committer went on a commit time after the answer although a create arrived since")
+	default:
+	}
+	arrive(t, q, r)
+	awaitGather(t, done, "with every answered create back")
+	if len(q.calls) != 3 {
+		t.Fatalf("%d creates queued, want 3", len(q.calls))
+	}
+}
+
+// TestGatherWaitIsCapped: however long commits take, the committer waits at
+// most regatherCap after the answer.
+func TestGatherWaitIsCapped(t *testing.T) {
+	defer func(m, c time.Duration) { regatherMax, regatherCap = m, c }(regatherMax, regatherCap)
+	regatherMax, regatherCap = time.Hour, 50*time.Millisecond
+	q, r := gatherTest(32, 1, time.Hour)
+	awaitGather(t, gather(q, r), "past regatherCap")
 }
