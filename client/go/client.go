@@ -28,6 +28,7 @@ type config struct {
 	retry        RetryPolicy
 	userAgent    string
 	maxRedirects int
+	stdTransport bool
 }
 
 // WithToken sends "Authorization: Bearer token" on every request, and on
@@ -37,7 +38,8 @@ func WithToken(token string) Option {
 }
 
 // WithHTTPClient makes the client send its requests through hc (its
-// Transport, Jar, Timeout). The SDK follows redirects itself, so hc's
+// Transport, Jar, Timeout): all of them, the lean transport is not used.
+// The SDK follows redirects itself, so hc's
 // CheckRedirect is not used. Do not set hc.Timeout if you use long-polls or
 // subscriptions; use contexts instead.
 func WithHTTPClient(hc *http.Client) Option {
@@ -194,6 +196,9 @@ func newClient(p Protocol, baseURL string, opts []Option) (*client, error) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 64
 		hc = &http.Client{Transport: tr}
+		if !cfg.stdTransport {
+			hc.Transport = newRoutingTransport(tr)
+		}
 	}
 	// Redirects are followed by the SDK (see do): never by net/http, which
 	// drops Authorization on cross-host hops.

@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,6 +118,8 @@ ack and delivery latency percentiles, throughput.
                      start when the producers stop and read everything, records/s
   --keep             keep the streams afterwards (default: delete them)
   --json             print the result as one JSON object
+  --cpuprofile FILE  write a Go CPU profile of this process (the load generator,
+                     the SDK included) to FILE, for go tool pprof
   --report DIR       run nothing: rebuild the report of a make bench run in DIR
                      (table.md and SVG charts from DIR/results.json) and print the table
   plus --server, --token, --protocol as for the client commands; --protocol
@@ -148,6 +151,7 @@ func benchCmd(args []string, e env) int {
 	fs.IntVar(&cfg.consumers, "consumers", 0, "consumers")
 	fs.StringVar(&cfg.metrics, "metrics", "", "the node's /metrics URL; off = none")
 	fs.StringVar(&cfg.consume, "consume", consumeTail, "tail or catchup")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the generator to FILE")
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -173,6 +177,14 @@ func benchCmd(args []string, e env) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "picomq bench: %v\n", err)
+			return exitError
+		}
+		defer stopProfile()
+	}
 
 	var cpu0 float64
 	sm := serverMetrics{url: cfg.metrics, token: cf.token}
@@ -210,6 +222,24 @@ func benchCmd(args []string, e env) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// startCPUProfile profiles this process into path until the returned
+// function is called: the generator shares the CPU with the node on one
+// machine, so where its own time goes is part of every result.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func (cfg *benchConfig) check(pos []string) error {

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -71,6 +76,26 @@ func checkServer(t *testing.T, res benchResult) {
 	if res.ServerCPUSecondsPerMillion <= 0 || res.ServerRSSMiB < 1 || res.ServerRSSMiB > 16<<10 || res.AllRecords < res.Records {
 		t.Fatalf("server figures: CPU-s per million %v, RSS %v MiB, all records %d of %d measured",
 			res.ServerCPUSecondsPerMillion, res.ServerRSSMiB, res.AllRecords, res.Records)
+	}
+}
+
+// TestBenchCPUProfile: --cpuprofile writes a profile of the generator's
+// own run (gzipped protobuf, the form go tool pprof reads).
+func TestBenchCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bench.prof")
+	res := benchJSON(t, "pico", "--duration", "1s", "--producers", "2", "--record-size", "100", "--metrics", "off",
+		"--prefix", streamName(t), "--cpuprofile", path)
+	checkBench(t, res, 1, 100)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("--cpuprofile wrote no gzipped profile: %v", err)
+	}
+	if raw, err := io.ReadAll(zr); err != nil || len(raw) == 0 {
+		t.Fatalf("--cpuprofile: %d bytes of profile, %v", len(raw), err)
 	}
 }
 
