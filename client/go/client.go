@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -124,12 +125,16 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // client implements Client for both protocols.
 type client struct {
-	proto        Protocol
-	base         *url.URL // scheme, host and path prefix ("" for Pico, "/v1/stream" for DS)
-	prefix       string   // base.Path without a trailing slash
-	origin       string   // scheme://host of base
-	token        string
-	hc           *http.Client
+	proto  Protocol
+	base   *url.URL // scheme, host and path prefix ("" for Pico, "/v1/stream" for DS)
+	prefix string   // base.Path without a trailing slash
+	origin string   // scheme://host of base
+	token  string
+	hc     *http.Client
+	// rt is the routing transport of an http.Client the SDK built itself
+	// (no WithHTTPClient, no WithStdTransport), nil otherwise: requests it
+	// sends the lean way skip http.Client.Do (see send).
+	rt           *routingTransport
 	retry        RetryPolicy
 	userAgent    string
 	maxRedirects int
@@ -192,12 +197,14 @@ func newClient(p Protocol, baseURL string, opts []Option) (*client, error) {
 		return nil, errors.New("picomq: token contains a line break")
 	}
 	hc := cfg.hc
+	var rt *routingTransport
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 64
 		hc = &http.Client{Transport: tr}
 		if !cfg.stdTransport {
-			hc.Transport = newRoutingTransport(tr)
+			rt = newRoutingTransport(tr)
+			hc.Transport = rt
 		}
 	}
 	// Redirects are followed by the SDK (see do): never by net/http, which
@@ -211,6 +218,7 @@ func newClient(p Protocol, baseURL string, opts []Option) (*client, error) {
 		origin:       u.Scheme + "://" + u.Host,
 		token:        cfg.token,
 		hc:           &own,
+		rt:           rt,
 		retry:        cfg.retry.normalized(),
 		userAgent:    cfg.userAgent,
 		maxRedirects: max(cfg.maxRedirects, 0),
@@ -304,6 +312,37 @@ type call struct {
 type ownerCache struct {
 	mu  sync.Mutex
 	url string // scheme://host[/path] of the owner, no trailing slash
+
+	// last is the most recent first-hop target of the stream's requests,
+	// parsed: a producer sends every append to the same URL, and parsing
+	// it again for each one cost measurable CPU (see newRequest).
+	last atomic.Pointer[parsedTarget]
+}
+
+// parsedTarget is a target URL string and its parse, as
+// http.NewRequest leaves it. The *url.URL is shared by the requests built
+// from it and must not be modified (net/http and the lean transport only
+// read a request's URL).
+type parsedTarget struct {
+	target string
+	u      *url.URL
+}
+
+// cachedURL returns target's parse if it is the cached one.
+func (o *ownerCache) cachedURL(target string) *url.URL {
+	if o == nil {
+		return nil
+	}
+	if p := o.last.Load(); p != nil && p.target == target {
+		return p.u
+	}
+	return nil
+}
+
+func (o *ownerCache) cacheURL(target string, u *url.URL) {
+	if o != nil {
+		o.last.Store(&parsedTarget{target: target, u: u})
+	}
 }
 
 func (o *ownerCache) get() string {
@@ -408,11 +447,14 @@ func (c *client) doOnce(ctx context.Context, cl *call) (*http.Response, error) {
 	target := start + uri
 	redirected := false
 	for hop := 0; ; hop++ {
-		req, err := c.newRequest(ctx, cl, target)
+		// Only first hops are cached: a redirect's target is the
+		// server's to choose, and after one the owner cache makes the
+		// next call's first hop go there anyway.
+		req, err := c.newRequest(ctx, cl, target, hop == 0)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", errPermanent, err)
 		}
-		resp, err := c.hc.Do(req)
+		resp, err := c.send(req)
 		if err != nil {
 			if hop == 0 && owner != "" && isDialError(err) {
 				// The remembered owner is gone: nothing was sent, so
@@ -462,14 +504,33 @@ func (c *client) doOnce(ctx context.Context, cl *call) (*http.Response, error) {
 	}
 }
 
-func (c *client) newRequest(ctx context.Context, cl *call, target string) (*http.Request, error) {
+// newRequest builds one hop's request. With cache, target's parse comes
+// from (and goes to) the stream's one-entry cache: on a hit the request is
+// built for the empty URL, which http.NewRequest parses at no cost, and
+// given the cached *url.URL and its Host, which is what http.NewRequest
+// would have set from target (it is where the cached value came from).
+func (c *client) newRequest(ctx context.Context, cl *call, target string, cache bool) (*http.Request, error) {
 	var body io.Reader
 	if cl.body != nil {
 		body = bytes.NewReader(cl.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, cl.method, target, body)
+	var u *url.URL
+	if cache {
+		u = cl.owner.cachedURL(target)
+	}
+	urlArg := target
+	if u != nil {
+		urlArg = ""
+	}
+	req, err := http.NewRequestWithContext(ctx, cl.method, urlArg, body)
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case u != nil:
+		req.URL, req.Host = u, u.Host
+	case cache:
+		cl.owner.cacheURL(target, req.URL)
 	}
 	for k, vs := range cl.header {
 		req.Header[k] = vs
@@ -481,6 +542,37 @@ func (c *client) newRequest(ctx context.Context, cl *call, target string) (*http
 		req.Header.Set("User-Agent", c.userAgent)
 	}
 	return req, nil
+}
+
+// send sends one hop. A request the SDK's own routing transport would
+// send the lean way goes to it directly, without http.Client.Do, whose
+// machinery has nothing to do for it: the client has no Timeout and no
+// cookie jar (it is the SDK's own, see newClient), redirects are the
+// SDK's (CheckRedirect returns ErrUseLastResponse, so Do would return a
+// 3xx as it came), and user info in the URL, for which Do would add basic
+// authentication, keeps a request on Do. Errors are wrapped as Do wraps
+// them, so they read the same either way.
+func (c *client) send(req *http.Request) (*http.Response, error) {
+	if c.rt == nil || req.URL.User != nil || !c.rt.useLean(req) {
+		return c.hc.Do(req)
+	}
+	resp, err := c.rt.lean.RoundTrip(req)
+	if err != nil {
+		return nil, &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}
+	}
+	return resp, nil
+}
+
+// urlErrorOp is the Op http.Client.Do gives a *url.Error for method
+// ("Post", "Head").
+func urlErrorOp(method string) string {
+	if method == "" {
+		return "Get"
+	}
+	if lower := strings.ToLower(method); lower != method {
+		return method[:1] + lower[1:]
+	}
+	return method
 }
 
 func isDialError(err error) bool {

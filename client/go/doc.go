@@ -70,7 +70,9 @@
 // new connection only when nothing of it was written or it is replayable
 // (GET, HEAD, OPTIONS, TRACE, or an Idempotency-Key or X-Idempotency-Key
 // header) — net/http's rule — so the transport never sends an append
-// twice. docs/sdk-go.md has the details.
+// twice. Such requests skip http.Client.Do, which has nothing to do for
+// the SDK's own client; their errors read as Do's would. docs/sdk-go.md
+// has the details.
 //
 // # Errors
 //
