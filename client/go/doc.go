@@ -58,7 +58,7 @@
 // Unless WithHTTPClient or WithStdTransport is given, appends, creates,
 // trims, deletes and HEADs to an http:// URL that no proxy applies to go
 // through a lean HTTP/1.1 transport that runs each request in the calling
-// goroutine (one write per request, net/http's own response parser): it
+// goroutine (one write per request, net/http's response semantics): it
 // cut the client's CPU per append by a quarter to a third against
 // net/http's Transport (docs/benchmarks.md). Reads, long-polls,
 // subscriptions and anything over https or a proxy use net/http. It keeps

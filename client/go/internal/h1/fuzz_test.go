@@ -82,6 +82,22 @@ func FuzzReadResponse(f *testing.F) {
 		"HTTP/1.1 200 OK\r\nA: 1\r\n  continued\r\nContent-Length: 0\r\n\r\n",
 		"HTTP/1.1 307 Temporary Redirect\r\nLocation: http://other/x\r\nContent-Length: 0\r\n\r\n",
 		"garbage\r\n\r\n",
+		// Plain answers, parseSimple's shape, and near misses.
+		cannedAck,
+		"HTTP/1.1 201 Created\r\nLocation: /s\r\ncontent-type: text/plain\r\nX-A: 1\r\nx-a: 2\r\nContent-Length: 3\r\n\r\nabc",
+		"HTTP/1.1 200 \r\nContent-Length:   0  \r\n\r\n",
+		"HTTP/1.1 200 OK\r\nA:\t b \t\r\nContent-Length: 007\r\n\r\n1234567",
+		"HTTP/1.1 200 OK\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\nX: y\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nPragma: no-cache\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nBad Name: 1\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\n:x\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nX: caf\xc3\xa9\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1  200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 600 Odd\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 404 Not Found\r\nContent-Length: 99999999999999999999\r\n\r\n",
 		"",
 	} {
 		f.Add([]byte(s), false)
@@ -102,6 +118,12 @@ func FuzzReadResponse(f *testing.F) {
 				t.Fatalf("net/http response %v, lean response %v", want, got)
 			}
 			return
+		}
+		if want.Status != got.Status || want.Proto != got.Proto || want.ProtoMajor != got.ProtoMajor || want.ProtoMinor != got.ProtoMinor ||
+			!reflect.DeepEqual(want.TransferEncoding, got.TransferEncoding) || !reflect.DeepEqual(want.Trailer, got.Trailer) {
+			t.Fatalf("net/http %q %q %d.%d te=%v trailer=%v\nlean     %q %q %d.%d te=%v trailer=%v",
+				want.Status, want.Proto, want.ProtoMajor, want.ProtoMinor, want.TransferEncoding, want.Trailer,
+				got.Status, got.Proto, got.ProtoMajor, got.ProtoMinor, got.TransferEncoding, got.Trailer)
 		}
 		if want.StatusCode != got.StatusCode || !reflect.DeepEqual(want.Header, got.Header) ||
 			!bytes.Equal(wantBody, gotBody) || want.Close != got.Close || want.ContentLength != got.ContentLength {
