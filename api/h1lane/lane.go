@@ -62,7 +62,7 @@ type Server struct {
 	closing atomic.Bool
 	mu      sync.Mutex
 	ln      net.Listener
-	conns   map[*conn]bool // true while the connection waits for a request
+	conns   map[*conn]struct{} // under mu; each one's idle state is its own (conn.state)
 }
 
 // New returns a lane serving cfg.Handler; the connections it does not
@@ -75,7 +75,7 @@ func New(cfg Config) *Server {
 		cfg.MaxHeaderBytes = min(bufSize, max(cfg.MaxHeaderBytes, http.DefaultMaxHeaderBytes))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, baseCtx: ctx, cancel: cancel, conns: map[*conn]bool{},
+	return &Server{cfg: cfg, baseCtx: ctx, cancel: cancel, conns: map[*conn]struct{}{},
 		handoff: &chanListener{ch: make(chan net.Conn), closed: make(chan struct{})}}
 }
 
@@ -111,7 +111,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		c := &conn{s: s, rwc: rwc}
-		if !s.track(c, true) {
+		c.state.Store(connIdle)
+		if !s.track(c) {
 			_ = rwc.Close()
 			continue
 		}
@@ -119,14 +120,14 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// track adds c (idle or not) or reports false when shutting down.
-func (s *Server) track(c *conn, idle bool) bool {
+// track adds c or reports false when shutting down.
+func (s *Server) track(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing.Load() {
 		return false
 	}
-	s.conns[c] = idle
+	s.conns[c] = struct{}{}
 	return true
 }
 
@@ -143,16 +144,30 @@ func (s *Server) untrack(c *conn) {
 	s.mu.Unlock()
 }
 
-// setIdle marks c idle or busy; it reports false if c is to stop because
-// the lane is shutting down (an idle connection is then closed here).
-func (s *Server) setIdle(c *conn, idle bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing.Load() && idle {
-		return false
-	}
-	s.conns[c] = idle
-	return true
+// A connection's state: busy while it reads or serves a request, idle
+// while it waits for the next one, closed once Shutdown closed it idle.
+// The connection moves itself between idle and busy with atomics, so the
+// 64 connections of a loaded node do not meet on the server's mutex twice
+// per request; Shutdown claims an idle one with a compare-and-swap.
+const (
+	connBusy int32 = iota
+	connIdle
+	connClosed
+)
+
+// setIdle marks c idle; false means c is to stop because the lane is
+// shutting down. The store comes before the load of closing, and
+// Shutdown sets closing before it looks for idle connections, so either
+// Shutdown sees c idle and closes it, or c sees closing here.
+func (c *conn) setIdle() bool {
+	c.state.Store(connIdle)
+	return !c.s.closing.Load()
+}
+
+// setBusy marks c busy when a request starts arriving; false means
+// Shutdown closed it while it waited.
+func (c *conn) setBusy() bool {
+	return c.state.CompareAndSwap(connIdle, connBusy)
 }
 
 // Shutdown stops accepting, closes idle connections, and waits for the
@@ -206,8 +221,8 @@ func (s *Server) stopAccepting() {
 func (s *Server) closeIdle() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for c, idle := range s.conns {
-		if idle {
+	for c := range s.conns {
+		if c.state.CompareAndSwap(connIdle, connClosed) {
 			_ = c.rwc.Close()
 			delete(s.conns, c)
 		}
@@ -224,6 +239,7 @@ var (
 type conn struct {
 	s      *Server
 	rwc    net.Conn
+	state  atomic.Int32 // connBusy, connIdle, connClosed
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	remote string
@@ -292,7 +308,7 @@ func (c *conn) serve() {
 func (c *conn) next() (served, ok bool) {
 	cfg := &c.s.cfg
 	if c.br.Buffered() == 0 {
-		if !c.s.setIdle(c, true) {
+		if !c.setIdle() {
 			return false, false
 		}
 		var idle time.Time
@@ -301,7 +317,7 @@ func (c *conn) next() (served, ok bool) {
 		}
 		_ = c.rwc.SetReadDeadline(idle)
 		_, err := c.br.Peek(1)
-		if !c.s.setIdle(c, false) || err != nil {
+		if !c.setBusy() || err != nil {
 			return false, false
 		}
 	}

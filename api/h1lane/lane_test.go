@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -500,6 +502,100 @@ func TestShutdownWaitsForInFlight(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Shutdown did not return after the last response")
 	}
+}
+
+// TestShutdownUnderLoad: Shutdown while many connections send requests
+// back to back (each one idle and busy in turn, its state changing under
+// Shutdown's feet) and one request is in progress: every response a
+// client gets is whole, each connection ends with a close rather than a
+// cut response or a hang, the request in progress is answered, and
+// Shutdown returns only after it, with no connection left.
+func TestShutdownUnderLoad(t *testing.T) {
+	h := newTestHandler()
+	rg := startRig(t, h, true, 10*time.Second)
+	busy, busyBr := dial(t, rg.addr)
+	_, _ = io.WriteString(busy, post("/block", "payload"))
+	<-h.entered
+
+	const clients = 16
+	var served atomic.Int64
+	errs := make(chan error, clients)
+	started := make(chan struct{}, clients)
+	for i := range clients {
+		c, br := dial(t, rg.addr)
+		go func() {
+			want := fmt.Sprintf(`POST /echo "%d"`, i)
+			for n := 0; ; n++ {
+				if n == 3 {
+					started <- struct{}{}
+				}
+				if _, err := io.WriteString(c, post("/echo", fmt.Sprint(i))); err != nil {
+					errs <- nil // closed between two requests
+					return
+				}
+				if _, err := br.Peek(1); err != nil {
+					if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+						errs <- nil // closed while idle (the request raced the close)
+					} else {
+						errs <- fmt.Errorf("client %d, request %d: %v (want a response or a close)", i, n, err)
+					}
+					return
+				}
+				resp, err := http.ReadResponse(br, &http.Request{Method: "POST"})
+				if err != nil {
+					errs <- fmt.Errorf("client %d, request %d: %v (want a whole response)", i, n, err)
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				if err != nil || string(b) != want {
+					errs <- fmt.Errorf("client %d, request %d: %q, %v", i, n, b, err)
+					return
+				}
+				served.Add(1)
+				if resp.Close {
+					errs <- nil
+					return
+				}
+			}
+		}()
+	}
+	for range clients {
+		<-started
+	}
+	done := make(chan error, 1)
+	go func() { done <- rg.lane.Shutdown(context.Background()) }()
+	for range clients {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a client's connection was neither served nor closed")
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned with a request in flight: %v", err)
+	default:
+	}
+	close(h.release)
+	resp, body := readResp(t, busyBr, "POST")
+	if resp.StatusCode != 200 || body != `POST /block "payload"` || !resp.Close {
+		t.Fatalf("in flight: %d %q close=%v", resp.StatusCode, body, resp.Close)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Shutdown did not return after the last response")
+	}
+	if n := rg.lane.numConns(); n != 0 {
+		t.Fatalf("%d connections left after Shutdown", n)
+	}
+	t.Logf("%d requests served around the shutdown", served.Load())
 }
 
 // TestShutdownDeadlineCloses: a request that outlives the shutdown
