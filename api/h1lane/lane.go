@@ -246,9 +246,17 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	hdr    http.Header // the request header, reused
-	h      head
-	w      response
-	body   body
+	// readDeadline is the deadline the connection's next read from the
+	// socket must have (idle, head, body); it is given to the socket only
+	// before such a read (armReadDeadline). A head and a body that arrived
+	// with the first bytes of a request are read from the buffer, so a
+	// loaded connection sets one deadline per request instead of three
+	// (each a timer update in the runtime).
+	readDeadline      time.Time
+	readDeadlineArmed bool // the socket has readDeadline
+	h                 head
+	w                 response
+	body              body
 }
 
 func (c *conn) serve() {
@@ -303,6 +311,21 @@ func (c *conn) serve() {
 	}
 }
 
+// setReadDeadline sets the deadline of the connection's next socket read.
+func (c *conn) setReadDeadline(t time.Time) {
+	if !t.Equal(c.readDeadline) {
+		c.readDeadline, c.readDeadlineArmed = t, false
+	}
+}
+
+// armReadDeadline gives the socket the deadline before a read from it.
+func (c *conn) armReadDeadline() {
+	if !c.readDeadlineArmed {
+		_ = c.rwc.SetReadDeadline(c.readDeadline)
+		c.readDeadlineArmed = true
+	}
+}
+
 // next waits for a request and serves it if it is simple. served false
 // with ok true means: hand the connection off; ok false: close it.
 func (c *conn) next() (served, ok bool) {
@@ -315,16 +338,17 @@ func (c *conn) next() (served, ok bool) {
 		if cfg.IdleTimeout > 0 {
 			idle = time.Now().Add(cfg.IdleTimeout)
 		}
-		_ = c.rwc.SetReadDeadline(idle)
+		c.setReadDeadline(idle)
+		c.armReadDeadline()
 		_, err := c.br.Peek(1)
 		if !c.setBusy() || err != nil {
 			return false, false
 		}
 	}
 	if cfg.ReadHeaderTimeout > 0 {
-		_ = c.rwc.SetReadDeadline(time.Now().Add(cfg.ReadHeaderTimeout))
+		c.setReadDeadline(time.Now().Add(cfg.ReadHeaderTimeout))
 	} else {
-		_ = c.rwc.SetReadDeadline(time.Time{})
+		c.setReadDeadline(time.Time{})
 	}
 	b, err := c.peekHead()
 	if err != nil {
@@ -369,6 +393,7 @@ func (c *conn) peekHead() ([]byte, error) {
 		if len(buf) >= c.s.cfg.MaxHeaderBytes {
 			return nil, nil
 		}
+		c.armReadDeadline()
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
 			return nil, err
 		}
@@ -406,7 +431,7 @@ func (c *conn) serveRequest() bool {
 	r.RemoteAddr = c.remote
 	r.RequestURI = h.target
 	r.Body = http.NoBody
-	c.body = body{br: c.br, n: h.contentLength}
+	c.body = body{c: c, n: h.contentLength}
 	if h.contentLength > 0 {
 		r.Body = &c.body
 	}
@@ -421,7 +446,10 @@ func (c *conn) serveRequest() bool {
 	}
 	w.finish()
 	if !w.closeAfter && c.body.n > 0 {
-		_ = c.rwc.SetReadDeadline(time.Now().Add(max(c.s.cfg.ReadHeaderTimeout, time.Second)))
+		c.setReadDeadline(time.Now().Add(max(c.s.cfg.ReadHeaderTimeout, time.Second)))
+		if int64(c.br.Buffered()) < c.body.n {
+			c.armReadDeadline()
+		}
 		if _, err := c.br.Discard(int(c.body.n)); err != nil {
 			return false
 		}
@@ -441,7 +469,8 @@ func (c *conn) lingerClose() {
 	if c.bw.Flush() != nil {
 		return
 	}
-	_ = c.rwc.SetReadDeadline(time.Now().Add(lingerDelay))
+	c.setReadDeadline(time.Now().Add(lingerDelay))
+	c.armReadDeadline()
 	_, _ = io.Copy(io.Discard, c.br)
 }
 
@@ -458,6 +487,7 @@ func (c *conn) handOff() bool {
 		pending = append([]byte(nil), b...)
 	}
 	_ = c.rwc.SetDeadline(time.Time{})
+	c.readDeadlineArmed = true
 	return c.s.handoff.give(&replayConn{Conn: c.rwc, pending: pending})
 }
 
@@ -519,7 +549,7 @@ func (l *chanListener) Addr() net.Addr {
 // body is a request body of known length read from the connection's
 // buffer.
 type body struct {
-	br     *bufio.Reader
+	c      *conn
 	n      int64 // bytes not read yet
 	err    error // the connection's read error, if any
 	closed bool
@@ -540,7 +570,10 @@ func (b *body) Read(p []byte) (int, error) {
 	if int64(len(p)) > b.n {
 		p = p[:b.n]
 	}
-	n, err := b.br.Read(p)
+	if b.c.br.Buffered() == 0 {
+		b.c.armReadDeadline() // the read goes to the socket
+	}
+	n, err := b.c.br.Read(p)
 	b.n -= int64(n)
 	if err != nil {
 		if err == io.EOF {

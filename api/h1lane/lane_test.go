@@ -376,6 +376,68 @@ func TestTimeouts(t *testing.T) {
 	}
 }
 
+// countingListener counts the read deadlines set on its connections.
+type countingListener struct {
+	net.Listener
+	deadlines *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{Conn: c, deadlines: l.deadlines}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	deadlines *atomic.Int64
+}
+
+func (c countingConn) SetReadDeadline(t time.Time) error {
+	c.deadlines.Add(1)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// TestOneDeadlinePerRequest: a request whose head and body arrive with
+// its first bytes costs the socket one read deadline (the idle wait's),
+// not three (idle, head, and the body deadline the handler sets), while a
+// body that has to be waited for still gets the handler's deadline
+// (TestTimeouts).
+func TestOneDeadlinePerRequest(t *testing.T) {
+	h := newTestHandler()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deadlines atomic.Int64
+	lane := New(Config{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second})
+	go func() { _ = lane.Serve(countingListener{Listener: ln, deadlines: &deadlines}) }()
+	defer lane.Close()
+	c, br := dial(t, ln.Addr().String())
+	const requests = 20
+	for i := range requests {
+		// /deadline sets a read deadline through http.ResponseController,
+		// as the node's --body-timeout does; its body is all there.
+		if _, err := io.WriteString(c, post("/deadline", fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		if resp, _ := readResp(t, br, "POST"); resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		if err := <-h.bodyErr; err != nil {
+			t.Fatalf("body: %v", err)
+		}
+	}
+	// The wait for the first byte of each request, and for the end of the
+	// connection: one more per request would mean the head or the body
+	// deadline went to the socket although nothing had to be read.
+	if n := deadlines.Load(); n > requests+1 {
+		t.Fatalf("%d read deadlines set for %d requests", n, requests)
+	}
+}
+
 func TestConnectionClose(t *testing.T) {
 	rg := startRig(t, newTestHandler(), true, 10*time.Second)
 	c, br := dial(t, rg.addr)

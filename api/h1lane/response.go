@@ -280,8 +280,12 @@ func (w *response) FlushError() error {
 }
 
 // SetReadDeadline bounds the reading of the request body (the node's
-// --body-timeout goes through http.ResponseController).
-func (w *response) SetReadDeadline(t time.Time) error { return w.c.rwc.SetReadDeadline(t) }
+// --body-timeout goes through http.ResponseController); the socket gets
+// it only if a body read has to wait for it.
+func (w *response) SetReadDeadline(t time.Time) error {
+	w.c.setReadDeadline(t)
+	return nil
+}
 
 // SetWriteDeadline bounds the writing of the response.
 func (w *response) SetWriteDeadline(t time.Time) error { return w.c.rwc.SetWriteDeadline(t) }
