@@ -15,6 +15,13 @@ type head struct {
 	host           string
 	contentLength  int64
 	close          bool // Connection: close
+	// last is the previous request target of the connection, parsed: a
+	// producer sends every append to the same stream, so its URL is
+	// copied instead of parsed again.
+	last struct {
+		target string
+		url    url.URL
+	}
 }
 
 // parseHead parses b, a whole request head ending in "\r\n\r\n", into h
@@ -30,7 +37,7 @@ type head struct {
 // rewrites (Pragma). The strings in h and hdr share one copy of b.
 func parseHead(b []byte, h *head, hdr http.Header) bool {
 	clear(hdr)
-	*h = head{}
+	*h = head{last: h.last}
 	if len(b) < 4 || string(b[len(b)-4:]) != "\r\n\r\n" {
 		return false
 	}
@@ -53,9 +60,16 @@ func parseHead(b []byte, h *head, hdr http.Header) bool {
 	if target == "" || target[0] != '/' {
 		return false
 	}
-	u, err := url.ParseRequestURI(target)
-	if err != nil {
-		return false
+	var u *url.URL
+	if target == h.last.target {
+		u = new(url.URL)
+		*u = h.last.url // a handler may change its copy
+	} else {
+		var err error
+		if u, err = url.ParseRequestURI(target); err != nil {
+			return false
+		}
+		h.last.target, h.last.url = target, *u
 	}
 	h.method, h.target, h.url = method, target, u
 

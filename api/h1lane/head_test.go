@@ -68,6 +68,13 @@ func FuzzParseHead(f *testing.F) {
 		if len(hdr) != len(r.Header) || (len(hdr) > 0 && !reflect.DeepEqual(hdr, r.Header)) {
 			t.Fatalf("%q: header lane %v, net/http %v", b, hdr, r.Header)
 		}
+		// The same target again on the connection: the URL is the
+		// previous one's parse, in a copy of its own.
+		first := h.url
+		first.Path += "/changed by a handler"
+		if !parseHead(b, &h, hdr) || h.url == first || *r.URL != *h.url {
+			t.Fatalf("%q again: URL lane %#v, net/http %#v", b, *h.url, *r.URL)
+		}
 	})
 }
 

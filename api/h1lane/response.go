@@ -112,13 +112,23 @@ func writeHeader(b *bytes.Buffer, h http.Header) {
 			b.WriteString(k)
 			b.WriteString(": ")
 			v = textproto.TrimString(v)
-			if strings.ContainsAny(v, "\r\n") {
+			if hasCRLF(v) {
 				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
 			}
 			b.WriteString(v)
 			b.WriteString("\r\n")
 		}
 	}
+}
+
+// hasCRLF is strings.ContainsAny(v, "\r\n") without its set built per call.
+func hasCRLF(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\r' || v[i] == '\n' {
+			return true
+		}
+	}
+	return false
 }
 
 func hasToken(vs []string, token string) bool {
