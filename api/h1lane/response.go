@@ -51,6 +51,15 @@ func (w *response) reset(r *http.Request) {
 
 func (w *response) Header() http.Header { return w.header }
 
+// WrittenStatus is the status sent, 0 before any: the node's request
+// metrics read it instead of wrapping the writer (api/httpx.Instrument).
+func (w *response) WrittenStatus() int {
+	if !w.wroteHeader {
+		return 0
+	}
+	return w.status
+}
+
 func bodyAllowed(status int) bool {
 	return !(status >= 100 && status <= 199 || status == http.StatusNoContent || status == http.StatusNotModified)
 }

@@ -135,6 +135,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// WrittenStatus is the status sent, 0 before any.
+func (w *statusWriter) WrittenStatus() int { return w.status }
+
 // Flush lets streaming responses (SSE) flush through the wrapper.
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
@@ -151,7 +154,13 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func Instrument(h http.Handler, route func(*http.Request) string, m *Metrics, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		// A writer that knows its status (the HTTP/1.1 fast path's) is
+		// used as it is: no wrapper allocated per request.
+		sr, direct := w.(statusReporter)
+		if !direct {
+			sw := &statusWriter{ResponseWriter: w}
+			w, sr = sw, sw
+		}
 		rt := route(r)
 		m.inflight.Inc()
 		defer func() {
@@ -161,11 +170,11 @@ func Instrument(h http.Handler, route func(*http.Request) string, m *Metrics, lo
 					panic(p)
 				}
 				log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", p)
-				if sw.status == 0 {
-					WriteError(sw, http.StatusInternalServerError, wire.CodeInternal, "internal error")
+				if sr.WrittenStatus() == 0 {
+					WriteError(w, http.StatusInternalServerError, wire.CodeInternal, "internal error")
 				}
 			}
-			code := sw.status
+			code := sr.WrittenStatus()
 			if code == 0 {
 				code = http.StatusOK
 			}
@@ -177,8 +186,15 @@ func Instrument(h http.Handler, route func(*http.Request) string, m *Metrics, lo
 				log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", code, "dur", d)
 			}
 		}()
-		h.ServeHTTP(sw, r)
+		h.ServeHTTP(w, r)
 	})
+}
+
+// statusReporter is a ResponseWriter that reports the status it sent
+// (0 before any), as statusWriter records it.
+type statusReporter interface {
+	http.ResponseWriter
+	WrittenStatus() int
 }
 
 // ReadBody reads the request body into dst[:0], at most limit bytes (a
