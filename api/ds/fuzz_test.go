@@ -55,12 +55,25 @@ func FuzzParseOffset(f *testing.F) {
 // returns is valid compact JSON; an array body yields its elements.
 func FuzzFlattenJSON(f *testing.F) {
 	for _, s := range []string{`{"a":1}`, `[{"a":1},{"b":2}]`, `[[1,2],[3,4]]`, `[[[1,2,3]]]`, `[]`, ` [ ] `, `42`, `"s"`,
-		`null`, `{ invalid json }`, `[1,`, `[1,2]]`, "[\"a\\nb\", {\"x\" : [ 1 , 2 ]}]", "\ufeff[1]", `[1e999]`, `{"a":"\u0000"}`} {
+		`null`, `{ invalid json }`, `[1,`, `[1,2]]`, "[\"a\\nb\", {\"x\" : [ 1 , 2 ]}]", "\ufeff[1]", `[1e999]`, `{"a":"\u0000"}`,
+		`["a,b", "c]d", "e\"f,", {"g":[1,{"h":"]"}]}, "\\", []]`, ` [ "x" ] `, `[[],{}]`, `"a,b"`, ` 7 `} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, allowEmpty bool) {
 		vals, err := flattenJSON(body, allowEmpty)
+		// The same values and errors as decoding the array and compacting
+		// each element on its own (the implementation before the one-pass
+		// split).
+		refVals, refErr := flattenJSONReference(body, allowEmpty)
+		if (err == nil) != (refErr == nil) || (err == errEmptyArray) != (refErr == errEmptyArray) || len(vals) != len(refVals) {
+			t.Fatalf("%q: %q, %v; reference %q, %v", body, vals, err, refVals, refErr)
+		}
+		for i := range vals {
+			if !bytes.Equal(vals[i], refVals[i]) {
+				t.Fatalf("%q: value %d is %q, reference %q", body, i, vals[i], refVals[i])
+			}
+		}
 		valid := json.Valid(body)
 		if err != nil {
 			if valid && err != errEmptyArray {
@@ -129,6 +142,40 @@ func FuzzSSEData(f *testing.F) {
 			t.Fatalf("data %q rebuilt as %q", want, got)
 		}
 	})
+}
+
+// flattenJSONReference is flattenJSON as first written: validate, decode
+// a top-level array into its raw elements, compact each one.
+func flattenJSONReference(body []byte, allowEmpty bool) ([][]byte, error) {
+	if !json.Valid(body) {
+		return nil, errInvalidJSON
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	compact := func(v []byte) []byte {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, v); err != nil {
+			return bytes.TrimSpace(v)
+		}
+		return buf.Bytes()
+	}
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var elems []json.RawMessage
+		if err := json.Unmarshal(body, &elems); err != nil {
+			return nil, errInvalidJSON
+		}
+		if len(elems) == 0 {
+			if allowEmpty {
+				return nil, nil
+			}
+			return nil, errEmptyArray
+		}
+		out := make([][]byte, len(elems))
+		for i, e := range elems {
+			out[i] = compact(e)
+		}
+		return out, nil
+	}
+	return [][]byte{compact(body)}, nil
 }
 
 func toRecordsForTest(vals [][]byte) []record.Record {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/PicoMQ/picomq/record"
@@ -34,39 +33,54 @@ func isText(ct string) bool {
 // flattenJSON turns a JSON-mode body into the values to store. allowEmpty
 // permits "[]" (a create with an empty initial array is an empty stream;
 // an append of one is an error).
+//
+// One pass of json.Compact validates the body (it refuses exactly what
+// json.Valid refuses) and compacts it; an array's elements are then the
+// top-level pieces of the compacted array between its commas, which are
+// each element compacted. The values share the compacted copy (each
+// capped, so an append to one cannot overwrite the next).
 func flattenJSON(body []byte, allowEmpty bool) ([][]byte, error) {
-	if !json.Valid(body) {
+	var buf bytes.Buffer
+	buf.Grow(len(body))
+	if err := json.Compact(&buf, body); err != nil {
 		return nil, errInvalidJSON
 	}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		var elems []json.RawMessage
-		if err := json.Unmarshal(body, &elems); err != nil {
-			return nil, fmt.Errorf("%w: %v", errInvalidJSON, err)
+	c := buf.Bytes()
+	if c[0] != '[' {
+		return [][]byte{c}, nil
+	}
+	if len(c) == 2 { // "[]"
+		if allowEmpty {
+			return nil, nil
 		}
-		if len(elems) == 0 {
-			if allowEmpty {
-				return nil, nil
+		return nil, errEmptyArray
+	}
+	var out [][]byte
+	depth, inString, escaped, from := 0, false, false, 1
+	for i := 1; i < len(c)-1; i++ {
+		b := c[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
 			}
-			return nil, errEmptyArray
+		case b == '"':
+			inString = true
+		case b == '[' || b == '{':
+			depth++
+		case b == ']' || b == '}':
+			depth--
+		case b == ',' && depth == 0:
+			out = append(out, c[from:i:i])
+			from = i + 1
 		}
-		out := make([][]byte, len(elems))
-		for i, e := range elems {
-			out[i] = compactJSON(e)
-		}
-		return out, nil
 	}
-	return [][]byte{compactJSON(body)}, nil
-}
-
-func compactJSON(v []byte) []byte {
-	var buf bytes.Buffer
-	buf.Grow(len(v))
-	if err := json.Compact(&buf, v); err != nil {
-		// Unreachable for input that passed json.Valid; keep the value.
-		return bytes.TrimSpace(v)
-	}
-	return buf.Bytes()
+	return append(out, c[from:len(c)-1:len(c)-1]), nil
 }
 
 // appendJSONArray appends the values of recs as one JSON array. Records
