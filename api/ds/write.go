@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/PicoMQ/picomq/api/httpx"
@@ -54,15 +55,15 @@ func isDecimal(s string) bool {
 	return true
 }
 
-// readBody reads the request body up to the append limit. ok=false means an
-// error response was written.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// readBody reads the request body up to the append limit into dst[:0]
+// (nil: a new buffer). ok=false means an error response was written.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, dst []byte) ([]byte, bool) {
 	if r.ContentLength > h.cfg.MaxAppendBytes {
 		h.fail(w, r, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
 			fmt.Sprintf("body of %d bytes exceeds the limit of %d", r.ContentLength, h.cfg.MaxAppendBytes))
 		return nil, false
 	}
-	body, err := httpx.ReadBody(w, r, nil, h.cfg.MaxAppendBytes)
+	body, err := httpx.ReadBody(w, r, dst, h.cfg.MaxAppendBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -79,22 +80,40 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 // toRecords turns a body into the records of one append: JSON streams store
 // one record per (flattened) value, other streams one record per append.
 func toRecords(body []byte, contentType string, create bool) ([]record.Record, error) {
+	return appendRecords(nil, body, contentType, create)
+}
+
+// appendRecords is toRecords appending to dst[:0].
+func appendRecords(dst []record.Record, body []byte, contentType string, create bool) ([]record.Record, error) {
 	if len(body) == 0 {
 		return nil, nil
 	}
 	if !wire.IsDSJSONMode(contentType) {
-		return []record.Record{{Value: body}}, nil
+		return append(dst[:0], record.Record{Value: body}), nil
 	}
 	vals, err := flattenJSON(body, create)
 	if err != nil {
 		return nil, err
 	}
-	recs := make([]record.Record, len(vals))
-	for i, v := range vals {
-		recs[i].Value = v
+	recs := dst[:0]
+	for _, v := range vals {
+		recs = append(recs, record.Record{Value: v})
 	}
 	return recs, nil
 }
+
+// appendScratch is an append's memory, pooled: the body and its records
+// are copied into the WAL entry by the service, so both are free again
+// once AppendBatch returns.
+type appendScratch struct {
+	body []byte
+	recs [1]record.Record
+}
+
+var appendPool = sync.Pool{New: func() any { return &appendScratch{body: make([]byte, 0, 4<<10)} }}
+
+// maxPooledBody keeps one huge append from pinning its buffer in the pool.
+const maxPooledBody = 1 << 20
 
 // create is PUT: create a stream (or fork), or confirm an identical one.
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
@@ -172,7 +191,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
 		opts.Fork = fo
 	}
 
-	body, ok := h.readBody(w, r)
+	body, ok := h.readBody(w, r, nil)
 	if !ok {
 		return
 	}
@@ -269,7 +288,15 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 		req.WriterSeq = ws
 	}
 
-	body, ok := h.readBody(w, r)
+	sc := appendPool.Get().(*appendScratch)
+	defer func() {
+		if cap(sc.body) <= maxPooledBody {
+			sc.recs[0] = record.Record{}
+			appendPool.Put(sc)
+		}
+	}()
+	body, ok := h.readBody(w, r, sc.body[:0])
+	sc.body = body[:0]
 	if !ok {
 		return
 	}
@@ -293,7 +320,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 		// answers every append alike); ct decides JSON mode, as the two
 		// must name the same media type.
 		req.ContentType = ct
-		recs, err := toRecords(body, ct, false)
+		recs, err := appendRecords(sc.recs[:0], body, ct, false)
 		if err != nil {
 			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
 			return
