@@ -28,7 +28,13 @@ const maxTTLSeconds = int64(time.Duration(1<<63-1) / time.Second)
 // headerValue returns a header's first value and whether it was sent at
 // all: several protocol rules depend on presence, even of an empty value.
 func headerValue(r *http.Request, name string) (string, bool) {
-	v, ok := r.Header[textproto.CanonicalMIMEHeaderKey(name)]
+	return canonicalHeaderValue(r, textproto.CanonicalMIMEHeaderKey(name))
+}
+
+// canonicalHeaderValue is headerValue for a name in canonical form (the
+// append path's, TestHeaderNamesCanonical), looked up as it is.
+func canonicalHeaderValue(r *http.Request, name string) (string, bool) {
+	v, ok := r.Header[name]
 	if !ok || len(v) == 0 {
 		return "", false
 	}
@@ -38,7 +44,8 @@ func headerValue(r *http.Request, name string) (string, bool) {
 // closedRequested is the Stream-Closed request header: only "true" (any
 // case) counts; any other value is treated as absent, as the protocol says.
 func closedRequested(r *http.Request) bool {
-	return strings.EqualFold(strings.TrimSpace(r.Header.Get(wire.DSHeaderClosed)), "true")
+	v, _ := canonicalHeaderValue(r, wire.DSHeaderClosed)
+	return strings.EqualFold(strings.TrimSpace(v), "true")
 }
 
 // isDecimal reports whether s is a canonical non-negative decimal: digits
@@ -260,9 +267,9 @@ func (h *Handler) absoluteURL(r *http.Request) string {
 func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 	req := stream.AppendRequest{Close: closedRequested(r)}
 
-	id, hasID := headerValue(r, wire.DSHeaderProducerID)
-	epoch, hasEpoch := headerValue(r, wire.DSHeaderProducerEpoch)
-	seq, hasSeq := headerValue(r, wire.DSHeaderProducerSeq)
+	id, hasID := canonicalHeaderValue(r, wire.DSHeaderProducerID)
+	epoch, hasEpoch := canonicalHeaderValue(r, wire.DSHeaderProducerEpoch)
+	seq, hasSeq := canonicalHeaderValue(r, wire.DSHeaderProducerSeq)
 	if hasID || hasEpoch || hasSeq {
 		if !(hasID && hasEpoch && hasSeq) {
 			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Producer-Id, Producer-Epoch and Producer-Seq go together: send all three or none")
@@ -280,7 +287,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 		}
 		req.Producer = &stream.Producer{ID: producerPrefix + id, Epoch: e, Seq: s}
 	}
-	if ws, ok := headerValue(r, wire.DSHeaderSeq); ok {
+	if ws, ok := canonicalHeaderValue(r, wire.DSHeaderSeq); ok {
 		if ws == "" {
 			h.fail(w, r, http.StatusBadRequest, wire.CodeBadRequest, "Stream-Seq must not be empty")
 			return
@@ -343,7 +350,7 @@ func (h *Handler) append(w http.ResponseWriter, r *http.Request, name string) {
 		}
 	}
 	if next >= 0 {
-		hd.Set(wire.DSHeaderNextOffset, formatOffset(next))
+		hd[wire.DSHeaderNextOffset] = []string{formatOffset(next)} // canonical: no Set
 	}
 	if res.Closed {
 		hd.Set(wire.DSHeaderClosed, "true")
