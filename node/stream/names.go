@@ -79,8 +79,11 @@ func ValidateName(name string) error {
 	if len(name) > MaxNameLen {
 		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidName, MaxNameLen)
 	}
-	segs := strings.Split(name[1:], "/")
-	for i, seg := range segs {
+	// Segment by segment without splitting into a slice: every Durable
+	// Streams request validates its name.
+	for i, rest, more := 0, name[1:], true; more; i++ {
+		var seg string
+		seg, rest, more = strings.Cut(rest, "/")
 		if seg == "" {
 			return fmt.Errorf("%w: %q has an empty path segment", ErrInvalidName, name)
 		}
