@@ -48,23 +48,7 @@ func TestGatherWaitsForAnsweredCreates(t *testing.T) {
 	q, r := gatherTest(5, 2, 2*time.Hour)
 	done := gather(q, r)
 	for i := range 3 {
-		// Wait until the committer waits, then bring one create back.
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			q.mu.Lock()
-			waiting := q.arrived != nil
-			if waiting {
-				q.calls = append(q.calls, &createCall{need: 1})
-				q.arriveLocked(r)
-			}
-			q.mu.Unlock()
-			if waiting {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the committer does not wait for answered creates (%d back)", i)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		arrive(t, q, r) // once the committer waits
 		if i < 2 {
 			select {
 			case <-done:

@@ -546,24 +546,7 @@ func TestShutdownWaitsForInFlight(t *testing.T) {
 		t.Fatalf("idle connection: %q, %v (want EOF)", b, err)
 	}
 	// ...which still waits for the busy one.
-	select {
-	case err := <-done:
-		t.Fatalf("Shutdown returned with a request in flight: %v", err)
-	default:
-	}
-	close(h.release)
-	resp, body := readResp(t, busyBr, "POST")
-	if resp.StatusCode != 200 || body != `POST /block "payload"` || !resp.Close {
-		t.Fatalf("in flight: %d %q close=%v", resp.StatusCode, body, resp.Close)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Shutdown did not return after the last response")
-	}
+	finishInFlight(t, h, busyBr, done)
 }
 
 // TestShutdownUnderLoad: Shutdown while many connections send requests
@@ -636,24 +619,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 			t.Fatal("a client's connection was neither served nor closed")
 		}
 	}
-	select {
-	case err := <-done:
-		t.Fatalf("Shutdown returned with a request in flight: %v", err)
-	default:
-	}
-	close(h.release)
-	resp, body := readResp(t, busyBr, "POST")
-	if resp.StatusCode != 200 || body != `POST /block "payload"` || !resp.Close {
-		t.Fatalf("in flight: %d %q close=%v", resp.StatusCode, body, resp.Close)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Shutdown did not return after the last response")
-	}
+	finishInFlight(t, h, busyBr, done)
 	if n := rg.lane.numConns(); n != 0 {
 		t.Fatalf("%d connections left after Shutdown", n)
 	}
@@ -710,4 +676,29 @@ func FuzzConn(f *testing.F) {
 			}
 		}
 	})
+}
+
+// finishInFlight checks that a Shutdown (done) still waits for the
+// blocked request on busyBr, releases it, and checks that it is answered
+// in full with Connection: close and that Shutdown then returns.
+func finishInFlight(t *testing.T, h *testHandler, busyBr *bufio.Reader, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned with a request in flight: %v", err)
+	default:
+	}
+	close(h.release)
+	resp, body := readResp(t, busyBr, "POST")
+	if resp.StatusCode != 200 || body != `POST /block "payload"` || !resp.Close {
+		t.Fatalf("in flight: %d %q close=%v", resp.StatusCode, body, resp.Close)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Shutdown did not return after the last response")
+	}
 }
