@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // parseSimple reads the response to req from br without net/http's
@@ -181,7 +183,7 @@ func headerKey(k []byte) (string, bool) {
 	case "Stream-Next-Offset":
 		return "Stream-Next-Offset", true
 	}
-	if !validHeaderName(string(k)) {
+	if !httpguts.ValidHeaderFieldName(string(k)) {
 		return "", false
 	}
 	return textproto.CanonicalMIMEHeaderKey(string(k)), true

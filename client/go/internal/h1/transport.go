@@ -67,6 +67,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Defaults, net/http's for its default transport with the SDK's
@@ -511,7 +513,7 @@ func buildRequest(req *http.Request) (*[]byte, error) {
 	if host == "" {
 		host = req.URL.Host
 	}
-	if !validHeaderValue(host) {
+	if !httpguts.ValidHeaderFieldValue(host) {
 		return nil, fmt.Errorf("h1: invalid Host %q", host)
 	}
 	bp := bufPool.Get().(*[]byte)
@@ -530,13 +532,13 @@ func buildRequest(req *http.Request) (*[]byte, error) {
 		case "Host", "Content-Length":
 			continue // written from the request's fields
 		}
-		if !validHeaderName(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			*bp = b
 			putBuf(bp)
 			return nil, fmt.Errorf("h1: invalid header field name %q", k)
 		}
 		for _, v := range vs {
-			if !validHeaderValue(v) {
+			if !httpguts.ValidHeaderFieldValue(v) {
 				*bp = b
 				putBuf(bp)
 				return nil, fmt.Errorf("h1: invalid header field value for %q", k)
@@ -576,34 +578,4 @@ func buildRequest(req *http.Request) (*[]byte, error) {
 	}
 	*bp = b
 	return bp, nil
-}
-
-// validHeaderName reports whether k is an RFC 9110 token.
-func validHeaderName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-			continue
-		}
-		switch c {
-		case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-			continue
-		}
-		return false
-	}
-	return true
-}
-
-// validHeaderValue refuses control characters other than tab: a line
-// break in a value would end the header and inject another.
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
