@@ -414,9 +414,6 @@ func (n *Node) serveHTTP(context.Context) error {
 			ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout, Logger: log})
 		serverLn = n.lane.HandOff()
 	}
-	if n.tlsCfg == nil {
-		serverLn = httpx.JSONErrorListener(serverLn) // net/http's own 400/431 answers as JSON errors
-	}
 	h2c := cfg.H2C.On(isLoopbackAddr(cfg.HTTPAddr))
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
