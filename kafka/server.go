@@ -74,10 +74,11 @@ type Config struct {
 	// MaxWait caps a fetch's MaxWaitMs (default 30 s).
 	MaxWait time.Duration
 	// IdleTimeout closes a connection that sends no request for this long
-	// (default 10 min, Kafka's connections.max.idle.ms); AuthTimeout is
-	// the same for a connection that has not authenticated yet (default
-	// 10 s); FrameTimeout bounds reading one request once its size prefix
-	// arrived (default 60 s).
+	// (default 10 min, Kafka's connections.max.idle.ms); AuthTimeout
+	// bounds everything before SASL login, counted from the accept: a
+	// connection not logged in by then is closed whatever it sent
+	// (default 10 s); FrameTimeout bounds reading one request once its
+	// size prefix arrived, after login (default 60 s).
 	IdleTimeout, AuthTimeout, FrameTimeout time.Duration
 	Logger                                 *slog.Logger
 }

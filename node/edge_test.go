@@ -4,10 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -85,6 +90,148 @@ func TestRecordBytesNeverRewritten(t *testing.T) {
 						i+1, at, resp.StatusCode, resp.ContentLength, len(got), bytes.Equal(got, rec))
 				}
 			}
+		})
+	}
+}
+
+// writeTokenFile writes a token file granting token every scope on "/".
+func writeTokenFile(t *testing.T, token string) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(token))
+	p := filepath.Join(t.TempDir(), "tokens.yaml")
+	y := "tokens:\n  - name: \"admin\"\n    sha256: " + hex.EncodeToString(sum[:]) + "\n    scopes: [\"admin:/\"]\n"
+	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// closedWithin dials addr, lets attack write to the connection, then
+// reads (discarding any answer) until the server closes it, and fails
+// unless that happened within limit + 2 s of the dial. It returns what
+// the server sent.
+func closedWithin(t *testing.T, addr string, limit time.Duration, attack func(c net.Conn)) []byte {
+	t.Helper()
+	start := time.Now()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	attack(c)
+	_ = c.SetReadDeadline(start.Add(limit + 10*time.Second))
+	got, err := io.ReadAll(c)
+	took := time.Since(start)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("still open after %s (limit %s); got %q", took.Round(time.Millisecond), limit, got[:min(len(got), 200)])
+	}
+	if took > limit+2*time.Second {
+		t.Fatalf("closed after %s, limit %s + 2 s; got %q", took.Round(time.Millisecond), limit, got[:min(len(got), 200)])
+	}
+	return got
+}
+
+// TestConnectionStagesBounded (issue 27, findings 2-4 and 8): at every
+// stage of a connection a client that stops sending is closed within the
+// stage's documented limit (node/edge.go, docs/security.md), auth on,
+// fast path on and off, and on the Kafka listener before login.
+func TestConnectionStagesBounded(t *testing.T) {
+	const rht, bodyTO = 2 * time.Second, 5 * time.Second
+	for _, on := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fastpath", false: "nethttp"}[on], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			n := startTestNode(t, ctx, t.TempDir(), nil, "--http-fast-path="+strconv.FormatBool(on),
+				"--auth-tokens", writeTokenFile(t, "pmq_edge_test_token"), "--kafka-addr", "127.0.0.1:0",
+				"--read-header-timeout", rht.String(), "--body-timeout", bodyTO.String(), "--idle-timeout", "30s")
+			shutdownAtEnd(t, n)
+			addr := n.Addr()
+			send := func(s string) func(net.Conn) {
+				return func(c net.Conn) { _, _ = io.WriteString(c, s) }
+			}
+			t.Run("silent new connection", func(t *testing.T) {
+				t.Parallel()
+				closedWithin(t, addr, rht, func(net.Conn) {})
+			})
+			t.Run("slowloris head", func(t *testing.T) {
+				t.Parallel()
+				closedWithin(t, addr, rht, func(c net.Conn) {
+					for _, b := range []byte("POST /s HTTP/1.1\r\nHost: x\r\nX-A: ") {
+						_, _ = c.Write([]byte{b})
+						time.Sleep(100 * time.Millisecond)
+					}
+				})
+			})
+			t.Run("partial head then a hand-off", func(t *testing.T) {
+				t.Parallel()
+				// Most of the head within the limit, then a bare LF: the
+				// lane hands off, net/http must not restart the clock.
+				closedWithin(t, addr, rht, func(c net.Conn) {
+					_, _ = io.WriteString(c, "POST /s HTTP/1.1\r\nHost: x\r\n")
+					time.Sleep(rht - 500*time.Millisecond)
+					_, _ = io.WriteString(c, "X-A: 1\n")
+				})
+			})
+			for _, tc := range []struct{ name, req, status string }{
+				{"public GET with a withheld body", "GET /healthz HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\nx", ""},
+				{"401 with a withheld body", "POST /s HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\nx", "401"},
+				{"401 with a short withheld body", "POST /s HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nx", "401"},
+				{"401 chunked", "POST /s HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nx", "401"},
+				{"404 with a withheld body", "DELETE /_nope HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer pmq_edge_test_token\r\nContent-Length: 1000\r\n\r\nx", ""},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					t.Parallel()
+					got := closedWithin(t, addr, bodyTO, send(tc.req))
+					if tc.status != "" && !bytes.HasPrefix(got, []byte("HTTP/1.1 "+tc.status)) {
+						t.Fatalf("answer %q, want %s", got, tc.status)
+					}
+				})
+			}
+			t.Run("keep-alive connection then a withheld body", func(t *testing.T) {
+				t.Parallel()
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				br := bufio.NewReader(c)
+				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n")
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("healthz: %v %v", resp, err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				start := time.Now()
+				_, _ = io.WriteString(c, "POST /s HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\n\r\nxx")
+				_, err = io.ReadAll(br)
+				if took := time.Since(start); err != nil || took > bodyTO+2*time.Second {
+					t.Fatalf("closed after %s (%v), limit %s + 2 s", took, err, bodyTO)
+				}
+			})
+
+			kafkaAddr := n.kafkaLn.Addr().String()
+			t.Run("kafka frame withheld before login", func(t *testing.T) {
+				t.Parallel()
+				closedWithin(t, kafkaAddr, rht, send("\x00\x00\x01\x00\x00"))
+			})
+			t.Run("kafka ApiVersions without login", func(t *testing.T) {
+				t.Parallel()
+				// ApiVersions v0 every half limit: served each time, closed
+				// all the same once the login bound is over.
+				req := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0, 0}
+				closedWithin(t, kafkaAddr, rht, func(c net.Conn) {
+					go func() {
+						for i := 0; i < 20; i++ {
+							if _, err := c.Write(req); err != nil {
+								return
+							}
+							time.Sleep(rht / 2)
+						}
+					}()
+				})
+			})
 		})
 	}
 }

@@ -392,10 +392,12 @@ func (n *Node) serveHTTP(context.Context) error {
 			MaxRecordBytes: cfg.MaxRecordBytes, MaxBatchRecords: cfg.MaxBatchRecords,
 			SSETimeout: cfg.SSETimeout, Logger: log})
 	}
-	var inner http.Handler = newAppendBudget(cfg.MaxInflightAppendBytes, cfg.MaxAppendBytes, cfg.BodyTimeout).wrap(router)
+	var inner http.Handler = newAppendBudget(cfg.MaxInflightAppendBytes, cfg.MaxAppendBytes).wrap(router)
 	if n.tokens != nil {
 		inner = newGuard(n.tokens, cfg.Protocol, n.metrics).wrap(inner)
 	}
+	bounds := cfg.connBounds()
+	inner = bounds.bodyDeadline(inner)    // before the guard: a 401 does not wait for a body either
 	servedByValue := []string{cfg.NodeID} // shared, read-only: no allocation per response
 	servedBy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Which node answered: history reads may be served by any node.
@@ -411,7 +413,7 @@ func (n *Node) serveHTTP(context.Context) error {
 	serverLn := n.ln
 	if cfg.HTTPFastPath && n.tlsCfg == nil {
 		n.lane = h1lane.New(h1lane.Config{Handler: handler, MaxHeaderBytes: cfg.MaxHeaderBytes,
-			ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout, Logger: log})
+			ReadHeaderTimeout: bounds.readHeader, IdleTimeout: bounds.idle, BodyTimeout: bounds.body, Logger: log})
 		serverLn = n.lane.HandOff()
 	}
 	h2c := cfg.H2C.On(isLoopbackAddr(cfg.HTTPAddr))
@@ -424,8 +426,8 @@ func (n *Node) serveHTTP(context.Context) error {
 		Protocols:         protocols,
 		TLSConfig:         n.tlsCfg,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
+		ReadHeaderTimeout: bounds.readHeader,
+		IdleTimeout:       bounds.idle,
 		HTTP2: &http.HTTP2Config{
 			MaxReceiveBufferPerStream:     1 << 20,
 			MaxReceiveBufferPerConnection: 4 << 20,

@@ -152,7 +152,7 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 }
 
 // appendBudget bounds the memory held by request bodies being received
-// and gives slow senders a deadline. A body's weight is its
+// (their deadline is the body stage's, connBounds.bodyDeadline). A body's weight is its
 // Content-Length, or the largest allowed body when it is chunked, so the
 // sum of weights bounds what the handlers can have read into memory.
 // When the budget is spent a request waits (back-pressure: its body stays
@@ -160,7 +160,6 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 // Retry-After instead of an unbounded queue.
 type appendBudget struct {
 	total, maxBody int64
-	bodyTimeout    time.Duration
 	maxWait        time.Duration
 
 	mu   sync.Mutex
@@ -170,8 +169,8 @@ type appendBudget struct {
 	freed chan struct{}
 }
 
-func newAppendBudget(total, maxBody int64, bodyTimeout time.Duration) *appendBudget {
-	return &appendBudget{total: total, maxBody: maxBody, bodyTimeout: bodyTimeout, maxWait: 5 * time.Second}
+func newAppendBudget(total, maxBody int64) *appendBudget {
+	return &appendBudget{total: total, maxBody: maxBody, maxWait: 5 * time.Second}
 }
 
 // take reserves n bytes if they fit; otherwise it returns the channel
@@ -225,11 +224,6 @@ func (b *appendBudget) wrap(next http.Handler) http.Handler {
 		if r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
 			next.ServeHTTP(w, r)
 			return
-		}
-		if b.bodyTimeout > 0 {
-			// Stops a client that trickles its body; reads (long-polls,
-			// SSE) are not affected, their caps are their own.
-			setReadDeadline(w, time.Now().Add(b.bodyTimeout))
 		}
 		n := b.maxBody
 		if r.ContentLength >= 0 && r.ContentLength < n {
