@@ -13,7 +13,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/internal/defaults"
+	"github.com/PicoMQ/picomq/internal/netx"
 	"github.com/PicoMQ/picomq/kafka/group"
 	"github.com/PicoMQ/picomq/node/stream"
 )
@@ -133,6 +133,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
+	var backoff netx.Backoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -142,12 +143,20 @@ func (s *Server) Serve(ln net.Listener) error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
+			if netx.Temporary(err) {
+				// Out of file descriptors, say: retry as net/http does;
+				// the connections in the backlog are accepted later.
+				if !backoff.Failing() {
+					s.log.Error("kafka: accept failing; retrying with back-off", "err", err)
+				}
+				time.Sleep(backoff.Next())
 				continue
 			}
 			return fmt.Errorf("kafka: accept: %w", err)
+		}
+		if backoff.Failing() {
+			s.log.Info("kafka: accepting again")
+			backoff.Reset()
 		}
 		s.mu.Lock()
 		if s.closed {

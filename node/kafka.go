@@ -23,7 +23,8 @@ func (n *Node) listenKafka() (string, error) {
 	}
 	// Connection limit on the raw sockets, TLS on top: a flood of
 	// handshakes costs no more than --max-connections sockets.
-	ln = newLimitListener(ln, n.cfg.MaxConnections, n.connRefused.WithLabelValues("kafka"))
+	n.kafkaLimit = newLimitListener(ln, n.cfg.MaxConnections, n.connRefused.WithLabelValues("kafka"))
+	ln = n.kafkaLimit
 	if n.tlsCfg != nil {
 		tc := n.tlsCfg.Clone()
 		tc.NextProtos = nil // no ALPN: Kafka clients do not send any
@@ -62,7 +63,14 @@ func (n *Node) serveKafka(ctx context.Context) error {
 	})
 	n.kafkaServed = make(chan error, 1)
 	ln := n.kafkaLn
-	go func() { n.kafkaServed <- n.kafka.Serve(ln) }()
+	go func() {
+		err := n.kafka.Serve(ln)
+		if err != nil {
+			n.log.Error("kafka listener stopped", "err", err)
+			n.kafkaStopped.Store(&err)
+		}
+		n.kafkaServed <- err
+	}()
 	n.onClose("kafka server", func(ctx context.Context) error { n.closeKafka(ctx); return nil })
 	n.log.Info("kafka listener serving", "kafka", ln.Addr().String(), "advertised", n.members.member.KafkaAddr,
 		"auto_create_topics", n.cfg.KafkaAutoCreate)

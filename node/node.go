@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -64,6 +65,9 @@ type Node struct {
 	tlsCfg *tls.Config   // the listeners' TLS (Kafka uses it too); nil without --tls-cert
 
 	connRefused *prometheus.CounterVec // connections closed at accept, by listener
+	// The listeners' accept state for /readyz (nil when not listening).
+	httpLimit, kafkaLimit *limitListener
+	kafkaStopped          atomic.Pointer[error] // the Kafka accept loop returned with this error
 
 	members *membership
 	tier    *tiering.Tier
@@ -407,7 +411,8 @@ func (n *Node) serveHTTP(context.Context) error {
 	handler := httpx.Instrument(servedBy, routeLabel, httpx.NewMetrics(n.metrics), log)
 
 	n.metrics.MustRegister(n.connRefused)
-	n.ln = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"))
+	n.httpLimit = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"))
+	n.ln = n.httpLimit
 	// net/http serves what it accepts from serverLn: with the fast path,
 	// only the connections the lane hands off (docs/configuration.md).
 	serverLn := n.ln
@@ -506,7 +511,32 @@ func routeLabel(r *http.Request) string {
 	return "stream"
 }
 
+// listenersReady reports the listeners that cannot take connections now:
+// their accept keeps failing (out of file descriptors) or their loop
+// stopped.
+func (n *Node) listenersReady() error {
+	var errs []error
+	if n.httpLimit != nil {
+		if err := n.httpLimit.acceptErr(); err != nil {
+			errs = append(errs, fmt.Errorf("http listener cannot accept connections: %w", err))
+		}
+	}
+	if n.kafkaLimit != nil {
+		if err := n.kafkaLimit.acceptErr(); err != nil {
+			errs = append(errs, fmt.Errorf("kafka listener cannot accept connections: %w", err))
+		}
+	}
+	if err := n.kafkaStopped.Load(); err != nil {
+		errs = append(errs, fmt.Errorf("kafka listener stopped: %w", *err))
+	}
+	return errors.Join(errs...)
+}
+
 func (n *Node) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := n.listenersReady(); err != nil {
+		httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeServiceUnavailable, err.Error())
+		return
+	}
 	if err := n.svc.Ready(); err != nil {
 		httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeServiceUnavailable, err.Error())
 		return

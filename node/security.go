@@ -262,22 +262,52 @@ func setReadDeadline(w http.ResponseWriter, t time.Time) {
 
 // limitListener closes connections beyond max at once, so a flood of idle
 // connections costs one accept each and cannot grow memory past the
-// limit; connections already open keep being served.
+// limit; connections already open keep being served. It also remembers
+// when Accept last failed (out of file descriptors, say) for /readyz; the
+// accept loops above it retry (internal/netx).
 type limitListener struct {
 	net.Listener
 	slots   chan struct{}
 	refused prometheus.Counter
+
+	failedAt  atomic.Int64 // unix nanoseconds of the last failed Accept; 0 after a success
+	failedErr atomic.Pointer[string]
 }
 
-func newLimitListener(ln net.Listener, max int, refused prometheus.Counter) net.Listener {
+func newLimitListener(ln net.Listener, max int, refused prometheus.Counter) *limitListener {
 	return &limitListener{Listener: ln, slots: make(chan struct{}, max), refused: refused}
+}
+
+// acceptFailingWindow is how recent a failed Accept must be for the
+// listener to count as down: the accept loops retry at least every second
+// (internal/netx.Backoff), so a listener that keeps failing stays in it.
+const acceptFailingWindow = 2 * time.Second
+
+// acceptErr is the last Accept error if the listener is failing now.
+func (l *limitListener) acceptErr() error {
+	at := l.failedAt.Load()
+	if at == 0 || time.Since(time.Unix(0, at)) > acceptFailingWindow {
+		return nil
+	}
+	if msg := l.failedErr.Load(); msg != nil {
+		return errors.New(*msg)
+	}
+	return errors.New("accept failing")
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				msg := err.Error()
+				l.failedErr.Store(&msg)
+				l.failedAt.Store(time.Now().UnixNano())
+			}
 			return nil, err
+		}
+		if l.failedAt.Load() != 0 {
+			l.failedAt.Store(0)
 		}
 		select {
 		case l.slots <- struct{}{}:

@@ -29,6 +29,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/PicoMQ/picomq/internal/netx"
 )
 
 // Config is what the lane needs from the server it sits in front of.
@@ -99,22 +101,28 @@ func (s *Server) Serve(ln net.Listener) error {
 		_ = ln.Close()
 		return http.ErrServerClosed
 	}
-	var backoff time.Duration
+	var backoff netx.Backoff
 	for {
 		rwc, err := ln.Accept()
 		if err != nil {
 			if s.closing.Load() {
 				return http.ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
+			if netx.Temporary(err) {
+				// Out of file descriptors, say: the connections waiting in
+				// the backlog are accepted once some are closed.
+				if !backoff.Failing() {
+					s.cfg.Logger.Error("http: accept failing; retrying with back-off", "err", err)
+				}
+				time.Sleep(backoff.Next())
 				continue
 			}
 			return err
 		}
-		backoff = 0
+		if backoff.Failing() {
+			s.cfg.Logger.Info("http: accepting again")
+			backoff.Reset()
+		}
 		c := &conn{s: s, rwc: rwc, fresh: true}
 		if s.cfg.ReadHeaderTimeout > 0 {
 			c.headBy = time.Now().Add(s.cfg.ReadHeaderTimeout)
