@@ -94,16 +94,62 @@ func TestRecordBytesNeverRewritten(t *testing.T) {
 	}
 }
 
-// writeTokenFile writes a token file granting token every scope on "/".
-func writeTokenFile(t *testing.T, token string) string {
+// writeTokenFile writes a token file granting token every scope on "/",
+// and each further token=scope pair its scope.
+func writeTokenFile(t *testing.T, token string, more ...string) string {
 	t.Helper()
-	sum := sha256.Sum256([]byte(token))
+	entry := func(name, token, scope string) string {
+		sum := sha256.Sum256([]byte(token))
+		return "  - name: \"" + name + "\"\n    sha256: " + hex.EncodeToString(sum[:]) + "\n    scopes: [\"" + scope + "\"]\n"
+	}
+	y := "tokens:\n" + entry("admin", token, "admin:/")
+	for i := 0; i+1 < len(more); i += 2 {
+		y += entry("t"+strconv.Itoa(i), more[i], more[i+1])
+	}
 	p := filepath.Join(t.TempDir(), "tokens.yaml")
-	y := "tokens:\n  - name: \"admin\"\n    sha256: " + hex.EncodeToString(sum[:]) + "\n    scopes: [\"admin:/\"]\n"
 	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestUnknownReservedRouteDenied (issue 27, finding 7): a reserved path
+// ("/_…") that the route table does not name is denied to a token that is
+// not an admin of "/" (it was open to any valid token), while the table's
+// routes keep their access.
+func TestUnknownReservedRouteDenied(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const admin, reader = "pmq_edge_admin", "pmq_edge_reader"
+	n := startTestNode(t, ctx, t.TempDir(), nil, "--auth-tokens", writeTokenFile(t, admin, reader, "read:/"))
+	shutdownAtEnd(t, n)
+	client := &http.Client{Timeout: 30 * time.Second}
+	get := func(token, path string) int {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+n.Addr()+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		token, path string
+		want        int
+	}{
+		{reader, "/_sys/new-endpoint", http.StatusForbidden},
+		{reader, "/_internal", http.StatusForbidden},
+		{admin, "/_sys/new-endpoint", http.StatusNotFound},
+		{reader, "/_sys/cluster", http.StatusOK},
+		{reader, "/_streams", http.StatusOK},
+		{reader, "/metrics", http.StatusOK},
+	} {
+		if got := get(c.token, c.path); got != c.want {
+			t.Errorf("GET %s with %s: %d, want %d", c.path, c.token, got, c.want)
+		}
+	}
 }
 
 // closedWithin dials addr, lets attack write to the connection, then

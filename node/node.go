@@ -370,21 +370,19 @@ func (n *Node) startJobs(ctx context.Context) error {
 // handler, limits, authentication, metrics) and starts serving.
 func (n *Node) serveHTTP(context.Context) error {
 	cfg, log := n.cfg, n.log
-	// The node's own paths are matched exactly; everything else goes to
-	// the protocol handler, which never rewrites ("cleans") a path: stream
-	// names are validated, not silently turned into another name.
-	router := rootRoutes{fixed: map[string]http.Handler{
-		"/metrics": httpx.Allow(promhttp.HandlerFor(n.metrics, promhttp.HandlerOpts{Registry: n.metrics}), http.MethodGet, http.MethodHead),
-		"/healthz": httpx.Allow(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	own := nodeHandlers{
+		metrics: httpx.Allow(promhttp.HandlerFor(n.metrics, promhttp.HandlerOpts{Registry: n.metrics}), http.MethodGet, http.MethodHead),
+		healthz: httpx.Allow(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			_, _ = w.Write([]byte("ok\n"))
 		}), http.MethodGet, http.MethodHead),
-		"/readyz":       httpx.Allow(http.HandlerFunc(n.readyz), http.MethodGet, http.MethodHead),
-		"/_sys/drain":   httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost),
-		"/_sys/cluster": httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead),
-	}}
+		readyz:  httpx.Allow(http.HandlerFunc(n.readyz), http.MethodGet, http.MethodHead),
+		drain:   httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost),
+		cluster: httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead),
+	}
+	var proto http.Handler
 	if cfg.Protocol == ProtocolDurableStreams {
-		router.proto = ds.New(n.svc, ds.Config{
+		proto = ds.New(n.svc, ds.Config{
 			BaseURL:         cfg.AdvertiseURL,
 			MaxAppendBytes:  cfg.MaxAppendBytes,
 			LongPollTimeout: cfg.LongPollTimeout,
@@ -392,13 +390,15 @@ func (n *Node) serveHTTP(context.Context) error {
 			Logger:          log,
 		})
 	} else {
-		router.proto = pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, LongPollTimeout: cfg.LongPollTimeout,
+		proto = pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, LongPollTimeout: cfg.LongPollTimeout,
 			MaxRecordBytes: cfg.MaxRecordBytes, MaxBatchRecords: cfg.MaxBatchRecords,
 			SSETimeout: cfg.SSETimeout, Logger: log})
 	}
+	// One table of reserved routes for routing and authorisation.
+	router := newRouteTable(cfg.Protocol, own, proto)
 	var inner http.Handler = newAppendBudget(cfg.MaxInflightAppendBytes, cfg.MaxAppendBytes).wrap(router)
 	if n.tokens != nil {
-		inner = newGuard(n.tokens, cfg.Protocol, n.metrics).wrap(inner)
+		inner = newGuard(n.tokens, router, n.metrics).wrap(inner)
 	}
 	bounds := cfg.connBounds()
 	inner = bounds.bodyDeadline(inner)    // before the guard: a 401 does not wait for a body either
@@ -480,22 +480,6 @@ func (n *Node) closeHTTP(ctx context.Context) error {
 		_ = n.server.Close()
 	}
 	return errors.Join(err, <-laneDone)
-}
-
-// rootRoutes serves the node's own paths (exact matches) and hands every
-// other request to the protocol handler: one map lookup per request, no
-// router, no request copy.
-type rootRoutes struct {
-	fixed map[string]http.Handler
-	proto http.Handler
-}
-
-func (rt rootRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h, ok := rt.fixed[r.URL.Path]; ok {
-		h.ServeHTTP(w, r)
-		return
-	}
-	rt.proto.ServeHTTP(w, r)
 }
 
 // routeLabel keeps metric cardinality bounded: stream names never become

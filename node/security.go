@@ -19,76 +19,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/PicoMQ/picomq/api/ds"
 	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
-
-// access is what a request needs: a level on a stream name (or name
-// prefix), authentication only (level 0), or nothing at all (public).
-type access struct {
-	public bool
-	level  auth.Level
-	name   string
-}
-
-// classify maps a request onto the access it needs. The rules are the
-// table in docs/security.md; the stream name is derived exactly as the
-// protocol handlers derive it, so the checked name is the served one.
-func classify(protocol string, r *http.Request) access {
-	p := r.URL.Path
-	if !strings.HasPrefix(p, "/") {
-		return access{} // not a stream (e.g. "*"): any valid token; the router answers
-	}
-	switch p {
-	case "/healthz", "/readyz":
-		return access{public: true}
-	case "/_sys/drain":
-		return access{level: auth.Admin, name: "/"}
-	}
-	if r.Method == http.MethodOptions {
-		// CORS preflight carries no credentials by design and reveals
-		// nothing; the request that follows is checked.
-		return access{public: true}
-	}
-	name := p
-	if protocol == ProtocolDurableStreams {
-		rest, ok := strings.CutPrefix(p, ds.Prefix)
-		if !ok || !strings.HasPrefix(rest, "/") {
-			return access{} // any valid token; the handler answers 404
-		}
-		name = rest
-	} else if strings.HasPrefix(p, "/_") {
-		switch {
-		case p == wire.PathStreams:
-			prefix := r.URL.Query().Get(wire.QueryPrefix)
-			if prefix == "" {
-				prefix = "/"
-			}
-			return access{level: auth.Read, name: prefix}
-		case strings.HasPrefix(p, wire.PathStreams+"/"):
-			name = strings.TrimPrefix(p, wire.PathStreams)
-			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				return access{level: auth.Read, name: name}
-			}
-			return access{level: auth.Admin, name: name}
-		}
-		return access{} // /metrics, /_sys/cluster, unknown /_ routes
-	}
-	if p == "/metrics" {
-		return access{}
-	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		return access{level: auth.Read, name: name}
-	case http.MethodPost, http.MethodPut:
-		return access{level: auth.Write, name: name}
-	case http.MethodDelete:
-		return access{level: auth.Admin, name: name}
-	}
-	return access{}
-}
 
 // bearer extracts the token of an "Authorization: Bearer" header.
 func bearer(r *http.Request) string {
@@ -102,13 +36,13 @@ func bearer(r *http.Request) string {
 // guard authenticates and authorises every request when a token file is
 // configured, and applies the token's rate limit.
 type guard struct {
-	checker  auth.Checker
-	protocol string
-	denied   *prometheus.CounterVec
+	checker auth.Checker
+	routes  *routeTable
+	denied  *prometheus.CounterVec
 }
 
-func newGuard(checker auth.Checker, protocol string, reg prometheus.Registerer) *guard {
-	g := &guard{checker: checker, protocol: protocol, denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+func newGuard(checker auth.Checker, routes *routeTable, reg prometheus.Registerer) *guard {
+	g := &guard{checker: checker, routes: routes, denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "picomq_auth_denied_total",
 		Help: "HTTP requests refused by authentication (401), authorisation (403) or a token rate limit (429).",
 	}, []string{"code"})}
@@ -118,7 +52,7 @@ func newGuard(checker auth.Checker, protocol string, reg prometheus.Registerer) 
 
 func (g *guard) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		need := classify(g.protocol, r)
+		need := g.routes.classify(r)
 		if need.public {
 			next.ServeHTTP(w, r)
 			return
