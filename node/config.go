@@ -27,6 +27,9 @@ type Config struct {
 	DataDir      string
 	HTTPAddr     string
 	AdvertiseURL string
+	// advertiseDefault: AdvertiseURL was not set, so the node derives it
+	// from the bound listener (advertise.go).
+	advertiseDefault bool
 	Protocol     string
 	KafkaAddr    string
 	// KafkaAdvertiseAddr is what Metadata tells Kafka clients to connect
@@ -331,12 +334,15 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--etcd-endpoints: %q is not host:port or a URL", e)
 		}
 	}
-	if c.AdvertiseURL == "" {
+	if c.AdvertiseURL == "" || c.advertiseDefault {
+		// The bound address replaces it once the listener is bound
+		// (Node.takeSettings): an unspecified host or port 0 is no
+		// address to advertise.
 		scheme := "http://"
 		if c.TLSCert != "" {
 			scheme = "https://"
 		}
-		c.AdvertiseURL = scheme + c.HTTPAddr
+		c.AdvertiseURL, c.advertiseDefault = scheme+c.HTTPAddr, true
 	} else if u, err := url.Parse(c.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--advertise-url %q: want an absolute http(s) URL", c.AdvertiseURL)
 	}

@@ -34,7 +34,12 @@ func (n *Node) listenKafka() (string, error) {
 	if n.cfg.KafkaAdvertiseAddr != "" {
 		return n.cfg.KafkaAdvertiseAddr, nil
 	}
-	return ln.Addr().String(), nil
+	hostPort, derived := advertisedHostPort(n.cfg.KafkaAddr, ln.Addr())
+	if derived {
+		n.log.Warn("--kafka-addr binds an unspecified address; advertising an address of this host instead (set --kafka-advertise-addr to choose)",
+			"kafka_addr", n.cfg.KafkaAddr, "advertised", hostPort)
+	}
+	return hostPort, nil
 }
 
 // serveKafka starts the Kafka frontend on the bound listener.

@@ -210,6 +210,18 @@ func (n *Node) takeSettings(ctx context.Context) (err error) {
 	}
 	ln := n.ln
 	n.onClose("http listener", func(context.Context) error { _ = ln.Close(); return nil })
+	if cfg.advertiseDefault {
+		hostPort, derived := advertisedHostPort(cfg.HTTPAddr, ln.Addr())
+		scheme := "http://"
+		if cfg.TLSCert != "" {
+			scheme = "https://"
+		}
+		n.cfg.AdvertiseURL = scheme + hostPort
+		if derived {
+			n.log.Warn("--http-addr binds an unspecified address; advertising an address of this host instead (set --advertise-url to choose)",
+				"http_addr", cfg.HTTPAddr, "advertise_url", n.cfg.AdvertiseURL)
+		}
+	}
 	if n.pprof, err = listenPprof(cfg.PprofAddr); err != nil {
 		return settingErr("--pprof-addr", err)
 	}
