@@ -30,8 +30,8 @@ type Config struct {
 	// advertiseDefault: AdvertiseURL was not set, so the node derives it
 	// from the bound listener (advertise.go).
 	advertiseDefault bool
-	Protocol     string
-	KafkaAddr    string
+	Protocol         string
+	KafkaAddr        string
 	// KafkaAdvertiseAddr is what Metadata tells Kafka clients to connect
 	// to (default: the bound Kafka address).
 	KafkaAdvertiseAddr string
