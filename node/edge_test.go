@@ -281,3 +281,30 @@ func TestConnectionStagesBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestH2CUnauthenticatedPostGets401 (issue 27, finding 8): an h2c POST
+// without a token gets its 401, not a stream error, whatever its body
+// size, and the connection keeps serving.
+func TestH2CUnauthenticatedPostGets401(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := startTestNode(t, ctx, t.TempDir(), nil, "--auth-tokens", writeTokenFile(t, "pmq_edge_admin"))
+	shutdownAtEnd(t, n)
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Protocols: protocols}}
+	defer client.CloseIdleConnections()
+	for _, size := range []int{0, 10, 64 << 10, 1 << 20, 4 << 20} {
+		for i := range 5 {
+			resp, err := client.Post("http://"+n.Addr()+"/s", "application/octet-stream", bytes.NewReader(make([]byte, size)))
+			if err != nil {
+				t.Fatalf("body %d, try %d: %v", size, i, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("body %d, try %d: %s %d, want HTTP/2 401", size, i, resp.Proto, resp.StatusCode)
+			}
+		}
+	}
+}
