@@ -60,7 +60,12 @@ func (a *attackers) run(ctx context.Context, wg *sync.WaitGroup, n int, addr str
 				life := time.Since(start)
 				_ = c.Close()
 				if !stop() {
-					return // ctx ended: our own close, not the node's
+					// ctx ended and we closed it: it counts only if it had
+					// outlived its limit already.
+					if life > a.limit+2*time.Second {
+						a.over.Add(1)
+					}
+					return
 				}
 				a.closed.Add(1)
 				if life > a.limit+2*time.Second {
