@@ -123,6 +123,15 @@ func TestAcceptSurvivesFDExhaustion(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The failures were counted.
+	metrics := do(t, "GET", n.URL+"/metrics", nil)
+	for _, l := range []string{"http", "kafka"} {
+		line := "picomq_accept_errors_total{listener=\"" + l + "\"} "
+		i := strings.Index(string(metrics.Body), line)
+		if i < 0 || strings.HasPrefix(string(metrics.Body[i+len(line):]), "0\n") {
+			t.Errorf("no accept errors counted for %s", l)
+		}
+	}
 	// New connections on both listeners are served.
 	wantStatus(t, do(t, "GET", n.URL+"/healthz", nil), 200, "healthz on a new connection")
 	kc2, err := net.DialTimeout("tcp", kafkaAddr, 10*time.Second)

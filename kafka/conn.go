@@ -87,14 +87,16 @@ func (s *Server) serveConn(c net.Conn) {
 	cc.authenticated.Store(s.cfg.Auth == nil)
 	// Before login every byte is due by loginBy, counted from the accept:
 	// a client that keeps sending ApiVersions without ever logging in is
-	// closed all the same.
+	// closed all the same. With authentication off the first request is
+	// due by then too, so a silent new connection is not held for
+	// IdleTimeout.
 	loginBy := time.Now().Add(s.cfg.AuthTimeout)
 	frames := make(chan []byte, readAhead)
 	go func() {
 		defer close(frames)
 		defer cancel() // the client is gone (or closed its side): stop waiting for it
 		r := bufio.NewReaderSize(c, 64<<10)
-		for {
+		for first := true; ; first = false {
 			// A logged-in connection may wait IdleTimeout for its next
 			// request, and once a size prefix has arrived the frame must
 			// follow within FrameTimeout; before login, everything is due
@@ -104,12 +106,16 @@ func (s *Server) serveConn(c net.Conn) {
 			authed := cc.authenticated.Load()
 			deadline, limit := time.Now().Add(s.cfg.IdleTimeout), s.cfg.MaxFrameBytes
 			if !authed {
-				deadline, limit = loginBy, min(limit, maxUnauthenticatedFrame)
+				limit = min(limit, maxUnauthenticatedFrame)
+			}
+			bounded := !authed || first
+			if bounded {
+				deadline = loginBy
 			}
 			_ = c.SetReadDeadline(deadline)
 			cc.deadlineMu.Unlock()
 			frame, err := readFrame(r, limit, func() {
-				if authed {
+				if !bounded {
 					_ = c.SetReadDeadline(time.Now().Add(s.cfg.FrameTimeout))
 				}
 			})

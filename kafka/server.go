@@ -76,8 +76,8 @@ type Config struct {
 	// IdleTimeout closes a connection that sends no request for this long
 	// (default 10 min, Kafka's connections.max.idle.ms); AuthTimeout
 	// bounds everything before SASL login, counted from the accept: a
-	// connection not logged in by then is closed whatever it sent
-	// (default 10 s); FrameTimeout bounds reading one request once its
+	// connection not logged in by then is closed whatever it sent; with
+	// Auth nil it bounds the first request (default 10 s); FrameTimeout bounds reading one request once its
 	// size prefix arrived, after login (default 60 s).
 	IdleTimeout, AuthTimeout, FrameTimeout time.Duration
 	Logger                                 *slog.Logger

@@ -19,6 +19,8 @@ import (
 //	  the handler or drained after it        the end of the head     drains <= 256 KiB, more closes the connection
 //	Kafka before SASL login (auth on)        --read-header-timeout   kafka Config.AuthTimeout: every byte before the
 //	                                         from the accept         login, whatever is sent meanwhile
+//	Kafka first request (auth off)           --read-header-timeout   kafka Config.AuthTimeout
+//	                                         from the accept
 //	Kafka between requests (logged in)       10 min                  kafka Config.IdleTimeout
 //	Kafka rest of a frame after its size     --body-timeout          kafka Config.FrameTimeout
 //	connections per listener                 --max-connections       limitListener: more are closed at accept

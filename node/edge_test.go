@@ -308,3 +308,48 @@ func TestH2CUnauthenticatedPostGets401(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaFirstRequestBounded: with authentication off, a new Kafka
+// connection's first request is due within --read-header-timeout of the
+// accept (it was held for the 10 min idle timeout), while a connection
+// that sent one may then idle.
+func TestKafkaFirstRequestBounded(t *testing.T) {
+	const rht = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := startTestNode(t, ctx, t.TempDir(), nil, "--kafka-addr", "127.0.0.1:0", "--read-header-timeout", rht.String())
+	shutdownAtEnd(t, n)
+	addr := n.kafkaLn.Addr().String()
+	t.Run("silent", func(t *testing.T) {
+		t.Parallel()
+		closedWithin(t, addr, rht, func(net.Conn) {})
+	})
+	t.Run("size withheld", func(t *testing.T) {
+		t.Parallel()
+		closedWithin(t, addr, rht, func(c net.Conn) { _, _ = c.Write([]byte{0, 0, 1, 0, 0}) })
+	})
+	t.Run("idle after a request", func(t *testing.T) {
+		t.Parallel()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		for i := byte(1); i <= 2; i++ {
+			if _, err := c.Write([]byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, i, 0, 0}); err != nil {
+				t.Fatal(err)
+			}
+			var size [4]byte
+			if _, err := io.ReadFull(c, size[:]); err != nil {
+				t.Fatalf("ApiVersions %d: %v", i, err)
+			}
+			if _, err := io.CopyN(io.Discard, c, int64(size[0])<<24|int64(size[1])<<16|int64(size[2])<<8|int64(size[3])); err != nil {
+				t.Fatal(err)
+			}
+			if i == 1 {
+				time.Sleep(rht + time.Second) // the idle the connection may spend: what is tested
+			}
+		}
+	})
+}

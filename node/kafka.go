@@ -23,7 +23,7 @@ func (n *Node) listenKafka() (string, error) {
 	}
 	// Connection limit on the raw sockets, TLS on top: a flood of
 	// handshakes costs no more than --max-connections sockets.
-	n.kafkaLimit = newLimitListener(ln, n.cfg.MaxConnections, n.connRefused.WithLabelValues("kafka"))
+	n.kafkaLimit = newLimitListener(ln, n.cfg.MaxConnections, n.connRefused.WithLabelValues("kafka"), n.acceptErrors.WithLabelValues("kafka"))
 	ln = n.kafkaLimit
 	if n.tlsCfg != nil {
 		tc := n.tlsCfg.Clone()

@@ -65,7 +65,8 @@ type Node struct {
 	certs  *certReloader // nil without --tls-cert
 	tlsCfg *tls.Config   // the listeners' TLS (Kafka uses it too); nil without --tls-cert
 
-	connRefused *prometheus.CounterVec // connections closed at accept, by listener
+	connRefused  *prometheus.CounterVec // connections closed at accept, by listener
+	acceptErrors *prometheus.CounterVec // failed accepts, by listener
 	// The listeners' accept state for /readyz (nil when not listening).
 	httpLimit, kafkaLimit *limitListener
 	kafkaStopped          atomic.Pointer[error] // the Kafka accept loop returned with this error
@@ -136,6 +137,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "picomq_connections_refused_total",
 			Help: "Connections closed at accept because --max-connections were open on the listener.",
+		}, []string{"listener"}),
+		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "picomq_accept_errors_total",
+			Help: "Failed accepts by listener (e.g. out of file descriptors); the accept loop retries with a back-off.",
 		}, []string{"listener"})}
 	if err := n.start(ctx); err != nil {
 		_ = n.unwind(ctx)
@@ -423,8 +428,8 @@ func (n *Node) serveHTTP(context.Context) error {
 	})
 	handler := httpx.Instrument(servedBy, routeLabel, httpx.NewMetrics(n.metrics), log)
 
-	n.metrics.MustRegister(n.connRefused)
-	n.httpLimit = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"))
+	n.metrics.MustRegister(n.connRefused, n.acceptErrors)
+	n.httpLimit = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"), n.acceptErrors.WithLabelValues("http"))
 	n.ln = n.httpLimit
 	// net/http serves what it accepts from serverLn: with the fast path,
 	// only the connections the lane hands off (docs/configuration.md).

@@ -203,13 +203,14 @@ type limitListener struct {
 	net.Listener
 	slots   chan struct{}
 	refused prometheus.Counter
+	errs    prometheus.Counter
 
 	failedAt  atomic.Int64 // unix nanoseconds of the last failed Accept; 0 after a success
 	failedErr atomic.Pointer[string]
 }
 
-func newLimitListener(ln net.Listener, max int, refused prometheus.Counter) *limitListener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, max), refused: refused}
+func newLimitListener(ln net.Listener, max int, refused, errs prometheus.Counter) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, max), refused: refused, errs: errs}
 }
 
 // acceptFailingWindow is how recent a failed Accept must be for the
@@ -234,6 +235,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {
+				l.errs.Inc()
 				msg := err.Error()
 				l.failedErr.Store(&msg)
 				l.failedAt.Store(time.Now().UnixNano())
