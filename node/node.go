@@ -315,6 +315,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 		DefaultDurability: cfg.Durability,
 		Registerer:        n.metrics,
 		Cluster:           n.reg,
+		Jobs:              stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, Retention: cfg.RetentionInterval},
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
 			Manifests:    n.reg,

@@ -97,6 +97,7 @@ func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (dele
 		}
 		deadKeys = append(deadKeys, m.Key)
 		deleted++
+		s.metrics.gcDeleted.Inc()
 	}
 	if len(deadKeys) > 0 {
 		if d, ok := s.tcfg.Manifests.(ManifestDeleter); ok {
@@ -118,8 +119,10 @@ func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (dele
 				return deleted, fmt.Errorf("gc: delete orphan %s: %w", o.Key, err)
 			}
 			deleted++
+			s.metrics.gcDeleted.Inc()
 		}
 	}
+	s.metrics.gcRuns.Inc()
 	if deleted > 0 {
 		s.cfg.Logger.Info("object storage garbage collected", "objects", deleted)
 	}
@@ -135,6 +138,7 @@ func (s *Service) RunGC(ctx context.Context, cfg GCConfig) error {
 	defaults.Set(&cfg.Grace, 10*time.Minute)
 	every(ctx, cfg.Interval, func(ctx context.Context) {
 		if _, err := s.CollectGarbage(ctx, cfg.Grace); err != nil && ctx.Err() == nil {
+			s.metrics.gcErrors.Inc()
 			s.cfg.Logger.Warn("garbage collection pass failed; will retry", "err", err)
 		}
 	})
