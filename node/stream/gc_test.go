@@ -181,3 +181,55 @@ func TestGCKeepsObjectStraddlingTrimPoint(t *testing.T) {
 		}
 	})
 }
+
+// TestGCKeepsSourceRecordsAForkReadsBelowTheSourceTrim: a source may be
+// trimmed up to a live fork's fork point, but the fork still reads the
+// source's records from its own start offset; garbage collection must keep
+// them. A fork of an already trimmed source starts where its source
+// starts, so it never offers records that may be gone.
+func TestGCKeepsSourceRecordsAForkReadsBelowTheSourceTrim(t *testing.T) {
+	eachRealStore(t, func(t *testing.T, h *tierHarness) {
+		ctx := context.Background()
+		mustCreate(t, h.svc, "/src", stream.CreateOptions{})
+		for _, v := range []string{"a", "b", "c", "d", "e"} {
+			if _, err := h.svc.Append(ctx, "/src", recs(v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustCreate(t, h.svc, "/f", stream.CreateOptions{Fork: fork("/src", 3, 0)})
+		// A fork of a fork, so the source's records are read through two
+		// fork points.
+		mustCreate(t, h.svc, "/ff", stream.CreateOptions{Fork: fork("/f", 2, 0)})
+		two := int64(2)
+		if _, err := h.svc.Configure(ctx, "/src", stream.ConfigChange{TrimBefore: &two}); err != nil {
+			t.Fatalf("trim of the source below the fork point: %v", err)
+		}
+		one := int64(1)
+		if _, err := h.svc.Configure(ctx, "/f", stream.ConfigChange{TrimBefore: &one}); err != nil {
+			t.Fatalf("trim of the middle fork below the second fork point: %v", err)
+		}
+		if n, err := h.svc.CollectGarbage(ctx, time.Hour); err != nil || n != 0 {
+			t.Errorf("gc deleted %d objects (%v) that forks still read", n, err)
+		}
+		late := mustCreate(t, h.svc, "/late", stream.CreateOptions{Fork: fork("/src", -1, 0)})
+		if late.StartOffset != 2 {
+			t.Errorf("fork of a source trimmed to 2 starts at %d, want 2", late.StartOffset)
+		}
+		h.restartWithoutWAL()
+		if got := readFrom(t, h.svc, "/f", 1); got != "b|c" {
+			t.Errorf("fork after the source's trim, gc and a restart without the WAL reads %q from its start, want b|c", got)
+		}
+		if got := readFrom(t, h.svc, "/ff", 0); got != "a|b" {
+			t.Errorf("fork of the fork reads %q, want a|b", got)
+		}
+		if got := readFrom(t, h.svc, "/late", 2); got != "c|d|e" {
+			t.Errorf("fork of the trimmed source reads %q, want c|d|e", got)
+		}
+		if _, err := h.svc.Read(ctx, "/late", stream.ReadOptions{Offset: 1}); !errors.Is(err, stream.ErrOffsetTrimmed) {
+			t.Errorf("read of the late fork below its source's start: %v, want ErrOffsetTrimmed", err)
+		}
+		if _, err := h.svc.Read(ctx, "/src", stream.ReadOptions{Offset: 1}); !errors.Is(err, stream.ErrOffsetTrimmed) {
+			t.Errorf("read of the source below its start: %v, want ErrOffsetTrimmed", err)
+		}
+	})
+}
