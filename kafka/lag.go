@@ -14,8 +14,9 @@ type GroupLag struct {
 
 // GroupLags computes the lag of every group this node coordinates, for
 // the picomq_kafka_group_lag metric (docs/operations.md). A partition
-// whose end offset cannot be read now (its owner unreachable, ctx done)
-// is left out rather than guessed; a committed offset past the end (the
+// whose end offset this node cannot read now (another node owns it, etcd
+// unreachable, ctx done) is left out rather than guessed, so in a cluster
+// the figure is a lower bound; a committed offset past the end (the
 // partition was trimmed or recreated) counts as no lag.
 func (s *Server) GroupLags(ctx context.Context) []GroupLag {
 	type key struct{ group, topic string }

@@ -100,7 +100,7 @@ var (
 	etcdQuotaDesc = prometheus.NewDesc("picomq_etcd_db_quota_bytes",
 		"etcd's backend quota (--quota-backend-bytes); past it etcd refuses writes (absent for etcd before 3.6).", nil, nil)
 	groupLagDesc = prometheus.NewDesc("picomq_kafka_group_lag",
-		"Messages a Kafka consumer group is behind on a topic (end offset minus committed offset, summed over partitions), for the groups this node coordinates.",
+		"Messages a Kafka consumer group is behind on a topic (end offset minus committed offset, summed over the partitions this node can answer for), for the groups this node coordinates.",
 		[]string{"group", "topic"}, nil)
 )
 
