@@ -341,6 +341,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 	}
 	n.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWALMetrics(n.metrics, n.wal)
+	n.registerOpsMetrics()
 	if n.tier != nil {
 		registerTierMetrics(n.metrics, n.tier)
 	}
