@@ -248,14 +248,30 @@ func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
 		s.prefix = o.Prefix + "/"
 		s.desc += "/" + o.Prefix
 	}
-	if _, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(o.Bucket)}); err != nil {
-		err = s.mapErr("open", "", err)
+	if err := s.probe(ctx); err != nil {
 		if errors.Is(err, ErrNotExist) {
-			return nil, fmt.Errorf("objstore: s3 %s: bucket %q: %w", host, o.Bucket, ErrNotExist)
+			err = fmt.Errorf("objstore: s3 %s: bucket %q: %w", host, o.Bucket, err)
 		}
-		return nil, err
+		// The settings parsed; S3 did not answer yes. A network, an IAM
+		// role or a bucket can all be ready a minute later.
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return s, nil
+}
+
+// probe proves the bucket answers with the permissions tiering uses: one
+// listing of at most one key under the store's prefix. HeadBucket would
+// need s3:ListBucket without a prefix condition, which a policy scoped to
+// the prefix (terraform/modules/aws/iam.tf) rightly does not grant.
+func (s *S3Store) probe(ctx context.Context) error {
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), MaxKeys: aws.Int32(1)}
+	if s.prefix != "" {
+		in.Prefix = aws.String(s.prefix)
+	}
+	if _, err := s.client.ListObjectsV2(ctx, in); err != nil {
+		return s.mapErr("open", "", err)
+	}
+	return nil
 }
 
 // String describes the store for logs (no credentials).
