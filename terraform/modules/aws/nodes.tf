@@ -71,7 +71,9 @@ resource "aws_instance" "node" {
     etcd_cert_parameter   = aws_ssm_parameter.etcd_client_cert.name
     etcd_key_parameter    = aws_ssm_parameter.etcd_client_key.name
 
-    unit = file("${path.module}/../../../deploy/picomq.service")
+    unit         = file("${path.module}/../../../deploy/picomq.service")
+    disks_script = file("${path.module}/../../../deploy/picomq-disks.sh")
+    disks_unit   = file("${path.module}/../../../deploy/picomq-disks.service")
   })
 
   tags = merge(local.tags, { Name = local.node_names[count.index], "picomq:role" = "node" })
