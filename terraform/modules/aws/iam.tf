@@ -1,6 +1,7 @@
 # Instance roles. The nodes' role may use the segment bucket (under the
 # cluster's prefix), read the cluster's SSM parameters and, if given, the
-# binary object; the etcd role only its own parameters. Credentials reach
+# binary object; the etcd role only its own parameters and the writing of
+# its snapshots. Credentials reach
 # the processes through the instance profile over IMDSv2 only.
 
 data "aws_iam_policy_document" "ec2_assume" {
@@ -72,6 +73,21 @@ data "aws_iam_policy_document" "etcd" {
     sid       = "MemberParameters"
     actions   = ["ssm:GetParameter"]
     resources = ["arn:${data.aws_partition.current.partition}:ssm:${local.region}:${data.aws_caller_identity.current.account_id}:parameter${local.param_prefix}/etcd/*"]
+  }
+  # etcd-backup.timer: each member writes its snapshots; the bucket's
+  # lifecycle rule deletes them (no delete or list needed here).
+  statement {
+    sid       = "WriteSnapshots"
+    actions   = ["s3:PutObject", "s3:AbortMultipartUpload"]
+    resources = ["${aws_s3_bucket.segments.arn}/${local.etcd_backup_prefix}/*"]
+  }
+  dynamic "statement" {
+    for_each = var.kms_key_arn != "" ? [1] : []
+    content {
+      sid       = "SnapshotKey"
+      actions   = ["kms:GenerateDataKey"]
+      resources = [var.kms_key_arn]
+    }
   }
 }
 

@@ -1,6 +1,7 @@
-# The segment bucket: private, encrypted, no versioning (objects are
-# immutable and uniquely named; GC deletes them for good), incomplete
-# multipart uploads cleaned up.
+# The segment bucket: private, encrypted, versioned (a deleted object stays
+# recoverable for noncurrent_version_days: the corrupt-object remedy and an
+# etcd restore rely on it), incomplete multipart uploads cleaned up, etcd
+# snapshots expired after etcd_backup_retention_days.
 
 resource "aws_s3_bucket" "segments" {
   bucket        = local.bucket_name
@@ -26,7 +27,7 @@ resource "aws_s3_bucket_public_access_block" "segments" {
 resource "aws_s3_bucket_versioning" "segments" {
   bucket = aws_s3_bucket.segments.id
   versioning_configuration {
-    status = "Disabled"
+    status = "Enabled"
   }
 }
 
@@ -43,12 +44,34 @@ resource "aws_s3_bucket_server_side_encryption_configuration" "segments" {
 
 resource "aws_s3_bucket_lifecycle_configuration" "segments" {
   bucket = aws_s3_bucket.segments.id
+  depends_on = [aws_s3_bucket_versioning.segments]
   rule {
     id     = "abort-incomplete-multipart-uploads"
     status = "Enabled"
     filter {}
     abort_incomplete_multipart_upload {
       days_after_initiation = var.incomplete_upload_days
+    }
+  }
+  rule {
+    id     = "expire-noncurrent-versions"
+    status = "Enabled"
+    filter {}
+    noncurrent_version_expiration {
+      noncurrent_days = var.noncurrent_version_days
+    }
+    expiration {
+      expired_object_delete_marker = true
+    }
+  }
+  rule {
+    id     = "expire-etcd-snapshots"
+    status = "Enabled"
+    filter {
+      prefix = "${local.etcd_backup_prefix}/"
+    }
+    expiration {
+      days = var.etcd_backup_retention_days
     }
   }
 }

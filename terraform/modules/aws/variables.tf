@@ -272,6 +272,45 @@ variable "incomplete_upload_days" {
   }
 }
 
+variable "noncurrent_version_days" {
+  description = "Days a deleted or overwritten object's previous version is kept (bucket versioning is on): the window in which operations.md's corrupt-object remedy and an etcd restore can bring back objects deleted after a snapshot."
+  type        = number
+  default     = 7
+
+  validation {
+    condition     = var.noncurrent_version_days >= 1 && var.noncurrent_version_days <= 365
+    error_message = "noncurrent_version_days must be between 1 and 365."
+  }
+}
+
+variable "etcd_backup_interval" {
+  description = "How often each etcd member saves a snapshot to the bucket under <name>/etcd-backups/<member>/ (a systemd OnUnitActiveSec= time span, e.g. 1h, 30min)."
+  type        = string
+  default     = "1h"
+
+  validation {
+    condition     = can(regex("^[0-9]+(s|min|h|d)$", var.etcd_backup_interval))
+    error_message = "etcd_backup_interval must be a number followed by s, min, h or d (e.g. 1h)."
+  }
+}
+
+variable "etcd_backup_retention_days" {
+  description = "Days the bucket keeps an etcd snapshot before its lifecycle rule deletes it."
+  type        = number
+  default     = 14
+
+  validation {
+    condition     = var.etcd_backup_retention_days >= 1 && var.etcd_backup_retention_days <= 3650
+    error_message = "etcd_backup_retention_days must be between 1 and 3650."
+  }
+}
+
+variable "etcd_replace_members" {
+  description = "Names of etcd members (<name>-etcd-<i>) being replaced: their instance joins the running cluster (--initial-cluster-state existing, after `etcdctl member add`) with an empty data dir instead of bootstrapping a new cluster. See operations.md, \"Replace an etcd member\"."
+  type        = list(string)
+  default     = []
+}
+
 variable "express_one_zone_az_id" {
   description = "Availability zone id (e.g. use1-az4) for an S3 Express One Zone directory bucket that the nodes use instead of the regional bucket (lower-latency flushes, single-zone data). Empty: regional bucket only."
   type        = string
