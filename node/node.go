@@ -60,9 +60,10 @@ type Node struct {
 	lock    *dataDirLock
 	served  chan error
 
-	tokens *auth.Store   // nil when authentication is off
-	certs  *certReloader // nil without --tls-cert
-	tlsCfg *tls.Config   // the listeners' TLS (Kafka uses it too); nil without --tls-cert
+	tokens    *auth.Store   // nil when authentication is off
+	certs     *certReloader // nil without --tls-cert
+	etcdCerts *certReloader // etcd client certificate; nil without --etcd-cert
+	tlsCfg    *tls.Config   // the listeners' TLS (Kafka uses it too); nil without --tls-cert
 
 	connRefused *prometheus.CounterVec // connections closed at accept, by listener
 
@@ -256,13 +257,14 @@ func (n *Node) connectEtcd(ctx context.Context) (err error) {
 	}
 	var dialOpts []meta.DialOption
 	if len(cfg.EtcdEndpoints) > 0 {
-		tc, err := etcdTLS(cfg)
+		tc, certs, err := etcdTLS(cfg)
 		if err != nil {
 			return &SettingError{Err: err} // names the --etcd-* flag
 		}
 		if tc != nil {
 			dialOpts = append(dialOpts, meta.WithTLS(tc))
 		}
+		n.etcdCerts = certs
 	}
 	dial := func(ctx context.Context) (err error) {
 		n.etcd, err = meta.Dial(ctx, endpoints, dialOpts...)

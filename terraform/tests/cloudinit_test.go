@@ -138,6 +138,9 @@ func TestCloudInitNodeJoinsCluster(t *testing.T) {
 		"unit":                  cty.StringVal(string(unit)),
 		"disks_script":          cty.StringVal(disksScript),
 		"disks_unit":            cty.StringVal(disksUnit),
+		"refresh_script":        cty.StringVal(readFile(t, filepath.Join(repo, "deploy/picomq-refresh.sh"))),
+		"refresh_service":       cty.StringVal(readFile(t, filepath.Join(repo, "deploy/picomq-refresh.service"))),
+		"refresh_timer":         cty.StringVal(readFile(t, filepath.Join(repo, "deploy/picomq-refresh.timer"))),
 	}, map[string]cty.Value{
 		// The test switches.
 		"root_dir": cty.StringVal(root), "install_packages": cty.False, "mount_nvme": cty.False,

@@ -64,6 +64,7 @@ resource "aws_instance" "etcd" {
     backup_uri      = "s3://${aws_s3_bucket.segments.id}/${local.etcd_backup_prefix}/${local.etcd_names[count.index]}"
     backup_interval = var.etcd_backup_interval
     backup_script   = file("${path.module}/../../../deploy/etcd-backup.sh")
+    refresh_script  = file("${path.module}/../../../deploy/picomq-refresh.sh")
     ca_parameter    = aws_ssm_parameter.ca["etcd"].name
     cert_parameter  = aws_ssm_parameter.etcd_cert[count.index].name
     key_parameter   = aws_ssm_parameter.etcd_key[count.index].name

@@ -71,9 +71,12 @@ resource "aws_instance" "node" {
     etcd_cert_parameter   = aws_ssm_parameter.etcd_client_cert.name
     etcd_key_parameter    = aws_ssm_parameter.etcd_client_key.name
 
-    unit         = file("${path.module}/../../../deploy/picomq.service")
-    disks_script = file("${path.module}/../../../deploy/picomq-disks.sh")
-    disks_unit   = file("${path.module}/../../../deploy/picomq-disks.service")
+    unit            = file("${path.module}/../../../deploy/picomq.service")
+    disks_script    = file("${path.module}/../../../deploy/picomq-disks.sh")
+    disks_unit      = file("${path.module}/../../../deploy/picomq-disks.service")
+    refresh_script  = file("${path.module}/../../../deploy/picomq-refresh.sh")
+    refresh_service = file("${path.module}/../../../deploy/picomq-refresh.service")
+    refresh_timer   = file("${path.module}/../../../deploy/picomq-refresh.timer")
   })
 
   tags = merge(local.tags, { Name = local.node_names[count.index], "picomq:role" = "node" })

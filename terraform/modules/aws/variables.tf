@@ -340,13 +340,35 @@ variable "tls_dns_names" {
 }
 
 variable "cert_validity_hours" {
-  description = "Validity of the certificates the module issues (CA, etcd members, nodes). Rotate by re-applying before they expire."
+  description = "Validity of the leaf certificates the module issues (etcd members, the nodes' etcd client, node listeners). An apply within cert_early_renewal_hours of their expiry re-issues them; the nodes pick them up from SSM within 15 minutes and reload."
   type        = number
   default     = 8760
 
   validation {
     condition     = var.cert_validity_hours >= 24
     error_message = "cert_validity_hours must be at least 24."
+  }
+}
+
+variable "cert_early_renewal_hours" {
+  description = "An apply this close to a leaf certificate's expiry re-issues it (the tls provider's early_renewal_hours). Apply at least every cert_validity_hours - cert_early_renewal_hours."
+  type        = number
+  default     = 2160
+
+  validation {
+    condition     = var.cert_early_renewal_hours >= 1 && var.cert_early_renewal_hours < var.cert_validity_hours
+    error_message = "cert_early_renewal_hours must be at least 1 and below cert_validity_hours."
+  }
+}
+
+variable "ca_validity_hours" {
+  description = "Validity of the cluster CA, which must outlive every leaf it signs (default ten years). Replacing the CA is a planned rotation (docs/operations.md)."
+  type        = number
+  default     = 87600
+
+  validation {
+    condition     = var.ca_validity_hours > var.cert_validity_hours
+    error_message = "ca_validity_hours must be longer than cert_validity_hours."
   }
 }
 
