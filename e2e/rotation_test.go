@@ -33,7 +33,9 @@ func TestRotationWhileConnected(t *testing.T) {
 	if err := os.MkdirAll(ssm, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	param := func(name string) string { return filepath.Join(ssm, strings.ReplaceAll(strings.TrimPrefix(name, "/"), "/", "_")) }
+	param := func(name string) string {
+		return filepath.Join(ssm, strings.ReplaceAll(strings.TrimPrefix(name, "/"), "/", "_"))
+	}
 	copyFile(t, certFile, param("/rot/node.crt"))
 	copyFile(t, keyFile, param("/rot/node.key"))
 	copyFile(t, tokens, param("/rot/auth-tokens"))
