@@ -18,6 +18,7 @@ import (
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/objstore"
+	"github.com/PicoMQ/picomq/tiering/objstore/storeurl"
 	"github.com/PicoMQ/picomq/tiering/segment"
 )
 
@@ -71,7 +72,7 @@ func restoreCountersCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	st, err := objstore.Open(ctx, *store)
+	st, err := storeurl.Open(ctx, *store)
 	if err != nil {
 		fmt.Fprintf(stderr, "picomq restore-counters: --object-store: %v\n", err)
 		return 1
