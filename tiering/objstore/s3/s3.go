@@ -30,6 +30,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/PicoMQ/picomq/tiering/objstore"
 )
@@ -71,6 +72,9 @@ type Options struct {
 	MaxAttempts int
 	// Transport overrides the HTTP transport (tests, proxies).
 	Transport http.RoundTripper
+	// APIOptions are added to the SDK client's middleware stacks (the
+	// permission test in terraform/tests records every call this way).
+	APIOptions []func(*middleware.Stack) error
 	// RootCAs verifies an https endpoint (default: the system roots, or
 	// AWS_CA_BUNDLE); --s3-ca sets it.
 	RootCAs *x509.CertPool
@@ -238,6 +242,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	}
 	s.client = awss3.NewFromConfig(cfg, func(so *awss3.Options) {
 		so.HTTPClient = s3HTTP
+		so.APIOptions = append(so.APIOptions, o.APIOptions...)
 		if o.Transport != nil {
 			so.HTTPClient = &http.Client{Transport: o.Transport}
 		}
