@@ -103,3 +103,13 @@ resource "aws_s3_directory_bucket" "express" {
     name = var.express_one_zone_az_id
   }
 }
+
+# Optional S3 gateway endpoint: segment PUTs and GETs bypass the NAT.
+resource "aws_vpc_endpoint" "s3" {
+  count             = length(var.s3_gateway_route_table_ids) > 0 ? 1 : 0
+  vpc_id            = var.vpc_id
+  service_name      = "com.amazonaws.${local.region}.s3"
+  vpc_endpoint_type = "Gateway"
+  route_table_ids   = var.s3_gateway_route_table_ids
+  tags              = merge(local.tags, { Name = "${var.name}-s3" })
+}

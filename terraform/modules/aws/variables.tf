@@ -223,7 +223,7 @@ variable "cache_bytes" {
 }
 
 variable "shutdown_timeout" {
-  description = "How long a stopping node waits for in-flight requests after its drain (Go duration); the systemd stop timeout (180s) stays above drain + this."
+  description = "Bound of a stopping node's whole shutdown (Go duration): the drain (at most 30s; what it does not hand over is taken over after lease_ttl), in-flight requests and the final flush; the systemd stop timeout (180s) stays above it."
   type        = string
   default     = "30s"
 
@@ -270,6 +270,12 @@ variable "incomplete_upload_days" {
     condition     = var.incomplete_upload_days >= 1 && var.incomplete_upload_days <= 30
     error_message = "incomplete_upload_days must be between 1 and 30."
   }
+}
+
+variable "s3_gateway_route_table_ids" {
+  description = "Route tables of subnet_ids to attach an S3 gateway VPC endpoint to, so that segment traffic stays off the NAT (no data processing charge, no NAT bandwidth limit). Empty: no endpoint (use one the VPC already has)."
+  type        = list(string)
+  default     = []
 }
 
 variable "noncurrent_version_days" {
