@@ -283,7 +283,8 @@ func TestBootScriptPermissions(t *testing.T) {
 
 // TestPolicyModel: the evaluator denies what IAM would (so the permission
 // tests can fail): a HeadBucket-like ListBucket without a prefix, another
-// node's prefix, another action, and allows the listing under the prefix.
+// cluster's prefix, another action, another node's private key, and
+// allows the listing under the prefix and the node's own parameters.
 func TestPolicyModel(t *testing.T) {
 	e := awsEvaluator(t, nil, "b", 0)
 	policy, err := e.Policy("nodes")
@@ -302,6 +303,11 @@ func TestPolicyModel(t *testing.T) {
 		{Request{Action: "s3:GetObject", Resource: "arn:aws:s3:::b/test-etcd-backups/test-etcd-0/x.db"}, false},
 		{Request{Action: "S3:getobject", Resource: "arn:aws:s3:::b/test/x"}, true},
 		{Request{Action: "s3:PutBucketPolicy", Resource: "arn:aws:s3:::b"}, false},
+		// Node 0's role reads its own key and the shared parameters, not node 1's key.
+		{Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-east-1:" + testAccount + ":parameter/test/nodes/test-node-0.key"}, true},
+		{Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-east-1:" + testAccount + ":parameter/test/nodes/etcd-client.key"}, true},
+		{Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-east-1:" + testAccount + ":parameter/test/nodes/test-node-1.key"}, false},
+		{Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-east-1:" + testAccount + ":parameter/test/etcd/test-etcd-0.key"}, false},
 	} {
 		if _, got := Allowed(policy, c.r); got != c.want {
 			t.Errorf("%v: allowed %v, want %v", c.r, got, c.want)

@@ -18,7 +18,11 @@ locals {
   binary_s3_arn = var.binary_s3_uri != "" ? "arn:${data.aws_partition.current.partition}:s3:::${trimprefix(var.binary_s3_uri, "s3://")}" : ""
 }
 
+# One role per node: a node reads its own certificate and key in SSM, not
+# its neighbours' (the segment bucket and the shared parameters are the
+# same for all).
 data "aws_iam_policy_document" "nodes" {
+  count = var.node_count
   statement {
     sid       = "ListSegments"
     actions   = ["s3:ListBucket"]
@@ -64,10 +68,10 @@ data "aws_iam_policy_document" "nodes" {
   statement {
     sid     = "ClusterParameters"
     actions = ["ssm:GetParameter"]
-    resources = concat(
-      ["arn:${data.aws_partition.current.partition}:ssm:${local.region}:${data.aws_caller_identity.current.account_id}:parameter${local.param_prefix}/nodes/*"],
-      var.auth_tokens_parameter != "" ? ["arn:${data.aws_partition.current.partition}:ssm:${local.region}:${data.aws_caller_identity.current.account_id}:parameter${var.auth_tokens_parameter}"] : []
-    )
+    resources = [for p in concat(
+      [for f in ["${local.node_names[count.index]}.crt", "${local.node_names[count.index]}.key", "ca.crt", "etcd-client.crt", "etcd-client.key"] : "${local.param_prefix}/nodes/${f}"],
+      [local.auth_tokens_parameter]
+    ) : "arn:${data.aws_partition.current.partition}:ssm:${local.region}:${data.aws_caller_identity.current.account_id}:parameter${p}"]
   }
 }
 
@@ -95,21 +99,24 @@ data "aws_iam_policy_document" "etcd" {
 }
 
 resource "aws_iam_role" "nodes" {
-  name               = "${var.name}-nodes"
+  count              = var.node_count
+  name               = local.node_names[count.index]
   assume_role_policy = data.aws_iam_policy_document.ec2_assume.json
   tags               = local.tags
 }
 
 resource "aws_iam_role_policy" "nodes" {
+  count  = var.node_count
   name   = "picomq-node"
-  role   = aws_iam_role.nodes.id
-  policy = data.aws_iam_policy_document.nodes.json
+  role   = aws_iam_role.nodes[count.index].id
+  policy = data.aws_iam_policy_document.nodes[count.index].json
 }
 
 resource "aws_iam_instance_profile" "nodes" {
-  name = "${var.name}-nodes"
-  role = aws_iam_role.nodes.name
-  tags = local.tags
+  count = var.node_count
+  name  = local.node_names[count.index]
+  role  = aws_iam_role.nodes[count.index].name
+  tags  = local.tags
 }
 
 resource "aws_iam_role" "etcd" {
@@ -131,7 +138,7 @@ resource "aws_iam_instance_profile" "etcd" {
 }
 
 resource "aws_iam_role_policy_attachment" "ssm_core" {
-  for_each   = var.enable_ssm_session_manager ? { nodes = aws_iam_role.nodes.name, etcd = aws_iam_role.etcd.name } : {}
+  for_each   = var.enable_ssm_session_manager ? merge({ for i, n in local.node_names : n => aws_iam_role.nodes[i].name }, { etcd = aws_iam_role.etcd.name }) : {}
   role       = each.value
   policy_arn = "arn:${data.aws_partition.current.partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"
 }

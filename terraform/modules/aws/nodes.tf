@@ -13,7 +13,7 @@ resource "aws_instance" "node" {
   count                = var.node_count
   ami                  = local.ami
   instance_type        = var.node_instance_type
-  iam_instance_profile = aws_iam_instance_profile.nodes.name
+  iam_instance_profile = aws_iam_instance_profile.nodes[count.index].name
 
   network_interface {
     network_interface_id = aws_network_interface.node[count.index].id
