@@ -12,9 +12,10 @@ import (
 // access is what a request needs: a level on a stream name (or name
 // prefix), authentication only (level 0), or nothing at all (public).
 type access struct {
-	public bool
-	level  auth.Level
-	name   string
+	public  bool
+	metrics bool // GET /metrics: the one request a scrape-only token may make
+	level   auth.Level
+	name    string
 }
 
 // route is one reserved path of the node: what a request on it needs
@@ -33,6 +34,7 @@ type route struct {
 var (
 	needPublic   = func(*http.Request) access { return access{public: true} }
 	needAnyToken = func(*http.Request) access { return access{} }
+	needMetrics  = func(*http.Request) access { return access{metrics: true} }
 	needAdminAll = func(*http.Request) access { return access{level: auth.Admin, name: "/"} }
 )
 
@@ -55,7 +57,7 @@ func newRouteTable(protocol string, h nodeHandlers, proto http.Handler) *routeTa
 	routes := []route{
 		{path: "/healthz", need: needPublic, serve: h.healthz},
 		{path: "/readyz", need: needPublic, serve: h.readyz},
-		{path: "/metrics", need: needAnyToken, serve: h.metrics},
+		{path: "/metrics", need: needMetrics, serve: h.metrics},
 		{path: "/_sys/drain", need: needAdminAll, serve: h.drain},
 		{path: "/_sys/cluster", need: needAnyToken, serve: h.cluster},
 	}
