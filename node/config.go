@@ -52,6 +52,7 @@ type Config struct {
 	SSETimeout         time.Duration
 	MaxAppendBytes     int64
 	ShutdownTimeout    time.Duration
+	StartRetry         time.Duration // how long start-up retries an unavailable object store or etcd
 	LogLevel           string
 	LogFormat          string
 
@@ -201,6 +202,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.DurationVar(&cfg.SSETimeout, "sse-timeout", defaultSSETimeout, "cap of one SSE connection")
 	fs.Int64Var(&cfg.MaxAppendBytes, "max-append-bytes", defaultMaxAppendBytes, "largest accepted append body in bytes")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long SIGTERM waits for in-flight requests")
+	fs.DurationVar(&cfg.StartRetry, "start-retry", 10*time.Minute, "how long start-up retries an object store or etcd that does not answer yet before exiting 1")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&cfg.AuthTokens, "auth-tokens", "", "token file (hashes and scopes, docs/security.md); reloaded on SIGHUP")
@@ -406,6 +408,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxAppendBytes < 1024 || c.MaxAppendBytes > 256<<20 {
 		return fmt.Errorf("--max-append-bytes %d: want between 1024 and %d", c.MaxAppendBytes, 256<<20)
+	}
+	if c.StartRetry < 0 {
+		return fmt.Errorf("--start-retry %s: want >= 0 (0 = the default, 10m)", c.StartRetry)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %s: want > 0", c.ShutdownTimeout)
