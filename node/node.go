@@ -341,6 +341,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 		DefaultDurability: cfg.Durability,
 		Registerer:        n.metrics,
 		Cluster:           n.reg,
+		Jobs:              stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, Retention: cfg.RetentionInterval},
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
 			Manifests:    n.reg,
@@ -365,6 +366,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 	}
 	n.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWALMetrics(n.metrics, n.wal)
+	n.registerOpsMetrics()
 	if n.tier != nil {
 		registerTierMetrics(n.metrics, n.tier)
 	}

@@ -28,9 +28,10 @@ import (
 // access is what a request needs: a level on a stream name (or name
 // prefix), authentication only (level 0), or nothing at all (public).
 type access struct {
-	public bool
-	level  auth.Level
-	name   string
+	public  bool
+	metrics bool // GET /metrics: the one request a scrape-only token may make
+	level   auth.Level
+	name    string
 }
 
 // classify maps a request onto the access it needs. The rules are the
@@ -44,6 +45,8 @@ func classify(protocol string, r *http.Request) access {
 	switch p {
 	case "/healthz", "/readyz":
 		return access{public: true}
+	case "/metrics":
+		return access{metrics: true}
 	case "/_sys/drain":
 		return access{level: auth.Admin, name: "/"}
 	}
@@ -75,9 +78,6 @@ func classify(protocol string, r *http.Request) access {
 			return access{level: auth.Admin, name: name}
 		}
 		return access{} // /metrics, /_sys/cluster, unknown /_ routes
-	}
-	if p == "/metrics" {
-		return access{}
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -132,6 +132,12 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 				msg = "the bearer token is not valid"
 			}
 			httpx.WriteError(w, http.StatusUnauthorized, wire.CodeUnauthorized, msg)
+			return
+		}
+		if !need.metrics && p.ScrapeOnly() {
+			g.denied.WithLabelValues("403").Inc()
+			httpx.WriteError(w, http.StatusForbidden, wire.CodeForbidden,
+				fmt.Sprintf("token %q is scrape-only (scope %q): it may only GET /metrics", p.Name, auth.ScopeMetrics))
 			return
 		}
 		if need.level != 0 && !p.Allows(need.level, need.name) {
@@ -332,6 +338,15 @@ func (c *certReloader) Reload() error {
 	}
 	c.cur.Store(&cert)
 	return nil
+}
+
+// notAfter is the expiry of the certificate in force (its leaf, which
+// tls.LoadX509KeyPair parses).
+func (c *certReloader) notAfter() time.Time {
+	if cert := c.cur.Load(); cert != nil && cert.Leaf != nil {
+		return cert.Leaf.NotAfter
+	}
+	return time.Time{}
 }
 
 func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.cur.Load(), nil }
