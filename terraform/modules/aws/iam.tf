@@ -34,11 +34,11 @@ data "aws_iam_policy_document" "nodes" {
     }
   }
   statement {
-    sid       = "ReadWriteSegments"
+    sid = "ReadWriteSegments"
     # No multipart: every object is one PUT (at most seal_max_bytes, 1 GiB,
     # under S3's 5 GiB single-PUT limit), the request that carries the
     # conditional create (tiering/objstore/s3).
-    actions = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
     resources = ["${aws_s3_bucket.segments.arn}/${var.name}/*"]
   }
   dynamic "statement" {
