@@ -67,7 +67,11 @@ const maxOpenReaders = 1024
 type TierOptions struct {
 	// CacheBytes bounds the block cache (at least 1 MiB is used).
 	CacheBytes int64
-	Log        *slog.Logger
+	// ReadAheadBytes is the node-wide read-ahead budget (0: the cache's
+	// default, 64 MiB); demand GETs in flight are bounded by the same
+	// amount. See cache.Options.
+	ReadAheadBytes int64
+	Log            *slog.Logger
 }
 
 // NewTier builds the tier over store, which it owns from now on (Close
@@ -77,7 +81,7 @@ func NewTier(store objstore.Store, opts TierOptions) (*Tier, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c, err := cache.New(store, cache.Options{MaxBytes: max(opts.CacheBytes, 1<<20)})
+	c, err := cache.New(store, cache.Options{MaxBytes: max(opts.CacheBytes, 1<<20), ReadAheadBytes: opts.ReadAheadBytes})
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("read cache: %w", err)
