@@ -1419,11 +1419,19 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	return res, nil
 }
 
+// prefetchAhead is how close (in bytes of the current object's range) a
+// consumer must be to the next object for prefetchNext to start on it:
+// about the block cache's per-reader read-ahead window, so the window
+// runs on across the boundary. The node-wide read-ahead budget, not this
+// distance, bounds what is fetched.
+const prefetchAhead = 32 << 20
+
 // prefetchNext starts fetching the next object of a consumer catching up
-// through object chunks when its next read will soon cross into it (it
-// stopped in the last quarter of the current object's range), so the
-// read that crosses the boundary does not wait for a cold GET. Reads
-// within one object already advise the rest of its range.
+// through object chunks when its next read will soon cross into it (the
+// rest of the current object's range is within prefetchAhead bytes, or
+// its last quarter), so the read that crosses the boundary does not wait
+// for a cold GET. Reads within one object already advise the rest of its
+// range.
 func (s *Service) prefetchNext(refs []chunk, next int64) {
 	pf, ok := s.tier.(Prefetcher)
 	if !ok {
@@ -1434,7 +1442,8 @@ func (s *Service) prefetchNext(refs []chunk, next int64) {
 		return
 	}
 	cur := refs[i].obj
-	if 4*(cur.Next-next) > cur.Next-cur.First {
+	left, span := cur.Next-next, cur.Next-cur.First
+	if 4*left > span && float64(left)/float64(span)*float64(cur.Length) > prefetchAhead {
 		return
 	}
 	for _, c := range refs[i+1:] {
