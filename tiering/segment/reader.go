@@ -436,9 +436,12 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 }
 
 // chunkSize is how much a scan reads at once: about what the caller
-// wants, at least enough to amortise a request, at most 1 MiB so the first
-// batch of a cold read never waits for a huge transfer.
+// wants, at least enough to amortise a request, at most 4 MiB (the block
+// cache's largest GET) so the first batch of a cold read never waits for
+// a huge transfer. A page up to that size is one GET when cold, not a
+// first chunk and then a wait for the read-ahead behind it: against S3
+// every GET waited for in turn is another round trip.
 func chunkSize(want int64) int64 {
-	const minChunk, maxChunk = 16 << 10, 1 << 20
+	const minChunk, maxChunk = 16 << 10, 4 << 20
 	return min(max(want, minChunk), maxChunk)
 }
