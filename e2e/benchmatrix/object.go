@@ -17,7 +17,7 @@ import (
 	picomq "github.com/PicoMQ/picomq/client/go"
 	"github.com/PicoMQ/picomq/internal/benchreport"
 	"github.com/PicoMQ/picomq/internal/testproc"
-	"github.com/PicoMQ/picomq/tiering/objstore"
+	"github.com/PicoMQ/picomq/tiering/objstore/storeurl"
 )
 
 // Object-store load: objectMiB of 1 KiB records appended to one stream in
@@ -120,7 +120,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	coldMBs := float64(bytes) / 1e6 / el.Seconds()
 	m.res.Add(cold, run, benchreport.SidePico, coldMBs, nil)
 
-	st, err := objstore.Open(ctx, s3.url(prefix))
+	st, err := storeurl.Open(ctx, s3.url(prefix))
 	if err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ func (m *matrix) coldReadSlowStore(ctx context.Context, run int, n *node, s3 min
 	if err != nil {
 		return err
 	}
-	st, err := objstore.Open(ctx, slow.url(prefix))
+	st, err := storeurl.Open(ctx, slow.url(prefix))
 	if err != nil {
 		return err
 	}
@@ -318,7 +318,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	if err := <-errs; err != nil {
 		return err
 	}
-	st, err := objstore.Open(ctx, s3.url(prefix))
+	st, err := storeurl.Open(ctx, s3.url(prefix))
 	if err != nil {
 		return err
 	}
