@@ -51,6 +51,7 @@ type Config struct {
 	RetentionInterval  time.Duration
 	WALMaxBytes        int64
 	CacheBytes         int64
+	ReadAheadBytes     int64
 	LongPollTimeout    time.Duration
 	SSETimeout         time.Duration
 	MaxAppendBytes     int64
@@ -201,6 +202,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", defaultRetentionInterval, "how often streams' retention (age and size) advances their start offsets")
 	fs.Int64Var(&cfg.WALMaxBytes, "wal-max-bytes", 4<<30, "un-uploaded bytes allowed in the WAL while object storage is down; above it appends get 503")
 	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", 256<<20, "size of the object read cache in bytes")
+	fs.Int64Var(&cfg.ReadAheadBytes, "read-ahead-bytes", 64<<20, "node-wide budget of object bytes fetched ahead of readers (GETs in flight plus bytes fetched and not yet read)")
 	fs.DurationVar(&cfg.LongPollTimeout, "long-poll-timeout", defaultLongPollTimeout, "cap of a long-poll read")
 	fs.DurationVar(&cfg.SSETimeout, "sse-timeout", defaultSSETimeout, "cap of one SSE connection")
 	fs.Int64Var(&cfg.MaxAppendBytes, "max-append-bytes", defaultMaxAppendBytes, "largest accepted append body in bytes")
@@ -405,6 +407,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CacheBytes < 0 {
 		return fmt.Errorf("--cache-bytes %d: must not be negative", c.CacheBytes)
+	}
+	if c.ReadAheadBytes < 0 {
+		return fmt.Errorf("--read-ahead-bytes %d: must not be negative", c.ReadAheadBytes)
 	}
 	if c.LongPollTimeout <= 0 || c.LongPollTimeout > maxLongPollTimeoutLimit {
 		return fmt.Errorf("--long-poll-timeout %s: want > 0 and <= %s", c.LongPollTimeout, maxLongPollTimeoutLimit)

@@ -262,6 +262,7 @@ func (m *matrix) runOnce(ctx context.Context, run int) error {
 		{"consumers", m.consumerRows},
 		{"density", m.densityRows},
 		{"object", m.objectRows},
+		{"object", m.manyReadersRows},
 	}
 	for _, s := range steps {
 		if !m.cfg.want(s.group) || ctx.Err() != nil {

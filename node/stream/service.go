@@ -1433,11 +1433,20 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	return res, nil
 }
 
-// prefetchNext starts fetching the next object of a consumer catching up
-// through object chunks when its next read will soon cross into it (it
-// stopped in the last quarter of the current object's range), so the
-// read that crosses the boundary does not wait for a cold GET. Reads
-// within one object already advise the rest of its range.
+// prefetchAhead is how far ahead of a consumer reading through object
+// chunks (in bytes of object ranges) prefetchNext starts on the objects
+// that follow: about the block cache's per-reader read-ahead window, so
+// the window runs on across object boundaries. Objects much smaller than
+// that (L0 objects of a slow stream) are read faster than a GET's round
+// trip, so several are prefetched at once. The node-wide read-ahead
+// budget, not this distance, bounds what is fetched.
+const prefetchAhead = 32 << 20
+
+// prefetchNext starts fetching the objects after the one a consumer is
+// reading, up to prefetchAhead bytes ahead of it, so the read that
+// crosses an object boundary does not wait for a cold GET. Reads within
+// one object already advise the rest of its range (the cache ignores
+// advice it is already following).
 func (s *Service) prefetchNext(refs []chunk, next int64) {
 	pf, ok := s.tier.(Prefetcher)
 	if !ok {
@@ -1448,17 +1457,20 @@ func (s *Service) prefetchNext(refs []chunk, next int64) {
 		return
 	}
 	cur := refs[i].obj
-	if 4*(cur.Next-next) > cur.Next-cur.First {
-		return
-	}
+	// The bytes of the current range still to read, estimated from the
+	// offsets (records are about evenly sized within a flush).
+	ahead := int64(float64(cur.Next-next) / float64(max(cur.Next-cur.First, 1)) * float64(cur.Length))
+	last := cur.Key
 	for _, c := range refs[i+1:] {
-		if c.obj == nil {
-			return // the WAL tail follows
+		if ahead >= prefetchAhead || c.obj == nil {
+			return // far enough, or the WAL tail follows
 		}
-		if c.obj.Key != cur.Key {
-			pf.Prefetch(c.obj)
-			return
+		if c.obj.Key == last {
+			continue
 		}
+		pf.Prefetch(c.obj)
+		ahead += c.obj.Length
+		last = c.obj.Key
 	}
 }
 
