@@ -34,6 +34,7 @@ import (
 	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/kafka"
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/node/replication"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/tiering"
@@ -53,6 +54,7 @@ type Node struct {
 	reg     *meta.Registry
 	wal     *wal.WAL
 	svc     *stream.Service
+	repl    *replication.Transport
 	ln      net.Listener
 	server  *http.Server
 	lane    *h1lane.Server // nil when --http-fast-path is off or under TLS
@@ -288,7 +290,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	cfg := n.cfg
 	n.members = &membership{
 		reg: n.reg, cli: n.etcd, ttl: cfg.LeaseTTL, log: n.log,
-		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, StartedAt: time.Now().UTC()},
+		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, Zone: cfg.Zone, StartedAt: time.Now().UTC()},
 		leaseLog: filepath.Join(cfg.DataDir, "node-lease"),
 	}
 	if err := n.members.join(ctx); err != nil {
@@ -308,6 +310,13 @@ func (n *Node) joinCluster(ctx context.Context) error {
 // the process, WAL and cache metrics.
 func (n *Node) openService(ctx context.Context) (err error) {
 	cfg := n.cfg
+	// Replication between nodes authenticates with the cluster's shared
+	// secret, kept in etcd (node/replication).
+	secret, err := n.reg.ClusterSecret(ctx)
+	if err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	n.repl = replication.New(secret)
 	n.svc, err = stream.Open(ctx, stream.Config{
 		NodeID:            cfg.NodeID,
 		Protocol:          cfg.Protocol,
@@ -315,6 +324,13 @@ func (n *Node) openService(ctx context.Context) (err error) {
 		DefaultDurability: cfg.Durability,
 		Registerer:        n.metrics,
 		Cluster:           n.reg,
+		Replication: stream.ReplicationConfig{
+			Transport:  n.repl,
+			Zone:       cfg.Zone,
+			Replicas:   cfg.Replicas,
+			MinInSync:  cfg.MinInSync,
+			LagTimeout: cfg.ReplicaLagTimeout,
+		},
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
 			Manifests:    n.reg,
@@ -327,6 +343,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("stream service: %w", err)
 	}
+	n.repl.SetService(n.svc)
 	n.onClose("stream service", func(context.Context) error { n.svc.Close(); return nil })
 	n.members.onLost = n.svc.Fence
 	n.members.onResumed = n.svc.Unfence
@@ -396,6 +413,9 @@ func (n *Node) serveHTTP(context.Context) error {
 	if n.tokens != nil {
 		inner = newGuard(n.tokens, cfg.Protocol, n.metrics).wrap(inner)
 	}
+	// Replication requests bypass the append budget and the client
+	// tokens: they carry the cluster secret (node/replication).
+	inner = n.repl.Route(inner)
 	servedByValue := []string{cfg.NodeID} // shared, read-only: no allocation per response
 	servedBy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Which node answered: history reads may be served by any node.

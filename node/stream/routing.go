@@ -162,7 +162,13 @@ func (s *Service) route(ctx context.Context, name string) (*streamState, error) 
 	}
 	// The owner's lease is gone. The placement target claims it; anyone
 	// else redirects there, so a stream is never claimed twice at once.
-	target := placement(name, members)
+	// A replicated stream goes only to a live in-sync follower, which
+	// holds every acknowledged record.
+	candidates, err := s.takeoverCandidates(rctx, m, members)
+	if err != nil {
+		return nil, err
+	}
+	target := placement(name, candidates)
 	if target.NodeID == "" {
 		return nil, fmt.Errorf("%w: no live node can take over %s", ErrUnavailable, name)
 	}
@@ -245,12 +251,26 @@ func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error
 		return st, nil
 	}
 	st := s.insertLocked(m)
+	replicated := s.replicatedRecord(m)
+	if replicated {
+		st.moving = true // no append until the copies are in (adoptCopies)
+	}
 	s.mu.Unlock()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if err := st.applyPieces(indexManifests(ms)[m.ID]); err != nil {
 		s.unload(st)
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if replicated {
+		st.mu.Unlock()
+		err := s.adoptCopies(ctx, st)
+		st.mu.Lock()
+		st.moving = false
+		if err != nil {
+			s.unload(st)
+			return nil, err
+		}
 	}
 	if s.resv != nil {
 		// Read after the claim: the previous owner, whose session is
