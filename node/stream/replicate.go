@@ -588,11 +588,24 @@ func (s *Service) resendFrame(node string, st *streamState, from int64) (Replica
 	if from > st.next {
 		f.From = st.next // the copy is ahead of this owner: truncate it
 	}
+	last := st.lastPending
 	st.mu.Unlock()
+	if last != nil && len(refs) > 0 {
+		// Only durable WAL records can be read back: wait for the newest
+		// (they complete in order).
+		ctx, cancel := context.WithTimeout(s.replCtx, s.cfg.Replication.RequestTimeout)
+		err := last.Wait(ctx)
+		cancel()
+		if err != nil {
+			s.peerFor(node).need(st, from)
+			return ReplicaFrame{}, false
+		}
+	}
 	for _, c := range refs {
 		data, err := s.log.ReadAt(c.pos, nil)
 		if err != nil {
 			s.cfg.Logger.Warn("replication: reading the WAL for a resend failed", "stream", st.info.Name, "err", err)
+			s.peerFor(node).need(st, from) // retried with the next round
 			return ReplicaFrame{}, false
 		}
 		if len(data) > 0 && data[0] == replicaEntryVersion {
@@ -684,7 +697,18 @@ func (s *Service) repairReplicas(ctx context.Context) {
 			continue
 		}
 		set := rp.set
+		var probe []string
+		for _, f := range set.Followers {
+			if fs := rp.followerLocked(f); !slices.Contains(set.InSync, f) && !fs.joining && live[f] {
+				probe = append(probe, f)
+			}
+		}
 		st.mu.Unlock()
+		for _, f := range probe {
+			// A follower out of sync gets what it misses even while no
+			// append flows (appends may be refused for want of copies).
+			s.peerFor(f).need(st, -1)
+		}
 		r, _ := s.replFactors(st.info)
 		dead := slices.ContainsFunc(set.Followers, func(f string) bool { return !live[f] })
 		if !dead && len(set.Followers) >= min(r-1, len(members)-1) {
@@ -729,4 +753,43 @@ func (s *Service) RunReplication(ctx context.Context) error {
 		s.collectReplicas(ctx)
 	})
 	return nil
+}
+
+// ReplicaNodes returns where a stream's copies are: its owner and its
+// followers (replicas), and the owner and the followers in sync (inSync),
+// as its replica set in etcd says (or this node's view, if it is the
+// owner). A stream that is not replicated has one copy, its owner's.
+// The Kafka frontend reports them in Metadata.
+func (s *Service) ReplicaNodes(ctx context.Context, info Info) (replicas, inSync []string, err error) {
+	m := meta.Stream{Durability: info.Durability}
+	if !s.replicatedRecord(m) {
+		return []string{info.Owner}, []string{info.Owner}, nil
+	}
+	var set meta.ReplicaSet
+	if st := s.local(info.Name); st != nil && st.info.ID == info.ID {
+		st.mu.Lock()
+		if st.repl != nil && st.repl.ready {
+			set = st.repl.set
+		}
+		st.mu.Unlock()
+	}
+	if set.Owner == "" {
+		rsets, ok := s.reg.(ReplicaSets)
+		if !ok {
+			return []string{info.Owner}, []string{info.Owner}, nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, routeTimeout)
+		defer cancel()
+		if set, err = rsets.ReplicaSet(rctx, info.ID); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+	}
+	if set.Owner == "" || set.Epoch < info.Epoch {
+		// Nothing replicated yet in this ownership: its followers are
+		// chosen at its first append.
+		return []string{info.Owner}, []string{info.Owner}, nil
+	}
+	replicas = append([]string{set.Owner}, set.Followers...)
+	inSync = append([]string{set.Owner}, set.InSync...)
+	return replicas, inSync, nil
 }

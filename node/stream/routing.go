@@ -395,7 +395,8 @@ func (s *Service) unload(st *streamState) {
 // infoFromMeta describes a stream this node does not serve.
 func infoFromMeta(m meta.Stream) Info {
 	return Info{Name: m.Name, ID: m.ID, ContentType: m.ContentType, CreatedAt: m.CreatedAt, Owner: m.Owner, Epoch: m.Epoch,
-		StartOffset: m.StartOffset, KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes, MaxBatchBytes: m.MaxBatchBytes}
+		StartOffset: m.StartOffset, KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes, MaxBatchBytes: m.MaxBatchBytes,
+		Durability: m.Durability, Replicas: int(m.Replicas), MinInSync: int(m.MinInSync)}
 }
 
 // readRemote serves a read of a stream owned by another node when the

@@ -270,6 +270,11 @@ type Info struct {
 	// MaxBatchBytes: the Kafka max.message.bytes of the stream (0 = the
 	// frontend's default); kept for the Kafka frontend, not enforced here.
 	MaxBatchBytes int64
+	// Durability is the stream's ack level as created ("" = the node
+	// default); Replicas and MinInSync its R and M when replicated (0 =
+	// the node's defaults). ReplicaNodes says where the copies are.
+	Durability          string
+	Replicas, MinInSync int
 }
 
 // CreateOptions is the configuration a client asks for at create.
@@ -706,8 +711,16 @@ func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (
 	default:
 		return Info{}, false, fmt.Errorf("%w: durability %q: want local, replicated or object", ErrInvalidArgument, opts.Durability)
 	}
-	if opts.Replicas < 0 || opts.MinInSync < 0 || (opts.Replicas > 0 && opts.MinInSync > opts.Replicas) {
+	if opts.Replicas < 0 || opts.MinInSync < 0 || (opts.Replicas > 0 && opts.MinInSync > opts.Replicas) || opts.Replicas > 16 {
 		return Info{}, false, fmt.Errorf("%w: %d replicas with a minimum of %d in sync", ErrInvalidArgument, opts.Replicas, opts.MinInSync)
+	}
+	if opts.Durability == DurabilityReplicated || (opts.Durability == "" && s.cfg.DefaultDurability == DurabilityReplicated) {
+		// The record keeps the effective R and M, so every node (and
+		// Kafka's DescribeConfigs) reads the same values.
+		r, m := s.replFactors(meta.Stream{Replicas: int64(opts.Replicas), MinInSync: int64(opts.MinInSync)})
+		opts.Replicas, opts.MinInSync = r, min(m, r)
+	} else {
+		opts.Replicas, opts.MinInSync = 0, 0
 	}
 	if err := s.Ready(); err != nil {
 		return Info{}, false, err
@@ -801,6 +814,9 @@ func (st *streamState) infoLocked() Info {
 		RetentionMs:    st.info.RetentionMs,
 		RetentionBytes: st.info.RetentionBytes,
 		MaxBatchBytes:  st.info.MaxBatchBytes,
+		Durability:     st.info.Durability,
+		Replicas:       int(st.info.Replicas),
+		MinInSync:      int(st.info.MinInSync),
 	}
 }
 
