@@ -3,13 +3,21 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -338,4 +346,161 @@ func TestKafkaReplicatedLeaderLost(t *testing.T) {
 	} else {
 		t.Errorf("%d of %d acknowledged records lost", lost, len(want))
 	}
+}
+
+// replicaBlocker is a proxy in front of one node through which the other
+// nodes reach it: while blocked, requests to its replication endpoints
+// hang until the sender gives up (packets of a partition between an
+// owner and that follower); everything else passes.
+type replicaBlocker struct {
+	rp      *httputil.ReverseProxy
+	blocked atomic.Bool
+	held    atomic.Int64
+}
+
+func (b *replicaBlocker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if b.blocked.Load() && strings.HasPrefix(r.URL.Path, "/_sys/replica/") {
+		b.held.Add(1)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+		panic(http.ErrAbortHandler)
+	}
+	b.rp.ServeHTTP(w, r)
+}
+
+func startReplicaBlocker(t testing.TB, addr string) (*replicaBlocker, string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("http://" + addr)
+	b := &replicaBlocker{rp: httputil.NewSingleHostReverseProxy(u)}
+	b.rp.ErrorLog = log.New(io.Discard, "", 0)
+	srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return b, "http://" + ln.Addr().String()
+}
+
+// replicaSetOf reads a stream's replica set from etcd (the key
+// meta.Registry keeps it under).
+func replicaSetOf(t testing.TB, c *cluster, via *clusterNode, name string) (followers, inSync []string) {
+	t.Helper()
+	r := mustSend(t, follow, "HEAD", via.URL+name, nil)
+	id, err := strconv.ParseUint(r.Header.Get("Pico-Stream-Id"), 10, 64)
+	if err != nil {
+		t.Fatalf("HEAD %s: no Pico-Stream-Id: %v", name, r.Header)
+	}
+	v, ok, err := c.etcd.get(fmt.Sprintf("/picomq/replicas/%020d", id))
+	if err != nil || !ok {
+		return nil, nil
+	}
+	var set struct {
+		Followers []string `json:"followers"`
+		InSync    []string `json:"inSync"`
+	}
+	if err := json.Unmarshal([]byte(v), &set); err != nil {
+		t.Fatalf("replica set %q: %v", v, err)
+	}
+	return set.Followers, set.InSync
+}
+
+// TestReplicatedFollowerPartition: a partition between the owner of a
+// replicated stream (R=3, M=2) and one follower (its replication endpoint
+// unreachable) does not stop acknowledgements: the owner removes the
+// follower from the in-sync set in etcd after the lag timeout and goes on
+// with M=2 copies; when the partition heals the follower catches up and is
+// in sync again. With a second follower gone too (SIGSTOP), appends are
+// refused with 503 not_enough_replicas, and nothing refused is readable
+// as acknowledged. Every acknowledged record reads back in order.
+func TestReplicatedFollowerPartition(t *testing.T) {
+	var blocker *replicaBlocker
+	opts := clusterOpts{LeaseTTL: 3 * time.Second, SealMaxAge: 10 * time.Second,
+		AdvertiseVia: func(id, addr string) string {
+			if id != "node-c" {
+				return ""
+			}
+			var u string
+			blocker, u = startReplicaBlocker(t, addr)
+			return u
+		}}
+	c := startCluster(t, 3, opts)
+	a, b := c.nodes[0], c.nodes[1]
+	const name = "/part/s"
+	wantStatus(t, mustSend(t, noRedirect, "PUT", a.URL+name, nil, "Content-Type", "text/plain", hdrDurability, "replicated").response, 201, "create")
+	var acked []ack
+	appendOne := func(i int) reply {
+		v := fmt.Sprintf("v%d", i)
+		r := mustSend(t, noRedirect, "POST", a.URL+name, []byte(v), "Content-Type", "text/plain")
+		if r.Status == 200 {
+			off, _ := strconv.ParseInt(r.Header.Get("Pico-Offset"), 10, 64)
+			acked = append(acked, ack{Offset: off, Value: v})
+		}
+		return r
+	}
+	i := 0
+	for ; i < 20; i++ {
+		wantStatus(t, appendOne(i).response, 200, "append before the partition")
+	}
+	if !pollUntil(10*time.Second, 50*time.Millisecond, func() bool { _, in := replicaSetOf(t, c, a, name); return len(in) == 2 }) {
+		f, in := replicaSetOf(t, c, a, name)
+		t.Fatalf("before the partition: followers %v, in sync %v; want both in sync", f, in)
+	}
+
+	blocker.blocked.Store(true)
+	start := time.Now()
+	var slow time.Duration
+	for n := 0; n < 50; n, i = n+1, i+1 {
+		t0 := time.Now()
+		r := appendOne(i)
+		wantStatus(t, r.response, 200, "append during the partition (M=2 of R=3)")
+		slow = max(slow, time.Since(t0))
+	}
+	_, in := replicaSetOf(t, c, a, name)
+	if !slices.Equal(in, []string{b.ID}) {
+		t.Errorf("during the partition: in sync %v, want [%s]", in, b.ID)
+	}
+	t.Logf("partition: 50 appends acknowledged in %v (slowest %v, the lag timeout); %d replication requests to node-c held; in sync %v",
+		time.Since(start).Round(time.Millisecond), slow.Round(time.Millisecond), blocker.held.Load(), in)
+
+	blocker.blocked.Store(false)
+	if !pollUntil(20*time.Second, 50*time.Millisecond, func() bool {
+		appendOne(i)
+		i++
+		_, in := replicaSetOf(t, c, a, name)
+		return len(in) == 2
+	}) {
+		_, in := replicaSetOf(t, c, a, name)
+		t.Fatalf("after the partition healed: in sync %v, want node-c back", in)
+	}
+
+	// Both followers gone: fewer than M copies possible.
+	blocker.blocked.Store(true)
+	_ = b.Cmd.Process.Signal(syscall.SIGSTOP)
+	var refused reply
+	if !pollUntil(30*time.Second, 10*time.Millisecond, func() bool {
+		refused = appendOne(i)
+		i++
+		return refused.Status == 503 && strings.Contains(string(refused.Body), `"not_enough_replicas"`)
+	}) {
+		t.Fatalf("with both followers gone: last answer %d %s, want 503 not_enough_replicas", refused.Status, refused.Body)
+	}
+	_ = b.Cmd.Process.Signal(syscall.SIGCONT)
+	blocker.blocked.Store(false)
+	if !pollUntil(30*time.Second, 50*time.Millisecond, func() bool { return appendOne(i).Status == 200 || func() bool { i++; return false }() }) {
+		t.Fatal("appends did not recover after the followers came back")
+	}
+	recs := mustReadStreamFrom(t, a.URL, name, true)
+	at := map[int64]string{}
+	for _, r := range recs {
+		at[r.Offset] = r.Value
+	}
+	for _, x := range acked {
+		if at[x.Offset] != x.Value {
+			t.Errorf("acknowledged %q at %d, read %q", x.Value, x.Offset, at[x.Offset])
+		}
+	}
+	t.Logf("%d acknowledged records read back; refused: %s", len(acked), bytes.TrimSpace(refused.Body))
 }
