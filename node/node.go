@@ -344,6 +344,13 @@ func (n *Node) openService(ctx context.Context) (err error) {
 		return fmt.Errorf("stream service: %w", err)
 	}
 	n.repl.SetService(n.svc)
+	n.metrics.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "picomq_replication_sent_bytes_total",
+			Help: "Bytes of replication request bodies this node sent to followers (and pulls at takeovers)."},
+			func() float64 { return float64(n.repl.SentBytes.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "picomq_replication_received_bytes_total",
+			Help: "Bytes of answers to this node's replication requests."},
+			func() float64 { return float64(n.repl.ReceivedBytes.Load()) }))
 	n.onClose("stream service", func(context.Context) error { n.svc.Close(); return nil })
 	n.members.onLost = n.svc.Fence
 	n.members.onResumed = n.svc.Unfence

@@ -48,6 +48,10 @@ type Service interface {
 
 // Transport implements stream.Transport and serves the endpoints.
 type Transport struct {
+	// SentBytes and ReceivedBytes count the bodies of this node's
+	// replication requests and their answers (the owner's side).
+	SentBytes, ReceivedBytes atomic.Int64
+
 	svc    atomic.Pointer[Service]
 	secret string
 	auth   string // "Bearer " + secret
@@ -106,6 +110,7 @@ func (t *Transport) post(ctx context.Context, node, path string, body []byte) ([
 	if err != nil {
 		return nil, err
 	}
+	t.SentBytes.Add(int64(len(body)))
 	req.Header.Set("Authorization", t.auth)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := t.client.Do(req)
@@ -117,6 +122,7 @@ func (t *Transport) post(ctx context.Context, node, path string, body []byte) ([
 	if err != nil {
 		return nil, fmt.Errorf("replication: %s %s: read answer: %w", node, path, err)
 	}
+	t.ReceivedBytes.Add(int64(len(data)))
 	if len(data) > MaxBody {
 		return nil, fmt.Errorf("replication: %s %s: answer larger than %d bytes", node, path, MaxBody)
 	}
