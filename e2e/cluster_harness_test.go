@@ -71,6 +71,9 @@ type cluster struct {
 	minio *minioServer
 	proxy *faultProxy // with clusterOpts.ObjectProxy: the nodes' way to MinIO
 	nodes []*clusterNode
+	// replicaBlockers: the proxies in front of the nodes (by node id) a
+	// soak with the replica-partition fault puts there.
+	replicaBlockers map[string]*replicaBlocker
 }
 
 // clusterNode is one picomq process of a cluster. proc.restart brings it

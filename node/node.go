@@ -55,11 +55,13 @@ type Node struct {
 	wal     *wal.WAL
 	svc     *stream.Service
 	repl    *replication.Transport
-	ln      net.Listener
-	server  *http.Server
-	lane    *h1lane.Server // nil when --http-fast-path is off or under TLS
-	lock    *dataDirLock
-	served  chan error
+	// freshWAL: the WAL held no segment at start (stream.Config.FreshLog).
+	freshWAL bool
+	ln       net.Listener
+	server   *http.Server
+	lane     *h1lane.Server // nil when --http-fast-path is off or under TLS
+	lock     *dataDirLock
+	served   chan error
 
 	tokens *auth.Store   // nil when authentication is off
 	certs  *certReloader // nil without --tls-cert
@@ -279,6 +281,7 @@ func (n *Node) openWAL(context.Context) error {
 		return fmt.Errorf("write-ahead log: %w", err)
 	}
 	n.wal = w
+	n.freshWAL = report.Segments == 0 // a new data dir, or a lost disk
 	n.onClose("WAL", func(context.Context) error { return w.Close() })
 	n.log.Info("write-ahead log opened", "segments", report.Segments, "entries", report.Entries,
 		"torn_segment", report.TornSegment, "torn_bytes", report.TornBytes)
@@ -322,6 +325,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 		Protocol:          cfg.Protocol,
 		Logger:            n.log,
 		DefaultDurability: cfg.Durability,
+		FreshLog:          n.freshWAL,
 		Registerer:        n.metrics,
 		Cluster:           n.reg,
 		Replication: stream.ReplicationConfig{

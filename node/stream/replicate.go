@@ -375,7 +375,15 @@ func (s *Service) waitReplicated(ctx context.Context, st *streamState, end int64
 			}
 		}
 		wake := rp.wakeChanLocked()
+		keep := len(rp.set.InSync) - len(lagging)
 		st.mu.Unlock()
+		if len(lagging) > 0 && 1+keep < minISR {
+			// Removing them would leave fewer than M-1 in-sync
+			// followers: they stay in the set (they hold everything
+			// acknowledged so far, so a takeover may still pick them:
+			// Kafka's eligible leader replicas) and this append fails.
+			return fmt.Errorf("%w: %s: followers %v do not confirm, and without them %d copies are left of the %d it needs", ErrNotEnoughReplicas, st.info.Name, lagging, 1+keep, minISR)
+		}
 		if len(lagging) > 0 {
 			if err := s.shrinkISR(ctx, st, lagging); err != nil {
 				return err
@@ -715,9 +723,17 @@ func (s *Service) repairReplicas(ctx context.Context) {
 			continue
 		}
 		var added []string
+		_, minISR := s.replFactors(st.info)
 		err := s.updateSet(ctx, st, "follower repair", func(next *meta.ReplicaSet) bool {
+			inSync := slices.DeleteFunc(slices.Clone(next.InSync), func(f string) bool { return !live[f] })
+			if 1+len(inSync) < minISR && len(inSync) < len(next.InSync) {
+				// A dead in-sync follower holds acknowledged records no
+				// live one may hold: keep it (and its place) until it
+				// returns or enough others are in sync.
+				return false
+			}
+			next.InSync = inSync
 			keep := slices.DeleteFunc(slices.Clone(next.Followers), func(f string) bool { return !live[f] })
-			next.InSync = slices.DeleteFunc(next.InSync, func(f string) bool { return !live[f] })
 			next.Followers = chooseFollowers(st.info.Name, s.cfg.NodeID, s.cfg.Replication.Zone, members, keep, r-1)
 			for _, f := range next.Followers {
 				if !slices.Contains(keep, f) {

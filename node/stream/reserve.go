@@ -99,6 +99,16 @@ func (st *streamState) startReservation(res meta.Reservation) {
 	st.res.from = st.next
 }
 
+// lostDisk is res as a node with a fresh WAL (Config.FreshLog) must take
+// it: one of its own epoch was written by an incarnation whose disk is
+// gone, so it is treated as another owner's (its offsets become a gap).
+func (s *Service) lostDisk(res meta.Reservation) meta.Reservation {
+	if s.cfg.FreshLog && res.Rev != 0 {
+		res.Epoch = -1
+	}
+	return res
+}
+
 // reserveNeed notes an append that took offsets up to end: it reports
 // whether the append must wait for the reservation, and queues an
 // extension when half of the reservation is used. st.mu held.

@@ -280,7 +280,7 @@ func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error
 			s.unload(st)
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
-		st.startReservation(res)
+		st.startReservation(s.lostDisk(res))
 	}
 	return st, nil
 }

@@ -94,6 +94,12 @@ type Config struct {
 	MaxReadBytes     int
 	// Replication configures `replicated` streams (replicate.go).
 	Replication ReplicationConfig
+	// FreshLog: the WAL was created empty at this start (a new node, or
+	// one whose disk was lost). Offsets its earlier incarnation reserved
+	// in the same epoch are then a gap, not its own to continue: the
+	// records it acknowledged there are gone with the disk, and handing
+	// the offsets out again would name other records (reserve.go).
+	FreshLog bool
 }
 
 func (c *Config) setDefaults() {
@@ -402,7 +408,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 			s.openState(id)
 		}
 		for id, st := range s.byID {
-			st.startReservation(resvs[id])
+			st.startReservation(s.lostDisk(resvs[id]))
 		}
 	}
 	var replayed, skipped int
