@@ -5,6 +5,10 @@ GO       ?= go
 BIN      ?= bin/picomq
 DATA_DIR ?= ./data
 PKGS     := ./...
+# Go modules of their own inside the tree (docs/sdk-go.md): `go test ./...`
+# at the root does not descend into them, so test, lint, unit, test-race
+# and fuzz run each one in its directory, against its own go.mod.
+NESTED_MODULES := client/go sdk internal/testproc
 # Per-package test timeouts: a unit package that hangs (a lost wake-up, an
 # ack that never comes) fails within UNIT_TIMEOUT with every goroutine's
 # stack, instead of holding the run for the e2e budget. The e2e budget is
@@ -16,7 +20,7 @@ E2E_TIMEOUT  ?= 40m
 FUZZTIME ?= 10s
 BENCHTIME ?= 2s
 
-.PHONY: soak all build run test test-race unit e2e fuzz bench bench-ds bench-peers bench-micro lint fmt clean cluster cluster-down cluster-report minio minio-stop
+.PHONY: image k8s-test soak all build run test test-race unit e2e fuzz bench bench-ds bench-peers bench-micro lint fmt clean cluster cluster-down cluster-report minio minio-stop
 
 all: build
 
@@ -43,6 +47,7 @@ test: lint
 	  deploy/local-minio.sh start >/dev/null; started=1; \
 	fi; \
 	status=0; \
+	deploy/etcd-tools.sh build || status=$$?; \
 	if command -v cargo >/dev/null 2>&1; then \
 	  echo "== building the Rust client's tests (e2e TestRustClient runs them)"; \
 	  (cd client/rust && cargo test --offline --workspace --no-run -q) || status=$$?; \
@@ -50,11 +55,15 @@ test: lint
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
 	    $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/e2e') || status=$$?; \
+	for m in $(NESTED_MODULES); do \
+	  (cd $$m && $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...) || status=$$?; \
+	done; \
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
 	    $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $$($(GO) list $(PKGS) | grep '/e2e') || status=$$?; \
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    $(MAKE) --no-print-directory tf-test || status=$$?; \
+	$(MAKE) --no-print-directory k8s-test || status=$$?; \
 	if [ -n "$$started" ]; then deploy/local-minio.sh stop >/dev/null; fi; \
 	exit $$status
 
@@ -101,6 +110,27 @@ release:
 	done
 	cd dist && sha256sum picomq-* > SHA256SUMS && cat SHA256SUMS
 
+## image: OCI image of the release binaries (linux/amd64 + linux/arm64, non-root, CA certificates, OCI labels
+## version/revision as release stamps them) written as an OCI layout in IMAGE_DIR; no container runtime needed
+## (deploy/tools/image, go-containerregistry). Push it as docs/operations.md#kubernetes shows.
+IMAGE_DIR ?= dist/image
+image: release
+	cd deploy/tools && GOFLAGS= $(GO) run ./image -out $(abspath $(IMAGE_DIR)) \
+	  -version $(VERSION) -revision $(COMMIT) -created $(DATE) \
+	  -binary linux/amd64=$(abspath dist/picomq-$(VERSION)-linux-amd64) \
+	  -binary linux/arm64=$(abspath dist/picomq-$(VERSION)-linux-arm64)
+
+## k8s-test: the container image, Helm chart and monitoring tests (own Go module deploy/tools): make image, then
+## the image test runs its binary from the unpacked layers; helm lint + helm template and a strict decode of every
+## rendered manifest into the Kubernetes API types; promtool check/test rules. helm and promtool come from
+## deploy/k8s-tools.sh (built once, cached). e2e TestMonitoringMetricsExist checks the rules' metrics on a node.
+k8s-test: image
+	deploy/k8s-tools.sh build
+	cd deploy/tools && $(GO) vet ./... && \
+	  PICOMQ_IMAGE_LAYOUT=$(abspath $(IMAGE_DIR)) PICOMQ_IMAGE_VERSION=$(VERSION) \
+	  PICOMQ_HELM_BIN=$$(../k8s-tools.sh helm) PICOMQ_PROMTOOL_BIN=$$(../k8s-tools.sh promtool) \
+	  $(GO) test -count=1 -timeout 15m ./...
+
 ## minio: start a loopback MinIO for tests and benchmarks (docs/storage.md); minio-stop stops it
 minio:
 	deploy/local-minio.sh start
@@ -110,9 +140,11 @@ minio-stop:
 
 unit:
 	$(GO) test -count=1 -short $(PKGS)
+	for m in $(NESTED_MODULES); do (cd $$m && $(GO) test -count=1 -short ./...) || exit 1; done
 
 test-race:
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)
+	for m in $(NESTED_MODULES); do (cd $$m && $(GO) test -count=1 -race -timeout 30m ./...) || exit 1; done
 
 e2e:
 	$(GO) test -count=1 -v -timeout 20m ./e2e/...
@@ -134,11 +166,12 @@ cluster-report:
 
 ## fuzz: every fuzz target for FUZZTIME each (go test runs one target at a time)
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
-	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
-	    echo "== $$pkg $$t"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s $$pkg; \
+	@set -e; for m in . $(NESTED_MODULES); do \
+	  for dir in $$(cd $$m && $(GO) list -f '{{.Dir}}' ./...); do \
+	    for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+	      echo "== $$dir $$t"; \
+	      (cd $$dir && $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s .); \
+	    done; \
 	  done; \
 	done
 
@@ -171,8 +204,9 @@ bench-ds:
 ## bench-micro: the go test -bench hot-path benchmarks next to their same-run baselines
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./wal/ | tee /tmp/picomq-bench-wal.txt
-	$(GO) test -run '^$$' -bench . -benchmem ./record/ ./api/pico/ ./sdk/wire/codec/
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./client/go/ | tee /tmp/picomq-bench-sdk.txt
+	$(GO) test -run '^$$' -bench . -benchmem ./record/ ./api/pico/
+	cd sdk && $(GO) test -run '^$$' -bench . -benchmem ./wire/codec/
+	cd client/go && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) . | tee /tmp/picomq-bench-sdk.txt
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/bench/ | tee /tmp/picomq-bench-pico.txt
 	$(S3_ENV) $(GO) test -run '^$$' -bench . -benchtime 10x ./tiering/ | tee /tmp/picomq-bench-tiering.txt
 	$(GO) test -run '^$$' -bench PUTsPerGiB -benchtime 1x -timeout 20m ./node/ | tee /tmp/picomq-bench-puts.txt
@@ -180,9 +214,11 @@ bench-micro:
 
 lint:
 	$(GO) vet $(PKGS)
+	for m in $(NESTED_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
-	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS); \
+	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS) && \
+	  for m in $(NESTED_MODULES); do (cd $$m && staticcheck ./...) || exit 1; done; \
 	  else echo "staticcheck not installed (go install honnef.co/go/tools/cmd/staticcheck@v0.8.2); skipped"; fi
 
 fmt:

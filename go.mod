@@ -3,11 +3,15 @@ module github.com/PicoMQ/picomq
 go 1.26.0
 
 require (
+	github.com/PicoMQ/picomq/client/go v0.0.0
+	github.com/PicoMQ/picomq/internal/testproc v0.0.0
+	github.com/PicoMQ/picomq/sdk v0.0.0
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/aws/smithy-go v1.28.9
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/dgraph-io/ristretto/v2 v2.4.2
 	github.com/klauspost/compress v1.20.4
 	github.com/pierrec/lz4/v4 v4.1.33
@@ -42,7 +46,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
@@ -95,4 +98,14 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	sigs.k8s.io/json v0.0.0-20211020170558-c049b76a60c6 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
+)
+
+// client/go, sdk and internal/testproc are modules of their own, so that
+// a Go client user's module graph holds none of the server's dependencies
+// (docs/sdk-go.md); they are versioned with this repository and the server
+// builds against the copies in the tree.
+replace (
+	github.com/PicoMQ/picomq/client/go => ./client/go
+	github.com/PicoMQ/picomq/internal/testproc => ./internal/testproc
+	github.com/PicoMQ/picomq/sdk => ./sdk
 )
