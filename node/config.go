@@ -44,7 +44,14 @@ type Config struct {
 	SealMaxBytes         int64
 	SealMaxAge           time.Duration
 	Durability           string
-	LeaseTTL             time.Duration
+	// Replicated durability: this node's zone label, the default R and M
+	// of a replicated stream, and how long an in-sync follower may lag
+	// before the owner removes it from the in-sync set.
+	Zone              string
+	Replicas          int
+	MinInSync         int
+	ReplicaLagTimeout time.Duration
+	LeaseTTL          time.Duration
 	// Periods of the passes that reclaim storage (docs/configuration.md).
 	GCInterval         time.Duration
 	CompactionInterval time.Duration
@@ -195,7 +202,11 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object store URL: file:///path or s3://bucket?endpoint=…&region=… (default file://<data-dir>/objects)")
 	fs.Int64Var(&cfg.SealMaxBytes, "seal-max-bytes", 8<<20, "flush pending stream data to object storage once this many bytes are pending")
 	fs.DurationVar(&cfg.SealMaxAge, "seal-max-age", time.Second, "flush pending stream data at least this often (bounds the local-durability loss window)")
-	fs.StringVar(&cfg.Durability, "durability", "local", "default ack level: local (after WAL fsync) or object (after upload + commit)")
+	fs.StringVar(&cfg.Durability, "durability", "local", "default ack level: local (after WAL fsync), replicated (after the fsyncs of --min-insync copies on as many nodes) or object (after upload + commit)")
+	fs.StringVar(&cfg.Zone, "zone", "", "failure-domain label of this node (e.g. an availability zone); copies of replicated streams go to other zones first")
+	fs.IntVar(&cfg.Replicas, "replicas", 3, "copies of a replicated stream, the owner's included (Kafka's replication.factor), unless the stream sets its own")
+	fs.IntVar(&cfg.MinInSync, "min-insync", 2, "copies a replicated append needs before it is acknowledged (Kafka's min.insync.replicas), unless the stream sets its own")
+	fs.DurationVar(&cfg.ReplicaLagTimeout, "replica-lag-timeout", time.Second, "an in-sync follower that has not confirmed an append this long is removed from the in-sync set")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "etcd membership lease; a node silent this long is considered dead")
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", defaultGCInterval, "how often unreferenced objects (of deleted streams, below a trim point, replaced by compaction) are deleted from object storage")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", defaultCompactionInterval, "how often small flush objects are merged into larger ones")
@@ -384,8 +395,14 @@ func (c *Config) Validate() error {
 	if c.SealMaxAge < 10*time.Millisecond || c.SealMaxAge > time.Hour {
 		return fmt.Errorf("--seal-max-age %s: want between 10ms and 1h", c.SealMaxAge)
 	}
-	if c.Durability != "local" && c.Durability != "object" {
-		return fmt.Errorf("--durability %q: want local or object", c.Durability)
+	if c.Durability != "local" && c.Durability != "object" && c.Durability != "replicated" {
+		return fmt.Errorf("--durability %q: want local, replicated or object", c.Durability)
+	}
+	if c.Replicas < 1 || c.Replicas > 16 || c.MinInSync < 1 || c.MinInSync > c.Replicas {
+		return fmt.Errorf("--replicas %d --min-insync %d: want 1 <= min-insync <= replicas <= 16", c.Replicas, c.MinInSync)
+	}
+	if c.ReplicaLagTimeout < 10*time.Millisecond || c.ReplicaLagTimeout > time.Minute {
+		return fmt.Errorf("--replica-lag-timeout %s: want between 10ms and 1m", c.ReplicaLagTimeout)
 	}
 	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > time.Minute {
 		return fmt.Errorf("--lease-ttl %s: want between 2s and 1m", c.LeaseTTL)
