@@ -18,6 +18,10 @@ NESTED_MODULES := client/go sdk internal/testproc
 UNIT_TIMEOUT ?= 8m
 E2E_TIMEOUT  ?= 40m
 FUZZTIME ?= 10s
+# The unit tests run with the stream service's invariant checks on
+# (node/stream/invariants.go): each change of a stream's offsets and
+# chunks is checked, and a broken rule panics with the stream's name.
+UNIT_TAGS ?= picomq_invariants
 BENCHTIME ?= 2s
 
 .PHONY: soak all build run test test-race unit e2e fuzz bench bench-ds bench-peers bench-micro lint fmt clean cluster cluster-down cluster-report minio minio-stop
@@ -53,7 +57,7 @@ test: lint
 	fi; \
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
-	    $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/e2e') || status=$$?; \
+	    $(GO) test -tags $(UNIT_TAGS) -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/e2e') || status=$$?; \
 	for m in $(NESTED_MODULES); do \
 	  (cd $$m && $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...) || status=$$?; \
 	done; \
@@ -116,7 +120,7 @@ minio-stop:
 	deploy/local-minio.sh stop
 
 unit:
-	$(GO) test -count=1 -short $(PKGS)
+	$(GO) test -tags $(UNIT_TAGS) -count=1 -short $(PKGS)
 	for m in $(NESTED_MODULES); do (cd $$m && $(GO) test -count=1 -short ./...) || exit 1; done
 
 test-race:

@@ -276,6 +276,7 @@ func (st *streamState) applyPieces(ps []piece) error {
 		}
 	}
 	st.hwm, st.uploaded = st.next, st.next
+	st.checkInvariantsLocked()
 	if have {
 		if err := st.restoreSnapshot(latest.state); err != nil {
 			return fmt.Errorf("stream %s: %w", st.info.Name, err)
@@ -629,6 +630,7 @@ func (s *Service) applyFlush(items []flushItem, refs []*ObjectRef) int64 {
 				st.hwm = it.end
 				st.wakeReadersLocked()
 			}
+			st.checkInvariantsLocked()
 			switch {
 			case st.lastPending == it.pending:
 				// Nothing was appended since the snapshot.
