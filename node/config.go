@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -309,14 +310,23 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	return cfg, nil
 }
 
+// yamlScalar is the flag text of a YAML value. A YAML number is written
+// as a number a flag parses: 1e6 or 8.0e6 (floats to YAML) become
+// 1000000 and 8000000, so integer flags take them; fractions keep their
+// digits without an exponent (1.5, 0.001).
 func yamlScalar(v any) string {
 	switch x := v.(type) {
 	case []any:
 		parts := make([]string, len(x))
 		for i, p := range x {
-			parts[i] = fmt.Sprint(p)
+			parts[i] = yamlScalar(p)
 		}
 		return strings.Join(parts, ",")
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+			return strconv.FormatInt(int64(x), 10)
+		}
+		return strconv.FormatFloat(x, 'f', -1, 64)
 	default:
 		return fmt.Sprint(x)
 	}
