@@ -47,6 +47,7 @@ test: lint
 	  deploy/local-minio.sh start >/dev/null; started=1; \
 	fi; \
 	status=0; \
+	deploy/etcd-tools.sh build || status=$$?; \
 	if command -v cargo >/dev/null 2>&1; then \
 	  echo "== building the Rust client's tests (e2e TestRustClient runs them)"; \
 	  (cd client/rust && cargo test --offline --workspace --no-run -q) || status=$$?; \

@@ -318,11 +318,12 @@ func (c *limitConn) Close() error {
 // handshakes in progress keep the old one.
 type certReloader struct {
 	certFile, keyFile string
+	flags             string // the flags that name the pair, for errors
 	cur               atomic.Pointer[tls.Certificate]
 }
 
 func newCertReloader(certFile, keyFile string) (*certReloader, error) {
-	c := &certReloader{certFile: certFile, keyFile: keyFile}
+	c := &certReloader{certFile: certFile, keyFile: keyFile, flags: "--tls-cert/--tls-key"}
 	if err := c.Reload(); err != nil {
 		return nil, err
 	}
@@ -333,7 +334,7 @@ func newCertReloader(certFile, keyFile string) (*certReloader, error) {
 func (c *certReloader) Reload() error {
 	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
 	if err != nil {
-		return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		return fmt.Errorf("%s: %w", c.flags, err)
 	}
 	c.cur.Store(&cert)
 	return nil
@@ -371,30 +372,33 @@ func loadCAPool(flag, file string) (*x509.CertPool, error) {
 // etcdTLS is the client TLS configuration for external etcd, or nil when
 // none of --etcd-ca/--etcd-cert is set (plain, or https with the system
 // roots when an endpoint says https://).
-func etcdTLS(cfg Config) (*tls.Config, error) {
+func etcdTLS(cfg Config) (*tls.Config, *certReloader, error) {
 	https := false
 	for _, e := range cfg.EtcdEndpoints {
 		https = https || strings.HasPrefix(e, "https://")
 	}
 	if cfg.EtcdCA == "" && cfg.EtcdCert == "" && !https {
-		return nil, nil
+		return nil, nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.EtcdCA != "" {
 		pool, err := loadCAPool("--etcd-ca", cfg.EtcdCA)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		tc.RootCAs = pool
 	}
+	var certs *certReloader
 	if cfg.EtcdCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.EtcdCert, cfg.EtcdKey)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		// Reloaded on SIGHUP like the listener's: a renewed client
+		// certificate is used from the next connection to etcd on.
+		certs = &certReloader{certFile: cfg.EtcdCert, keyFile: cfg.EtcdKey, flags: "--etcd-cert/--etcd-key"}
+		if err := certs.Reload(); err != nil {
+			return nil, nil, err
 		}
-		tc.Certificates = []tls.Certificate{cert}
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return certs.cur.Load(), nil }
 	}
-	return tc, nil
+	return tc, certs, nil
 }
 
 // Reload re-reads the token file and the TLS certificate (SIGHUP). Each
@@ -409,11 +413,14 @@ func (n *Node) Reload() error {
 			n.log.Info("token file reloaded", "file", n.tokens.Path(), "tokens", n.tokens.Len())
 		}
 	}
-	if n.certs != nil {
-		if err := n.certs.Reload(); err != nil {
+	for _, c := range []*certReloader{n.certs, n.etcdCerts} {
+		if c == nil {
+			continue
+		}
+		if err := c.Reload(); err != nil {
 			errs = append(errs, err)
 		} else {
-			n.log.Info("TLS certificate reloaded", "cert", n.certs.certFile)
+			n.log.Info("TLS certificate reloaded", "cert", c.certFile)
 		}
 	}
 	return errors.Join(errs...)
