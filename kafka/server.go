@@ -41,6 +41,8 @@ type Streams interface {
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error) // group offsets
 	Members(ctx context.Context) ([]stream.Member, error)
 	ServingNode(info stream.Info, members []stream.Member) string
+	// ReplicaNodes: where a partition's copies are (Metadata replicas, ISR).
+	ReplicaNodes(ctx context.Context, info stream.Info) (replicas, inSync []string, err error)
 	LookupTopic(ctx context.Context, topic string) (stream.Info, error)
 	Describe(ctx context.Context, name string) (stream.Info, error)
 	NodeID() string

@@ -36,6 +36,7 @@ import (
 	"github.com/PicoMQ/picomq/kafka"
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/embedded"
+	"github.com/PicoMQ/picomq/node/replication"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/tiering"
@@ -56,11 +57,14 @@ type Node struct {
 	reg     *meta.Registry
 	wal     *wal.WAL
 	svc     *stream.Service
-	ln      net.Listener
-	server  *http.Server
-	lane    *h1lane.Server // nil when --http-fast-path is off or under TLS
-	lock    *dataDirLock
-	served  chan error
+	repl    *replication.Transport
+	// freshWAL: the WAL held no segment at start (stream.Config.FreshLog).
+	freshWAL bool
+	ln       net.Listener
+	server   *http.Server
+	lane     *h1lane.Server // nil when --http-fast-path is off or under TLS
+	lock     *dataDirLock
+	served   chan error
 
 	tokens    *auth.Store   // nil when authentication is off
 	certs     *certReloader // nil without --tls-cert
@@ -324,6 +328,7 @@ func (n *Node) openWAL(context.Context) error {
 		return fmt.Errorf("write-ahead log: %w", err)
 	}
 	n.wal = w
+	n.freshWAL = report.Segments == 0 // a new data dir, or a lost disk
 	n.onClose("WAL", func(context.Context) error { return w.Close() })
 	n.log.Info("write-ahead log opened", "segments", report.Segments, "entries", report.Entries,
 		"torn_segment", report.TornSegment, "torn_bytes", report.TornBytes)
@@ -335,7 +340,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	cfg := n.cfg
 	n.members = &membership{
 		reg: n.reg, cli: n.etcd, ttl: cfg.LeaseTTL, log: n.log,
-		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, StartedAt: time.Now().UTC()},
+		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, Zone: cfg.Zone, StartedAt: time.Now().UTC()},
 		leaseLog: filepath.Join(cfg.DataDir, "node-lease"),
 	}
 	if err := n.untilAvailable(ctx, "cluster membership", func(error) bool { return true }, n.members.join); err != nil {
@@ -355,14 +360,29 @@ func (n *Node) joinCluster(ctx context.Context) error {
 // the process, WAL and cache metrics.
 func (n *Node) openService(ctx context.Context) (err error) {
 	cfg := n.cfg
+	// Replication between nodes authenticates with the cluster's shared
+	// secret, kept in etcd (node/replication).
+	secret, err := n.reg.ClusterSecret(ctx)
+	if err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	n.repl = replication.New(secret)
 	n.svc, err = stream.Open(ctx, stream.Config{
 		NodeID:            cfg.NodeID,
 		Protocol:          cfg.Protocol,
 		Logger:            n.log,
 		DefaultDurability: cfg.Durability,
+		FreshLog:          n.freshWAL,
 		Registerer:        n.metrics,
 		Cluster:           n.reg,
-		Jobs:              stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, Retention: cfg.RetentionInterval},
+		Replication: stream.ReplicationConfig{
+			Transport:  n.repl,
+			Zone:       cfg.Zone,
+			Replicas:   cfg.Replicas,
+			MinInSync:  cfg.MinInSync,
+			LagTimeout: cfg.ReplicaLagTimeout,
+		},
+		Jobs: stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, Retention: cfg.RetentionInterval},
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
 			Manifests:    n.reg,
@@ -375,6 +395,14 @@ func (n *Node) openService(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("stream service: %w", err)
 	}
+	n.repl.SetService(n.svc)
+	n.metrics.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "picomq_replication_sent_bytes_total",
+			Help: "Bytes of replication request bodies this node sent to followers (and pulls at takeovers)."},
+			func() float64 { return float64(n.repl.SentBytes.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "picomq_replication_received_bytes_total",
+			Help: "Bytes of answers to this node's replication requests."},
+			func() float64 { return float64(n.repl.ReceivedBytes.Load()) }))
 	n.onClose("stream service", func(context.Context) error { n.svc.Close(); return nil })
 	n.members.onLost = n.svc.Fence
 	n.members.onResumed = n.svc.Unfence
@@ -448,6 +476,9 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 	if n.tokens != nil {
 		inner = newGuard(n.tokens, router, n.metrics).wrap(inner)
 	}
+	// Replication requests bypass the append budget and the client
+	// tokens: they carry the cluster secret (node/replication).
+	inner = n.repl.Route(inner)
 	bounds := cfg.connBounds()
 	inner = bounds.bodyDeadline(inner)    // before the guard: a 401 does not wait for a body either
 	servedByValue := []string{cfg.NodeID} // shared, read-only: no allocation per response
