@@ -86,9 +86,13 @@ soak:
 	echo "$$line"; [ "$$status" = 0 ]
 
 ## tf-test: the Terraform and deploy/ tests (own Go module terraform/tests): offline HCL checks,
-## tofu fmt, tflint, systemd-analyze verify, the docs check, and the cloud-init node joining a
-## local etcd + MinIO cluster. tofu and tflint come from deploy/tf-tools.sh (built once, cached).
+## tofu fmt, tflint, systemd-analyze verify, the docs check, the cloud-init node joining a
+## local etcd + MinIO cluster, the IAM policy evaluation of every S3/SSM/KMS call, the per-boot
+## disk script on loop devices (root), etcd backup and etcd RBAC scripts on a real etcd.
+## tofu and tflint come from deploy/tf-tools.sh, etcdctl/etcdutl from deploy/etcd-tools.sh
+## (built once, cached).
 tf-test:
+	deploy/etcd-tools.sh build
 	cd terraform/tests && $(GO) vet ./... && $(GO) test -count=1 -timeout 15m ./...
 
 ## tf-check: just `tofu fmt -check -recursive terraform/` and tflint (builds them once)
