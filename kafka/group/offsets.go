@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -376,5 +375,3 @@ func (o *offsets) exists() bool {
 	defer o.mu.Unlock()
 	return o.id != 0
 }
-
-func nowMs() int64 { return time.Now().UnixMilli() }
