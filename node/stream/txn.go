@@ -1,0 +1,177 @@
+package stream
+
+import (
+	"sort"
+
+	"github.com/PicoMQ/picomq/record"
+)
+
+// Kafka transactions as the stream sees them (docs/architecture.md,
+// "Visibility: high watermark and last stable offset"). A transactional
+// producer's batches carry the transactional attribute; its transaction
+// on this stream ends with a control batch (a commit or abort marker)
+// that the transaction coordinator appends through AppendBatch with
+// AppendRequest.Control. The stream keeps, per producer, the first offset
+// of its open transaction, so
+//
+//	lso = min(hwm, first offset of the oldest transaction not yet ended
+//	          by a durable marker)
+//
+// and the list of aborted transactions (producer, first offset, marker
+// offset), which Kafka read_committed fetches carry and which HTTP reads
+// use to skip aborted records. A stream that never saw a transactional
+// batch has st.txn == nil: lso is hwm at no cost.
+
+// AbortedTxn is one aborted transaction of a stream: producer ProducerID's
+// batches from FirstOffset up to its abort marker at LastOffset.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64
+}
+
+// txnSpan is a transaction that is open (end 0) or whose marker was
+// assigned offset end-1 but may not be durable yet.
+type txnSpan struct {
+	pid   int64
+	first int64
+	end   int64
+}
+
+type txnState struct {
+	spans   []txnSpan
+	aborted []AbortedTxn // in marker order, so by LastOffset
+}
+
+// noteBatchLocked records a transactional batch assigned offsets
+// [base, end): data opens the producer's transaction on this stream if it
+// is not open; a marker ends it (an abort is remembered).
+func (st *streamState) noteBatchLocked(h record.BatchHeader, batch []byte, base, end int64) {
+	if !h.Transactional() {
+		return
+	}
+	if st.txn == nil {
+		st.txn = &txnState{}
+	}
+	t := st.txn
+	open := -1
+	for i, sp := range t.spans {
+		if sp.pid == h.ProducerID && sp.end == 0 {
+			open = i
+			break
+		}
+	}
+	if !h.Control() {
+		if open < 0 {
+			t.spans = append(t.spans, txnSpan{pid: h.ProducerID, first: base})
+		}
+		return
+	}
+	m, err := record.ControlMarker(batch)
+	if err != nil || open < 0 {
+		return // a marker of a transaction with no data here: nothing to end
+	}
+	t.spans[open].end = end
+	if m == record.MarkerAbort {
+		t.aborted = append(t.aborted, AbortedTxn{ProducerID: h.ProducerID, FirstOffset: t.spans[open].first, LastOffset: base})
+	}
+}
+
+// lastStableLocked is the stream's last stable offset below hwm; spans
+// whose marker is durable are dropped on the way.
+func (st *streamState) lastStableLocked(hwm int64) int64 {
+	t := st.txn
+	if t == nil {
+		return hwm
+	}
+	lso := hwm
+	kept := t.spans[:0]
+	for _, sp := range t.spans {
+		if sp.end != 0 && sp.end <= st.hwm {
+			continue // ended by a durable marker
+		}
+		kept = append(kept, sp)
+		lso = min(lso, sp.first)
+	}
+	clear(t.spans[len(kept):])
+	t.spans = kept
+	return lso
+}
+
+// abortedLocked lists the aborted transactions that overlap [from, to).
+func (st *streamState) abortedLocked(from, to int64) []AbortedTxn {
+	if st.txn == nil {
+		return nil
+	}
+	var out []AbortedTxn
+	for _, a := range st.txn.aborted {
+		if a.LastOffset >= from && a.FirstOffset < to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// trimAbortedLocked forgets aborted transactions that ended below start
+// (trimmed away by retention or DeleteRecords).
+func (st *streamState) trimAbortedLocked(start int64) {
+	if st.txn == nil {
+		return
+	}
+	a := st.txn.aborted
+	i := sort.Search(len(a), func(i int) bool { return a[i].LastOffset >= start })
+	if i > 0 {
+		st.txn.aborted = append(a[:0:0], a[i:]...)
+	}
+}
+
+// hiddenFromCommitted reports whether a batch is one a read_committed
+// reader never sees: a marker, or data of an aborted transaction.
+func hiddenFromCommitted(h record.BatchHeader, aborted []AbortedTxn) bool {
+	if h.Control() {
+		return true
+	}
+	if !h.Transactional() {
+		return false
+	}
+	for _, a := range aborted {
+		if a.ProducerID == h.ProducerID && h.BaseOffset >= a.FirstOffset && h.BaseOffset < a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
+// txnSnapJSON is the transaction state in a flush's state snapshot.
+type txnSnapJSON struct {
+	Open    [][3]int64 `json:"open,omitempty"`    // pid, first, end
+	Aborted [][3]int64 `json:"aborted,omitempty"` // pid, first, last
+}
+
+func (t *txnState) snapshot() *txnSnapJSON {
+	if t == nil || (len(t.spans) == 0 && len(t.aborted) == 0) {
+		return nil
+	}
+	s := &txnSnapJSON{}
+	for _, sp := range t.spans {
+		s.Open = append(s.Open, [3]int64{sp.pid, sp.first, sp.end})
+	}
+	for _, a := range t.aborted {
+		s.Aborted = append(s.Aborted, [3]int64{a.ProducerID, a.FirstOffset, a.LastOffset})
+	}
+	return s
+}
+
+func (s *txnSnapJSON) restore() *txnState {
+	if s == nil {
+		return nil
+	}
+	t := &txnState{}
+	for _, o := range s.Open {
+		t.spans = append(t.spans, txnSpan{pid: o[0], first: o[1], end: o[2]})
+	}
+	for _, a := range s.Aborted {
+		t.aborted = append(t.aborted, AbortedTxn{ProducerID: a[0], FirstOffset: a[1], LastOffset: a[2]})
+	}
+	return t
+}
