@@ -25,6 +25,7 @@ import (
 	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/internal/defaults"
 	"github.com/PicoMQ/picomq/kafka/group"
+	"github.com/PicoMQ/picomq/kafka/txn"
 	"github.com/PicoMQ/picomq/node/stream"
 )
 
@@ -43,6 +44,7 @@ type Streams interface {
 	ServingNode(info stream.Info, members []stream.Member) string
 	LookupTopic(ctx context.Context, topic string) (stream.Info, error)
 	Describe(ctx context.Context, name string) (stream.Info, error)
+	KafkaProducers(ctx context.Context, name string) ([]stream.KafkaProducer, error) // DescribeProducers
 	NodeID() string
 	HandOver(ctx context.Context, name, nodeID string) (stream.Info, error) // spread new partitions
 }
@@ -100,6 +102,9 @@ type Server struct {
 	cfg    Config
 	svc    Streams
 	groups *group.Coordinator
+	txns   *txn.Coordinator
+	peers  peerClients // WriteTxnMarkers to other nodes
+	jobs   sync.WaitGroup
 	log    *slog.Logger
 	topics *topicCache
 
@@ -119,7 +124,13 @@ func New(svc Streams, cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, topics: newTopicCache(), ctx: ctx, cancel: cancel,
 		conns: map[net.Conn]struct{}{}}
-	s.groups = group.New(svc, s, cfg.Logger)
+	s.txns = txn.New(txn.Config{Streams: svc, Locator: s, Markers: s, Logger: cfg.Logger, NewProducerID: newProducerID})
+	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate})
+	s.jobs.Add(1)
+	go func() {
+		defer s.jobs.Done()
+		_ = s.txns.Run(ctx) // takes over transactions of state streams this node comes to serve
+	}()
 	return s
 }
 
@@ -197,6 +208,9 @@ func (s *Server) Close(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.groups.Close()
+	s.txns.Close()
+	s.jobs.Wait()
+	s.peers.close()
 	return err
 }
 

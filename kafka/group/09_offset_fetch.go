@@ -15,7 +15,7 @@ type fetchTopic struct {
 
 // fetchGroup answers one group of an OffsetFetch: topics nil means every
 // committed offset. A partition without a commit gets offset -1.
-func (c *Coordinator) fetchGroup(ctx context.Context, id string, topics []fetchTopic) ([]kmsg.OffsetFetchResponseGroupTopic, int16) {
+func (c *Coordinator) fetchGroup(ctx context.Context, id string, topics []fetchTopic, requireStable bool) ([]kmsg.OffsetFetchResponseGroupTopic, int16) {
 	g, err := c.group(ctx, id)
 	if err != nil {
 		return nil, code(err)
@@ -60,7 +60,11 @@ func (c *Coordinator) fetchGroup(ctx context.Context, id string, topics []fetchT
 				continue
 			}
 			cm, ok := g.offs.lookup(tp{t.topic, p})
-			rt.Partitions = append(rt.Partitions, part(p, cm, ok))
+			rp := part(p, cm, ok)
+			if requireStable && g.offs.isUnstable(tp{t.topic, p}) {
+				rp.ErrorCode = kerr.UnstableOffsetCommit.Code
+			}
+			rt.Partitions = append(rt.Partitions, rp)
 		}
 		out = append(out, rt)
 	}
@@ -68,8 +72,8 @@ func (c *Coordinator) fetchGroup(ctx context.Context, id string, topics []fetchT
 }
 
 // offsetFetch handles OffsetFetch: one group (v0-7) or a batch (v8+).
-// There are no transactions, so every offset is stable (RequireStable
-// needs no wait).
+// With RequireStable, a partition whose offsets wait for a transaction's
+// marker answers UNSTABLE_OFFSET_COMMIT (the client retries).
 func (c *Coordinator) offsetFetch(ctx context.Context, r *kmsg.OffsetFetchRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if r.Version >= 8 {
@@ -83,7 +87,7 @@ func (c *Coordinator) offsetFetch(ctx context.Context, r *kmsg.OffsetFetchReques
 			}
 			og := kmsg.NewOffsetFetchResponseGroup()
 			og.Group = rg.Group
-			og.Topics, og.ErrorCode = c.fetchGroup(ctx, rg.Group, topics)
+			og.Topics, og.ErrorCode = c.fetchGroup(ctx, rg.Group, topics, r.RequireStable)
 			resp.Groups = append(resp.Groups, og)
 		}
 		return resp
@@ -95,7 +99,7 @@ func (c *Coordinator) offsetFetch(ctx context.Context, r *kmsg.OffsetFetchReques
 			topics = append(topics, fetchTopic{t.Topic, t.Partitions})
 		}
 	}
-	gts, ec := c.fetchGroup(ctx, r.Group, topics)
+	gts, ec := c.fetchGroup(ctx, r.Group, topics, r.RequireStable)
 	resp.ErrorCode = ec
 	if ec != 0 && r.Version < 2 {
 		// v0-1 have no group-level error: every partition carries it.

@@ -22,8 +22,18 @@ func (c *Coordinator) findCoordinator(ctx context.Context, r *kmsg.FindCoordinat
 		rc.NodeID = -1
 		var msg string
 		switch {
+		case r.CoordinatorType == 1 && c.cfg.LocateTxn != nil && key != "":
+			b, err := c.cfg.LocateTxn(ctx, key)
+			if err != nil {
+				rc.ErrorCode, msg = code(err), err.Error()
+				if rc.ErrorCode == kerr.NotCoordinator.Code {
+					rc.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				}
+			} else {
+				rc.NodeID, rc.Host, rc.Port = b.NodeID, b.Host, b.Port
+			}
 		case r.CoordinatorType != 0:
-			rc.ErrorCode, msg = kerr.InvalidRequest.Code, "only group coordinators exist: PicoMQ has no transactions"
+			rc.ErrorCode, msg = kerr.InvalidRequest.Code, "coordinator type must be 0 (group) or 1 (transaction)"
 		case key == "":
 			rc.ErrorCode, msg = kerr.InvalidRequest.Code, "empty group id"
 		default:

@@ -57,6 +57,7 @@ type Locator interface {
 type Streams interface {
 	Create(ctx context.Context, name string, opts stream.CreateOptions) (stream.Info, bool, error)
 	Head(ctx context.Context, name string) (stream.Info, error)
+	ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (stream.BatchRead, error)
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error)
 	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error)
 	Configure(ctx context.Context, name string, ch stream.ConfigChange) (stream.Info, error)
@@ -82,6 +83,9 @@ type Config struct {
 	// Clock is the coordinator's time source (session, rebalance and
 	// initial-delay timers; commit timestamps). Default the wall clock.
 	Clock clock.Clock
+	// LocateTxn answers FindCoordinator for transactional ids (key type
+	// 1); nil: only group coordinators exist.
+	LocateTxn func(ctx context.Context, id string) (Broker, error)
 	// CompactAfter: once the offsets stream holds this many records more
 	// than the group has live offsets, the live offsets are rewritten as
 	// one batch and everything before it is trimmed. Default 4096.
@@ -145,6 +149,7 @@ var versions = map[int16][2]int16{
 	kmsg.ListGroups.Int16():      {0, 4},
 	kmsg.DeleteGroups.Int16():    {0, 2},
 	kmsg.OffsetDelete.Int16():    {0, 0},
+	kmsg.TxnOffsetCommit.Int16(): {0, 3},
 }
 
 // Versions returns the API keys the coordinator handles with their
@@ -195,6 +200,8 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 		return c.deleteGroups(ctx, r), nil
 	case *kmsg.OffsetDeleteRequest:
 		return c.offsetDelete(ctx, r), nil
+	case *kmsg.TxnOffsetCommitRequest:
+		return c.txnOffsetCommit(ctx, r), nil
 	}
 	return nil, fmt.Errorf("%w: %T", errUnsupported, req)
 }

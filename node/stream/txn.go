@@ -1,7 +1,10 @@
 package stream
 
 import (
+	"context"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/PicoMQ/picomq/record"
 )
@@ -174,4 +177,53 @@ func (s *txnSnapJSON) restore() *txnState {
 		t.aborted = append(t.aborted, AbortedTxn{ProducerID: a[0], FirstOffset: a[1], LastOffset: a[2]})
 	}
 	return t
+}
+
+// KafkaProducer is one Kafka producer a stream remembers
+// (DescribeProducers).
+type KafkaProducer struct {
+	ProducerID    int64
+	Epoch         int64
+	LastSequence  int64 // -1: none written in this epoch
+	LastTimestamp int64 // ms; -1 unknown
+	// TxnStartOffset is the first offset of its open transaction, -1 if
+	// none.
+	TxnStartOffset int64
+}
+
+// KafkaProducers lists the Kafka producers of a stream this node owns.
+func (s *Service) KafkaProducers(ctx context.Context, name string) ([]KafkaProducer, error) {
+	st, err := s.lookup(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.lastStableLocked(st.hwm) // drops transactions whose marker is durable
+	var out []KafkaProducer
+	for id, ps := range st.producers {
+		pidText, ok := strings.CutPrefix(id, "kafka:")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.ParseInt(pidText, 10, 64)
+		if err != nil {
+			continue
+		}
+		kp := KafkaProducer{ProducerID: pid, Epoch: int64(ps.epoch), LastSequence: -1, LastTimestamp: -1, TxnStartOffset: -1}
+		if !ps.fresh && ps.n > 0 {
+			kp.LastSequence = int64(ps.lastSeq)
+			kp.LastTimestamp = ps.recent[(ps.n-1)%dedupWindow].ts
+		}
+		if st.txn != nil {
+			for _, sp := range st.txn.spans {
+				if sp.pid == pid && sp.end == 0 {
+					kp.TxnStartOffset = sp.first
+				}
+			}
+		}
+		out = append(out, kp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out, nil
 }
