@@ -191,10 +191,13 @@ type offsets struct {
 	// reading stops before them (o.next is the stream's last stable
 	// offset, not its end, while any is open).
 	unstable map[tp]bool
+	// seen is the end of the stream as this coordinator last knew it:
+	// what lies past it was appended by someone else.
+	seen int64
 }
 
 func (o *offsets) reset(id uint64, start int64) {
-	o.m, o.id, o.start, o.next, o.unstable = map[tp]committed{}, id, start, start, nil
+	o.m, o.id, o.start, o.next, o.unstable, o.seen = map[tp]committed{}, id, start, start, nil, start
 }
 
 // syncOffsets catches up with the offsets stream. foreign reports that
@@ -225,9 +228,13 @@ func (g *group) catchUpLocked(ctx context.Context) (foreign bool, err error) {
 		o.reset(info.ID, info.StartOffset)
 	}
 	if info.NextOffset > o.next {
-		// Markers of transactions are appended by the transaction
-		// coordinator, not by a group coordinator: not foreign.
-		foreign = foreign || (o.loaded && o.unstable == nil)
+		// Transaction markers are appended by transaction coordinators:
+		// only other batches mean another group coordinator.
+		if !foreign && o.loaded && info.NextOffset > o.seen {
+			if foreign, err = g.othersWroteLocked(ctx, o.seen); err != nil {
+				return false, err
+			}
+		}
 		if err := g.readLocked(ctx, info.NextOffset); err != nil {
 			return false, err
 		}
@@ -263,6 +270,7 @@ func (g *group) readLocked(ctx context.Context, end int64) error {
 		o.next = res.NextOffset
 	}
 	o.unstable = nil
+	o.seen = max(o.seen, end)
 	if o.next < end {
 		return g.readUnstableLocked(ctx, end)
 	}
@@ -372,7 +380,7 @@ func (g *group) commit(ctx context.Context, changes []change) error {
 			o.m[ch.p] = ch.c
 		}
 	}
-	o.next = res.NextOffset
+	o.next, o.seen = res.NextOffset, res.NextOffset
 	g.maybeCompactLocked(ctx)
 	return nil
 }
@@ -491,3 +499,28 @@ func (o *offsets) isUnstable(p tp) bool {
 
 // GroupOfStream is the group whose offsets stream name is, if it is one.
 func GroupOfStream(name string) (string, bool) { return groupID(name) }
+
+// othersWroteLocked reports whether the stream holds anything but
+// transaction markers from offset from on.
+func (g *group) othersWroteLocked(ctx context.Context, from int64) (bool, error) {
+	for at := from; ; {
+		br, err := g.c.svc.ReadBatches(ctx, g.stream, at, 1<<20)
+		if err != nil {
+			return false, fmt.Errorf("group %q: read offsets at %d: %w", g.id, at, err)
+		}
+		if len(br.Batches) == 0 {
+			return false, nil
+		}
+		others := false
+		err = record.SplitBatches(br.Batches, func(b []byte, h record.BatchHeader) error {
+			at = max(at, h.LastOffset()+1)
+			if h.LastOffset() >= from && !h.Control() {
+				others = true
+			}
+			return nil
+		})
+		if err != nil || others {
+			return others, err
+		}
+	}
+}
