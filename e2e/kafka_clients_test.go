@@ -102,6 +102,13 @@ func TestSaramaGroup(t *testing.T) {
 	runClientModule(t, "sarama", "-run", "TestSaramaGroup")
 }
 
+// TestSaramaTransactions runs Sarama's transactional producer (e2e/sarama
+// TestSaramaTransactions): commit, abort, commit; read_committed and
+// read_uncommitted consumers.
+func TestSaramaTransactions(t *testing.T) {
+	runClientModule(t, "sarama", "-run", "TestSaramaTransactions")
+}
+
 // runClientModule runs `go test` in dir, a separate Go module holding a
 // Kafka client's tests (so the client stays out of PicoMQ's go.mod),
 // against a fresh node it finds in KAFKA_BROKER.
