@@ -5,6 +5,10 @@ GO       ?= go
 BIN      ?= bin/picomq
 DATA_DIR ?= ./data
 PKGS     := ./...
+# Go modules of their own inside the tree (docs/sdk-go.md): `go test ./...`
+# at the root does not descend into them, so test, lint, unit, test-race
+# and fuzz run each one in its directory, against its own go.mod.
+NESTED_MODULES := client/go sdk internal/testproc
 # Per-package test timeouts: a unit package that hangs (a lost wake-up, an
 # ack that never comes) fails within UNIT_TIMEOUT with every goroutine's
 # stack, instead of holding the run for the e2e budget. The e2e budget is
@@ -50,6 +54,9 @@ test: lint
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
 	    $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/e2e') || status=$$?; \
+	for m in $(NESTED_MODULES); do \
+	  (cd $$m && $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...) || status=$$?; \
+	done; \
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
 	    $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $$($(GO) list $(PKGS) | grep '/e2e') || status=$$?; \
@@ -110,9 +117,11 @@ minio-stop:
 
 unit:
 	$(GO) test -count=1 -short $(PKGS)
+	for m in $(NESTED_MODULES); do (cd $$m && $(GO) test -count=1 -short ./...) || exit 1; done
 
 test-race:
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)
+	for m in $(NESTED_MODULES); do (cd $$m && $(GO) test -count=1 -race -timeout 30m ./...) || exit 1; done
 
 e2e:
 	$(GO) test -count=1 -v -timeout 20m ./e2e/...
@@ -134,11 +143,12 @@ cluster-report:
 
 ## fuzz: every fuzz target for FUZZTIME each (go test runs one target at a time)
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
-	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
-	    echo "== $$pkg $$t"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s $$pkg; \
+	@set -e; for m in . $(NESTED_MODULES); do \
+	  for dir in $$(cd $$m && $(GO) list -f '{{.Dir}}' ./...); do \
+	    for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+	      echo "== $$dir $$t"; \
+	      (cd $$dir && $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s .); \
+	    done; \
 	  done; \
 	done
 
@@ -171,8 +181,9 @@ bench-ds:
 ## bench-micro: the go test -bench hot-path benchmarks next to their same-run baselines
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./wal/ | tee /tmp/picomq-bench-wal.txt
-	$(GO) test -run '^$$' -bench . -benchmem ./record/ ./api/pico/ ./sdk/wire/codec/
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./client/go/ | tee /tmp/picomq-bench-sdk.txt
+	$(GO) test -run '^$$' -bench . -benchmem ./record/ ./api/pico/
+	cd sdk && $(GO) test -run '^$$' -bench . -benchmem ./wire/codec/
+	cd client/go && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) . | tee /tmp/picomq-bench-sdk.txt
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/bench/ | tee /tmp/picomq-bench-pico.txt
 	$(S3_ENV) $(GO) test -run '^$$' -bench . -benchtime 10x ./tiering/ | tee /tmp/picomq-bench-tiering.txt
 	$(GO) test -run '^$$' -bench PUTsPerGiB -benchtime 1x -timeout 20m ./node/ | tee /tmp/picomq-bench-puts.txt
@@ -180,9 +191,11 @@ bench-micro:
 
 lint:
 	$(GO) vet $(PKGS)
+	for m in $(NESTED_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
-	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS); \
+	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS) && \
+	  for m in $(NESTED_MODULES); do (cd $$m && staticcheck ./...) || exit 1; done; \
 	  else echo "staticcheck not installed (go install honnef.co/go/tools/cmd/staticcheck@v0.8.2); skipped"; fi
 
 fmt:

@@ -3,6 +3,9 @@ module github.com/PicoMQ/picomq
 go 1.26.0
 
 require (
+	github.com/PicoMQ/picomq/client/go v0.0.0
+	github.com/PicoMQ/picomq/internal/testproc v0.0.0
+	github.com/PicoMQ/picomq/sdk v0.0.0
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
@@ -95,4 +98,14 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	sigs.k8s.io/json v0.0.0-20211020170558-c049b76a60c6 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
+)
+
+// client/go, sdk and internal/testproc are modules of their own, so that
+// a Go client user's module graph holds none of the server's dependencies
+// (docs/sdk-go.md); they are versioned with this repository and the server
+// builds against the copies in the tree.
+replace (
+	github.com/PicoMQ/picomq/client/go => ./client/go
+	github.com/PicoMQ/picomq/internal/testproc => ./internal/testproc
+	github.com/PicoMQ/picomq/sdk => ./sdk
 )

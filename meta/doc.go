@@ -1,6 +1,7 @@
-// Package meta is PicoMQ's metadata layer on etcd: it runs the embedded etcd
-// server used by the zero-config single node (and by tests), dials external
-// etcd clusters, and keeps the stream registry.
+// Package meta is PicoMQ's metadata layer on etcd: it dials etcd clusters
+// and keeps the stream registry. The embedded etcd server of the
+// zero-config single node (and of tests) is package meta/embedded, so that
+// importing meta does not link etcd's server.
 //
 // etcd is the only shared state between nodes, so everything here is written
 // with conditional transactions (compare-and-swap on revisions) rather than

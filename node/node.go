@@ -34,6 +34,7 @@ import (
 	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/kafka"
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/embedded"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/tiering"
@@ -48,7 +49,7 @@ type Node struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *prometheus.Registry // served on /metrics
-	embed   *meta.Embedded
+	embed   *embedded.Server
 	etcd    *clientv3.Client
 	reg     *meta.Registry
 	wal     *wal.WAL
@@ -229,7 +230,7 @@ func (n *Node) connectEtcd(ctx context.Context) (err error) {
 	cfg := n.cfg
 	endpoints := cfg.EtcdEndpoints
 	if len(endpoints) == 0 {
-		n.embed, err = meta.StartEmbedded(ctx, meta.EmbedConfig{
+		n.embed, err = embedded.Start(ctx, embedded.Config{
 			Dir:    filepath.Join(cfg.DataDir, "etcd"),
 			Name:   cfg.NodeID,
 			Logger: n.log,

@@ -11,6 +11,7 @@ import (
 	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/tiering/objstore"
 	"github.com/PicoMQ/picomq/tiering/objstore/objstoretest"
+	"github.com/PicoMQ/picomq/tiering/objstore/storeurl"
 	"github.com/PicoMQ/picomq/tiering/segment"
 	"github.com/PicoMQ/picomq/tiering/segment/segmenttest"
 )
@@ -28,7 +29,7 @@ func benchStore(b *testing.B) (objstore.Store, string) {
 	e := objstoretest.LookupS3Env(b)
 	b.Setenv("AWS_ACCESS_KEY_ID", e.AccessKey)
 	b.Setenv("AWS_SECRET_ACCESS_KEY", e.SecretKey)
-	s, err := objstore.Open(context.Background(), e.URL("bench-"+objstoretest.RandomHex(6)))
+	s, err := storeurl.Open(context.Background(), e.URL("bench-"+objstoretest.RandomHex(6)))
 	if err != nil {
 		b.Fatal(err)
 	}

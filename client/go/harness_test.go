@@ -1,7 +1,8 @@
 package picomq_test
 
 // The SDK's tests and examples run against real `picomq serve` processes,
-// built from this module in TestMain (PICOMQ_TEST_BIN points at a prebuilt
+// built from the server module (the repository root; the client is a module
+// of its own) in TestMain (PICOMQ_TEST_BIN points at a prebuilt
 // binary instead). Nothing here imports a server package: the server is a
 // child process spoken to over HTTP.
 

@@ -14,7 +14,7 @@ import (
 
 	picomq "github.com/PicoMQ/picomq/client/go"
 	"github.com/PicoMQ/picomq/internal/benchreport"
-	"github.com/PicoMQ/picomq/tiering/objstore"
+	"github.com/PicoMQ/picomq/tiering/objstore/storeurl"
 )
 
 // Object-store load: objectMiB of 1 KiB records appended to one stream in
@@ -113,7 +113,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	coldMBs := float64(bytes) / 1e6 / el.Seconds()
 	m.res.Add(cold, run, benchreport.SidePico, coldMBs, nil)
 
-	st, err := objstore.Open(ctx, s3.url(prefix))
+	st, err := storeurl.Open(ctx, s3.url(prefix))
 	if err != nil {
 		return err
 	}

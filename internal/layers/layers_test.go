@@ -33,6 +33,40 @@ var rules = []struct {
 	{"auth", []string{"api", "kafka", "node", "wal", "tiering", "meta", "client", "cmd"}, "the token checker knows no listener, storage or wiring", nil},
 }
 
+// rootOnly are the adapters that link a heavy third-party stack (etcd's
+// server, the AWS SDK). Only the composition root opens them, so that the
+// stream service and the frontends do not link those stacks: node (the
+// package itself, not node/stream), cmd/, e2e/, the test helpers that start
+// or open them, and test files anywhere. TestDepsThirdParty checks the
+// transitive result.
+var rootOnly = []struct {
+	pkg    string
+	reason string
+}{
+	{"meta/embedded", "the embedded etcd server brings etcd's server, raft and gRPC server"},
+	{"tiering/objstore/s3", "the S3 adapter brings the AWS SDK"},
+	{"tiering/objstore/storeurl", "opening a store by URL links every adapter, S3 included"},
+}
+
+// mayOpenAdapters reports whether p, a non-test package, may import a
+// rootOnly package.
+func mayOpenAdapters(p string) bool {
+	if p == module+"/node" || under(p, "cmd") || under(p, "e2e") {
+		return true
+	}
+	for _, helper := range []string{"meta/metatest", "tiering/objstore/objstoretest", "tiering/objstore/storeurl"} {
+		if under(p, helper) {
+			return true
+		}
+	}
+	for _, r := range rootOnly {
+		if under(p, r.pkg) {
+			return true
+		}
+	}
+	return false
+}
+
 func under(p, dir string) bool {
 	full := module + "/" + dir
 	return p == full || strings.HasPrefix(p, full+"/")
@@ -68,6 +102,15 @@ func TestDepsImportRules(t *testing.T) {
 				for _, f := range r.forbidden {
 					if under(imp, f) && !slices.ContainsFunc(r.except, func(e string) bool { return under(imp, e) }) {
 						t.Errorf("%s imports %s: %s", p.ImportPath, imp, r.reason)
+					}
+				}
+			}
+		}
+		if !mayOpenAdapters(p.ImportPath) {
+			for _, imp := range p.Imports {
+				for _, r := range rootOnly {
+					if under(imp, r.pkg) {
+						t.Errorf("%s imports %s: only the composition root (node, cmd, e2e, tests) may: %s", p.ImportPath, imp, r.reason)
 					}
 				}
 			}

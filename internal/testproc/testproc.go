@@ -2,8 +2,9 @@
 // needs to run real processes (picomq, MinIO, etcd, the reference server)
 // on loopback: a build of the binary, a free port, a started process with
 // its log buffer (Proc), a readiness wait, and a one-member etcd (Etcd).
-// It imports only the standard library, so any package's tests may use
-// it — the SDK's included, which must not import server code.
+// It imports only the standard library and is a Go module of its own, so
+// any package's tests may use it — the Go client's included, which is a
+// module apart from the server's and must not require it.
 package testproc
 
 import (
@@ -27,16 +28,57 @@ const Picomq = "github.com/PicoMQ/picomq/cmd/picomq"
 // Build runs `go build -o out pkg`, its output on stderr; tags are build
 // tags (tests build deliberately broken variants this way).
 func Build(out, pkg string, tags ...string) error {
+	out, err := filepath.Abs(out) // the build may run in another directory
+	if err != nil {
+		return err
+	}
 	args := []string{"build", "-o", out}
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if strings.HasPrefix(pkg, serverModule+"/") {
+		// The caller may be another module's test (the Go client's), in
+		// which the server's packages do not resolve: build in the server
+		// module's directory.
+		root, err := serverRoot()
+		if err != nil {
+			return fmt.Errorf("go build %s: %w", pkg, err)
+		}
+		cmd.Dir = root
+	}
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build %s: %w", pkg, err)
 	}
 	return nil
+}
+
+// serverModule is the module path of the PicoMQ server.
+const serverModule = "github.com/PicoMQ/picomq"
+
+// serverRoot returns the directory of the server module's go.mod: the
+// working directory (a test's package directory) or the nearest parent
+// whose go.mod declares serverModule.
+func serverRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.TrimSpace(line) == "module "+serverModule {
+					return dir, nil
+				}
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no parent directory holds the go.mod of %s", serverModule)
+		}
+		dir = parent
+	}
 }
 
 // PicomqBinary returns $PICOMQ_TEST_BIN (a prebuilt picomq), or else

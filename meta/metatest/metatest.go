@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/embedded"
 )
 
 // startTimeout bounds server start plus dial; generous because CI machines
@@ -34,19 +35,19 @@ func StartEtcd(t testing.TB) *clientv3.Client {
 // need its endpoints (a second client, a node under test dialling by URL)
 // or that close it early to simulate etcd going away. Closing it early is
 // safe; the cleanup's Close is then a no-op.
-func StartEmbedded(t testing.TB) (*meta.Embedded, *clientv3.Client) {
+func StartEmbedded(t testing.TB) (*embedded.Server, *clientv3.Client) {
 	t.Helper()
 	return start(t)
 }
 
-func start(t testing.TB) (*meta.Embedded, *clientv3.Client) {
+func start(t testing.TB) (*embedded.Server, *clientv3.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	// TempDir is registered before the Close cleanups below, so it is
 	// removed only after etcd has let go of it.
 	dir := t.TempDir()
-	e, err := meta.StartEmbedded(ctx, meta.EmbedConfig{Dir: dir, Fast: true, Logger: debugLogger()})
+	e, err := embedded.Start(ctx, embedded.Config{Dir: dir, Fast: true, Logger: debugLogger()})
 	if err != nil {
 		t.Fatalf("metatest: %v", err)
 	}

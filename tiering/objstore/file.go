@@ -78,7 +78,7 @@ func (s *FileStore) path(key string) string {
 
 // ReadAt is part of the Store interface.
 func (s *FileStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	if err := checkRange(key, off, int64(len(p))); err != nil {
+	if err := ValidateRange(key, off, int64(len(p))); err != nil {
 		return 0, err
 	}
 	if len(p) == 0 {
@@ -103,7 +103,7 @@ func (s *FileStore) ReadAt(ctx context.Context, key string, p []byte, off int64)
 
 // ReadRange is part of the RangeStreamer interface.
 func (s *FileStore) ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
-	if err := checkRange(key, off, length); err != nil {
+	if err := ValidateRange(key, off, length); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -141,7 +141,7 @@ func (s *FileStore) Stat(ctx context.Context, key string) (Attributes, error) {
 // List is part of the Store interface.
 func (s *FileStore) List(ctx context.Context, prefix string) iter.Seq2[Attributes, error] {
 	return func(yield func(Attributes, error) bool) {
-		if err := validatePrefix(prefix); err != nil {
+		if err := ValidatePrefix(prefix); err != nil {
 			yield(Attributes{}, err)
 			return
 		}

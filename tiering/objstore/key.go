@@ -32,10 +32,10 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// validatePrefix checks a List prefix: empty, or a key prefix that could
+// ValidatePrefix checks a List prefix: empty, or a key prefix that could
 // still be completed into a valid key (a trailing '/' is allowed, and the
 // last component may be partial).
-func validatePrefix(prefix string) error {
+func ValidatePrefix(prefix string) error {
 	if prefix == "" {
 		return nil
 	}

@@ -1,6 +1,7 @@
 // Package objstore is PicoMQ's port to object storage: one narrow interface,
-// Store, with a local-filesystem implementation (file://) and an
-// S3-compatible one (s3://, on the AWS SDK for Go v2), chosen by URL with Open.
+// Store, with a local-filesystem implementation (file://); the
+// S3-compatible one (s3://, on the AWS SDK for Go v2) is package s3, and
+// package storeurl chooses between them by URL.
 //
 // The interface holds only what tiering needs, so that every implementation
 // can honour exactly the same contract, checked by one acceptance suite
@@ -26,24 +27,11 @@
 // name). The same rule applies to every implementation so that a key valid
 // on one is valid on all; anything else fails with ErrInvalidKey.
 //
-// # URLs
+// # Implementations
 //
-//	file:///abs/path                  a directory (created if missing)
-//	file://relative/path              relative to the working directory
-//	s3://bucket[/prefix]?endpoint=http://127.0.0.1:9000&region=us-east-1
-//
-// s3 query parameters: endpoint (host[:port] or a URL whose scheme picks
-// TLS; default the AWS endpoint of the region), region (default the SDK's:
-// AWS_REGION or the shared config; else us-east-1),
-// path_style (default true when an endpoint is given, as MinIO and most
-// S3-compatible servers need), sse (AES256 for SSE-S3 or aws:kms for
-// SSE-KMS; default: the bucket's default encryption) and sse_kms_key_id.
-// A bucket named "name--zoneid--x-s3" is an S3 Express One Zone directory
-// bucket. Credentials come from the AWS SDK's default chain (environment,
-// web identity, shared config and AWS_PROFILE with assume-role, then the
-// container or instance role over IMDSv2), never from the URL, so a URL
-// can be logged. A prefix scopes every key, which lets
-// several clusters or test runs share one bucket.
+// The file store is in this package; the S3 adapter is in package s3 below
+// it, so that the packages that only use a Store do not link the AWS SDK.
+// Package storeurl opens either from a URL (file:///path, s3://bucket?…).
 //
 // # Errors
 //
@@ -55,12 +43,10 @@ package objstore
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -111,9 +97,10 @@ func checkCall(ctx context.Context, key string) error {
 	return ctx.Err()
 }
 
-// checkRange is how every store's ReadAt and ReadRange begin: a key the
-// rules allow and a range that does not start or end before byte 0.
-func checkRange(key string, off, length int64) error {
+// ValidateRange is how every store's ReadAt and ReadRange begin (the S3
+// adapter's included, which lives in its own package): a key the rules
+// allow and a range that does not start or end before byte 0.
+func ValidateRange(key string, off, length int64) error {
 	if err := ValidateKey(key); err != nil {
 		return err
 	}
@@ -238,44 +225,4 @@ func IsPermanent(err error) bool {
 		errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrPermission) ||
 		errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, context.DeadlineExceeded)
-}
-
-// Option adjusts how Open connects to a remote store.
-type Option func(*S3Options)
-
-// WithRootCAs verifies an https S3 endpoint against pool instead of the
-// system roots (a private CA).
-func WithRootCAs(pool *x509.CertPool) Option {
-	return func(o *S3Options) { o.RootCAs = pool }
-}
-
-// Open opens the store a URL names (see the package documentation). It
-// may do I/O: the S3 store checks that its bucket exists, so a wrong
-// endpoint, bucket or credential fails here rather than at the first upload.
-func Open(ctx context.Context, rawURL string, opts ...Option) (Store, error) {
-	scheme, rest, ok := strings.Cut(rawURL, "://")
-	if !ok {
-		return nil, fmt.Errorf("objstore: %q: want file:///path or s3://bucket?endpoint=…", rawURL)
-	}
-	switch scheme {
-	case "file":
-		// Everything after "file://" is the path, so that both the RFC form
-		// file:///abs and the common file://./rel mean what they say.
-		path, err := url.PathUnescape(rest)
-		if err != nil || path == "" {
-			return nil, fmt.Errorf("objstore: %q: bad file path", rawURL)
-		}
-		return NewFileStore(path)
-	case "s3":
-		s3opts, err := parseS3URL(rawURL)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range opts {
-			o(&s3opts)
-		}
-		return NewS3Store(ctx, s3opts)
-	default:
-		return nil, fmt.Errorf("objstore: %q: unknown scheme %q (want file or s3)", rawURL, scheme)
-	}
 }

@@ -22,6 +22,7 @@ import (
 	"testing"
 
 	"github.com/PicoMQ/picomq/tiering/objstore"
+	"github.com/PicoMQ/picomq/tiering/objstore/storeurl"
 )
 
 // NewStore returns an empty store for one subtest; its cleanup is the
@@ -535,7 +536,7 @@ func (e S3Env) URL(prefix string) string {
 
 // S3FromEnv returns a NewStore that opens the environment's bucket under a
 // fresh random prefix per call (so runs and subtests never see each
-// other's objects), through objstore.Open and the AWS credential chain
+// other's objects), through storeurl.Open and the AWS credential chain
 // (the PICOMQ_S3_* keys are exported as AWS_* for the test), exactly as a
 // node would. Each store's objects are deleted at cleanup.
 func S3FromEnv(t *testing.T) NewStore {
@@ -543,7 +544,7 @@ func S3FromEnv(t *testing.T) NewStore {
 	t.Setenv("AWS_ACCESS_KEY_ID", e.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", e.SecretKey)
 	return func(t *testing.T) objstore.Store {
-		s, err := objstore.Open(t.Context(), e.URL("test-"+RandomHex(8)))
+		s, err := storeurl.Open(t.Context(), e.URL("test-"+RandomHex(8)))
 		if err != nil {
 			t.Fatalf("open MinIO at %s: %v", e.Endpoint, err)
 		}

@@ -1,4 +1,4 @@
-package meta_test
+package embedded_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/PicoMQ/picomq/internal/logtest"
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/embedded"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -23,9 +24,9 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // startEmbedded starts a server in dir and registers an idempotent Close.
-func startEmbedded(t *testing.T, ctx context.Context, cfg meta.EmbedConfig) *meta.Embedded {
+func startEmbedded(t *testing.T, ctx context.Context, cfg embedded.Config) *embedded.Server {
 	t.Helper()
-	e, err := meta.StartEmbedded(ctx, cfg)
+	e, err := embedded.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("StartEmbedded: %v", err)
 	}
@@ -51,7 +52,7 @@ func TestEmbeddedRestartOnSameDirKeepsData(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
 
-	e1 := startEmbedded(t, ctx, meta.EmbedConfig{Dir: dir, Fast: true})
+	e1 := startEmbedded(t, ctx, embedded.Config{Dir: dir, Fast: true})
 	cli1, err := meta.Dial(ctx, e1.Endpoints())
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +69,7 @@ func TestEmbeddedRestartOnSameDirKeepsData(t *testing.T) {
 	}
 
 	// New free ports: the restarted member must not depend on its old URLs.
-	e2 := startEmbedded(t, ctx, meta.EmbedConfig{Dir: dir, Fast: true})
+	e2 := startEmbedded(t, ctx, embedded.Config{Dir: dir, Fast: true})
 	if e2.Endpoints()[0] == e1.Endpoints()[0] {
 		t.Logf("restart happened to reuse endpoint %s", e2.Endpoints()[0])
 	}
@@ -97,7 +98,7 @@ func TestEmbeddedRestartOnSameDirKeepsData(t *testing.T) {
 
 func TestEmbeddedCloseIsIdempotent(t *testing.T) {
 	ctx := testCtx(t)
-	e := startEmbedded(t, ctx, meta.EmbedConfig{Dir: t.TempDir(), Fast: true})
+	e := startEmbedded(t, ctx, embedded.Config{Dir: t.TempDir(), Fast: true})
 	u, err := url.Parse(e.Endpoints()[0])
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestEmbeddedCloseIsIdempotent(t *testing.T) {
 func TestStartEmbeddedUsesFixedAddresses(t *testing.T) {
 	ctx := testCtx(t)
 	clientAddr, peerAddr := freeAddr(t), freeAddr(t)
-	e := startEmbedded(t, ctx, meta.EmbedConfig{Dir: t.TempDir(), Fast: true, ClientAddr: clientAddr, PeerAddr: peerAddr, Name: "node-a"})
+	e := startEmbedded(t, ctx, embedded.Config{Dir: t.TempDir(), Fast: true, ClientAddr: clientAddr, PeerAddr: peerAddr, Name: "node-a"})
 	if got, want := e.Endpoints(), []string{"http://" + clientAddr}; len(got) != 1 || got[0] != want[0] {
 		t.Fatalf("Endpoints = %v, want %v", got, want)
 	}
@@ -156,20 +157,20 @@ func TestStartEmbeddedFixedAddressInUseFails(t *testing.T) {
 	}
 	defer busy.Close()
 
-	_, err = meta.StartEmbedded(ctx, meta.EmbedConfig{Dir: dir, Fast: true, ClientAddr: busy.Addr().String()})
+	_, err = embedded.Start(ctx, embedded.Config{Dir: dir, Fast: true, ClientAddr: busy.Addr().String()})
 	if !errors.Is(err, syscall.EADDRINUSE) {
 		t.Fatalf("StartEmbedded on a busy client address: err = %v, want EADDRINUSE", err)
 	}
 	// The failed start released the data dir: a normal start there works.
-	startEmbedded(t, ctx, meta.EmbedConfig{Dir: dir, Fast: true})
+	startEmbedded(t, ctx, embedded.Config{Dir: dir, Fast: true})
 }
 
 func TestStartEmbeddedRejectsBadConfig(t *testing.T) {
 	ctx := testCtx(t)
-	if _, err := meta.StartEmbedded(ctx, meta.EmbedConfig{Fast: true}); !errors.Is(err, meta.ErrInvalid) {
+	if _, err := embedded.Start(ctx, embedded.Config{Fast: true}); !errors.Is(err, meta.ErrInvalid) {
 		t.Errorf("no Dir: err = %v, want ErrInvalid", err)
 	}
-	if _, err := meta.StartEmbedded(ctx, meta.EmbedConfig{Dir: t.TempDir(), ClientAddr: "nohostport"}); !errors.Is(err, meta.ErrInvalid) {
+	if _, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), ClientAddr: "nohostport"}); !errors.Is(err, meta.ErrInvalid) {
 		t.Errorf("bad ClientAddr: err = %v, want ErrInvalid", err)
 	}
 }
@@ -177,28 +178,8 @@ func TestStartEmbeddedRejectsBadConfig(t *testing.T) {
 func TestStartEmbeddedHonoursCanceledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := meta.StartEmbedded(ctx, meta.EmbedConfig{Dir: t.TempDir(), Fast: true}); !errors.Is(err, context.Canceled) {
+	if _, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Fast: true}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
-	}
-}
-
-func TestDialFailsFastWithoutServer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	start := time.Now()
-	cli, err := meta.Dial(ctx, []string{"http://" + freeAddr(t)})
-	if err == nil {
-		cli.Close()
-		t.Fatal("Dial to a closed port succeeded")
-	}
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Dial error = %v, want the context's deadline", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("Dial took %v despite a 2s context", d)
-	}
-	if _, err := meta.Dial(context.Background(), nil); !errors.Is(err, meta.ErrInvalid) {
-		t.Fatalf("Dial(nil endpoints): err = %v, want ErrInvalid", err)
 	}
 }
 
@@ -219,7 +200,7 @@ func TestEmbeddedLogsQuietUnlessDebugging(t *testing.T) {
 	ctx := testCtx(t)
 
 	info := logtest.New(slog.LevelInfo)
-	e := startEmbedded(t, ctx, meta.EmbedConfig{Dir: t.TempDir(), Fast: true, Logger: slog.New(info)})
+	e := startEmbedded(t, ctx, embedded.Config{Dir: t.TempDir(), Fast: true, Logger: slog.New(info)})
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +211,7 @@ func TestEmbeddedLogsQuietUnlessDebugging(t *testing.T) {
 	}
 
 	debug := logtest.New(slog.LevelDebug)
-	e = startEmbedded(t, ctx, meta.EmbedConfig{Dir: t.TempDir(), Fast: true, Logger: slog.New(debug)})
+	e = startEmbedded(t, ctx, embedded.Config{Dir: t.TempDir(), Fast: true, Logger: slog.New(debug)})
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}

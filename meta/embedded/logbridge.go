@@ -1,4 +1,4 @@
-package meta
+package embedded
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 type slogCore struct {
 	h       slog.Handler
 	debug   bool         // the handler accepts debug records: forward all etcd levels it accepts
-	closing *atomic.Bool // set by Embedded.Close
+	closing *atomic.Bool // set by Server.Close
 }
 
 // newEtcdZapLogger returns the zap logger handed to embedded etcd. A nil

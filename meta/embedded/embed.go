@@ -1,4 +1,10 @@
-package meta
+// Package embedded runs etcd in-process: the metadata store of the
+// zero-config single node and of tests. It is its own package, apart from
+// meta, because etcd's server brings the raft, bbolt and gRPC-server
+// stacks; only the composition root (node, cmd, e2e) and tests import it,
+// so the stream service and the frontends do not link them
+// (internal/layers checks it).
+package embedded
 
 import (
 	"context"
@@ -18,12 +24,14 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
 	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
 	"go.etcd.io/etcd/server/v3/storage/wal"
+
+	"github.com/PicoMQ/picomq/meta"
 )
 
-// DefaultEmbedName is the etcd member name used when EmbedConfig.Name is empty.
-const DefaultEmbedName = "picomq"
+// DefaultName is the etcd member name used when Config.Name is empty.
+const DefaultName = "picomq"
 
-// DefaultStartTimeout bounds how long StartEmbedded waits for the server to
+// DefaultStartTimeout bounds how long Start waits for the server to
 // become ready when the caller's context has no deadline of its own. A
 // restart replays the WAL, which takes a while on a large data dir, so this
 // is generous.
@@ -32,10 +40,10 @@ const DefaultStartTimeout = time.Minute
 // History and raft-log settings of the embedded etcd (docs/operations.md
 // gives the matching flags for an external etcd).
 const (
-	EmbedCompactionRetention    = "10m"
-	EmbedSnapshotCount          = 1000
-	EmbedSnapshotCatchUpEntries = 100
-	// EmbedWALSegmentBytes and EmbedMaxWALFiles bound the raft log etcd
+	CompactionRetention    = "10m"
+	SnapshotCount          = 1000
+	SnapshotCatchUpEntries = 100
+	// WALSegmentBytes and MaxWALFiles bound the raft log etcd
 	// reads at start: it decodes every retained WAL file looking for
 	// snapshot records, then the whole file holding its last snapshot. With
 	// etcd's 64 MB segments and a snapshot every 1,000 entries that was the
@@ -43,28 +51,28 @@ const (
 	// of a restart); with 4 MiB segments and two kept it is a few MiB. The
 	// files are preallocated, so the etcd directory shrinks from ~138 MiB
 	// too. etcd only removes files older than its last snapshot.
-	EmbedWALSegmentBytes = 4 << 20
-	EmbedMaxWALFiles     = 2
+	WALSegmentBytes = 4 << 20
+	MaxWALFiles     = 2
 )
 
 // The WAL segment size is a package variable of etcd's, read by every
 // server in the process; the node's embedded etcd is the only one, so it
 // is set once, before any can start.
-func init() { wal.SegmentSizeBytes = EmbedWALSegmentBytes }
+func init() { wal.SegmentSizeBytes = WALSegmentBytes }
 
-// freePortAttempts is how often StartEmbedded picks new ports when an
+// freePortAttempts is how often Start picks new ports when an
 // automatically chosen port was taken between probing and binding it.
 const freePortAttempts = 5
 
-// EmbedConfig configures an in-process etcd server.
-type EmbedConfig struct {
+// Config configures an in-process etcd server.
+type Config struct {
 	// Dir is etcd's data directory (e.g. <data-dir>/etcd). Required: etcd's
 	// own default is a directory relative to the working directory, which is
 	// never what a node wants. Created with mode 0700 if missing; an existing
 	// directory is restarted from, keeping its data.
 	Dir string
 
-	// Name is the etcd member name; default DefaultEmbedName.
+	// Name is the etcd member name; default DefaultName.
 	Name string
 
 	// ClientAddr and PeerAddr are host:port to listen on. Empty means
@@ -87,8 +95,8 @@ type EmbedConfig struct {
 	StartTimeout time.Duration
 }
 
-// Embedded is a running in-process etcd server.
-type Embedded struct {
+// Server is a running in-process etcd server.
+type Server struct {
 	etcd      *embed.Etcd
 	endpoints []string
 	closing   *atomic.Bool // shared with the log bridge, see slogCore
@@ -97,17 +105,17 @@ type Embedded struct {
 	closeErr  error
 }
 
-// StartEmbedded starts an etcd server as configured and waits until it is
+// Start starts an etcd server as configured and waits until it is
 // ready to serve (it has elected itself leader and applied its log), ctx is
 // done, or the start timeout passes. On an existing Dir it restarts from the
 // stored data; a changed address is fine because a single-member cluster
 // never needs to reach its own peer URL.
-func StartEmbedded(ctx context.Context, cfg EmbedConfig) (*Embedded, error) {
+func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
-		return nil, fmt.Errorf("meta: start embedded etcd: %w: no data dir", ErrInvalid)
+		return nil, fmt.Errorf("meta: start embedded etcd: %w: no data dir", meta.ErrInvalid)
 	}
 	if cfg.Name == "" {
-		cfg.Name = DefaultEmbedName
+		cfg.Name = DefaultName
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
@@ -117,7 +125,7 @@ func StartEmbedded(ctx context.Context, cfg EmbedConfig) (*Embedded, error) {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return nil, fmt.Errorf("meta: start embedded etcd: %w: address %q: %v", ErrInvalid, a, err)
+			return nil, fmt.Errorf("meta: start embedded etcd: %w: address %q: %v", meta.ErrInvalid, a, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -136,7 +144,7 @@ func StartEmbedded(ctx context.Context, cfg EmbedConfig) (*Embedded, error) {
 
 	autoPorts := cfg.ClientAddr == "" || cfg.PeerAddr == ""
 	for attempt := 1; ; attempt++ {
-		e, err := startEmbeddedOnce(ctx, cfg)
+		e, err := startOnce(ctx, cfg)
 		if err == nil {
 			return e, nil
 		}
@@ -149,7 +157,7 @@ func StartEmbedded(ctx context.Context, cfg EmbedConfig) (*Embedded, error) {
 	}
 }
 
-func startEmbeddedOnce(ctx context.Context, cfg EmbedConfig) (*Embedded, error) {
+func startOnce(ctx context.Context, cfg Config) (*Server, error) {
 	clientAddr, peerAddr, err := pickAddrs(cfg.ClientAddr, cfg.PeerAddr)
 	if err != nil {
 		return nil, fmt.Errorf("meta: start embedded etcd: %w", err)
@@ -184,16 +192,16 @@ func startEmbeddedOnce(ctx context.Context, cfg EmbedConfig) (*Embedded, error) 
 	// more than any paged read here needs to finish (AllStreams starts over
 	// if its revision is compacted away mid-scan).
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
-	ec.AutoCompactionRetention = EmbedCompactionRetention
+	ec.AutoCompactionRetention = CompactionRetention
 	// etcd keeps every raft entry since its last snapshot in memory and
 	// replays them from its WAL at start. With batched creates one entry
 	// carries up to ~60 records, so etcd's defaults (a snapshot every
 	// 10,000 entries, 5,000 kept for followers) held over 100 MiB and
 	// added seconds to a restart. A single member has no follower to
 	// catch up: snapshot often, keep few.
-	ec.SnapshotCount = EmbedSnapshotCount
-	ec.SnapshotCatchUpEntries = EmbedSnapshotCatchUpEntries
-	ec.MaxWalFiles = EmbedMaxWALFiles
+	ec.SnapshotCount = SnapshotCount
+	ec.SnapshotCatchUpEntries = SnapshotCatchUpEntries
+	ec.MaxWalFiles = MaxWALFiles
 	// A single member elects itself, but only once its election timeout
 	// ran out: etcd fast-forwards all but one tick of it at start and raft
 	// draws the timeout between one and two times ElectionMs, so with
@@ -214,7 +222,7 @@ func startEmbeddedOnce(ctx context.Context, cfg EmbedConfig) (*Embedded, error) 
 	if err != nil {
 		return nil, fmt.Errorf("meta: start embedded etcd in %s (client %s, peer %s): %w", cfg.Dir, clientAddr, peerAddr, err)
 	}
-	e := &Embedded{etcd: srv, endpoints: []string{clientURL.String()}, closing: closing}
+	e := &Server{etcd: srv, endpoints: []string{clientURL.String()}, closing: closing}
 
 	select {
 	case <-srv.Server.ReadyNotify():
@@ -231,9 +239,9 @@ func startEmbeddedOnce(ctx context.Context, cfg EmbedConfig) (*Embedded, error) 
 }
 
 // lostAutoPort reports whether err is a failure to bind an address that
-// StartEmbedded picked itself. A fixed address that is in use stays in use,
+// Start picked itself. A fixed address that is in use stays in use,
 // so that is returned to the caller at once.
-func lostAutoPort(err error, cfg EmbedConfig) bool {
+func lostAutoPort(err error, cfg Config) bool {
 	if !errors.Is(err, syscall.EADDRINUSE) {
 		return false
 	}
@@ -280,19 +288,19 @@ func pickAddrs(client, peer string) (string, string, error) {
 // (quota, raft, apply), without gRPC's marshalling, HTTP/2 framing and
 // loopback socket on both sides. The registry's create transactions use
 // it (Registry.UseKV): those were a fifth of a create's CPU.
-func (e *Embedded) KV() clientv3.KV {
+func (e *Server) KV() clientv3.KV {
 	return clientv3.NewKVFromKVClient(adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.etcd.Server)), nil)
 }
 
 // Endpoints returns the client URLs to pass to Dial.
-func (e *Embedded) Endpoints() []string {
+func (e *Server) Endpoints() []string {
 	return append([]string(nil), e.endpoints...)
 }
 
 // Err reports fatal serving errors of the running server (a listener that
 // stopped accepting, for instance). A node should treat a value here as its
 // metadata store going away. The channel is closed by Close.
-func (e *Embedded) Err() <-chan error {
+func (e *Server) Err() <-chan error {
 	return e.etcd.Err()
 }
 
@@ -301,7 +309,7 @@ func (e *Embedded) Err() <-chan error {
 // to call concurrently: embed.Etcd.Close itself panics when called twice.
 // It returns the first serving error etcd reported during its lifetime that
 // nobody received from Err.
-func (e *Embedded) Close() error {
+func (e *Server) Close() error {
 	e.closeOnce.Do(func() {
 		e.closing.Store(true)
 		e.etcd.Close()

@@ -1,4 +1,10 @@
-package objstore
+// Package s3 is the object store on S3 and S3-compatible services (MinIO
+// in the tests), through the AWS SDK for Go v2. It lives apart from the
+// objstore interface package so that what uses a Store (tiering, the stream
+// service, the frontends above it) does not link the AWS SDK; only the
+// composition root opens one, through storeurl (internal/layers checks it).
+// It passes the same acceptance suite (objstoretest) as the file store.
+package s3
 
 import (
 	"bytes"
@@ -11,6 +17,7 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -20,14 +27,16 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/PicoMQ/picomq/tiering/objstore"
 )
 
-// S3Options configure an S3Store. Zero values are the defaults stated on
+// Options configure a Store. Zero values are the defaults stated on
 // each field.
-type S3Options struct {
+type Options struct {
 	// Bucket is required; it must exist. A name ending in "--x-s3" is an S3
 	// Express One Zone directory bucket (see DirectoryBucket).
 	Bucket string
@@ -67,7 +76,7 @@ type S3Options struct {
 	RootCAs *x509.CertPool
 }
 
-// S3Store is a Store on S3 or an S3-compatible service, through the AWS
+// Store is an objstore.Store on S3 or an S3-compatible service, through the AWS
 // SDK for Go v2 — the one production S3 path.
 //
 // Create buffers the object in memory and sends it as one PUT in Close:
@@ -76,8 +85,8 @@ type S3Options struct {
 // multipart completion is not universally supported). Tiering's objects are
 // segment-sized (MiBs), well under the 5 GiB single-PUT limit. Every PUT
 // carries a CRC32C checksum that S3 verifies before it stores the object.
-type S3Store struct {
-	client    *s3.Client
+type Store struct {
+	client    *awss3.Client
 	transport atomic.Pointer[http.Transport] // the SDK-built one, once used
 	bucket    string
 	prefix    string // "" or "p/" with the trailing slash
@@ -90,25 +99,27 @@ type S3Store struct {
 }
 
 var (
-	_ Store         = (*S3Store)(nil)
-	_ RangeStreamer = (*S3Store)(nil)
+	_ objstore.Store         = (*Store)(nil)
+	_ objstore.RangeStreamer = (*Store)(nil)
 )
 
 // s3Params are the query parameters an s3:// URL may carry.
 const s3Params = "endpoint, region, path_style, sse, sse_kms_key_id"
 
-func parseS3URL(raw string) (S3Options, error) {
+// ParseURL reads an s3:// URL (storeurl documents its form) into Options.
+// Credentials in the URL are refused, so that a URL can be logged.
+func ParseURL(raw string) (Options, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return S3Options{}, fmt.Errorf("objstore: %q: %w", raw, err)
+		return Options{}, fmt.Errorf("objstore: %q: %w", raw, err)
 	}
 	if u.Host == "" {
-		return S3Options{}, fmt.Errorf("objstore: %q: missing bucket (s3://bucket?endpoint=…)", raw)
+		return Options{}, fmt.Errorf("objstore: %q: missing bucket (s3://bucket?endpoint=…)", raw)
 	}
 	if u.User != nil {
-		return S3Options{}, fmt.Errorf("objstore: %q: credentials do not belong in the URL; use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile or an instance role", u.Redacted())
+		return Options{}, fmt.Errorf("objstore: %q: credentials do not belong in the URL; use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile or an instance role", u.Redacted())
 	}
-	opts := S3Options{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}
+	opts := Options{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}
 	for k, v := range u.Query() {
 		val := v[len(v)-1]
 		switch k {
@@ -119,7 +130,7 @@ func parseS3URL(raw string) (S3Options, error) {
 		case "path_style":
 			b, err := strconv.ParseBool(val)
 			if err != nil {
-				return S3Options{}, fmt.Errorf("objstore: %q: path_style=%q: want true or false", raw, val)
+				return Options{}, fmt.Errorf("objstore: %q: path_style=%q: want true or false", raw, val)
 			}
 			opts.PathStyle = &b
 		case "sse":
@@ -127,7 +138,7 @@ func parseS3URL(raw string) (S3Options, error) {
 		case "sse_kms_key_id":
 			opts.SSEKMSKeyID = val
 		default:
-			return S3Options{}, fmt.Errorf("objstore: %q: unknown parameter %q (known: %s)", raw, k, s3Params)
+			return Options{}, fmt.Errorf("objstore: %q: unknown parameter %q (known: %s)", raw, k, s3Params)
 		}
 	}
 	return opts, nil
@@ -137,17 +148,17 @@ func parseS3URL(raw string) (S3Options, error) {
 // directory bucket ("name--zoneid--x-s3").
 func DirectoryBucket(bucket string) bool { return strings.HasSuffix(bucket, "--x-s3") }
 
-// NewS3Store connects to the bucket and checks that it exists.
-func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
+// New connects to the bucket and checks that it exists.
+func New(ctx context.Context, o Options) (*Store, error) {
 	if o.Bucket == "" {
 		return nil, errors.New("objstore: s3: bucket is required")
 	}
 	if o.Prefix != "" {
-		if err := ValidateKey(o.Prefix); err != nil {
+		if err := objstore.ValidateKey(o.Prefix); err != nil {
 			return nil, fmt.Errorf("objstore: s3 prefix: %w", err)
 		}
 	}
-	s := &S3Store{bucket: o.Bucket, directory: DirectoryBucket(o.Bucket)}
+	s := &Store{bucket: o.Bucket, directory: DirectoryBucket(o.Bucket)}
 	switch o.SSE {
 	case "":
 	case string(types.ServerSideEncryptionAes256), string(types.ServerSideEncryptionAwsKms):
@@ -196,7 +207,7 @@ func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
 				})
 			})
 			// Two conditional writes of one key racing on AWS: the loser may
-			// get 409 instead of 412; its retry then sees 412 (ErrExists).
+			// get 409 instead of 412; its retry then sees 412 (objstore.ErrExists).
 			return retry.AddWithErrorCodes(r, "ConditionalRequestConflict")
 		}),
 	}
@@ -225,7 +236,7 @@ func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
 			t.TLSClientConfig.RootCAs = o.RootCAs
 		})
 	}
-	s.client = s3.NewFromConfig(cfg, func(so *s3.Options) {
+	s.client = awss3.NewFromConfig(cfg, func(so *awss3.Options) {
 		so.HTTPClient = s3HTTP
 		if o.Transport != nil {
 			so.HTTPClient = &http.Client{Transport: o.Transport}
@@ -241,17 +252,17 @@ func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
 	})
 	host := endpoint
 	if host == "" {
-		host = "s3." + cfg.Region
+		host = "awss3." + cfg.Region
 	}
 	s.desc = strings.TrimPrefix(strings.TrimPrefix(host, "https://"), "http://") + "/" + o.Bucket
 	if o.Prefix != "" {
 		s.prefix = o.Prefix + "/"
 		s.desc += "/" + o.Prefix
 	}
-	if _, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(o.Bucket)}); err != nil {
+	if _, err := s.client.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(o.Bucket)}); err != nil {
 		err = s.mapErr("open", "", err)
-		if errors.Is(err, ErrNotExist) {
-			return nil, fmt.Errorf("objstore: s3 %s: bucket %q: %w", host, o.Bucket, ErrNotExist)
+		if errors.Is(err, objstore.ErrNotExist) {
+			return nil, fmt.Errorf("objstore: s3 %s: bucket %q: %w", host, o.Bucket, objstore.ErrNotExist)
 		}
 		return nil, err
 	}
@@ -259,12 +270,12 @@ func NewS3Store(ctx context.Context, o S3Options) (*S3Store, error) {
 }
 
 // String describes the store for logs (no credentials).
-func (s *S3Store) String() string { return "s3://" + s.desc }
+func (s *Store) String() string { return "s3://" + s.desc }
 
 // get issues one ranged GET of [off, off+length). empty is true when the
 // range starts at or past the end of the object (HTTP 416).
-func (s *S3Store) get(ctx context.Context, key string, off, length int64) (out *s3.GetObjectOutput, empty bool, err error) {
-	out, err = s.client.GetObject(ctx, &s3.GetObjectInput{
+func (s *Store) get(ctx context.Context, key string, off, length int64) (out *awss3.GetObjectOutput, empty bool, err error) {
+	out, err = s.client.GetObject(ctx, &awss3.GetObjectInput{
 		Bucket: aws.String(s.bucket),
 		Key:    aws.String(s.prefix + key),
 		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+length-1)),
@@ -278,9 +289,9 @@ func (s *S3Store) get(ctx context.Context, key string, off, length int64) (out *
 	return out, false, nil
 }
 
-// ReadAt is part of the Store interface. It is one ranged GET.
-func (s *S3Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	if err := checkRange(key, off, int64(len(p))); err != nil {
+// ReadAt is part of the objstore.Store interface. It is one ranged GET.
+func (s *Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	if err := objstore.ValidateRange(key, off, int64(len(p))); err != nil {
 		return 0, err
 	}
 	if len(p) == 0 {
@@ -328,10 +339,10 @@ func (s *S3Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (
 	return n, nil
 }
 
-// ReadRange is part of the RangeStreamer interface. It is one ranged GET
+// ReadRange is part of the objstore.RangeStreamer interface. It is one ranged GET
 // whose body is handed over as it arrives.
-func (s *S3Store) ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
-	if err := checkRange(key, off, length); err != nil {
+func (s *Store) ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	if err := objstore.ValidateRange(key, off, length); err != nil {
 		return nil, err
 	}
 	if length == 0 {
@@ -422,27 +433,27 @@ func parseContentRange(v string) (first, length, total int64, ok bool) {
 	return first, last - first + 1, total, true
 }
 
-// Stat is part of the Store interface.
-func (s *S3Store) Stat(ctx context.Context, key string) (Attributes, error) {
-	if err := ValidateKey(key); err != nil {
-		return Attributes{}, err
+// Stat is part of the objstore.Store interface.
+func (s *Store) Stat(ctx context.Context, key string) (objstore.Attributes, error) {
+	if err := objstore.ValidateKey(key); err != nil {
+		return objstore.Attributes{}, err
 	}
-	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + key)})
+	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + key)})
 	if err != nil {
-		return Attributes{}, s.mapErr("stat", key, err)
+		return objstore.Attributes{}, s.mapErr("stat", key, err)
 	}
-	return Attributes{Key: key, Size: aws.ToInt64(out.ContentLength), LastModified: aws.ToTime(out.LastModified)}, nil
+	return objstore.Attributes{Key: key, Size: aws.ToInt64(out.ContentLength), LastModified: aws.ToTime(out.LastModified)}, nil
 }
 
-// List is part of the Store interface.
+// List is part of the objstore.Store interface.
 //
 // A directory bucket lists only prefixes that end in '/', and not in key
 // order: there the listing covers the prefix's directory, is filtered to
 // the prefix and sorted before it is yielded.
-func (s *S3Store) List(ctx context.Context, prefix string) iter.Seq2[Attributes, error] {
-	return func(yield func(Attributes, error) bool) {
-		if err := validatePrefix(prefix); err != nil {
-			yield(Attributes{}, err)
+func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[objstore.Attributes, error] {
+	return func(yield func(objstore.Attributes, error) bool) {
+		if err := objstore.ValidatePrefix(prefix); err != nil {
+			yield(objstore.Attributes{}, err)
 			return
 		}
 		full := s.prefix + prefix
@@ -450,14 +461,14 @@ func (s *S3Store) List(ctx context.Context, prefix string) iter.Seq2[Attributes,
 		if s.directory {
 			listPrefix = full[:strings.LastIndexByte(full, '/')+1]
 		}
-		var sorted []Attributes
-		p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+		var sorted []objstore.Attributes
+		p := awss3.NewListObjectsV2Paginator(s.client, &awss3.ListObjectsV2Input{
 			Bucket: aws.String(s.bucket), Prefix: aws.String(listPrefix),
 		})
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
-				yield(Attributes{}, s.mapErr("list", prefix, err))
+				yield(objstore.Attributes{}, s.mapErr("list", prefix, err))
 				return
 			}
 			for _, o := range page.Contents {
@@ -465,7 +476,7 @@ func (s *S3Store) List(ctx context.Context, prefix string) iter.Seq2[Attributes,
 				if !strings.HasPrefix(k, full) {
 					continue
 				}
-				a := Attributes{Key: strings.TrimPrefix(k, s.prefix), Size: aws.ToInt64(o.Size), LastModified: aws.ToTime(o.LastModified)}
+				a := objstore.Attributes{Key: strings.TrimPrefix(k, s.prefix), Size: aws.ToInt64(o.Size), LastModified: aws.ToTime(o.LastModified)}
 				if s.directory {
 					sorted = append(sorted, a)
 				} else if !yield(a, nil) {
@@ -473,34 +484,42 @@ func (s *S3Store) List(ctx context.Context, prefix string) iter.Seq2[Attributes,
 				}
 			}
 		}
-		yieldSorted(sorted, yield)
+		slices.SortFunc(sorted, func(a, b objstore.Attributes) int { return strings.Compare(a.Key, b.Key) })
+		for _, a := range sorted {
+			if !yield(a, nil) {
+				return
+			}
+		}
 	}
 }
 
-// Delete is part of the Store interface.
-func (s *S3Store) Delete(ctx context.Context, key string) error {
-	if err := ValidateKey(key); err != nil {
+// Delete is part of the objstore.Store interface.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := objstore.ValidateKey(key); err != nil {
 		return err
 	}
-	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + key)})
+	_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + key)})
 	if err != nil {
-		if err := s.mapErr("delete", key, err); !errors.Is(err, ErrNotExist) {
+		if err := s.mapErr("delete", key, err); !errors.Is(err, objstore.ErrNotExist) {
 			return err
 		}
 	}
 	return nil
 }
 
-// Create is part of the Store interface.
-func (s *S3Store) Create(ctx context.Context, key string, opts CreateOptions) (Writer, error) {
-	if err := checkCall(ctx, key); err != nil {
+// Create is part of the objstore.Store interface.
+func (s *Store) Create(ctx context.Context, key string, opts objstore.CreateOptions) (objstore.Writer, error) {
+	if err := objstore.ValidateKey(key); err != nil {
 		return nil, err
 	}
-	return &s3Writer{pendingObject: pendingObject{ctx: ctx, key: key, opts: opts}, s: s}, nil
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &s3Writer{ctx: ctx, key: key, opts: opts, s: s}, nil
 }
 
-// Close is part of the Store interface.
-func (s *S3Store) Close() error {
+// Close is part of the objstore.Store interface.
+func (s *Store) Close() error {
 	if t := s.transport.Load(); t != nil {
 		t.CloseIdleConnections()
 	}
@@ -521,30 +540,39 @@ func apiError(err error) (code string, status int) {
 	return code, status
 }
 
-func (s *S3Store) mapErr(op, key string, err error) error {
+func (s *Store) mapErr(op, key string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("objstore: %s %q: %w", op, key, err)
 	}
 	code, status := apiError(err)
 	switch {
 	case code == "NoSuchKey" || code == "NoSuchBucket" || code == "NotFound" || status == http.StatusNotFound:
-		return fmt.Errorf("objstore: %s %q on %s: %w (%s)", op, key, s, ErrNotExist, code)
+		return fmt.Errorf("objstore: %s %q on %s: %w (%s)", op, key, s, objstore.ErrNotExist, code)
 	case code == "PreconditionFailed" || status == http.StatusPreconditionFailed:
-		return fmt.Errorf("objstore: %s %q on %s: %w", op, key, s, ErrExists)
+		return fmt.Errorf("objstore: %s %q on %s: %w", op, key, s, objstore.ErrExists)
 	case code == "AccessDenied" || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" ||
 		code == "ExpiredToken" || code == "InvalidToken" || status == http.StatusForbidden:
-		return fmt.Errorf("objstore: %s %q on %s: %w: %v", op, key, s, ErrPermission, err)
+		return fmt.Errorf("objstore: %s %q on %s: %w: %v", op, key, s, objstore.ErrPermission, err)
 	}
 	return fmt.Errorf("objstore: %s %q on %s: %w", op, key, s, err)
 }
 
+// s3Writer buffers an object until Close sends it as one PUT.
 type s3Writer struct {
-	pendingObject
-	s   *S3Store
-	buf bytes.Buffer
+	ctx  context.Context
+	key  string
+	opts objstore.CreateOptions
+	done bool // closed or aborted
+	s    *Store
+	buf  bytes.Buffer
 }
 
-func (w *s3Writer) Write(p []byte) (int, error) { return w.write(&w.buf, p) }
+func (w *s3Writer) Write(p []byte) (int, error) {
+	if w.done {
+		return 0, objstore.ErrClosed
+	}
+	return w.buf.Write(p)
+}
 
 func (w *s3Writer) Abort() error {
 	w.done = true
@@ -553,12 +581,13 @@ func (w *s3Writer) Abort() error {
 }
 
 func (w *s3Writer) Close() error {
-	if !w.finish() {
-		return ErrClosed
+	if w.done {
+		return objstore.ErrClosed
 	}
+	w.done = true
 	data := w.buf.Bytes()
 	w.buf = bytes.Buffer{}
-	in := &s3.PutObjectInput{
+	in := &awss3.PutObjectInput{
 		Bucket:               aws.String(w.s.bucket),
 		Key:                  aws.String(w.s.prefix + w.key),
 		Body:                 bytes.NewReader(data),

@@ -1,0 +1,3 @@
+module github.com/PicoMQ/picomq/sdk
+
+go 1.26.0
