@@ -42,6 +42,7 @@ func TestStateMachineTimers(t *testing.T) {
 			}
 		}},
 		{"initial rebalance delay holds the first generation", Config{InitialRebalanceDelay: 2 * time.Second}, func(t *testing.T, e *env) {
+			o := joinOpts{session: 10 * time.Second, rebalance: o.rebalance} // no session ends within the delay
 			_, ach := e.joinNew("g", o)
 			e.until("PreparingRebalance", func() bool { return e.state("g") == "PreparingRebalance" })
 			_, bch := e.joinNew("g", o) // arrives within the delay: same generation
