@@ -109,6 +109,20 @@ func TestKafkaKgoSuite(t *testing.T) {
 		return len(regexp.MustCompile(`(?m)^\s*--- `+word+`: `).FindAllString(res, -1))
 	}
 	t.Logf("kgo suite: %d PASS, %d SKIP, %d FAIL (subtests included) in %v", count("PASS"), count("SKIP"), count("FAIL"), time.Since(start).Round(time.Second))
+	// The suite skips what the broker does not advertise (KIP-848 groups,
+	// share groups): name the skips and the reasons given, so a new one
+	// is seen.
+	var skipped []string
+	reasons := map[string]bool{}
+	for _, l := range strings.Split(res, "\n") {
+		if m := regexp.MustCompile(`^\s*--- SKIP: (\S+)`).FindStringSubmatch(l); m != nil {
+			skipped = append(skipped, m[1])
+		}
+		if strings.Contains(l, "does not support") {
+			reasons[strings.TrimSpace(l[strings.Index(l, ":")+1:])] = true
+		}
+	}
+	t.Logf("skipped by the suite itself: %s; reasons: %v", strings.Join(skipped, ", "), reasons)
 	if runErr != nil || count("FAIL") > 0 {
 		var fails []string
 		for _, l := range strings.Split(res, "\n") {

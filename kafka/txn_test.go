@@ -93,6 +93,34 @@ func TestTransactionsCommitAbort(t *testing.T) {
 	if got := consumeAll(t, ts, "tx", kgo.ReadCommitted(), 4); fmt.Sprint(got) != "[c0 c1 c2 c3]" {
 		t.Fatalf("read_committed with an open transaction: %v", got)
 	}
+	// ListOffsets latest: the last stable offset for read_committed, the
+	// high watermark for read_uncommitted: one record ("open") apart.
+	latest := func(iso int8) (sum int64) {
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lo.IsolationLevel = iso
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "tx"
+		for p := range int32(2) {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = p, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		lo.Topics = []kmsg.ListOffsetsRequestTopic{rt}
+		resp, err := lo.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("list offsets: %+v", resp)
+			}
+			sum += p.Offset
+		}
+		return sum
+	}
+	if c, u := latest(1), latest(0); u-c != 1 {
+		t.Fatalf("ListOffsets latest: read_committed %d, read_uncommitted %d (sums over partitions), want 1 apart", c, u)
+	}
 	// DescribeTransactions / ListTransactions see it open.
 	dt := kmsg.NewPtrDescribeTransactionsRequest()
 	dt.TransactionalIDs = []string{"tx-producer"}
