@@ -32,25 +32,64 @@ const groupMarkerTopic = "__picomq_group_offsets:"
 // partition or group deleted meanwhile needs no marker.
 func (s *Server) WriteMarkers(ctx context.Context, pid int64, epoch int16, m record.Marker, parts []txn.Partition, groups []string) error {
 	ctx = stream.WithSystemAccess(ctx)
-	var errs []error
+	type target struct {
+		topic string
+		p     int32
+	}
+	targets := make([]target, 0, len(parts)+len(groups))
 	for _, p := range parts {
-		errs = append(errs, s.markTarget(ctx, p.Topic, p.Partition, pid, epoch, m))
+		targets = append(targets, target{p.Topic, p.Partition})
 	}
 	for _, g := range groups {
-		errs = append(errs, s.markTarget(ctx, groupMarkerTopic+g, 0, pid, epoch, m))
+		targets = append(targets, target{groupMarkerTopic + g, 0})
+	}
+	// Submit every local marker before waiting for any, so they share WAL
+	// commits (as a produce to many partitions does).
+	var errs []error
+	subs := make([]stream.Submitted, 0, len(targets))
+	names := make([]string, 0, len(targets))
+	batch := record.AppendControlBatch(nil, 0, time.Now().UnixMilli(), pid, epoch, 0, m)
+	for _, tg := range targets {
+		name, err := s.markerStream(ctx, tg.topic, tg.p)
+		if errors.Is(err, stream.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("marker for %s/%d: %w", tg.topic, tg.p, err))
+			continue
+		}
+		sub, err := s.svc.SubmitBatch(ctx, name, markerRequest(batch, pid, epoch))
+		if err != nil {
+			errs = append(errs, s.markerDone(ctx, name, pid, epoch, m, err, true))
+			continue
+		}
+		subs, names = append(subs, sub), append(names, name)
+	}
+	for i := range subs {
+		_, err := subs[i].Wait(ctx)
+		errs = append(errs, s.markerDone(ctx, names[i], pid, epoch, m, err, false))
 	}
 	return errors.Join(errs...)
 }
 
-func (s *Server) markTarget(ctx context.Context, topic string, p int32, pid int64, epoch int16, m record.Marker) error {
-	name, err := s.markerStream(ctx, topic, p)
-	if errors.Is(err, stream.ErrNotFound) {
+func markerRequest(batch []byte, pid int64, epoch int16) stream.AppendRequest {
+	return stream.AppendRequest{Control: true, Batch: batch,
+		Producer: &stream.Producer{ID: stream.KafkaProducerID(pid), Epoch: uint64(epoch)}}
+}
+
+// markerDone judges a marker append's outcome: a stream deleted
+// meanwhile, or one where a newer epoch of the producer already wrote,
+// needs nothing more; one served by another node gets the marker by
+// WriteTxnMarkers when forward is set.
+func (s *Server) markerDone(ctx context.Context, name string, pid int64, epoch int16, m record.Marker, err error, forward bool) error {
+	var re *stream.RedirectError
+	switch {
+	case err == nil, errors.Is(err, stream.ErrNotFound), errors.Is(err, stream.ErrProducerFenced):
 		return nil
+	case errors.As(err, &re) && forward:
+		return s.forwardMarker(ctx, name, pid, epoch, m)
 	}
-	if err != nil {
-		return fmt.Errorf("marker for %s/%d: %w", topic, p, err)
-	}
-	return s.appendMarker(ctx, name, pid, epoch, m, true)
+	return fmt.Errorf("marker to %s: %w", name, err)
 }
 
 // markerStream is the stream a marker for topic/partition goes to.
@@ -61,22 +100,12 @@ func (s *Server) markerStream(ctx context.Context, topic string, p int32) (strin
 	return s.partitionName(ctx, topic, p, false)
 }
 
-// appendMarker appends one marker to stream name; forward sends it to the
-// serving node when that is another one. A stream deleted meanwhile, or
-// one where a newer epoch of the producer already wrote (its transaction
-// was ended by that epoch's coordinator), needs nothing more.
+// appendMarker appends one marker to stream name and waits for it;
+// forward sends it to the serving node when that is another one.
 func (s *Server) appendMarker(ctx context.Context, name string, pid int64, epoch int16, m record.Marker, forward bool) error {
 	batch := record.AppendControlBatch(nil, 0, time.Now().UnixMilli(), pid, epoch, 0, m)
-	_, err := s.svc.AppendBatch(stream.WithSystemAccess(ctx), name, stream.AppendRequest{Control: true, Batch: batch,
-		Producer: &stream.Producer{ID: stream.KafkaProducerID(pid), Epoch: uint64(epoch)}})
-	var re *stream.RedirectError
-	switch {
-	case err == nil, errors.Is(err, stream.ErrNotFound), errors.Is(err, stream.ErrProducerFenced):
-		return nil
-	case errors.As(err, &re) && forward:
-		return s.forwardMarker(ctx, name, pid, epoch, m)
-	}
-	return fmt.Errorf("marker to %s: %w", name, err)
+	_, err := s.svc.AppendBatch(stream.WithSystemAccess(ctx), name, markerRequest(batch, pid, epoch))
+	return s.markerDone(ctx, name, pid, epoch, m, err, forward)
 }
 
 // forwardMarker sends one marker to the node serving stream name.

@@ -469,8 +469,14 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 	return fmt.Errorf("%w: %s of a transaction that is %s", kerr.InvalidTxnState, map[bool]string{true: "commit", false: "abort"}[commit], e.m.State)
 }
 
-// complete writes the markers of a decided transaction and records it
-// complete.
+// complete writes the markers of a decided transaction and marks it
+// complete. The Complete state is not written to the state stream on its
+// own (it would cost one more object-durable write per transaction): the
+// next transition's record supersedes the Prepare* one, and a coordinator
+// that loads a Prepare* record writes its markers again, which is harmless
+// (a marker of a transaction already ended ends nothing; the producer
+// cannot have written to a partition of its next transaction before that
+// transaction's AddPartitionsToTxn was recorded).
 func (c *Coordinator) complete(ctx context.Context, e *entry) error {
 	m := e.m
 	marker, done := record.MarkerAbort, CompleteAbort
@@ -480,8 +486,9 @@ func (c *Coordinator) complete(ctx context.Context, e *entry) error {
 	if err := c.cfg.Markers.WriteMarkers(ctx, m.ProducerID, m.Epoch, marker, m.Partitions, m.Groups); err != nil {
 		return fmt.Errorf("txn %q: write %v markers: %w", e.id, marker, err)
 	}
-	m.State = done
-	return c.save(ctx, e, m)
+	e.m.State = done
+	e.m.UpdateMs = c.clk.Now().UnixMilli()
+	return nil
 }
 
 // abortFenced aborts e's open transaction with the next epoch, so the
