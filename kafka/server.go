@@ -45,6 +45,7 @@ type Streams interface {
 	LookupTopic(ctx context.Context, topic string) (stream.Info, error)
 	Describe(ctx context.Context, name string) (stream.Info, error)
 	KafkaProducers(ctx context.Context, name string) ([]stream.KafkaProducer, error) // DescribeProducers
+	StaleTransactions(olderThan time.Duration) []stream.StaleTxn                     // abortStale
 	NodeID() string
 	HandOver(ctx context.Context, name, nodeID string) (stream.Info, error) // spread new partitions
 }
@@ -130,6 +131,11 @@ func New(svc Streams, cfg Config) *Server {
 	go func() {
 		defer s.jobs.Done()
 		_ = s.txns.Run(ctx) // takes over transactions of state streams this node comes to serve
+	}()
+	s.jobs.Add(1)
+	go func() {
+		defer s.jobs.Done()
+		s.abortStale(ctx)
 	}()
 	return s
 }

@@ -208,3 +208,31 @@ func (pc *peerClients) close() {
 	}
 	pc.m = nil
 }
+
+// staleAfter: a transaction open on a partition this long is one no
+// coordinator will end (the longest transaction timeout is 15 minutes).
+const staleAfter = 16 * time.Minute
+
+// abortStale ends, once a minute, the transactions open on this node's
+// partitions for longer than any transaction may last, with an abort
+// marker of the producer's current epoch there: the partition list a
+// coordinator kept was lost with its node, or the producer wrote without
+// AddPartitionsToTxn. Without it such a partition's last stable offset
+// would never move.
+func (s *Server) abortStale(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, st := range s.svc.StaleTransactions(staleAfter) {
+			s.log.Warn("kafka txn: aborting a transaction open past the longest timeout", "stream", st.Stream, "producer", st.ProducerID, "epoch", st.Epoch)
+			if err := s.appendMarker(ctx, st.Stream, st.ProducerID, st.Epoch, record.MarkerAbort, false); err != nil {
+				s.log.Warn("kafka txn: stale abort failed; retried", "stream", st.Stream, "err", err)
+			}
+		}
+	}
+}

@@ -263,7 +263,9 @@ func (c *Coordinator) load(ctx context.Context, e *entry) error {
 	return nil
 }
 
-// save makes m the durable state of e.
+// save makes m the durable state of e (object storage: the node that
+// takes the state stream over must know every partition a producer may
+// have written to, or a commit it completes would miss some).
 func (c *Coordinator) save(ctx context.Context, e *entry, m Meta) error {
 	m.UpdateMs = c.clk.Now().UnixMilli()
 	req := stream.AppendRequest{Records: []record.Record{{Key: []byte(m.ID), Value: m.encode()}}}

@@ -482,7 +482,7 @@ func (st *streamState) replay(pos wal.Pos, e *entry) (bool, error) {
 		st.next, st.hwm = next, next
 		st.lastTS = max(st.lastTS, h.MaxTimestamp)
 		if h.Transactional() {
-			st.noteBatchLocked(h, e.batch, h.BaseOffset, next)
+			st.noteBatchLocked(h, e.batch, h.BaseOffset, next, h.MaxTimestamp)
 			if h.Control() {
 				st.markerEpochLocked(kafkaProducerID(h.ProducerID), uint64(h.ProducerEpoch))
 			}
@@ -1092,7 +1092,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		ps = st.producers[req.Producer.ID]
 	}
 	if bh.Transactional() {
-		st.noteBatchLocked(bh, req.Batch, base, end)
+		st.noteBatchLocked(bh, req.Batch, base, end, ts)
 	}
 	if req.WriterSeq != "" {
 		st.writerSeq = req.WriterSeq

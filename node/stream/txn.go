@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"time"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ type txnSpan struct {
 	pid   int64
 	first int64
 	end   int64
+	at    int64 // when it opened (ms, the batch's time): StaleTransactions
 }
 
 type txnState struct {
@@ -49,7 +51,7 @@ type txnState struct {
 // noteBatchLocked records a transactional batch assigned offsets
 // [base, end): data opens the producer's transaction on this stream if it
 // is not open; a marker ends it (an abort is remembered).
-func (st *streamState) noteBatchLocked(h record.BatchHeader, batch []byte, base, end int64) {
+func (st *streamState) noteBatchLocked(h record.BatchHeader, batch []byte, base, end, now int64) {
 	if !h.Transactional() {
 		return
 	}
@@ -66,7 +68,7 @@ func (st *streamState) noteBatchLocked(h record.BatchHeader, batch []byte, base,
 	}
 	if !h.Control() {
 		if open < 0 {
-			t.spans = append(t.spans, txnSpan{pid: h.ProducerID, first: base})
+			t.spans = append(t.spans, txnSpan{pid: h.ProducerID, first: base, at: now})
 		}
 		return
 	}
@@ -147,7 +149,7 @@ func hiddenFromCommitted(h record.BatchHeader, aborted []AbortedTxn) bool {
 
 // txnSnapJSON is the transaction state in a flush's state snapshot.
 type txnSnapJSON struct {
-	Open    [][3]int64 `json:"open,omitempty"`    // pid, first, end
+	Open    [][]int64  `json:"open,omitempty"`    // pid, first, end, opened at (ms)
 	Aborted [][3]int64 `json:"aborted,omitempty"` // pid, first, last
 }
 
@@ -157,7 +159,7 @@ func (t *txnState) snapshot() *txnSnapJSON {
 	}
 	s := &txnSnapJSON{}
 	for _, sp := range t.spans {
-		s.Open = append(s.Open, [3]int64{sp.pid, sp.first, sp.end})
+		s.Open = append(s.Open, []int64{sp.pid, sp.first, sp.end, sp.at})
 	}
 	for _, a := range t.aborted {
 		s.Aborted = append(s.Aborted, [3]int64{a.ProducerID, a.FirstOffset, a.LastOffset})
@@ -171,7 +173,14 @@ func (s *txnSnapJSON) restore() *txnState {
 	}
 	t := &txnState{}
 	for _, o := range s.Open {
-		t.spans = append(t.spans, txnSpan{pid: o[0], first: o[1], end: o[2]})
+		if len(o) < 3 {
+			continue
+		}
+		sp := txnSpan{pid: o[0], first: o[1], end: o[2]}
+		if len(o) > 3 {
+			sp.at = o[3]
+		}
+		t.spans = append(t.spans, sp)
 	}
 	for _, a := range s.Aborted {
 		t.aborted = append(t.aborted, AbortedTxn{ProducerID: a[0], FirstOffset: a[1], LastOffset: a[2]})
@@ -226,4 +235,45 @@ func (s *Service) KafkaProducers(ctx context.Context, name string) ([]KafkaProdu
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
 	return out, nil
+}
+
+// StaleTxn is a transaction open on a stream for longer than asked.
+type StaleTxn struct {
+	Stream     string
+	ProducerID int64
+	Epoch      int16
+}
+
+// StaleTransactions lists the transactions open on this node's streams
+// since before olderThan ago: ones no coordinator will end (its record of
+// the partition was lost with its node, or the producer wrote without
+// AddPartitionsToTxn). The Kafka frontend aborts them, so the stream's
+// last stable offset moves on.
+func (s *Service) StaleTransactions(olderThan time.Duration) []StaleTxn {
+	cutoff := s.cfg.Now().Add(-olderThan).UnixMilli()
+	s.mu.RLock()
+	sts := make([]*streamState, 0, 8)
+	for _, st := range s.byID {
+		sts = append(sts, st)
+	}
+	s.mu.RUnlock()
+	var out []StaleTxn
+	for _, st := range sts {
+		st.mu.Lock()
+		if st.txn != nil && !st.deleted {
+			st.lastStableLocked(st.hwm)
+			for _, sp := range st.txn.spans {
+				if sp.end != 0 || sp.at > cutoff {
+					continue
+				}
+				var epoch int16
+				if ps := st.producers[KafkaProducerID(sp.pid)]; ps != nil {
+					epoch = int16(ps.epoch)
+				}
+				out = append(out, StaleTxn{Stream: st.info.Name, ProducerID: sp.pid, Epoch: epoch})
+			}
+		}
+		st.mu.Unlock()
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -147,5 +148,28 @@ func TestTransactionMarkerFences(t *testing.T) {
 	_, err = h.svc.AppendBatch(ctx, "/t", stream.AppendRequest{Batch: record.AppendControlBatch(nil, 0, 1, 7, 1, 0, abort)})
 	if !errors.Is(err, stream.ErrInvalidArgument) {
 		t.Fatalf("a control batch as data: %v, want invalid", err)
+	}
+}
+
+// TestStaleTransactions: a transaction open longer than asked is listed
+// with its producer's epoch there (the Kafka frontend aborts it); one
+// ended by a marker, or younger, is not.
+func TestStaleTransactions(t *testing.T) {
+	h := newTierHarness(t, stream.DurabilityLocal)
+	ctx := context.Background()
+	if _, _, err := h.svc.Create(ctx, "/s", stream.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	commit := record.MarkerCommit
+	for _, s := range []txnStep{{data: []string{"x"}, pid: 1, epoch: 3}, {data: []string{"y"}, pid: 2}, {marker: &commit, pid: 2}} {
+		if _, err := appendTxnStep(t, h.svc, "/s", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := h.svc.StaleTransactions(time.Hour); len(got) != 0 {
+		t.Fatalf("older than an hour: %v", got)
+	}
+	if got := fmt.Sprint(h.svc.StaleTransactions(-time.Second)); got != "[{/s 1 3}]" {
+		t.Fatalf("stale: %s, want [{/s 1 3}]", got)
 	}
 }
