@@ -2,10 +2,10 @@ package stream
 
 import (
 	"context"
-	"time"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/PicoMQ/picomq/record"
 )
