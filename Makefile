@@ -18,9 +18,13 @@ NESTED_MODULES := client/go sdk internal/testproc
 UNIT_TIMEOUT ?= 8m
 E2E_TIMEOUT  ?= 40m
 FUZZTIME ?= 10s
+# The unit tests run with the stream service's invariant checks on
+# (node/stream/invariants.go): each change of a stream's offsets and
+# chunks is checked, and a broken rule panics with the stream's name.
+UNIT_TAGS ?= picomq_invariants
 BENCHTIME ?= 2s
 
-.PHONY: soak all build run test test-race unit e2e fuzz bench bench-ds bench-peers bench-micro lint fmt clean cluster cluster-down cluster-report minio minio-stop
+.PHONY: image k8s-test soak all build run test test-race unit e2e fuzz bench bench-ds bench-peers bench-micro lint fmt clean cluster cluster-down cluster-report minio minio-stop
 
 all: build
 
@@ -47,13 +51,16 @@ test: lint
 	  deploy/local-minio.sh start >/dev/null; started=1; \
 	fi; \
 	status=0; \
+	deploy/etcd-tools.sh build || status=$$?; \
 	if command -v cargo >/dev/null 2>&1; then \
 	  echo "== building the Rust client's tests (e2e TestRustClient runs them)"; \
 	  (cd client/rust && cargo test --offline --workspace --no-run -q) || status=$$?; \
+	else \
+	  echo "== cargo missing: the Rust client's tests (e2e TestRustClient) need cargo and the Debian crates .ci/run installs"; status=1; \
 	fi; \
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
-	    $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/e2e') || status=$$?; \
+	    $(GO) test -tags $(UNIT_TAGS) -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/e2e') || status=$$?; \
 	for m in $(NESTED_MODULES); do \
 	  (cd $$m && $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...) || status=$$?; \
 	done; \
@@ -62,16 +69,19 @@ test: lint
 	    $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $$($(GO) list $(PKGS) | grep '/e2e') || status=$$?; \
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    $(MAKE) --no-print-directory tf-test || status=$$?; \
+	$(MAKE) --no-print-directory k8s-test || status=$$?; \
 	if [ -n "$$started" ]; then deploy/local-minio.sh stop >/dev/null; fi; \
 	exit $$status
 
 ## soak: the history checker under random faults on a 3-node cluster with real etcd and MinIO
 ## (e2e TestSoak, docs/durability.md); DURATION, FAULT_EVERY (mean time between faults) and
-## SOAK_DURABILITY (local,object) are variables. Ends with the line
-## `soak: N operations, M acknowledged records checked, K faults, V violations`; exit status 1 when V > 0.
+## SOAK_DURABILITY (local,replicated,object) are variables. Beside the faults it creates, forks, trims, sets retention,
+## deletes, with GC/retention/compaction every few seconds. Ends with the line `soak: N operations,
+## M acknowledged records checked, K faults, G GC runs, D objects deleted, F fork reads checked, V violations`;
+## exit status 1 when V > 0.
 DURATION ?= 10m
 FAULT_EVERY ?= 10s
-SOAK_DURABILITY ?= local,object
+SOAK_DURABILITY ?= local,replicated,object
 soak:
 	@out=$$(mktemp); \
 	{ $(MINIO_BIN_ENV) PICOMQ_SOAK_DURATION=$(DURATION) PICOMQ_SOAK_FAULT_EVERY=$(FAULT_EVERY) \
@@ -86,8 +96,10 @@ soak:
 ## tf-test: the Terraform and deploy/ tests (own Go module terraform/tests): offline HCL checks,
 ## tofu fmt, tflint, systemd-analyze verify, the docs check, and the cloud-init node joining a
 ## local etcd + MinIO cluster. tofu and tflint come from deploy/tf-tools.sh (built once, cached).
+## A tool that cannot be built or found fails the run, naming it (PICOMQ_REQUIRE_TOOLS): nothing is skipped.
 tf-test:
-	cd terraform/tests && $(GO) vet ./... && $(GO) test -count=1 -timeout 15m ./...
+	@deploy/tf-tools.sh build || { echo "tf-test: could not build tofu/tflint (deploy/tf-tools.sh build needs the Go module proxy once; set PICOMQ_TOFU_BIN/PICOMQ_TFLINT_BIN to use installed ones)"; exit 1; }
+	cd terraform/tests && $(GO) vet ./... && PICOMQ_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 15m ./...
 
 ## tf-check: just `tofu fmt -check -recursive terraform/` and tflint (builds them once)
 tf-check:
@@ -108,6 +120,27 @@ release:
 	done
 	cd dist && sha256sum picomq-* > SHA256SUMS && cat SHA256SUMS
 
+## image: OCI image of the release binaries (linux/amd64 + linux/arm64, non-root, CA certificates, OCI labels
+## version/revision as release stamps them) written as an OCI layout in IMAGE_DIR; no container runtime needed
+## (deploy/tools/image, go-containerregistry). Push it as docs/operations.md#kubernetes shows.
+IMAGE_DIR ?= dist/image
+image: release
+	cd deploy/tools && GOFLAGS= $(GO) run ./image -out $(abspath $(IMAGE_DIR)) \
+	  -version $(VERSION) -revision $(COMMIT) -created $(DATE) \
+	  -binary linux/amd64=$(abspath dist/picomq-$(VERSION)-linux-amd64) \
+	  -binary linux/arm64=$(abspath dist/picomq-$(VERSION)-linux-arm64)
+
+## k8s-test: the container image, Helm chart and monitoring tests (own Go module deploy/tools): make image, then
+## the image test runs its binary from the unpacked layers; helm lint + helm template and a strict decode of every
+## rendered manifest into the Kubernetes API types; promtool check/test rules. helm and promtool come from
+## deploy/k8s-tools.sh (built once, cached). e2e TestMonitoringMetricsExist checks the rules' metrics on a node.
+k8s-test: image
+	deploy/k8s-tools.sh build
+	cd deploy/tools && $(GO) vet ./... && \
+	  PICOMQ_IMAGE_LAYOUT=$(abspath $(IMAGE_DIR)) PICOMQ_IMAGE_VERSION=$(VERSION) \
+	  PICOMQ_HELM_BIN=$$(../k8s-tools.sh helm) PICOMQ_PROMTOOL_BIN=$$(../k8s-tools.sh promtool) \
+	  $(GO) test -count=1 -timeout 15m ./...
+
 ## minio: start a loopback MinIO for tests and benchmarks (docs/storage.md); minio-stop stops it
 minio:
 	deploy/local-minio.sh start
@@ -116,7 +149,7 @@ minio-stop:
 	deploy/local-minio.sh stop
 
 unit:
-	$(GO) test -count=1 -short $(PKGS)
+	$(GO) test -tags $(UNIT_TAGS) -count=1 -short $(PKGS)
 	for m in $(NESTED_MODULES); do (cd $$m && $(GO) test -count=1 -short ./...) || exit 1; done
 
 test-race:

@@ -126,8 +126,8 @@ func (r *Registry) Manifests(ctx context.Context) ([]Manifest, error) {
 			return nil, fmt.Errorf("meta: list manifests: %w", err)
 		}
 		for _, kv := range resp.Kvs {
-			var m Manifest
-			if err := json.Unmarshal(kv.Value, &m); err != nil {
+			m, err := decodeManifest(kv.Value)
+			if err != nil {
 				return nil, fmt.Errorf("%w: manifest %s: %v", ErrCorrupt, kv.Key, err)
 			}
 			m.Key = string(kv.Key)
@@ -138,6 +138,14 @@ func (r *Registry) Manifests(ctx context.Context) ([]Manifest, error) {
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// decodeManifest reads a manifest value (JSON; the names are pinned by
+// testdata/formats/manifest.json).
+func decodeManifest(value []byte) (Manifest, error) {
+	var m Manifest
+	err := json.Unmarshal(value, &m)
+	return m, err
 }
 
 // MaxManifestSeq returns the highest manifest sequence number node has

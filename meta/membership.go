@@ -21,7 +21,10 @@ type Member struct {
 	KafkaAddr    string `json:"kafkaAddr,omitempty"`
 	// Protocol is the node's HTTP stream protocol (pico or
 	// durable-streams); empty in records of nodes that predate it.
-	Protocol  string    `json:"protocol,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+	// Zone is the node's failure-domain label (--zone); replicated
+	// streams put their copies in other zones first.
+	Zone      string    `json:"zone,omitempty"`
 	StartedAt time.Time `json:"startedAt"`
 }
 
@@ -272,8 +275,8 @@ func (r *Registry) Members(ctx context.Context) ([]Member, error) {
 	}
 	out := make([]Member, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		var m Member
-		if err := json.Unmarshal(kv.Value, &m); err != nil {
+		m, err := decodeMember(kv.Value)
+		if err != nil {
 			return nil, fmt.Errorf("%w: member %s: %v", ErrCorrupt, kv.Key, err)
 		}
 		out = append(out, m)
@@ -312,4 +315,12 @@ func (r *Registry) Resume(ctx context.Context, old *Session) (*Session, error) {
 	// as renewed that much less than a full TTL before then.
 	renewed := asked.Add(time.Duration(ttl.TTL-ttl.GrantedTTL) * time.Second)
 	return r.keepAlive(old.lease, old.key, old.createRev, ttl.GrantedTTL, renewed), nil
+}
+
+// decodeMember reads a membership value (JSON; the names are pinned by
+// testdata/formats/member.json).
+func decodeMember(value []byte) (Member, error) {
+	var m Member
+	err := json.Unmarshal(value, &m)
+	return m, err
 }

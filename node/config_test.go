@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func parseWith(t *testing.T, yaml string, args ...string) (Config, error) {
@@ -125,5 +126,48 @@ func TestConfigDocExample(t *testing.T) {
 	}
 	if _, err := parseWith(t, strings.ReplaceAll(example, "auth-tokens:", "# auth-tokens:")); err == nil {
 		t.Fatal("the example without auth-tokens must be refused (it binds 0.0.0.0)")
+	}
+}
+
+// TestConfigJobIntervals: the reclamation passes' periods default to the
+// documented values, are read from flags and YAML, and are refused below
+// the floor (a pass per second at most) and above a day.
+func TestConfigJobIntervals(t *testing.T) {
+	cfg, err := parseWith(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GCInterval != time.Minute || cfg.CompactionInterval != 10*time.Second || cfg.RetentionInterval != 10*time.Second {
+		t.Fatalf("defaults: gc %s compaction %s retention %s", cfg.GCInterval, cfg.CompactionInterval, cfg.RetentionInterval)
+	}
+	cfg, err = parseWith(t, "compaction_interval: 3s\n", "--gc-interval", "2s", "--retention-interval", "1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GCInterval != 2*time.Second || cfg.CompactionInterval != 3*time.Second || cfg.RetentionInterval != time.Second {
+		t.Fatalf("set: gc %s compaction %s retention %s", cfg.GCInterval, cfg.CompactionInterval, cfg.RetentionInterval)
+	}
+	for _, bad := range [][]string{
+		{"--gc-interval", "500ms"}, {"--compaction-interval", "0s"}, {"--retention-interval", "25h"}, {"--gc-interval", "-1s"},
+	} {
+		if _, err := parseWith(t, "", bad...); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: err = %v, want a refusal naming %s", bad, err, bad[0])
+		}
+	}
+}
+
+// TestConfigYAMLNumbers: numbers in the config file reach integer flags
+// as numbers, whichever way YAML spells them (1e6 is a float to YAML, and
+// was handed to the flag as "1e+06").
+func TestConfigYAMLNumbers(t *testing.T) {
+	cfg, err := parseWith(t, "seal-max-bytes: 1e6\ncache_bytes: 2.5e8\nwal-max-bytes: 0x100000\nkafka-max-message-bytes: 1048576\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SealMaxBytes != 1_000_000 || cfg.CacheBytes != 250_000_000 || cfg.WALMaxBytes != 1<<20 || cfg.KafkaMaxMessageBytes != 1<<20 {
+		t.Errorf("seal %d, cache %d, wal %d, kafka %d", cfg.SealMaxBytes, cfg.CacheBytes, cfg.WALMaxBytes, cfg.KafkaMaxMessageBytes)
+	}
+	if _, err := parseWith(t, "seal-max-bytes: 1.5\n"); err == nil || !strings.Contains(err.Error(), `"1.5"`) {
+		t.Errorf("a fraction for an integer flag: %v, want an error naming 1.5", err)
 	}
 }

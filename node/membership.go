@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/sdk/retry"
 )
 
 // membership keeps the node's etcd session alive and replaces it when it is
@@ -31,6 +32,12 @@ type membership struct {
 	onLost    func(error)
 	onJoined  func() // new lease: streams may have been taken over
 	onResumed func() // same lease: nothing changed hands
+
+	// For picomq_membership_lease_lost and _losses_total: whether the
+	// node is fenced for lack of a live session right now, and how often
+	// that happened.
+	lost   atomic.Bool
+	losses atomic.Int64
 }
 
 // join registers the node, first revoking the lease a previous run of this
@@ -83,15 +90,20 @@ func (m *membership) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		m.lost.Store(true)
+		m.losses.Add(1)
 		m.onLost(meta.ErrLeaseLost)
-		backoff := 200 * time.Millisecond
+		// Rejoin attempts back off by the repository's one rule (sdk/retry).
+		backoff := retry.Policy{Initial: 200 * time.Millisecond, Max: 2 * time.Second}.Backoff()
 		for ctx.Err() == nil {
+			wait := backoff.Next()
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			resumed, err := m.reg.Resume(rctx, sess)
 			cancel()
 			if err == nil {
 				m.sess.Store(resumed)
 				m.log.Info("etcd reachable again; resumed the same lease")
+				m.lost.Store(false)
 				m.onResumed()
 				break
 			}
@@ -99,19 +111,17 @@ func (m *membership) run(ctx context.Context) error {
 				if err := m.join(ctx); err == nil {
 					m.log.Info("rejoined the cluster with a new lease")
 					m.onJoined()
+					m.lost.Store(false)
 					break
 				} else {
-					m.log.Warn("rejoin failed; retrying", "err", err, "retry_in", backoff)
+					m.log.Warn("rejoin failed; retrying", "err", err, "retry_in", wait)
 				}
 			} else {
-				m.log.Warn("etcd unreachable; node stays fenced", "err", err, "retry_in", backoff)
+				m.log.Warn("etcd unreachable; node stays fenced", "err", err, "retry_in", wait)
 			}
-			select {
-			case <-ctx.Done():
+			if retry.Sleep(ctx, wait) != nil {
 				return nil
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
 }

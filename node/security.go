@@ -19,76 +19,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/PicoMQ/picomq/api/ds"
 	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
-
-// access is what a request needs: a level on a stream name (or name
-// prefix), authentication only (level 0), or nothing at all (public).
-type access struct {
-	public bool
-	level  auth.Level
-	name   string
-}
-
-// classify maps a request onto the access it needs. The rules are the
-// table in docs/security.md; the stream name is derived exactly as the
-// protocol handlers derive it, so the checked name is the served one.
-func classify(protocol string, r *http.Request) access {
-	p := r.URL.Path
-	if !strings.HasPrefix(p, "/") {
-		return access{} // not a stream (e.g. "*"): any valid token; the router answers
-	}
-	switch p {
-	case "/healthz", "/readyz":
-		return access{public: true}
-	case "/_sys/drain":
-		return access{level: auth.Admin, name: "/"}
-	}
-	if r.Method == http.MethodOptions {
-		// CORS preflight carries no credentials by design and reveals
-		// nothing; the request that follows is checked.
-		return access{public: true}
-	}
-	name := p
-	if protocol == ProtocolDurableStreams {
-		rest, ok := strings.CutPrefix(p, ds.Prefix)
-		if !ok || !strings.HasPrefix(rest, "/") {
-			return access{} // any valid token; the handler answers 404
-		}
-		name = rest
-	} else if strings.HasPrefix(p, "/_") {
-		switch {
-		case p == wire.PathStreams:
-			prefix := r.URL.Query().Get(wire.QueryPrefix)
-			if prefix == "" {
-				prefix = "/"
-			}
-			return access{level: auth.Read, name: prefix}
-		case strings.HasPrefix(p, wire.PathStreams+"/"):
-			name = strings.TrimPrefix(p, wire.PathStreams)
-			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				return access{level: auth.Read, name: name}
-			}
-			return access{level: auth.Admin, name: name}
-		}
-		return access{} // /metrics, /_sys/cluster, unknown /_ routes
-	}
-	if p == "/metrics" {
-		return access{}
-	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		return access{level: auth.Read, name: name}
-	case http.MethodPost, http.MethodPut:
-		return access{level: auth.Write, name: name}
-	case http.MethodDelete:
-		return access{level: auth.Admin, name: name}
-	}
-	return access{}
-}
 
 // bearer extracts the token of an "Authorization: Bearer" header.
 func bearer(r *http.Request) string {
@@ -102,13 +36,13 @@ func bearer(r *http.Request) string {
 // guard authenticates and authorises every request when a token file is
 // configured, and applies the token's rate limit.
 type guard struct {
-	checker  auth.Checker
-	protocol string
-	denied   *prometheus.CounterVec
+	checker auth.Checker
+	routes  *routeTable
+	denied  *prometheus.CounterVec
 }
 
-func newGuard(checker auth.Checker, protocol string, reg prometheus.Registerer) *guard {
-	g := &guard{checker: checker, protocol: protocol, denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+func newGuard(checker auth.Checker, routes *routeTable, reg prometheus.Registerer) *guard {
+	g := &guard{checker: checker, routes: routes, denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "picomq_auth_denied_total",
 		Help: "HTTP requests refused by authentication (401), authorisation (403) or a token rate limit (429).",
 	}, []string{"code"})}
@@ -118,7 +52,7 @@ func newGuard(checker auth.Checker, protocol string, reg prometheus.Registerer) 
 
 func (g *guard) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		need := classify(g.protocol, r)
+		need := g.routes.classify(r)
 		if need.public {
 			next.ServeHTTP(w, r)
 			return
@@ -132,6 +66,12 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 				msg = "the bearer token is not valid"
 			}
 			httpx.WriteError(w, http.StatusUnauthorized, wire.CodeUnauthorized, msg)
+			return
+		}
+		if !need.metrics && p.ScrapeOnly() {
+			g.denied.WithLabelValues("403").Inc()
+			httpx.WriteError(w, http.StatusForbidden, wire.CodeForbidden,
+				fmt.Sprintf("token %q is scrape-only (scope %q): it may only GET /metrics", p.Name, auth.ScopeMetrics))
 			return
 		}
 		if need.level != 0 && !p.Allows(need.level, need.name) {
@@ -152,7 +92,7 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 }
 
 // appendBudget bounds the memory held by request bodies being received
-// and gives slow senders a deadline. A body's weight is its
+// (their deadline is the body stage's, connBounds.bodyDeadline). A body's weight is its
 // Content-Length, or the largest allowed body when it is chunked, so the
 // sum of weights bounds what the handlers can have read into memory.
 // When the budget is spent a request waits (back-pressure: its body stays
@@ -160,7 +100,6 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 // Retry-After instead of an unbounded queue.
 type appendBudget struct {
 	total, maxBody int64
-	bodyTimeout    time.Duration
 	maxWait        time.Duration
 
 	mu   sync.Mutex
@@ -170,8 +109,8 @@ type appendBudget struct {
 	freed chan struct{}
 }
 
-func newAppendBudget(total, maxBody int64, bodyTimeout time.Duration) *appendBudget {
-	return &appendBudget{total: total, maxBody: maxBody, bodyTimeout: bodyTimeout, maxWait: 5 * time.Second}
+func newAppendBudget(total, maxBody int64) *appendBudget {
+	return &appendBudget{total: total, maxBody: maxBody, maxWait: 5 * time.Second}
 }
 
 // take reserves n bytes if they fit; otherwise it returns the channel
@@ -226,11 +165,6 @@ func (b *appendBudget) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if b.bodyTimeout > 0 {
-			// Stops a client that trickles its body; reads (long-polls,
-			// SSE) are not affected, their caps are their own.
-			setReadDeadline(w, time.Now().Add(b.bodyTimeout))
-		}
 		n := b.maxBody
 		if r.ContentLength >= 0 && r.ContentLength < n {
 			n = r.ContentLength
@@ -268,22 +202,54 @@ func setReadDeadline(w http.ResponseWriter, t time.Time) {
 
 // limitListener closes connections beyond max at once, so a flood of idle
 // connections costs one accept each and cannot grow memory past the
-// limit; connections already open keep being served.
+// limit; connections already open keep being served. It also remembers
+// when Accept last failed (out of file descriptors, say) for /readyz; the
+// accept loops above it retry (internal/netx).
 type limitListener struct {
 	net.Listener
 	slots   chan struct{}
 	refused prometheus.Counter
+	errs    prometheus.Counter
+
+	failedAt  atomic.Int64 // unix nanoseconds of the last failed Accept; 0 after a success
+	failedErr atomic.Pointer[string]
 }
 
-func newLimitListener(ln net.Listener, max int, refused prometheus.Counter) net.Listener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, max), refused: refused}
+func newLimitListener(ln net.Listener, max int, refused, errs prometheus.Counter) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, max), refused: refused, errs: errs}
+}
+
+// acceptFailingWindow is how recent a failed Accept must be for the
+// listener to count as down: the accept loops retry at least every second
+// (internal/netx.Backoff), so a listener that keeps failing stays in it.
+const acceptFailingWindow = 2 * time.Second
+
+// acceptErr is the last Accept error if the listener is failing now.
+func (l *limitListener) acceptErr() error {
+	at := l.failedAt.Load()
+	if at == 0 || time.Since(time.Unix(0, at)) > acceptFailingWindow {
+		return nil
+	}
+	if msg := l.failedErr.Load(); msg != nil {
+		return errors.New(*msg)
+	}
+	return errors.New("accept failing")
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				l.errs.Inc()
+				msg := err.Error()
+				l.failedErr.Store(&msg)
+				l.failedAt.Store(time.Now().UnixNano())
+			}
 			return nil, err
+		}
+		if l.failedAt.Load() != 0 {
+			l.failedAt.Store(0)
 		}
 		select {
 		case l.slots <- struct{}{}:
@@ -312,11 +278,12 @@ func (c *limitConn) Close() error {
 // handshakes in progress keep the old one.
 type certReloader struct {
 	certFile, keyFile string
+	flags             string // the flags that name the pair, for errors
 	cur               atomic.Pointer[tls.Certificate]
 }
 
 func newCertReloader(certFile, keyFile string) (*certReloader, error) {
-	c := &certReloader{certFile: certFile, keyFile: keyFile}
+	c := &certReloader{certFile: certFile, keyFile: keyFile, flags: "--tls-cert/--tls-key"}
 	if err := c.Reload(); err != nil {
 		return nil, err
 	}
@@ -327,10 +294,19 @@ func newCertReloader(certFile, keyFile string) (*certReloader, error) {
 func (c *certReloader) Reload() error {
 	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
 	if err != nil {
-		return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		return fmt.Errorf("%s: %w", c.flags, err)
 	}
 	c.cur.Store(&cert)
 	return nil
+}
+
+// notAfter is the expiry of the certificate in force (its leaf, which
+// tls.LoadX509KeyPair parses).
+func (c *certReloader) notAfter() time.Time {
+	if cert := c.cur.Load(); cert != nil && cert.Leaf != nil {
+		return cert.Leaf.NotAfter
+	}
+	return time.Time{}
 }
 
 func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.cur.Load(), nil }
@@ -356,30 +332,33 @@ func loadCAPool(flag, file string) (*x509.CertPool, error) {
 // etcdTLS is the client TLS configuration for external etcd, or nil when
 // none of --etcd-ca/--etcd-cert is set (plain, or https with the system
 // roots when an endpoint says https://).
-func etcdTLS(cfg Config) (*tls.Config, error) {
+func etcdTLS(cfg Config) (*tls.Config, *certReloader, error) {
 	https := false
 	for _, e := range cfg.EtcdEndpoints {
 		https = https || strings.HasPrefix(e, "https://")
 	}
 	if cfg.EtcdCA == "" && cfg.EtcdCert == "" && !https {
-		return nil, nil
+		return nil, nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.EtcdCA != "" {
 		pool, err := loadCAPool("--etcd-ca", cfg.EtcdCA)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		tc.RootCAs = pool
 	}
+	var certs *certReloader
 	if cfg.EtcdCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.EtcdCert, cfg.EtcdKey)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		// Reloaded on SIGHUP like the listener's: a renewed client
+		// certificate is used from the next connection to etcd on.
+		certs = &certReloader{certFile: cfg.EtcdCert, keyFile: cfg.EtcdKey, flags: "--etcd-cert/--etcd-key"}
+		if err := certs.Reload(); err != nil {
+			return nil, nil, err
 		}
-		tc.Certificates = []tls.Certificate{cert}
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return certs.cur.Load(), nil }
 	}
-	return tc, nil
+	return tc, certs, nil
 }
 
 // Reload re-reads the token file and the TLS certificate (SIGHUP). Each
@@ -394,11 +373,14 @@ func (n *Node) Reload() error {
 			n.log.Info("token file reloaded", "file", n.tokens.Path(), "tokens", n.tokens.Len())
 		}
 	}
-	if n.certs != nil {
-		if err := n.certs.Reload(); err != nil {
+	for _, c := range []*certReloader{n.certs, n.etcdCerts} {
+		if c == nil {
+			continue
+		}
+		if err := c.Reload(); err != nil {
 			errs = append(errs, err)
 		} else {
-			n.log.Info("TLS certificate reloaded", "cert", n.certs.certFile)
+			n.log.Info("TLS certificate reloaded", "cert", c.certFile)
 		}
 	}
 	return errors.Join(errs...)

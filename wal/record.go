@@ -43,14 +43,6 @@ func putHeader(dst []byte, seed uint32, n int, pcrc uint32) {
 	binary.LittleEndian.PutUint32(dst[9:13], crc32.Update(seed, castagnoli, dst[:9]))
 }
 
-// appendRecord frames payload for segment seed; tests and the fuzz target
-// use it to build segment images independently of the writer.
-func appendRecord(dst []byte, seed uint32, payload []byte) []byte {
-	var h [headerSize]byte
-	putHeader(h[:], seed, len(payload), payloadCRC(payload))
-	return append(append(dst, h[:]...), payload...)
-}
-
 // headerState classifies the bytes at a would-be record start.
 type headerState int
 

@@ -11,6 +11,40 @@ const (
 	DurabilityObject = "object"
 )
 
+// replicationMetrics are the owner's and the follower's replication
+// counters (replicate.go, replica.go).
+type replicationMetrics struct {
+	replWaitSeconds prometheus.Histogram
+	replSeconds     prometheus.Histogram
+	replErrors      prometheus.Counter
+	replResends     prometheus.Counter
+	isrChanges      prometheus.Counter
+	replicaFrames   prometheus.Counter
+}
+
+func newReplicationMetrics() replicationMetrics {
+	return replicationMetrics{
+		replWaitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "picomq_replication_wait_seconds",
+			Help:    "Time a replicated append waited for its followers after its own WAL write.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		replSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "picomq_replication_request_seconds",
+			Help:    "Duration of one replication request to a follower (its WAL fsync included).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		replErrors:    prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replication_errors_total", Help: "Replication requests to followers that failed."}),
+		replResends:   prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replication_resends_total", Help: "Streams resent to a follower from the owner's WAL (catch-up)."}),
+		isrChanges:    prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replication_isr_changes_total", Help: "Replica set writes in etcd (in-sync set shrunk or grown, followers replaced)."}),
+		replicaFrames: prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replica_frames_total", Help: "Stream frames this node stored as a follower."}),
+	}
+}
+
+func (m replicationMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.replWaitSeconds, m.replSeconds, m.replErrors, m.replResends, m.isrChanges, m.replicaFrames}
+}
+
 func (st *streamState) durability(def string) string {
 	if st.info.Durability != "" {
 		return st.info.Durability
@@ -27,12 +61,17 @@ type metrics struct {
 	claimSeconds prometheus.Histogram
 	handoffs     prometheus.Counter
 	compactions  prometheus.Counter
+	// Garbage collection (gc.go): passes completed, objects deleted.
+	gcRuns    prometheus.Counter
+	gcDeleted prometheus.Counter
+	gcErrors  prometheus.Counter
 	// Offset reservations (reserve.go): etcd transactions written, and
 	// appends that had to wait for one (and for how long) before they
 	// could be acknowledged.
 	reserveTxns        prometheus.Counter
 	reserveWaits       prometheus.Counter
 	reserveWaitSeconds prometheus.Counter
+	replicationMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,6 +89,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "picomq_flush_duration_seconds", Help: "Time to upload and commit one flush.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
+		replicationMetrics: newReplicationMetrics(),
 	}
 	m.claims = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "picomq_stream_claims_total", Help: "Streams this node took over or adopted.",
@@ -64,6 +104,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.compactions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "picomq_compactions_total", Help: "Runs of flush objects merged into one object and one manifest.",
 	})
+	m.gcRuns = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_gc_runs_total", Help: "Object garbage collection passes completed.",
+	})
+	m.gcDeleted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_gc_deleted_objects_total", Help: "Objects deleted by garbage collection (dead ranges and orphaned uploads).",
+	})
+	m.gcErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_gc_errors_total", Help: "Object garbage collection passes that failed and will be retried.",
+	})
 	m.reserveTxns = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "picomq_offset_reservation_txns_total", Help: "etcd transactions extending or releasing offset reservations of local-durability streams.",
 	})
@@ -75,7 +124,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	if reg != nil {
 		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds, m.claims, m.claimSeconds, m.handoffs, m.compactions,
-			m.reserveTxns, m.reserveWaits, m.reserveWaitSeconds)
+			m.gcRuns, m.gcDeleted, m.gcErrors, m.reserveTxns, m.reserveWaits, m.reserveWaitSeconds)
+		reg.MustRegister(m.replicationMetrics.collectors()...)
 	}
 	return m
 }

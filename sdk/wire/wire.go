@@ -33,6 +33,12 @@ const (
 	// HeaderDurability on create chooses the stream's ack level: "local"
 	// (after the owner's WAL fsync) or "object" (after upload + commit).
 	HeaderDurability = "Pico-Durability"
+	// HeaderForkSource on create makes the new stream a fork of the named
+	// stream: it starts with the source's records below HeaderForkOffset
+	// (default: the source's next offset), shared rather than copied, and
+	// continues with its own appends.
+	HeaderForkSource = "Pico-Fork-Source"
+	HeaderForkOffset = "Pico-Fork-Offset"
 	// HeaderRetentionMs and HeaderRetentionBytes set a stream's retention on
 	// create (absent or 0 = unlimited).
 	HeaderRetentionMs    = "Pico-Retention-Ms"
@@ -172,6 +178,9 @@ const (
 	CodeProducerEpochSeq    = "producer_epoch_seq"
 	CodeStreamClosed        = "stream_closed"
 	CodeContentTypeMismatch = "content_type_mismatch"
+	// CodeNotEnoughReplicas (503): a `replicated` stream cannot make its
+	// minimum of in-sync copies now; nothing was acknowledged, retry.
+	CodeNotEnoughReplicas = "not_enough_replicas"
 	// Authentication and overload (docs/security.md).
 	CodeUnauthorized = "unauthorized" // 401: no token, or one the server does not know
 	CodeForbidden    = "forbidden"    // 403: the token's scopes do not cover the request

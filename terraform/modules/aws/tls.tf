@@ -2,7 +2,9 @@
 # provider, and the auth tokens. Private keys and the token end up in the
 # Terraform state (keep the state encrypted and access-controlled) and in
 # SSM Parameter Store as SecureString parameters, from which each instance
-# fetches only its own at boot.
+# fetches only its own, at boot and then every 15 minutes (picomq-refresh).
+# Leaves are re-issued by any apply within cert_early_renewal_hours of
+# their expiry; the CA lives ca_validity_hours, far longer than its leaves.
 
 resource "tls_private_key" "ca" {
   algorithm   = "ECDSA"
@@ -12,7 +14,7 @@ resource "tls_private_key" "ca" {
 resource "tls_self_signed_cert" "ca" {
   private_key_pem       = tls_private_key.ca.private_key_pem
   is_ca_certificate     = true
-  validity_period_hours = var.cert_validity_hours
+  validity_period_hours = var.ca_validity_hours
   allowed_uses          = ["cert_signing", "crl_signing", "digital_signature"]
   subject {
     common_name  = "${var.name} PicoMQ CA"
@@ -43,27 +45,34 @@ resource "tls_locally_signed_cert" "etcd" {
   ca_private_key_pem    = tls_private_key.ca.private_key_pem
   ca_cert_pem           = tls_self_signed_cert.ca.cert_pem
   validity_period_hours = var.cert_validity_hours
+  early_renewal_hours   = var.cert_early_renewal_hours
   allowed_uses          = ["digital_signature", "key_encipherment", "server_auth", "client_auth"]
 }
 
-# The PicoMQ nodes' etcd client certificate (shared by the nodes).
+# Each PicoMQ node's etcd client certificate, its node name as the common
+# name (etcd's user name when etcd authentication is on): a node's identity
+# towards etcd is its own, and one node's key revokes alone.
 resource "tls_private_key" "etcd_client" {
+  count       = var.node_count
   algorithm   = "ECDSA"
   ecdsa_curve = "P256"
 }
 
 resource "tls_cert_request" "etcd_client" {
-  private_key_pem = tls_private_key.etcd_client.private_key_pem
+  count           = var.node_count
+  private_key_pem = tls_private_key.etcd_client[count.index].private_key_pem
   subject {
-    common_name = "${var.name}-picomq"
+    common_name = local.node_names[count.index]
   }
 }
 
 resource "tls_locally_signed_cert" "etcd_client" {
-  cert_request_pem      = tls_cert_request.etcd_client.cert_request_pem
+  count                 = var.node_count
+  cert_request_pem      = tls_cert_request.etcd_client[count.index].cert_request_pem
   ca_private_key_pem    = tls_private_key.ca.private_key_pem
   ca_cert_pem           = tls_self_signed_cert.ca.cert_pem
   validity_period_hours = var.cert_validity_hours
+  early_renewal_hours   = var.cert_early_renewal_hours
   allowed_uses          = ["digital_signature", "key_encipherment", "client_auth"]
 }
 
@@ -90,7 +99,10 @@ resource "tls_locally_signed_cert" "node" {
   ca_private_key_pem    = tls_private_key.ca.private_key_pem
   ca_cert_pem           = tls_self_signed_cert.ca.cert_pem
   validity_period_hours = var.cert_validity_hours
-  allowed_uses          = ["digital_signature", "key_encipherment", "server_auth", "client_auth"]
+  early_renewal_hours   = var.cert_early_renewal_hours
+  # Server only: the CA also signs etcd's trusted clients, and a listener
+  # certificate must not double as an etcd client certificate.
+  allowed_uses = ["digital_signature", "key_encipherment", "server_auth"]
 }
 
 # --- SSM parameters the instances read at boot
@@ -120,16 +132,18 @@ resource "aws_ssm_parameter" "etcd_key" {
 }
 
 resource "aws_ssm_parameter" "etcd_client_cert" {
-  name  = "${local.param_prefix}/nodes/etcd-client.crt"
+  count = var.node_count
+  name  = "${local.param_prefix}/nodes/${local.node_names[count.index]}.etcd-client.crt"
   type  = "String"
-  value = tls_locally_signed_cert.etcd_client.cert_pem
+  value = tls_locally_signed_cert.etcd_client[count.index].cert_pem
   tags  = local.tags
 }
 
 resource "aws_ssm_parameter" "etcd_client_key" {
-  name  = "${local.param_prefix}/nodes/etcd-client.key"
+  count = var.node_count
+  name  = "${local.param_prefix}/nodes/${local.node_names[count.index]}.etcd-client.key"
   type  = "SecureString"
-  value = tls_private_key.etcd_client.private_key_pem
+  value = tls_private_key.etcd_client[count.index].private_key_pem
   tags  = local.tags
 }
 
