@@ -527,7 +527,7 @@ func TestCreateTopicsRefusesUnhonouredConfigs(t *testing.T) {
 		{"gzip", "compression.type", str("gzip"), kerr.InvalidConfig.Code},
 		{"unknown", "segment.bytes", str("1048576"), kerr.InvalidConfig.Code},
 		{"made-up", "no.such.config", str("x"), kerr.InvalidConfig.Code},
-		{"isr", "min.insync.replicas", str("2"), kerr.InvalidConfig.Code},
+		{"unclean", "unclean.leader.election.enable", str("true"), kerr.InvalidConfig.Code},
 		{"bad-retention", "retention.ms", str("soon"), kerr.InvalidConfig.Code},
 		{"delete", "cleanup.policy", str("delete"), 0},
 		{"producer", "compression.type", str("producer"), 0},
