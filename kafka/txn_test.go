@@ -121,6 +121,30 @@ func TestTransactionsCommitAbort(t *testing.T) {
 	if c, u := latest(1), latest(0); u-c != 1 {
 		t.Fatalf("ListOffsets latest: read_committed %d, read_uncommitted %d (sums over partitions), want 1 apart", c, u)
 	}
+	// DescribeProducers: the partition that holds "open" names its
+	// producer with the transaction's first offset.
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dpt := kmsg.NewDescribeProducersRequestTopic()
+	dpt.Topic, dpt.Partitions = "tx", []int32{0, 1}
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{dpt}
+	dpResp, err := dp.RequestWith(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := 0
+	for _, part := range dpResp.Topics[0].Partitions {
+		if part.ErrorCode != 0 || len(part.ActiveProducers) > 1 {
+			t.Fatalf("describe producers: %+v", part)
+		}
+		for _, ap := range part.ActiveProducers {
+			if ap.CurrentTxnStartOffset >= 0 {
+				open++
+			}
+		}
+	}
+	if open != 1 {
+		t.Fatalf("describe producers: %d partitions with an open transaction, want 1: %+v", open, dpResp.Topics[0].Partitions)
+	}
 	// DescribeTransactions / ListTransactions see it open.
 	dt := kmsg.NewPtrDescribeTransactionsRequest()
 	dt.TransactionalIDs = []string{"tx-producer"}
