@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -27,8 +28,11 @@ type Config struct {
 	DataDir      string
 	HTTPAddr     string
 	AdvertiseURL string
-	Protocol     string
-	KafkaAddr    string
+	// advertiseDefault: AdvertiseURL was not set, so the node derives it
+	// from the bound listener (advertise.go).
+	advertiseDefault bool
+	Protocol         string
+	KafkaAddr        string
 	// KafkaAdvertiseAddr is what Metadata tells Kafka clients to connect
 	// to (default: the bound Kafka address).
 	KafkaAdvertiseAddr string
@@ -55,6 +59,7 @@ type Config struct {
 	RetentionInterval  time.Duration
 	WALMaxBytes        int64
 	CacheBytes         int64
+	ReadAheadBytes     int64
 	LongPollTimeout    time.Duration
 	SSETimeout         time.Duration
 	MaxAppendBytes     int64
@@ -209,6 +214,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", defaultRetentionInterval, "how often streams' retention (age and size) advances their start offsets")
 	fs.Int64Var(&cfg.WALMaxBytes, "wal-max-bytes", 4<<30, "un-uploaded bytes allowed in the WAL while object storage is down; above it appends get 503")
 	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", 256<<20, "size of the object read cache in bytes")
+	fs.Int64Var(&cfg.ReadAheadBytes, "read-ahead-bytes", 64<<20, "node-wide budget of object bytes fetched ahead of readers (GETs in flight plus bytes fetched and not yet read)")
 	fs.DurationVar(&cfg.LongPollTimeout, "long-poll-timeout", defaultLongPollTimeout, "cap of a long-poll read")
 	fs.DurationVar(&cfg.SSETimeout, "sse-timeout", defaultSSETimeout, "cap of one SSE connection")
 	fs.Int64Var(&cfg.MaxAppendBytes, "max-append-bytes", defaultMaxAppendBytes, "largest accepted append body in bytes")
@@ -304,14 +310,23 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	return cfg, nil
 }
 
+// yamlScalar is the flag text of a YAML value. A YAML number is written
+// as a number a flag parses: 1e6 or 8.0e6 (floats to YAML) become
+// 1000000 and 8000000, so integer flags take them; fractions keep their
+// digits without an exponent (1.5, 0.001).
 func yamlScalar(v any) string {
 	switch x := v.(type) {
 	case []any:
 		parts := make([]string, len(x))
 		for i, p := range x {
-			parts[i] = fmt.Sprint(p)
+			parts[i] = yamlScalar(p)
 		}
 		return strings.Join(parts, ",")
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+			return strconv.FormatInt(int64(x), 10)
+		}
+		return strconv.FormatFloat(x, 'f', -1, 64)
 	default:
 		return fmt.Sprint(x)
 	}
@@ -361,12 +376,15 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--etcd-endpoints: %q is not host:port or a URL", e)
 		}
 	}
-	if c.AdvertiseURL == "" {
+	if c.AdvertiseURL == "" || c.advertiseDefault {
+		// The bound address replaces it once the listener is bound
+		// (Node.takeSettings): an unspecified host or port 0 is no
+		// address to advertise.
 		scheme := "http://"
 		if c.TLSCert != "" {
 			scheme = "https://"
 		}
-		c.AdvertiseURL = scheme + c.HTTPAddr
+		c.AdvertiseURL, c.advertiseDefault = scheme+c.HTTPAddr, true
 	} else if u, err := url.Parse(c.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--advertise-url %q: want an absolute http(s) URL", c.AdvertiseURL)
 	}
@@ -416,6 +434,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CacheBytes < 0 {
 		return fmt.Errorf("--cache-bytes %d: must not be negative", c.CacheBytes)
+	}
+	if c.ReadAheadBytes < 0 {
+		return fmt.Errorf("--read-ahead-bytes %d: must not be negative", c.ReadAheadBytes)
 	}
 	if c.LongPollTimeout <= 0 || c.LongPollTimeout > maxLongPollTimeoutLimit {
 		return fmt.Errorf("--long-poll-timeout %s: want > 0 and <= %s", c.LongPollTimeout, maxLongPollTimeoutLimit)

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -70,7 +71,11 @@ type Node struct {
 	etcdCerts *certReloader // etcd client certificate; nil without --etcd-cert
 	tlsCfg    *tls.Config   // the listeners' TLS (Kafka uses it too); nil without --tls-cert
 
-	connRefused *prometheus.CounterVec // connections closed at accept, by listener
+	connRefused  *prometheus.CounterVec // connections closed at accept, by listener
+	acceptErrors *prometheus.CounterVec // failed accepts, by listener
+	// The listeners' accept state for /readyz (nil when not listening).
+	httpLimit, kafkaLimit *limitListener
+	kafkaStopped          atomic.Pointer[error] // the Kafka accept loop returned with this error
 
 	members *membership
 	tier    *tiering.Tier
@@ -139,6 +144,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "picomq_connections_refused_total",
 			Help: "Connections closed at accept because --max-connections were open on the listener.",
+		}, []string{"listener"}),
+		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "picomq_accept_errors_total",
+			Help: "Failed accepts by listener (e.g. out of file descriptors); the accept loop retries with a back-off.",
 		}, []string{"listener"})}
 	if err := n.start(ctx); err != nil {
 		_ = n.unwind(ctx)
@@ -214,6 +223,18 @@ func (n *Node) takeSettings(ctx context.Context) (err error) {
 	}
 	ln := n.ln
 	n.onClose("http listener", func(context.Context) error { _ = ln.Close(); return nil })
+	if cfg.advertiseDefault {
+		hostPort, derived := advertisedHostPort(cfg.HTTPAddr, ln.Addr())
+		scheme := "http://"
+		if cfg.TLSCert != "" {
+			scheme = "https://"
+		}
+		n.cfg.AdvertiseURL = scheme + hostPort
+		if derived {
+			n.log.Warn("--http-addr binds an unspecified address; advertising an address of this host instead (set --advertise-url to choose)",
+				"http_addr", cfg.HTTPAddr, "advertise_url", n.cfg.AdvertiseURL)
+		}
+	}
 	if n.pprof, err = listenPprof(cfg.PprofAddr); err != nil {
 		return settingErr("--pprof-addr", err)
 	}
@@ -425,21 +446,19 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	n.stopBootServer(sctx) // the listener is the real server's from here
 	cancel()
-	// The node's own paths are matched exactly; everything else goes to
-	// the protocol handler, which never rewrites ("cleans") a path: stream
-	// names are validated, not silently turned into another name.
-	router := rootRoutes{fixed: map[string]http.Handler{
-		"/metrics": httpx.Allow(promhttp.HandlerFor(n.metrics, promhttp.HandlerOpts{Registry: n.metrics}), http.MethodGet, http.MethodHead),
-		"/healthz": httpx.Allow(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	own := nodeHandlers{
+		metrics: httpx.Allow(promhttp.HandlerFor(n.metrics, promhttp.HandlerOpts{Registry: n.metrics}), http.MethodGet, http.MethodHead),
+		healthz: httpx.Allow(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			_, _ = w.Write([]byte("ok\n"))
 		}), http.MethodGet, http.MethodHead),
-		"/readyz":       httpx.Allow(http.HandlerFunc(n.readyz), http.MethodGet, http.MethodHead),
-		"/_sys/drain":   httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost),
-		"/_sys/cluster": httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead),
-	}}
+		readyz:  httpx.Allow(http.HandlerFunc(n.readyz), http.MethodGet, http.MethodHead),
+		drain:   httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost),
+		cluster: httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead),
+	}
+	var proto http.Handler
 	if cfg.Protocol == ProtocolDurableStreams {
-		router.proto = ds.New(n.svc, ds.Config{
+		proto = ds.New(n.svc, ds.Config{
 			BaseURL:         cfg.AdvertiseURL,
 			MaxAppendBytes:  cfg.MaxAppendBytes,
 			LongPollTimeout: cfg.LongPollTimeout,
@@ -447,17 +466,21 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 			Logger:          log,
 		})
 	} else {
-		router.proto = pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, LongPollTimeout: cfg.LongPollTimeout,
+		proto = pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, LongPollTimeout: cfg.LongPollTimeout,
 			MaxRecordBytes: cfg.MaxRecordBytes, MaxBatchRecords: cfg.MaxBatchRecords,
 			SSETimeout: cfg.SSETimeout, Logger: log})
 	}
-	var inner http.Handler = newAppendBudget(cfg.MaxInflightAppendBytes, cfg.MaxAppendBytes, cfg.BodyTimeout).wrap(router)
+	// One table of reserved routes for routing and authorisation.
+	router := newRouteTable(cfg.Protocol, own, proto)
+	var inner http.Handler = newAppendBudget(cfg.MaxInflightAppendBytes, cfg.MaxAppendBytes).wrap(router)
 	if n.tokens != nil {
-		inner = newGuard(n.tokens, cfg.Protocol, n.metrics).wrap(inner)
+		inner = newGuard(n.tokens, router, n.metrics).wrap(inner)
 	}
 	// Replication requests bypass the append budget and the client
 	// tokens: they carry the cluster secret (node/replication).
 	inner = n.repl.Route(inner)
+	bounds := cfg.connBounds()
+	inner = bounds.bodyDeadline(inner)    // before the guard: a 401 does not wait for a body either
 	servedByValue := []string{cfg.NodeID} // shared, read-only: no allocation per response
 	servedBy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Which node answered: history reads may be served by any node.
@@ -466,18 +489,16 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 	})
 	handler := httpx.Instrument(servedBy, routeLabel, httpx.NewMetrics(n.metrics), log)
 
-	n.metrics.MustRegister(n.connRefused)
-	n.ln = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"))
+	n.metrics.MustRegister(n.connRefused, n.acceptErrors)
+	n.httpLimit = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"), n.acceptErrors.WithLabelValues("http"))
+	n.ln = n.httpLimit
 	// net/http serves what it accepts from serverLn: with the fast path,
 	// only the connections the lane hands off (docs/configuration.md).
 	serverLn := n.ln
 	if cfg.HTTPFastPath && n.tlsCfg == nil {
 		n.lane = h1lane.New(h1lane.Config{Handler: handler, MaxHeaderBytes: cfg.MaxHeaderBytes,
-			ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout, Logger: log})
+			ReadHeaderTimeout: bounds.readHeader, IdleTimeout: bounds.idle, BodyTimeout: bounds.body, Logger: log})
 		serverLn = n.lane.HandOff()
-	}
-	if n.tlsCfg == nil {
-		serverLn = httpx.JSONErrorListener(serverLn) // net/http's own 400/431 answers as JSON errors
 	}
 	h2c := cfg.H2C.On(isLoopbackAddr(cfg.HTTPAddr))
 	protocols := new(http.Protocols)
@@ -489,8 +510,8 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 		Protocols:         protocols,
 		TLSConfig:         n.tlsCfg,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
+		ReadHeaderTimeout: bounds.readHeader,
+		IdleTimeout:       bounds.idle,
 		HTTP2: &http.HTTP2Config{
 			MaxReceiveBufferPerStream:     1 << 20,
 			MaxReceiveBufferPerConnection: 4 << 20,
@@ -540,22 +561,6 @@ func (n *Node) closeHTTP(ctx context.Context) error {
 	return errors.Join(err, <-laneDone)
 }
 
-// rootRoutes serves the node's own paths (exact matches) and hands every
-// other request to the protocol handler: one map lookup per request, no
-// router, no request copy.
-type rootRoutes struct {
-	fixed map[string]http.Handler
-	proto http.Handler
-}
-
-func (rt rootRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h, ok := rt.fixed[r.URL.Path]; ok {
-		h.ServeHTTP(w, r)
-		return
-	}
-	rt.proto.ServeHTTP(w, r)
-}
-
 // routeLabel keeps metric cardinality bounded: stream names never become
 // label values.
 func routeLabel(r *http.Request) string {
@@ -569,7 +574,32 @@ func routeLabel(r *http.Request) string {
 	return "stream"
 }
 
+// listenersReady reports the listeners that cannot take connections now:
+// their accept keeps failing (out of file descriptors) or their loop
+// stopped.
+func (n *Node) listenersReady() error {
+	var errs []error
+	if n.httpLimit != nil {
+		if err := n.httpLimit.acceptErr(); err != nil {
+			errs = append(errs, fmt.Errorf("http listener cannot accept connections: %w", err))
+		}
+	}
+	if n.kafkaLimit != nil {
+		if err := n.kafkaLimit.acceptErr(); err != nil {
+			errs = append(errs, fmt.Errorf("kafka listener cannot accept connections: %w", err))
+		}
+	}
+	if err := n.kafkaStopped.Load(); err != nil {
+		errs = append(errs, fmt.Errorf("kafka listener stopped: %w", *err))
+	}
+	return errors.Join(errs...)
+}
+
 func (n *Node) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := n.listenersReady(); err != nil {
+		httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeServiceUnavailable, err.Error())
+		return
+	}
 	if err := n.svc.Ready(); err != nil {
 		httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeServiceUnavailable, err.Error())
 		return

@@ -262,6 +262,7 @@ func (m *matrix) runOnce(ctx context.Context, run int) error {
 		{"consumers", m.consumerRows},
 		{"density", m.densityRows},
 		{"object", m.objectRows},
+		{"object", m.manyReadersRows},
 		{"replicated", m.replicatedRows},
 	}
 	for _, s := range steps {

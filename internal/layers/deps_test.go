@@ -44,6 +44,7 @@ var allowed = []struct {
 	for_   []string
 }{
 	{"golang.org/x/net", "http/httpguts, the RFC 9110 header rules of the Go client and the HTTP fast path (idna with it); in the server's packages also http2 and trace through " + viaEtcdClient, lean},
+	{"github.com/cenkalti/backoff/v5", "the one backoff rule of every retry loop (sdk/retry); no dependencies of its own", lean},
 	{"golang.org/x/text", "Unicode tables behind golang.org/x/net/idna", lean},
 	{"golang.org/x/sys", "unix, the WAL's file calls (through node/stream)", server},
 	{"golang.org/x/time", "rate, the per-token request limit of auth, which the Kafka frontend uses", []string{"kafka"}},

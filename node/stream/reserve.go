@@ -91,6 +91,7 @@ func (st *streamState) startReservation(res meta.Reservation) {
 	if floor > st.next {
 		st.chunks = append(st.chunks, chunk{base: st.next, next: floor, gap: true})
 		st.next, st.hwm = floor, floor
+		st.checkInvariantsLocked()
 	}
 	st.res.base = floor
 	if own {

@@ -80,6 +80,12 @@ type routing struct {
 	manifests  []meta.Manifest
 	manifestAt time.Time
 	listing    *listing // in-flight manifest listing, shared by concurrent claims
+	// indexed groups the entries of the listing indexedOf by stream, for
+	// history reads of other nodes' streams: built once per listing, not
+	// once per page (a catch-up reads many pages within one listing's
+	// lifetime, and the listing holds every stream's manifests).
+	indexed   map[uint64][]piece
+	indexedOf *meta.Manifest // first element of the listing indexed
 }
 
 type listing struct {
@@ -416,7 +422,7 @@ func (s *Service) readRemote(ctx context.Context, m meta.Stream, opts ReadOption
 		return ReadResult{}, false, nil
 	}
 	view := &streamState{info: m}
-	if err := view.applyPieces(indexManifests(ms)[m.ID]); err != nil || opts.Offset >= view.uploaded {
+	if err := view.applyPieces(s.remotePieces(ms, m.ID)); err != nil || opts.Offset >= view.uploaded {
 		return ReadResult{}, false, nil
 	}
 	res, err := s.readState(ctx, view, opts)
@@ -427,6 +433,21 @@ func (s *Service) readRemote(ctx context.Context, m meta.Stream, opts ReadOption
 	res.UpToDate, res.Closed = false, false
 	res.ServedRemotely = true
 	return res, true, nil
+}
+
+// remotePieces returns the manifest entries of stream id in the listing
+// ms, indexing the listing on its first use. The result is the caller's
+// (applyPieces sorts it).
+func (s *Service) remotePieces(ms []meta.Manifest, id uint64) []piece {
+	if len(ms) == 0 {
+		return nil
+	}
+	s.routing.mu.Lock()
+	defer s.routing.mu.Unlock()
+	if s.routing.indexedOf != &ms[0] {
+		s.routing.indexed, s.routing.indexedOf = indexManifests(ms), &ms[0]
+	}
+	return slices.Clone(s.routing.indexed[id])
 }
 
 // Drain hands every stream this node owns to other live nodes: appends to a

@@ -184,9 +184,11 @@ type Service struct {
 	routing routing
 
 	// resv keeps offset reservations (reserve.go); nil without a cluster.
-	resv      Reservations
-	resKick   chan struct{}
-	resCancel context.CancelFunc
+	resv    Reservations
+	resKick chan struct{}
+
+	// bg owns the goroutines the service starts itself (supervise.go).
+	bg *supervisor
 
 	// lookups counts stream lookups (one per request is the rule; a test
 	// holds the Pico frontend to it).
@@ -358,6 +360,7 @@ type ReadResult struct {
 func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, error) {
 	cfg.setDefaults()
 	s := &Service{
+		bg:       newSupervisor(),
 		cfg:      cfg,
 		log:      log,
 		reg:      reg,
@@ -482,9 +485,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		if err := s.reserveLoaded(ctx); err != nil {
 			return nil, fmt.Errorf("stream: reserve the recovered offsets: %w", err)
 		}
-		rctx, cancel := context.WithCancel(context.Background())
-		s.resCancel = cancel
-		go s.runReserver(rctx)
+		s.bg.Go(s.runReserver)
 	}
 	s.idleIDs = nil
 	cfg.Logger.Info("stream service recovered", "streams", owned, "idle_streams", len(s.idle), "batches", replayed, "skipped_deleted", skipped)
@@ -670,16 +671,15 @@ func (s *Service) Ready() error {
 	return nil
 }
 
-// Close stops accepting appends. Appends already enqueued still complete; the
-// caller closes the WAL afterwards, which syncs them.
+// Close stops accepting appends and stops the goroutines the service
+// started itself, waiting for them. Appends already enqueued still
+// complete; the caller closes the WAL afterwards, which syncs them.
 func (s *Service) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	if s.resCancel != nil {
-		s.resCancel()
-	}
 	s.replCancel()
+	s.bg.stop()
 }
 
 // SameContentType reports whether two content types name the same media
@@ -1147,6 +1147,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	st.lastPending = pending
 	objectDurable := s.objectDurable(st)
 	st.next = end
+	st.checkInvariantsLocked()
 	var mustReserve, kick bool
 	if !objectDurable {
 		mustReserve, kick = s.reserveNeed(st, end)
@@ -1217,7 +1218,8 @@ func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
 		if ctx.Err() != nil && !a.objectDurable {
 			// The write still happens; publish it when it does so readers
 			// are not stuck behind a batch whose appender gave up.
-			go s.publishLater(st, pending, end, closes, a.mustReserve, a.replicated)
+			mustReserve, replicated := a.mustReserve, a.replicated
+			s.bg.Go(func(ctx context.Context) { s.publishLater(ctx, st, pending, end, closes, mustReserve, replicated) })
 		}
 		return AppendResult{}, s.waitError(name, err, ctx)
 	}
@@ -1225,7 +1227,8 @@ func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
 		// Nobody may read or be told of an offset before it is reserved.
 		if err := s.waitReserved(ctx, st, end); err != nil {
 			if ctx.Err() != nil {
-				go s.publishLater(st, pending, end, closes, true, a.replicated)
+				replicated := a.replicated
+				s.bg.Go(func(ctx context.Context) { s.publishLater(ctx, st, pending, end, closes, true, replicated) })
 			}
 			return AppendResult{}, fmt.Errorf("append to %s: written but not acknowledged: %w", name, err)
 		}
@@ -1346,12 +1349,14 @@ func (s *Service) objectDurable(st *streamState) bool {
 }
 
 // publishLater publishes an append whose appender gave up waiting, once it
-// is durable (and reserved), so readers are not stuck behind it.
-func (s *Service) publishLater(st *streamState, pending *wal.Pending, end int64, closes, reserve, replicated bool) {
-	if pending.Wait(context.Background()) != nil {
+// is durable (and reserved, and replicated), so readers are not stuck
+// behind it. It runs under the service's supervisor: at Close, ctx ends and
+// nothing is published (nobody reads from a closed service).
+func (s *Service) publishLater(ctx context.Context, st *streamState, pending *wal.Pending, end int64, closes, reserve, replicated bool) {
+	if pending.Wait(ctx) != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if reserve {
 		if s.waitReserved(ctx, st, end) != nil {
@@ -1374,6 +1379,7 @@ func (st *streamState) advance(end int64, closes bool) {
 			st.closedVisible = true
 		}
 		st.wakeReadersLocked()
+		st.checkInvariantsLocked()
 	}
 	st.mu.Unlock()
 }
@@ -1532,11 +1538,20 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	return res, nil
 }
 
-// prefetchNext starts fetching the next object of a consumer catching up
-// through object chunks when its next read will soon cross into it (it
-// stopped in the last quarter of the current object's range), so the
-// read that crosses the boundary does not wait for a cold GET. Reads
-// within one object already advise the rest of its range.
+// prefetchAhead is how far ahead of a consumer reading through object
+// chunks (in bytes of object ranges) prefetchNext starts on the objects
+// that follow: about the block cache's per-reader read-ahead window, so
+// the window runs on across object boundaries. Objects much smaller than
+// that (L0 objects of a slow stream) are read faster than a GET's round
+// trip, so several are prefetched at once. The node-wide read-ahead
+// budget, not this distance, bounds what is fetched.
+const prefetchAhead = 32 << 20
+
+// prefetchNext starts fetching the objects after the one a consumer is
+// reading, up to prefetchAhead bytes ahead of it, so the read that
+// crosses an object boundary does not wait for a cold GET. Reads within
+// one object already advise the rest of its range (the cache ignores
+// advice it is already following).
 func (s *Service) prefetchNext(refs []chunk, next int64) {
 	pf, ok := s.tier.(Prefetcher)
 	if !ok {
@@ -1547,17 +1562,20 @@ func (s *Service) prefetchNext(refs []chunk, next int64) {
 		return
 	}
 	cur := refs[i].obj
-	if 4*(cur.Next-next) > cur.Next-cur.First {
-		return
-	}
+	// The bytes of the current range still to read, estimated from the
+	// offsets (records are about evenly sized within a flush).
+	ahead := int64(float64(cur.Next-next) / float64(max(cur.Next-cur.First, 1)) * float64(cur.Length))
+	last := cur.Key
 	for _, c := range refs[i+1:] {
-		if c.obj == nil {
-			return // the WAL tail follows
+		if ahead >= prefetchAhead || c.obj == nil {
+			return // far enough, or the WAL tail follows
 		}
-		if c.obj.Key != cur.Key {
-			pf.Prefetch(c.obj)
-			return
+		if c.obj.Key == last {
+			continue
 		}
+		pf.Prefetch(c.obj)
+		ahead += c.obj.Length
+		last = c.obj.Key
 	}
 }
 

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/sdk/retry"
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/wal"
@@ -276,6 +276,7 @@ func (st *streamState) applyPieces(ps []piece) error {
 		}
 	}
 	st.hwm, st.uploaded = st.next, st.next
+	st.checkInvariantsLocked()
 	if have {
 		if err := st.restoreSnapshot(latest.state); err != nil {
 			return fmt.Errorf("stream %s: %w", st.info.Name, err)
@@ -343,7 +344,9 @@ func (s *Service) RunFlusher(ctx context.Context) error {
 	age := s.tcfg.SealMaxAge
 	tick := time.NewTicker(max(age/4, 5*time.Millisecond))
 	defer tick.Stop()
-	backoff := time.Duration(0)
+	// Failed flushes back off by the repository's one rule (sdk/retry):
+	// nominal 100 ms doubling to 10 s, each wait drawn from half to all of it.
+	backoff := retry.Policy{Initial: 100 * time.Millisecond, Max: 10 * time.Second}.Backoff()
 	for {
 		if ctx.Err() == nil {
 			select {
@@ -384,16 +387,13 @@ func (s *Service) RunFlusher(ctx context.Context) error {
 			if ctx.Err() != nil {
 				continue
 			}
-			backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
-			s.cfg.Logger.Warn("flush to object storage failed; will retry", "err", err, "retry_in", backoff)
+			wait := backoff.Next()
+			s.cfg.Logger.Warn("flush to object storage failed; will retry", "err", err, "retry_in", wait)
 			s.metrics.flushErrors.Inc()
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff)/2+1))):
-			}
+			_ = retry.Sleep(ctx, wait) // ctx's end is handled at the top of the loop
 			continue
 		}
-		backoff = 0
+		backoff.Reset()
 	}
 }
 
@@ -630,6 +630,7 @@ func (s *Service) applyFlush(items []flushItem, refs []*ObjectRef) int64 {
 				st.hwm = it.end
 				st.wakeReadersLocked()
 			}
+			st.checkInvariantsLocked()
 			switch {
 			case st.lastPending == it.pending:
 				// Nothing was appended since the snapshot.
