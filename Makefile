@@ -24,7 +24,7 @@ FUZZTIME ?= 10s
 UNIT_TAGS ?= picomq_invariants
 BENCHTIME ?= 2s
 
-.PHONY: soak all build run test test-race unit e2e fuzz bench bench-ds bench-peers bench-micro lint fmt clean cluster cluster-down cluster-report minio minio-stop
+.PHONY: image k8s-test soak all build run test test-race unit e2e fuzz bench bench-ds bench-peers bench-micro lint fmt clean cluster cluster-down cluster-report minio minio-stop
 
 all: build
 
@@ -51,6 +51,7 @@ test: lint
 	  deploy/local-minio.sh start >/dev/null; started=1; \
 	fi; \
 	status=0; \
+	deploy/etcd-tools.sh build || status=$$?; \
 	if command -v cargo >/dev/null 2>&1; then \
 	  echo "== building the Rust client's tests (e2e TestRustClient runs them)"; \
 	  (cd client/rust && cargo test --offline --workspace --no-run -q) || status=$$?; \
@@ -68,6 +69,7 @@ test: lint
 	    $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $$($(GO) list $(PKGS) | grep '/e2e') || status=$$?; \
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    $(MAKE) --no-print-directory tf-test || status=$$?; \
+	$(MAKE) --no-print-directory k8s-test || status=$$?; \
 	if [ -n "$$started" ]; then deploy/local-minio.sh stop >/dev/null; fi; \
 	exit $$status
 
@@ -115,6 +117,27 @@ release:
 	    -o dist/picomq-$(VERSION)-linux-$$arch ./cmd/picomq || exit 1; \
 	done
 	cd dist && sha256sum picomq-* > SHA256SUMS && cat SHA256SUMS
+
+## image: OCI image of the release binaries (linux/amd64 + linux/arm64, non-root, CA certificates, OCI labels
+## version/revision as release stamps them) written as an OCI layout in IMAGE_DIR; no container runtime needed
+## (deploy/tools/image, go-containerregistry). Push it as docs/operations.md#kubernetes shows.
+IMAGE_DIR ?= dist/image
+image: release
+	cd deploy/tools && GOFLAGS= $(GO) run ./image -out $(abspath $(IMAGE_DIR)) \
+	  -version $(VERSION) -revision $(COMMIT) -created $(DATE) \
+	  -binary linux/amd64=$(abspath dist/picomq-$(VERSION)-linux-amd64) \
+	  -binary linux/arm64=$(abspath dist/picomq-$(VERSION)-linux-arm64)
+
+## k8s-test: the container image, Helm chart and monitoring tests (own Go module deploy/tools): make image, then
+## the image test runs its binary from the unpacked layers; helm lint + helm template and a strict decode of every
+## rendered manifest into the Kubernetes API types; promtool check/test rules. helm and promtool come from
+## deploy/k8s-tools.sh (built once, cached). e2e TestMonitoringMetricsExist checks the rules' metrics on a node.
+k8s-test: image
+	deploy/k8s-tools.sh build
+	cd deploy/tools && $(GO) vet ./... && \
+	  PICOMQ_IMAGE_LAYOUT=$(abspath $(IMAGE_DIR)) PICOMQ_IMAGE_VERSION=$(VERSION) \
+	  PICOMQ_HELM_BIN=$$(../k8s-tools.sh helm) PICOMQ_PROMTOOL_BIN=$$(../k8s-tools.sh promtool) \
+	  $(GO) test -count=1 -timeout 15m ./...
 
 ## minio: start a loopback MinIO for tests and benchmarks (docs/storage.md); minio-stop stops it
 minio:

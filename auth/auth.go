@@ -29,7 +29,9 @@ import (
 
 // Level is what a scope permits on the streams under its prefix. Admin
 // includes write and read; write does not include read, so a producer
-// token cannot read back what others wrote.
+// token cannot read back what others wrote. Metrics is not a level on
+// streams: a token whose only scope is "metrics" may scrape /metrics and
+// nothing else (a Prometheus server's credential, see ScrapeOnly).
 type Level uint8
 
 // Levels, weakest first.
@@ -37,7 +39,11 @@ const (
 	Read Level = 1 << iota
 	Write
 	Admin
+	Metrics
 )
+
+// ScopeMetrics is the scope string of a scrape-only token.
+const ScopeMetrics = "metrics"
 
 func (l Level) String() string {
 	switch l {
@@ -47,6 +53,8 @@ func (l Level) String() string {
 		return "write"
 	case Admin:
 		return "admin"
+	case Metrics:
+		return ScopeMetrics
 	}
 	return fmt.Sprintf("level(%d)", uint8(l))
 }
@@ -69,7 +77,12 @@ type Scope struct {
 	Prefix string
 }
 
-func (s Scope) String() string { return s.Level.String() + ":" + s.Prefix }
+func (s Scope) String() string {
+	if s.Level == Metrics {
+		return ScopeMetrics
+	}
+	return s.Level.String() + ":" + s.Prefix
+}
 
 // covers reports whether s permits level on name.
 func (s Scope) covers(level Level, name string) bool {
@@ -79,13 +92,17 @@ func (s Scope) covers(level Level, name string) bool {
 	return s.Level == level || s.Level == Admin
 }
 
-// ParseScope parses "LEVEL:PREFIX", e.g. "write:/orders/". The prefix is a
-// stream-name prefix, so it starts with "/"; "/" alone means every stream.
+// ParseScope parses "LEVEL:PREFIX", e.g. "write:/orders/", or "metrics".
+// The prefix is a stream-name prefix, so it starts with "/"; "/" alone
+// means every stream. "metrics" has no prefix: it names no streams.
 func ParseScope(s string) (Scope, error) {
+	if s == ScopeMetrics {
+		return Scope{Level: Metrics}, nil
+	}
 	lv, prefix, ok := strings.Cut(s, ":")
 	level, known := parseLevel(lv)
 	if !ok || !known {
-		return Scope{}, fmt.Errorf("scope %q: want read:PREFIX, write:PREFIX or admin:PREFIX", s)
+		return Scope{}, fmt.Errorf("scope %q: want read:PREFIX, write:PREFIX, admin:PREFIX or metrics", s)
 	}
 	if prefix == "" || prefix[0] != '/' {
 		return Scope{}, fmt.Errorf("scope %q: the prefix is a stream-name prefix and starts with '/' (\"/\" = every stream)", s)
@@ -119,6 +136,22 @@ func (p *Principal) Allows(level Level, name string) bool {
 		}
 	}
 	return false
+}
+
+// ScrapeOnly reports whether every scope of the principal is "metrics":
+// such a token may GET /metrics and is refused everything else, Kafka
+// included, so a leaked Prometheus credential reveals no stream, topic
+// or member.
+func (p *Principal) ScrapeOnly() bool {
+	if p == nil || len(p.Scopes) == 0 {
+		return false
+	}
+	for _, s := range p.Scopes {
+		if s.Level != Metrics {
+			return false
+		}
+	}
+	return true
 }
 
 // Take spends one request from the principal's rate limit. When it is

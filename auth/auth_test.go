@@ -137,3 +137,48 @@ func TestParseErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestScrapeOnlyScope: "metrics" parses without a prefix, grants no stream
+// level anywhere, and makes a token scrape-only only when it is the
+// token's every scope.
+func TestScrapeOnlyScope(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	writeFile(t, path, "tokens:\n"+
+		entry("prometheus", "tok-p", "", "metrics")+
+		entry("reader", "tok-r", "", "read:/orders/")+
+		entry("both", "tok-b", "", "metrics", "read:/orders/"))
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"tok-p": true, "tok-r": false, "tok-b": false}
+	for tok, scrapeOnly := range want {
+		p, err := s.Authenticate(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.ScrapeOnly(); got != scrapeOnly {
+			t.Errorf("%s: ScrapeOnly = %v, want %v", p.Name, got, scrapeOnly)
+		}
+	}
+	p, _ := s.Authenticate("tok-p")
+	for _, lv := range []Level{Read, Write, Admin} {
+		for _, name := range []string{"/", "/orders/1", "", "/_sys/kafka/groups/g"} {
+			if p.Allows(lv, name) {
+				t.Errorf("metrics scope allows %s on %q", lv, name)
+			}
+		}
+	}
+	if got := p.Scopes[0].String(); got != "metrics" {
+		t.Errorf("metrics scope prints as %q", got)
+	}
+	var nilP *Principal
+	if nilP.ScrapeOnly() {
+		t.Error("nil principal is scrape-only")
+	}
+	for _, bad := range []string{"metrics:/", "metrics:", "metric"} {
+		if _, err := ParseScope(bad); err == nil {
+			t.Errorf("ParseScope(%q) accepted", bad)
+		}
+	}
+}

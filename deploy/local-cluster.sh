@@ -6,6 +6,7 @@
 #   deploy/local-cluster.sh up       build, start everything, print the URLs
 #   deploy/local-cluster.sh status   what runs (from the pid file)
 #   deploy/local-cluster.sh down     stop exactly the processes `up` started
+#   deploy/local-cluster.sh upgrade BIN   rolling upgrade: drain, stop, start from BIN, ready; node by node
 #
 # Everything lives under $PICOMQ_CLUSTER_DIR (default ./cluster-data):
 # node data dirs, etcd data, MinIO state, logs/, cluster.pids, cluster.env.
@@ -49,6 +50,53 @@ wait_http() { # URL SECONDS PID EXE LOGFILE
   log "$1 not ready after $2 s; log: $5"; return 1
 }
 
+# start_node INDEX BINARY: runs node INDEX from BINARY (appended to the pid
+# file with that executable), against the cluster's etcd and MinIO.
+start_node() {
+  local i=$1 exe=$2 id=${NODES[$1]} addr="127.0.0.1:$((BASE + 1 + $1))"
+  # shellcheck disable=SC1091
+  . "$DIR/minio/env"
+  local store="s3://$PICOMQ_S3_BUCKET?endpoint=$PICOMQ_S3_ENDPOINT&region=us-east-1"
+  AWS_ACCESS_KEY_ID="$PICOMQ_S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$PICOMQ_S3_SECRET_KEY" AWS_REGION=us-east-1 \
+    nohup "$exe" serve --node-id "$id" --data-dir "$DIR/$id" \
+    --http-addr "$addr" --advertise-url "http://$addr" --kafka-addr "127.0.0.1:$((KAFKA_BASE + 1 + i))" \
+    --etcd-endpoints "127.0.0.1:$ETCD_PORT" --object-store "$store" \
+    --lease-ttl "$LEASE_TTL" --seal-max-age "$SEAL_MAX_AGE" \
+    >>"$DIR/logs/$id.log" 2>&1 </dev/null &
+  echo "$! $exe $id" >>"$PIDS"
+}
+
+# upgrade BINARY: the rolling upgrade of docs/operations.md, node by node:
+# drain it (POST /_sys/drain: its streams move to the other nodes), stop it
+# (SIGTERM), start it again from BINARY, wait for /readyz, next node. The
+# cluster keeps serving throughout: clients see 307s to the new owners and
+# retryable 503s while a stream moves, never a lost acknowledgement.
+upgrade() {
+  local new=${1:-}
+  [ -n "$new" ] && [ -x "$new" ] || die "usage: $0 upgrade /path/to/new/picomq"
+  [ -s "$PIDS" ] || die "not running (no $PIDS)"
+  new=$(readlink -f "$new")
+  "$new" version >&2
+  local i id url pid exe moved
+  for i in "${!NODES[@]}"; do
+    id=${NODES[$i]}
+    url="http://127.0.0.1:$((BASE + 1 + i))"
+    read -r pid exe _ <<<"$(grep " $id\$" "$PIDS" || true)"
+    if [ -n "${pid:-}" ] && alive "$pid" "$exe"; then
+      moved=$(curl -sf -m 60 -X POST "$url/_sys/drain" || echo "drain failed")
+      log "$id: drained ($moved); stopping"
+      stop_pids TERM "$id"
+    fi
+    grep -v " $id\$" "$PIDS" >"$PIDS.tmp" || true
+    mv "$PIDS.tmp" "$PIDS"
+    start_node "$i" "$new"
+    read -r pid _ <<<"$(grep " $id\$" "$PIDS")"
+    wait_http "$url/readyz" 60 "$pid" "$new" "$DIR/logs/$id.log" || die "$id did not become ready on $new; the other nodes still serve"
+    log "$id: ready on $new"
+  done
+  log "upgrade done"
+}
+
 up() {
   if [ -s "$PIDS" ]; then
     while read -r pid exe _; do
@@ -88,24 +136,11 @@ up() {
   PICOMQ_MINIO_STATE="$state" PICOMQ_MINIO_PORT="${PICOMQ_CLUSTER_MINIO_PORT:-19100}" \
     PICOMQ_MINIO_BUCKET=picomq-cluster deploy/local-minio.sh start >/dev/null || { down; exit 1; }
   echo "$(cat "$state/minio.pid") $mbin minio" >>"$PIDS"
-  # shellcheck disable=SC1091
-  . "$state/env"
-  local store="s3://$PICOMQ_S3_BUCKET?endpoint=$PICOMQ_S3_ENDPOINT&region=us-east-1"
 
-  local i id addr url pid urls=()
+  local i urls=()
   for i in "${!NODES[@]}"; do
-    id=${NODES[$i]}
-    addr="127.0.0.1:$((BASE + 1 + i))"
-    url="http://$addr"
-    AWS_ACCESS_KEY_ID="$PICOMQ_S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$PICOMQ_S3_SECRET_KEY" AWS_REGION=us-east-1 \
-      nohup "$BIN/picomq" serve --node-id "$id" --data-dir "$DIR/$id" \
-      --http-addr "$addr" --advertise-url "$url" --kafka-addr "127.0.0.1:$((KAFKA_BASE + 1 + i))" \
-      --etcd-endpoints "127.0.0.1:$ETCD_PORT" --object-store "$store" \
-      --lease-ttl "$LEASE_TTL" --seal-max-age "$SEAL_MAX_AGE" \
-      >"$DIR/logs/$id.log" 2>&1 </dev/null &
-    pid=$!
-    echo "$pid $BIN/picomq $id" >>"$PIDS"
-    urls+=("$id $url")
+    start_node "$i" "$BIN/picomq"
+    urls+=("${NODES[$i]} http://127.0.0.1:$((BASE + 1 + i))")
   done
   for i in "${!NODES[@]}"; do
     read -r pid _ <<<"$(grep " ${NODES[$i]}\$" "$PIDS")"
@@ -185,7 +220,8 @@ down() {
 
 case "${1:-}" in
   up) up ;;
+  upgrade) upgrade "${2:-}" ;;
   down) down ;;
   status) status ;;
-  *) sed -n '2,14p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,15p' "$0" >&2; exit 2 ;;
 esac

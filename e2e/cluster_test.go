@@ -1132,6 +1132,23 @@ func TestClusterEtcdOutage(t *testing.T) {
 		}
 	}
 	c.waitMembers(c.nodes, 30*time.Second)
+	// The lease metrics the OwnerLeaseLost alert reads: every node counted
+	// a loss (etcd was away longer than the lease TTL) and is no longer
+	// fenced now that it is ready again.
+	for _, n := range c.nodes {
+		var lost, losses float64
+		if !pollUntil(30*time.Second, 50*time.Millisecond, func() bool {
+			r, err := send(context.Background(), noRedirect, "GET", n.URL+"/metrics", nil)
+			if err != nil || r.Status != 200 {
+				return false
+			}
+			m := parseExposition(string(r.Body))
+			lost, losses = m["picomq_membership_lease_lost"], m["picomq_membership_lease_losses_total"]
+			return lost == 0 && losses >= 1
+		}) {
+			t.Fatalf("%s after the outage: picomq_membership_lease_lost %v, picomq_membership_lease_losses_total %v (want 0 and >= 1)", n.ID, lost, losses)
+		}
+	}
 
 	// Nothing lost or corrupt: every node reads the same contiguous log,
 	// holding every acknowledged record at its offset and nothing unsent.

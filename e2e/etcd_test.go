@@ -51,6 +51,20 @@ func startEtcd(t testing.TB) *etcdServer {
 	return e
 }
 
+// newEtcd is startEtcd without the start: its ports are chosen, and start
+// brings it up later (tests of a node booting before etcd).
+func newEtcd(t testing.TB) *etcdServer {
+	t.Helper()
+	bin, err := testproc.EtcdBinary(filepath.Dir(picomqBin))
+	if err != nil {
+		t.Fatalf("building the etcd wrapper: %v", err)
+	}
+	e := &etcdServer{t: t, Etcd: testproc.Etcd{Bin: bin, Name: "e2e", DataDir: filepath.Join(t.TempDir(), "etcd"),
+		ClientAddr: freeAddr(t), PeerAddr: freeAddr(t)}}
+	t.Cleanup(e.kill)
+	return e
+}
+
 // Endpoint is the --etcd-endpoints value for picomq.
 func (e *etcdServer) Endpoint() string { return e.ClientAddr }
 

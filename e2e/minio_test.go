@@ -44,10 +44,26 @@ func minioBinary(t testing.TB) string {
 
 func startMinio(t testing.TB) *minioServer {
 	t.Helper()
+	m := newMinio(t)
+	m.up()
+	return m
+}
+
+// newMinio chooses the address, credentials and bucket of a MinIO that up
+// starts later (tests of a node booting before its object store).
+func newMinio(t testing.TB) *minioServer {
+	t.Helper()
 	m := &minioServer{t: t, bin: minioBinary(t), dir: t.TempDir(), addr: freeAddr(t),
 		Access: "picomq-e2e", Secret: "picomq-e2e-secret", Bucket: "picomq-e2e", logs: &syncBuffer{}}
-	m.start()
 	t.Cleanup(m.stop)
+	return m
+}
+
+// up starts MinIO and creates the bucket.
+func (m *minioServer) up() {
+	t := m.t
+	t.Helper()
+	m.start()
 	// Create the bucket with a signed request. "Live" is not "ready": a
 	// MinIO that has just started may still answer 503 while it
 	// initialises, so retry for a while.
@@ -56,7 +72,7 @@ func startMinio(t testing.TB) *minioServer {
 		out, err := exec.Command("curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", m.Access+":"+m.Secret,
 			"-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-X", "PUT", m.URL()+"/"+m.Bucket).CombinedOutput()
 		if err == nil {
-			return m
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("create bucket: %v %s\n%s", err, out, m.logs.String())

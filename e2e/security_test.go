@@ -82,6 +82,7 @@ var matrixTokens = []testToken{
 	{name: "writer", secret: "tok-writer-0123456789", scopes: []string{"write:/a/"}},
 	{name: "a-admin", secret: "tok-a-admin-0123456789", scopes: []string{"admin:/a/"}},
 	{name: "root", secret: "tok-root-0123456789", scopes: []string{"admin:/"}},
+	{name: "scraper", secret: "tok-scraper-0123456789", scopes: []string{"metrics"}},
 }
 
 const rootToken = "tok-root-0123456789"
@@ -142,7 +143,7 @@ func TestAuthScopeMatrix(t *testing.T) {
 		{"list under /a/", "GET", func(string) string { return "/_streams?prefix=/a/" }, nil, nil, readers},
 		{"list everything", "GET", func(string) string { return "/_streams" }, nil, nil, set("root")},
 		{"cluster view", "GET", func(string) string { return "/_sys/cluster" }, nil, nil, set("reader", "writer", "a-admin", "root")},
-		{"metrics", "GET", func(string) string { return "/metrics" }, nil, nil, set("reader", "writer", "a-admin", "root")},
+		{"metrics", "GET", func(string) string { return "/metrics" }, nil, nil, set("reader", "writer", "a-admin", "root", "scraper")},
 	}
 	for _, ep := range eps {
 		for _, tk := range append([]testToken{{name: "none"}, {name: "wrong", secret: "tok-wrong-0123456789"}}, matrixTokens...) {
@@ -197,6 +198,8 @@ func TestAuthDurableStreams(t *testing.T) {
 	wantStatus(t, do(t, "PUT", u, nil, append(ct, bearerHdr("tok-writer-0123456789")...)...), 201, "DS create by a writer")
 	wantStatus(t, do(t, "POST", u, []byte("hello"), append(ct, bearerHdr("tok-writer-0123456789")...)...), 204, "DS append by a writer")
 	wantStatus(t, do(t, "GET", u+"?offset=-1", nil, bearerHdr("tok-writer-0123456789")...), 403, "DS read by a writer")
+	wantStatus(t, do(t, "GET", u+"?offset=-1", nil, bearerHdr("tok-scraper-0123456789")...), 403, "DS read by a scrape-only token")
+	wantStatus(t, do(t, "GET", p.URL+"/metrics", nil, bearerHdr("tok-scraper-0123456789")...), 200, "DS node /metrics by a scrape-only token")
 	r := do(t, "GET", u+"?offset=-1", nil, bearerHdr("tok-reader-0123456789")...)
 	wantStatus(t, r, 200, "DS read by a reader")
 	if string(r.Body) != "hello" {

@@ -37,6 +37,7 @@ func TestSoakShort(t *testing.T) {
 		faultEvery:   6 * time.Second,
 		durabilities: []string{"local", "object"},
 		faults:       soakFaults,
+		deletion:     true,
 		// A loaded 2-core CI machine makes every flush slow, and the
 		// documented window grows with the flush time.
 		lossWindow: 5 * time.Second,
@@ -94,7 +95,14 @@ type soakOpts struct {
 	// lossWindow is the documented `local` loss window the checker allows
 	// (--seal-max-age plus a flush); default --seal-max-age + 2s.
 	lossWindow time.Duration
+	// deletion adds the deletion workload (soak_deletion_test.go): creates,
+	// forks, trims, retention and deletes, with GC, retention and
+	// compaction running every few seconds on the nodes.
+	deletion bool
 }
+
+// soakStream is a stream the soak writes and reads back at the end.
+type soakStream struct{ name, durability string }
 
 // diskFullFlag is node.DiskFullFlag (node/diskfull_faults.go, compiled
 // only with the test tag picomq_faultfs): while this file exists in a
@@ -109,6 +117,9 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 		o.lossWindow = sealMaxAge + 2*time.Second
 	}
 	copts := clusterOpts{LeaseTTL: ttl, SealMaxAge: sealMaxAge, Bin: o.bin}
+	if o.deletion {
+		copts.Extra = append(copts.Extra, deletionFlags...)
+	}
 	for _, k := range o.faults {
 		switch {
 		case strings.HasPrefix(k, "minio-"):
@@ -124,7 +135,6 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 19))
 	log := &history.Log{}
 
-	type soakStream struct{ name, durability string }
 	var streams []soakStream
 	for _, d := range durabilities {
 		for i := range 3 {
@@ -200,10 +210,33 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 				}
 				rd.Client, rd.Tail = 1000+ci, true
 				log.AddRead(rd)
-				if rd.Outcome == history.OK && len(rd.Records) > 0 {
+				if rd.Outcome == history.OK && rd.Trimmed {
+					next = rd.StartOffset // trimmed: continue where the stream starts
+				} else if rd.Outcome == history.OK && len(rd.Records) > 0 {
 					next = rd.Records[len(rd.Records)-1].Offset + 1
 				} else {
 					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}()
+	}
+
+	var deletion *deletionWorkload
+	var gc gcCounter
+	if o.deletion {
+		deletion = &deletionWorkload{log: log, client: client, urls: urls, durabilities: durabilities, mainStreams: streams}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			deletion.run(ctx, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3)))
+		}()
+		go func() { // the nodes' GC counters, scraped often enough to see through restarts
+			defer wg.Done()
+			for ctx.Err() == nil {
+				gc.scrape(ctx, urls)
+				select {
+				case <-ctx.Done():
+				case <-time.After(2 * time.Second):
 				}
 			}
 		}()
@@ -258,24 +291,34 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 	// Pages of 10 000 records from object storage can take seconds on a
 	// loaded machine: a 5 s timeout made a 10-minute run fail here.
 	finalClient := &http.Client{Timeout: time.Minute, CheckRedirect: follow.CheckRedirect}
-	for _, s := range streams {
+	finalStreams := streams
+	if deletion != nil {
+		finalStreams = append(finalStreams, deletion.live()...)
+	}
+	for _, s := range finalStreams {
 		for _, base := range urls {
 			var recs []history.Record
+			var from int64
 			var err error
 			ok := pollUntil(3*time.Minute, 200*time.Millisecond, func() bool {
-				recs, err = readAllRecords(finalClient, base, s.name)
+				recs, from, err = readAllRecords(finalClient, base, s.name)
 				return err == nil
 			})
 			if !ok {
 				t.Errorf("final read of %s via %s kept failing for 3 minutes: %v", s.name, base, err)
 				continue
 			}
-			log.AddRead(history.Read{Client: -1, Stream: s.name, Outcome: history.OK, Final: true, Records: recs,
+			log.AddRead(history.Read{Client: -1, Stream: s.name, From: from, Outcome: history.OK, Final: true, Records: recs,
 				Node: base, Start: time.Now(), End: time.Now()})
 		}
 	}
 
 	res := log.Check(o.lossWindow)
+	if deletion != nil {
+		gc.scrape(context.Background(), urls)
+		res.GCRuns, res.GCDeleted, res.GCKnown = int(gc.runs), int(gc.deleted), true
+		fmt.Fprintf(os.Stdout, "soak deletion: %s; GC: %d passes, %d objects deleted\n", res.DeletionSummary(), res.GCRuns, res.GCDeleted)
+	}
 	var byKind []string
 	for k, n := range res.Faults {
 		byKind = append(byKind, fmt.Sprintf("%s=%d", k, n))
@@ -375,10 +418,17 @@ func checkDiskFull(t *testing.T, n *clusterNode) {
 }
 
 // readPage is one GET from offset; it records what it got without judging.
+// A 410 offset_trimmed is recorded with the start offset it names.
 func readPage(ctx context.Context, c *http.Client, base, name string, from int64) history.Read {
 	rd := history.Read{Stream: name, From: from, Start: time.Now(), Node: base}
 	r, err := send(ctx, c, "GET", fmt.Sprintf("%s%s?offset=%d&limit=1000", base, name, from), nil)
 	rd.End = time.Now()
+	if err == nil && r.Status == http.StatusGone {
+		if start, perr := strconv.ParseInt(r.Header.Get("Pico-Start-Offset"), 10, 64); perr == nil {
+			rd.Outcome, rd.Trimmed, rd.StartOffset, rd.Node = history.OK, true, start, r.servedBy()
+			return rd
+		}
+	}
 	if err != nil || r.Status != 200 {
 		rd.Outcome = history.Unknown
 		return rd
@@ -406,31 +456,44 @@ func historyRecords(recs []history.Record, page []jsonRecord) []history.Record {
 	return recs
 }
 
-// readAllRecords pages through a stream from offset 0 until it is up to date.
-func readAllRecords(c *http.Client, base, name string) ([]history.Record, error) {
+// readAllRecords pages through a stream from its start offset until it is
+// up to date, and returns the start offset it began at: it asks for offset
+// 0 and follows a 410 offset_trimmed to the start offset it names (again
+// if retention or a trim moves it while the read goes on).
+func readAllRecords(c *http.Client, base, name string) ([]history.Record, int64, error) {
 	var recs []history.Record
+	start := int64(0)
 	for off, pages := int64(0), 0; pages < 100000; pages++ {
 		r, err := send(context.Background(), c, "GET", fmt.Sprintf("%s%s?offset=%d&limit=10000", base, name, off), nil)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
+		}
+		if r.Status == http.StatusGone {
+			s, err := strconv.ParseInt(r.Header.Get("Pico-Start-Offset"), 10, 64)
+			if err != nil || s <= off {
+				return nil, 0, fmt.Errorf("offset %d: 410 with Pico-Start-Offset %q (served by %s)", off, r.Header.Get("Pico-Start-Offset"), r.servedBy())
+			}
+			// Records read so far are below the new start: begin again there.
+			recs, start, off = recs[:0], s, s
+			continue
 		}
 		if r.Status != 200 {
-			return nil, fmt.Errorf("offset %d: status %d (served by %s) %s", off, r.Status, r.servedBy(), lastBytes(string(r.Body), 300))
+			return nil, 0, fmt.Errorf("offset %d: status %d (served by %s) %s", off, r.Status, r.servedBy(), lastBytes(string(r.Body), 300))
 		}
 		var page []jsonRecord
 		if err := json.Unmarshal(r.Body, &page); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		recs = historyRecords(recs, page)
 		if r.Header.Get("Pico-Up-To-Date") == "true" {
-			return recs, nil
+			return recs, start, nil
 		}
 		next, err := strconv.ParseInt(r.Header.Get("Pico-Next-Offset"), 10, 64)
 		if err != nil || next <= off {
-			return nil, fmt.Errorf("no progress at offset %d: Pico-Next-Offset %q, %d records on the page (served by %s)",
+			return nil, 0, fmt.Errorf("no progress at offset %d: Pico-Next-Offset %q, %d records on the page (served by %s)",
 				off, r.Header.Get("Pico-Next-Offset"), len(page), r.servedBy())
 		}
 		off = next
 	}
-	return nil, fmt.Errorf("no end")
+	return nil, 0, fmt.Errorf("no end")
 }

@@ -42,6 +42,10 @@ func (s *Server) authenticate(cc *connState, b []byte) error {
 	var p *auth.Principal
 	if err == nil && s.cfg.Auth != nil {
 		p, err = s.cfg.Auth.Authenticate(token)
+		if err == nil && p.ScrapeOnly() {
+			// A Prometheus credential: Metadata alone would list every topic.
+			p, err = nil, errors.New("scrape-only token (scope metrics) cannot use Kafka")
+		}
 	}
 	if err != nil {
 		cc.authenticated.Store(s.cfg.Auth == nil)

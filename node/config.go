@@ -43,14 +43,19 @@ type Config struct {
 	SealMaxAge           time.Duration
 	Durability           string
 	LeaseTTL             time.Duration
-	WALMaxBytes          int64
-	CacheBytes           int64
-	LongPollTimeout      time.Duration
-	SSETimeout           time.Duration
-	MaxAppendBytes       int64
-	ShutdownTimeout      time.Duration
-	LogLevel             string
-	LogFormat            string
+	// Periods of the passes that reclaim storage (docs/configuration.md).
+	GCInterval         time.Duration
+	CompactionInterval time.Duration
+	RetentionInterval  time.Duration
+	WALMaxBytes        int64
+	CacheBytes         int64
+	LongPollTimeout    time.Duration
+	SSETimeout         time.Duration
+	MaxAppendBytes     int64
+	ShutdownTimeout    time.Duration
+	StartRetry         time.Duration // how long start-up retries an unavailable object store or etcd
+	LogLevel           string
+	LogFormat          string
 
 	// Security (docs/security.md).
 	AuthTokens     string // token file; empty = no authentication
@@ -136,12 +141,22 @@ const (
 	envPrefix               = "PICOMQ_"
 	maxLongPollTimeoutLimit = 5 * time.Minute
 
-	defaultMaxHeaderBytes         = 64 << 10
-	defaultKafkaMaxFrameBytes     = 100 << 20
-	defaultKafkaMaxMessageBytes   = 1048588 // Kafka's own max.message.bytes default
-	defaultMaxConnections         = 4096
-	defaultMaxRecordBytes         = 1 << 20
-	defaultMaxBatchRecords        = 10000
+	defaultMaxHeaderBytes       = 64 << 10
+	defaultKafkaMaxFrameBytes   = 100 << 20
+	defaultKafkaMaxMessageBytes = 1048588 // Kafka's own max.message.bytes default
+	defaultMaxConnections       = 4096
+	defaultMaxRecordBytes       = 1 << 20
+	defaultGCInterval           = time.Minute
+	defaultCompactionInterval   = 10 * time.Second
+	defaultRetentionInterval    = 10 * time.Second
+	defaultMaxBatchRecords      = 10000
+	// The floor of the three intervals above: a GC pass lists every
+	// manifest and every stream record in etcd, compaction and retention
+	// walk this node's objects and streams, so more often than once a
+	// second would load etcd for storage reclaimed at most a second
+	// sooner. The ceiling keeps a typo from turning reclamation off.
+	minJobInterval                = time.Second
+	maxJobInterval                = 24 * time.Hour
 	defaultMaxInflightAppendBytes = 256 << 20
 	defaultReadHeaderTimeout      = 10 * time.Second
 	defaultBodyTimeout            = 60 * time.Second
@@ -179,12 +194,16 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.DurationVar(&cfg.SealMaxAge, "seal-max-age", time.Second, "flush pending stream data at least this often (bounds the local-durability loss window)")
 	fs.StringVar(&cfg.Durability, "durability", "local", "default ack level: local (after WAL fsync) or object (after upload + commit)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "etcd membership lease; a node silent this long is considered dead")
+	fs.DurationVar(&cfg.GCInterval, "gc-interval", defaultGCInterval, "how often unreferenced objects (of deleted streams, below a trim point, replaced by compaction) are deleted from object storage")
+	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", defaultCompactionInterval, "how often small flush objects are merged into larger ones")
+	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", defaultRetentionInterval, "how often streams' retention (age and size) advances their start offsets")
 	fs.Int64Var(&cfg.WALMaxBytes, "wal-max-bytes", 4<<30, "un-uploaded bytes allowed in the WAL while object storage is down; above it appends get 503")
 	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", 256<<20, "size of the object read cache in bytes")
 	fs.DurationVar(&cfg.LongPollTimeout, "long-poll-timeout", defaultLongPollTimeout, "cap of a long-poll read")
 	fs.DurationVar(&cfg.SSETimeout, "sse-timeout", defaultSSETimeout, "cap of one SSE connection")
 	fs.Int64Var(&cfg.MaxAppendBytes, "max-append-bytes", defaultMaxAppendBytes, "largest accepted append body in bytes")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long SIGTERM waits for in-flight requests")
+	fs.DurationVar(&cfg.StartRetry, "start-retry", 10*time.Minute, "how long start-up retries an object store or etcd that does not answer yet before exiting 1")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&cfg.AuthTokens, "auth-tokens", "", "token file (hashes and scopes, docs/security.md); reloaded on SIGHUP")
@@ -373,6 +392,18 @@ func (c *Config) Validate() error {
 	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > time.Minute {
 		return fmt.Errorf("--lease-ttl %s: want between 2s and 1m", c.LeaseTTL)
 	}
+	for _, iv := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--gc-interval", c.GCInterval},
+		{"--compaction-interval", c.CompactionInterval},
+		{"--retention-interval", c.RetentionInterval},
+	} {
+		if iv.v < minJobInterval || iv.v > maxJobInterval {
+			return fmt.Errorf("%s %s: want between %s and %s", iv.flag, iv.v, minJobInterval, maxJobInterval)
+		}
+	}
 	if c.WALMaxBytes < c.SealMaxBytes {
 		return fmt.Errorf("--wal-max-bytes %d: must be at least --seal-max-bytes (%d)", c.WALMaxBytes, c.SealMaxBytes)
 	}
@@ -387,6 +418,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxAppendBytes < 1024 || c.MaxAppendBytes > 256<<20 {
 		return fmt.Errorf("--max-append-bytes %d: want between 1024 and %d", c.MaxAppendBytes, 256<<20)
+	}
+	if c.StartRetry < 0 {
+		return fmt.Errorf("--start-retry %s: want >= 0 (0 = the default, 10m)", c.StartRetry)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %s: want > 0", c.ShutdownTimeout)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func parseWith(t *testing.T, yaml string, args ...string) (Config, error) {
@@ -141,5 +142,32 @@ func TestConfigYAMLNumbers(t *testing.T) {
 	}
 	if _, err := parseWith(t, "seal-max-bytes: 1.5\n"); err == nil || !strings.Contains(err.Error(), `"1.5"`) {
 		t.Errorf("a fraction for an integer flag: %v, want an error naming 1.5", err)
+	}
+}
+
+// TestConfigJobIntervals: the reclamation passes' periods default to the
+// documented values, are read from flags and YAML, and are refused below
+// the floor (a pass per second at most) and above a day.
+func TestConfigJobIntervals(t *testing.T) {
+	cfg, err := parseWith(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GCInterval != time.Minute || cfg.CompactionInterval != 10*time.Second || cfg.RetentionInterval != 10*time.Second {
+		t.Fatalf("defaults: gc %s compaction %s retention %s", cfg.GCInterval, cfg.CompactionInterval, cfg.RetentionInterval)
+	}
+	cfg, err = parseWith(t, "compaction_interval: 3s\n", "--gc-interval", "2s", "--retention-interval", "1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GCInterval != 2*time.Second || cfg.CompactionInterval != 3*time.Second || cfg.RetentionInterval != time.Second {
+		t.Fatalf("set: gc %s compaction %s retention %s", cfg.GCInterval, cfg.CompactionInterval, cfg.RetentionInterval)
+	}
+	for _, bad := range [][]string{
+		{"--gc-interval", "500ms"}, {"--compaction-interval", "0s"}, {"--retention-interval", "25h"}, {"--gc-interval", "-1s"},
+	} {
+		if _, err := parseWith(t, "", bad...); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: err = %v, want a refusal naming %s", bad, err, bad[0])
+		}
 	}
 }

@@ -60,6 +60,7 @@ func (n *Node) serveKafka(ctx context.Context) error {
 		FrameTimeout:     n.cfg.BodyTimeout,
 		Logger:           n.log.With("listener", "kafka"),
 	})
+	n.registerKafkaMetrics(n.kafka)
 	n.kafkaServed = make(chan error, 1)
 	ln := n.kafkaLn
 	go func() { n.kafkaServed <- n.kafka.Serve(ln) }()

@@ -32,6 +32,12 @@ type membership struct {
 	onLost    func(error)
 	onJoined  func() // new lease: streams may have been taken over
 	onResumed func() // same lease: nothing changed hands
+
+	// For picomq_membership_lease_lost and _losses_total: whether the
+	// node is fenced for lack of a live session right now, and how often
+	// that happened.
+	lost   atomic.Bool
+	losses atomic.Int64
 }
 
 // join registers the node, first revoking the lease a previous run of this
@@ -84,6 +90,8 @@ func (m *membership) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		m.lost.Store(true)
+		m.losses.Add(1)
 		m.onLost(meta.ErrLeaseLost)
 		// Rejoin attempts back off by the repository's one rule (sdk/retry).
 		backoff := retry.Policy{Initial: 200 * time.Millisecond, Max: 2 * time.Second}.Backoff()
@@ -95,6 +103,7 @@ func (m *membership) run(ctx context.Context) error {
 			if err == nil {
 				m.sess.Store(resumed)
 				m.log.Info("etcd reachable again; resumed the same lease")
+				m.lost.Store(false)
 				m.onResumed()
 				break
 			}
@@ -102,6 +111,7 @@ func (m *membership) run(ctx context.Context) error {
 				if err := m.join(ctx); err == nil {
 					m.log.Info("rejoined the cluster with a new lease")
 					m.onJoined()
+					m.lost.Store(false)
 					break
 				} else {
 					m.log.Warn("rejoin failed; retrying", "err", err, "retry_in", wait)

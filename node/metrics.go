@@ -1,7 +1,13 @@
 package node
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/PicoMQ/picomq/kafka"
 
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/cache"
@@ -52,4 +58,120 @@ func statMetrics[S any](reg prometheus.Registerer, stats func() S) (gauge, count
 // registerCounter registers a counter read at scrape time from f.
 func registerCounter(reg prometheus.Registerer, name, help string, f func() float64) {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
+}
+
+// registerOpsMetrics exposes what the shipped alert rules
+// (deploy/monitoring/alerts.yml) need beyond the service's own metrics:
+// the membership lease, the data dir's filesystem, etcd's database against
+// its quota and the TLS certificate's expiry. Everything is read at scrape
+// time; the etcd status call is bounded by one second.
+func (n *Node) registerOpsMetrics() {
+	reg := n.metrics
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "picomq_membership_lease_lost",
+		Help: "1 while the node has no live etcd membership lease and is fenced (refuses appends and commits), else 0.",
+	}, func() float64 { return b2f(n.members.lost.Load()) }))
+	registerCounter(reg, "picomq_membership_lease_losses_total", "Times the node lost its etcd membership lease (etcd unreachable or the lease expired).",
+		func() float64 { return float64(n.members.losses.Load()) })
+	reg.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
+		size, avail, err := fsSpace(n.cfg.DataDir)
+		if err != nil {
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(dataDirSizeDesc, prometheus.GaugeValue, float64(size))
+		ch <- prometheus.MustNewConstMetric(dataDirAvailDesc, prometheus.GaugeValue, float64(avail))
+	}, dataDirSizeDesc, dataDirAvailDesc))
+	reg.MustRegister(newFuncCollector(n.collectEtcdStatus, etcdDBDesc, etcdQuotaDesc))
+	if n.certs != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "picomq_tls_cert_not_after_timestamp_seconds",
+			Help: "Expiry (NotAfter, Unix seconds) of the TLS certificate the listeners serve now (--tls-cert; re-read on SIGHUP).",
+		}, func() float64 { return float64(n.certs.notAfter().Unix()) }))
+	}
+}
+
+var (
+	dataDirSizeDesc = prometheus.NewDesc("picomq_data_dir_size_bytes",
+		"Size of the filesystem holding --data-dir (the WAL and, when embedded, etcd).", nil, nil)
+	dataDirAvailDesc = prometheus.NewDesc("picomq_data_dir_available_bytes",
+		"Bytes of the filesystem holding --data-dir that the node may still use.", nil, nil)
+	etcdDBDesc = prometheus.NewDesc("picomq_etcd_db_size_bytes",
+		"Size of the etcd database file (the largest reported by the node's etcd endpoints).", nil, nil)
+	etcdQuotaDesc = prometheus.NewDesc("picomq_etcd_db_quota_bytes",
+		"etcd's backend quota (--quota-backend-bytes); past it etcd refuses writes (absent for etcd before 3.6).", nil, nil)
+	groupLagDesc = prometheus.NewDesc("picomq_kafka_group_lag",
+		"Messages a Kafka consumer group is behind on a topic (end offset minus committed offset, summed over the partitions this node can answer for), for the groups this node coordinates.",
+		[]string{"group", "topic"}, nil)
+)
+
+// collectEtcdStatus asks each etcd endpoint for its status; an endpoint
+// that does not answer within a second is left out.
+func (n *Node) collectEtcdStatus(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var db, quota int64
+	ok := false
+	for _, ep := range n.etcd.Endpoints() {
+		st, err := n.etcd.Status(ctx, ep)
+		if err != nil {
+			continue
+		}
+		ok = true
+		db, quota = max(db, st.DbSize), max(quota, st.DbSizeQuota)
+	}
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(etcdDBDesc, prometheus.GaugeValue, float64(db))
+	if quota > 0 {
+		ch <- prometheus.MustNewConstMetric(etcdQuotaDesc, prometheus.GaugeValue, float64(quota))
+	}
+}
+
+// registerKafkaMetrics exposes consumer-group lag, computed at scrape time
+// (bounded by two seconds) for the groups this node coordinates.
+func (n *Node) registerKafkaMetrics(k *kafka.Server) {
+	n.metrics.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for _, l := range k.GroupLags(ctx) {
+			ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(l.Messages), l.Group, l.Topic)
+		}
+	}, groupLagDesc))
+}
+
+// funcCollector is a collector whose samples a function produces at scrape
+// time.
+type funcCollector struct {
+	descs   []*prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func newFuncCollector(collect func(chan<- prometheus.Metric), descs ...*prometheus.Desc) funcCollector {
+	return funcCollector{descs: descs, collect: collect}
+}
+
+func (c funcCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c funcCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
+// fsSpace is the size of the filesystem holding dir and the bytes an
+// unprivileged process may still write there.
+func fsSpace(dir string) (size, avail uint64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

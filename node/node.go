@@ -38,6 +38,7 @@ import (
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/tiering"
+	"github.com/PicoMQ/picomq/tiering/objstore"
 	"github.com/PicoMQ/picomq/wal"
 )
 
@@ -60,9 +61,10 @@ type Node struct {
 	lock    *dataDirLock
 	served  chan error
 
-	tokens *auth.Store   // nil when authentication is off
-	certs  *certReloader // nil without --tls-cert
-	tlsCfg *tls.Config   // the listeners' TLS (Kafka uses it too); nil without --tls-cert
+	tokens    *auth.Store   // nil when authentication is off
+	certs     *certReloader // nil without --tls-cert
+	etcdCerts *certReloader // etcd client certificate; nil without --etcd-cert
+	tlsCfg    *tls.Config   // the listeners' TLS (Kafka uses it too); nil without --tls-cert
 
 	connRefused *prometheus.CounterVec // connections closed at accept, by listener
 
@@ -76,6 +78,7 @@ type Node struct {
 	kafkaServed    chan error
 
 	pprof *pprofServer // nil without --pprof-addr
+	boot  *bootServer  // answers /readyz while start-up waits; nil once serving
 
 	// closers undo the start-up steps that succeeded, in the order they
 	// ran; unwind runs them backwards (on a failed start and at Shutdown).
@@ -217,7 +220,18 @@ func (n *Node) takeSettings(ctx context.Context) (err error) {
 	if n.kafkaLn != nil {
 		n.onClose("kafka listener", func(context.Context) error { _ = n.kafkaLn.Close(); return nil })
 	}
-	if n.tier, err = openTier(ctx, cfg, n.log); err != nil {
+	n.startBootServer()
+	err = n.untilAvailable(ctx, "object store", func(err error) bool { return errors.Is(err, objstore.ErrUnavailable) },
+		func(ctx context.Context) (err error) {
+			actx, cancel := context.WithTimeout(ctx, startAttemptTimeout)
+			defer cancel()
+			n.tier, err = openTier(actx, cfg, n.log)
+			return err
+		})
+	if err != nil {
+		if errors.Is(err, objstore.ErrUnavailable) || ctx.Err() != nil {
+			return fmt.Errorf("--object-store: %w", err) // may pass later: exit 1, the unit restarts
+		}
 		return settingErr("--object-store", err)
 	}
 	n.onClose("object store", func(context.Context) error { return n.tier.Close() })
@@ -244,15 +258,26 @@ func (n *Node) connectEtcd(ctx context.Context) (err error) {
 	}
 	var dialOpts []meta.DialOption
 	if len(cfg.EtcdEndpoints) > 0 {
-		tc, err := etcdTLS(cfg)
+		tc, certs, err := etcdTLS(cfg)
 		if err != nil {
 			return &SettingError{Err: err} // names the --etcd-* flag
 		}
 		if tc != nil {
 			dialOpts = append(dialOpts, meta.WithTLS(tc))
 		}
+		n.etcdCerts = certs
 	}
-	n.etcd, err = meta.Dial(ctx, endpoints, dialOpts...)
+	dial := func(ctx context.Context) (err error) {
+		n.etcd, err = meta.Dial(ctx, endpoints, dialOpts...)
+		return err
+	}
+	if len(cfg.EtcdEndpoints) > 0 {
+		// An external cluster may not answer yet (peers booting, DNS, a
+		// security group): retry. The embedded one is this process.
+		err = n.untilAvailable(ctx, "etcd", func(err error) bool { return !errors.Is(err, meta.ErrInvalid) }, dial)
+	} else {
+		err = dial(ctx)
+	}
 	if err != nil {
 		if len(cfg.EtcdEndpoints) > 0 {
 			return fmt.Errorf("--etcd-endpoints %v: %w", endpoints, err)
@@ -292,7 +317,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, StartedAt: time.Now().UTC()},
 		leaseLog: filepath.Join(cfg.DataDir, "node-lease"),
 	}
-	if err := n.members.join(ctx); err != nil {
+	if err := n.untilAvailable(ctx, "cluster membership", func(error) bool { return true }, n.members.join); err != nil {
 		return fmt.Errorf("join cluster as %q: %w", cfg.NodeID, err)
 	}
 	n.onClose("membership", func(context.Context) error {
@@ -316,6 +341,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 		DefaultDurability: cfg.Durability,
 		Registerer:        n.metrics,
 		Cluster:           n.reg,
+		Jobs:              stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, Retention: cfg.RetentionInterval},
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
 			Manifests:    n.reg,
@@ -340,6 +366,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 	}
 	n.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWALMetrics(n.metrics, n.wal)
+	n.registerOpsMetrics()
 	if n.tier != nil {
 		registerTierMetrics(n.metrics, n.tier)
 	}
@@ -365,8 +392,11 @@ func (n *Node) startJobs(ctx context.Context) error {
 
 // serveHTTP builds the HTTP handler (the node's own paths, the protocol
 // handler, limits, authentication, metrics) and starts serving.
-func (n *Node) serveHTTP(context.Context) error {
+func (n *Node) serveHTTP(ctx context.Context) error {
 	cfg, log := n.cfg, n.log
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	n.stopBootServer(sctx) // the listener is the real server's from here
+	cancel()
 	// The node's own paths are matched exactly; everything else goes to
 	// the protocol handler, which never rewrites ("cleans") a path: stream
 	// names are validated, not silently turned into another name.

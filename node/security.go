@@ -28,9 +28,10 @@ import (
 // access is what a request needs: a level on a stream name (or name
 // prefix), authentication only (level 0), or nothing at all (public).
 type access struct {
-	public bool
-	level  auth.Level
-	name   string
+	public  bool
+	metrics bool // GET /metrics: the one request a scrape-only token may make
+	level   auth.Level
+	name    string
 }
 
 // classify maps a request onto the access it needs. The rules are the
@@ -44,6 +45,8 @@ func classify(protocol string, r *http.Request) access {
 	switch p {
 	case "/healthz", "/readyz":
 		return access{public: true}
+	case "/metrics":
+		return access{metrics: true}
 	case "/_sys/drain":
 		return access{level: auth.Admin, name: "/"}
 	}
@@ -75,9 +78,6 @@ func classify(protocol string, r *http.Request) access {
 			return access{level: auth.Admin, name: name}
 		}
 		return access{} // /metrics, /_sys/cluster, unknown /_ routes
-	}
-	if p == "/metrics" {
-		return access{}
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -132,6 +132,12 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 				msg = "the bearer token is not valid"
 			}
 			httpx.WriteError(w, http.StatusUnauthorized, wire.CodeUnauthorized, msg)
+			return
+		}
+		if !need.metrics && p.ScrapeOnly() {
+			g.denied.WithLabelValues("403").Inc()
+			httpx.WriteError(w, http.StatusForbidden, wire.CodeForbidden,
+				fmt.Sprintf("token %q is scrape-only (scope %q): it may only GET /metrics", p.Name, auth.ScopeMetrics))
 			return
 		}
 		if need.level != 0 && !p.Allows(need.level, need.name) {
@@ -312,11 +318,12 @@ func (c *limitConn) Close() error {
 // handshakes in progress keep the old one.
 type certReloader struct {
 	certFile, keyFile string
+	flags             string // the flags that name the pair, for errors
 	cur               atomic.Pointer[tls.Certificate]
 }
 
 func newCertReloader(certFile, keyFile string) (*certReloader, error) {
-	c := &certReloader{certFile: certFile, keyFile: keyFile}
+	c := &certReloader{certFile: certFile, keyFile: keyFile, flags: "--tls-cert/--tls-key"}
 	if err := c.Reload(); err != nil {
 		return nil, err
 	}
@@ -327,10 +334,19 @@ func newCertReloader(certFile, keyFile string) (*certReloader, error) {
 func (c *certReloader) Reload() error {
 	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
 	if err != nil {
-		return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		return fmt.Errorf("%s: %w", c.flags, err)
 	}
 	c.cur.Store(&cert)
 	return nil
+}
+
+// notAfter is the expiry of the certificate in force (its leaf, which
+// tls.LoadX509KeyPair parses).
+func (c *certReloader) notAfter() time.Time {
+	if cert := c.cur.Load(); cert != nil && cert.Leaf != nil {
+		return cert.Leaf.NotAfter
+	}
+	return time.Time{}
 }
 
 func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.cur.Load(), nil }
@@ -356,30 +372,33 @@ func loadCAPool(flag, file string) (*x509.CertPool, error) {
 // etcdTLS is the client TLS configuration for external etcd, or nil when
 // none of --etcd-ca/--etcd-cert is set (plain, or https with the system
 // roots when an endpoint says https://).
-func etcdTLS(cfg Config) (*tls.Config, error) {
+func etcdTLS(cfg Config) (*tls.Config, *certReloader, error) {
 	https := false
 	for _, e := range cfg.EtcdEndpoints {
 		https = https || strings.HasPrefix(e, "https://")
 	}
 	if cfg.EtcdCA == "" && cfg.EtcdCert == "" && !https {
-		return nil, nil
+		return nil, nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.EtcdCA != "" {
 		pool, err := loadCAPool("--etcd-ca", cfg.EtcdCA)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		tc.RootCAs = pool
 	}
+	var certs *certReloader
 	if cfg.EtcdCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.EtcdCert, cfg.EtcdKey)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		// Reloaded on SIGHUP like the listener's: a renewed client
+		// certificate is used from the next connection to etcd on.
+		certs = &certReloader{certFile: cfg.EtcdCert, keyFile: cfg.EtcdKey, flags: "--etcd-cert/--etcd-key"}
+		if err := certs.Reload(); err != nil {
+			return nil, nil, err
 		}
-		tc.Certificates = []tls.Certificate{cert}
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return certs.cur.Load(), nil }
 	}
-	return tc, nil
+	return tc, certs, nil
 }
 
 // Reload re-reads the token file and the TLS certificate (SIGHUP). Each
@@ -394,11 +413,14 @@ func (n *Node) Reload() error {
 			n.log.Info("token file reloaded", "file", n.tokens.Path(), "tokens", n.tokens.Len())
 		}
 	}
-	if n.certs != nil {
-		if err := n.certs.Reload(); err != nil {
+	for _, c := range []*certReloader{n.certs, n.etcdCerts} {
+		if c == nil {
+			continue
+		}
+		if err := c.Reload(); err != nil {
 			errs = append(errs, err)
 		} else {
-			n.log.Info("TLS certificate reloaded", "cert", n.certs.certFile)
+			n.log.Info("TLS certificate reloaded", "cert", c.certFile)
 		}
 	}
 	return errors.Join(errs...)

@@ -48,6 +48,37 @@ func record(seq uint64, size int) []byte {
 	return b
 }
 
+// waitBound is how long a power-cut test waits for any one event of the
+// log before failing with what it waited for: a broken log fails the test
+// in seconds with a clear message, never by the package timeout.
+const waitBound = 20 * time.Second
+
+// within fails t with what unless ch delivers within waitBound.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitBound):
+		t.Fatalf("waited %s for %s", waitBound, what)
+		panic("unreachable")
+	}
+}
+
+// bounded is a context that ends after waitBound, for calls into the log.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// done turns a wait into a channel for within.
+func done(wait func()) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() { wait(); close(ch) }()
+	return ch
+}
+
 type acked struct {
 	pos  wal.Pos
 	data []byte
@@ -82,7 +113,7 @@ func TestPowerCutLosesNothingAcknowledged(t *testing.T) {
 						mu.Lock()
 						written[string(data)] = true
 						mu.Unlock()
-						pos, err := w.Append(context.Background(), data)
+						pos, err := w.Append(ctx, data)
 						if err != nil {
 							return // the power is off
 						}
@@ -119,8 +150,8 @@ func TestPowerCutLosesNothingAcknowledged(t *testing.T) {
 				t.Fatal(err)
 			}
 			cancel()
-			wg.Wait()
-			_ = w.Close() // fails: the power is off
+			within(t, done(wg.Wait), "the appenders to stop after the power cut")
+			within(t, done(func() { _ = w.Close() }), "the log to close after the power cut") // fails: the power is off
 
 			w2, rep := openFS(t, dir, faultfs.New(), 64<<10)
 			defer w2.Close()
@@ -144,7 +175,7 @@ func TestPowerCutLosesNothingAcknowledged(t *testing.T) {
 				t.Fatalf("%d acknowledged at the cut", ackedAtCut)
 			}
 			// The log continues where recovery left it.
-			if _, err := w2.Append(context.Background(), []byte("after")); err != nil {
+			if _, err := w2.Append(bounded(t), []byte("after")); err != nil {
 				t.Fatalf("append after recovery: %v", err)
 			}
 			t.Logf("%d acknowledged, %d replayed, torn %d bytes", len(ack), len(got), rep.TornBytes)
@@ -161,7 +192,7 @@ func TestPowerCutTearsTheUnsyncedTail(t *testing.T) {
 	fs := faultfs.New()
 	w, _ := openFS(t, dir, fs, 1<<20)
 	first := record(1, 500)
-	pos, err := w.Append(context.Background(), first)
+	pos, err := w.Append(bounded(t), first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +201,7 @@ func TestPowerCutTearsTheUnsyncedTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-held // written, not synced
+	within(t, held, "the writer's fdatasync of the entry it wrote (a log that acknowledges without fdatasync never calls it)") // written, not synced
 	// Keep the first 1000 bytes of the unsynced write: a torn record.
 	if err := fs.Crash(func(path string, sizes []int) (int, int) {
 		if !strings.HasSuffix(path, ".wal") {
@@ -181,10 +212,12 @@ func TestPowerCutTearsTheUnsyncedTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(release)
-	if err := p.Wait(context.Background()); err == nil {
+	if err := p.Wait(bounded(t)); err == nil {
 		t.Fatal("an entry whose fdatasync failed was acknowledged")
+	} else if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waited %s for the entry whose fdatasync failed to be refused", waitBound)
 	}
-	_ = w.Close()
+	within(t, done(func() { _ = w.Close() }), "the failed log to close")
 
 	w2, rep := openFS(t, dir, faultfs.New(), 1<<20)
 	defer w2.Close()
@@ -235,7 +268,7 @@ func TestFaultsFailTheLogForGood(t *testing.T) {
 			fs := faultfs.New()
 			w, _ := openFS(t, dir, fs, 64<<10)
 			before := record(1, 30<<10)
-			pos, err := w.Append(context.Background(), before)
+			pos, err := w.Append(bounded(t), before)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -257,7 +290,7 @@ func TestFaultsFailTheLogForGood(t *testing.T) {
 			// Segment 2's file may be filled already, before the fault;
 			// then the second such entry needs segment 3's, which fails.
 			for i := range 3 {
-				if _, err = w.Append(context.Background(), record(uint64(10+i), tc.entry)); err != nil {
+				if _, err = w.Append(bounded(t), record(uint64(10+i), tc.entry)); err != nil {
 					break
 				}
 			}

@@ -218,6 +218,18 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
 		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
 		return
 	}
+	if src, ok := headerValue(r.Header, wire.HeaderForkSource); ok {
+		opts.Fork = &stream.ForkOptions{Source: src, Offset: -1}
+		if at, set, err := parseNonNegativeHeader(r.Header, wire.HeaderForkOffset); err != nil {
+			httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+			return
+		} else if set {
+			opts.Fork.Offset = at
+		}
+	} else if _, ok := headerValue(r.Header, wire.HeaderForkOffset); ok {
+		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, wire.HeaderForkOffset+" without "+wire.HeaderForkSource)
+		return
+	}
 	info, created, err := h.svc.Create(r.Context(), name, opts)
 	if err != nil {
 		h.writeServiceError(w, r, err)

@@ -23,6 +23,7 @@ const usage = `picomq — a tiered-storage log service
 Usage:
   picomq serve [flags]    run a node (picomq serve -h lists the flags)
   picomq token new|hash|check   make tokens for --auth-tokens (docs/security.md)
+  picomq restore-counters [flags]   after an etcd restore: raise the stream-ID counter (docs/operations.md)
   picomq bench [flags]    append load, ack latency and throughput (docs/benchmarks.md)
   picomq version          print the version
 
@@ -56,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return encodeCmd(args[1:], os.Stdin, stdout, stderr)
 	case "token":
 		return tokenCmd(args[1:], os.Stdin, stdout, stderr)
+	case "restore-counters":
+		return restoreCountersCmd(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "picomq %s (commit %s, built %s, %s/%s)\n", version, commit, date, runtime.GOOS, runtime.GOARCH)
 		return 0

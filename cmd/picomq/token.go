@@ -13,7 +13,7 @@ import (
 )
 
 const tokenUsage = `Usage:
-  picomq token new --name NAME --scope LEVEL:PREFIX [--scope …] [--rate N --burst N]
+  picomq token new --name NAME --scope LEVEL:PREFIX|metrics [--scope …] [--rate N --burst N]
       print a new random token (give it to the client) and the token-file
       entry holding only its hash (append it to the --auth-tokens file)
   picomq token hash
@@ -41,7 +41,7 @@ func tokenCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rate := fs.Float64("rate", 0, "requests per second (0 = unlimited)")
 		burst := fs.Int("burst", 0, "burst of the rate limit (default: the rate)")
 		var scopes multiFlag
-		fs.Var(&scopes, "scope", "LEVEL:PREFIX, level read, write or admin; repeatable")
+		fs.Var(&scopes, "scope", "LEVEL:PREFIX (level read, write or admin), or metrics (scrape-only: GET /metrics); repeatable")
 		if err := fs.Parse(args[1:]); err != nil {
 			return 2
 		}

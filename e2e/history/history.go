@@ -21,6 +21,18 @@
 //     never held a record in any read;
 //   - everything read is a whole record some client sent.
 //
+// Deletion is part of the model. A trim or retention moves a stream's
+// start offset: a read below it may be refused (offset_trimmed) and a
+// reader moved past it, but only when a trim or retention that reaches it
+// was issued; acknowledged records below the final start offset may be
+// gone only then; a read of a trimmed offset that does answer must answer
+// the record the offset always named. A deleted stream's records are no
+// longer demanded. A fork is a stream whose offsets below its fork point
+// are its source's: every read of them must return the source's record
+// there, and every acknowledged record of the source below the fork point
+// must be in the fork's final reads, also after the source was deleted and
+// its objects garbage collected.
+//
 // Why not a linearizability checker (porcupine): the model of a stream is a
 // log whose state is its whole prefix, and reads return ranges of it; a
 // linearizability search over that state explodes with a few thousand
@@ -79,6 +91,37 @@ type Read struct {
 	Node       string
 	Tail       bool // part of one client's continuous tail: must not go backwards
 	Final      bool // the verification read after the faults stopped
+	// Trimmed: the read was refused as below the start offset
+	// (offset_trimmed), which the server said is StartOffset. A final
+	// read's From is the start offset it began at.
+	Trimmed     bool
+	StartOffset int64
+}
+
+// Trim is one request that moves a stream's start offset: an explicit trim
+// to To, or a retention setting (Retention), after which the server moves
+// the start offset by itself, anywhere up to the tail.
+type Trim struct {
+	Stream     string
+	To         int64
+	Retention  bool
+	Start, End time.Time
+	Outcome    Outcome
+}
+
+// Delete is one stream delete.
+type Delete struct {
+	Stream     string
+	Start, End time.Time
+	Outcome    Outcome
+}
+
+// Fork is the creation of Stream as a fork of Source at offset At (the
+// fork's next offset when created); only acknowledged creates.
+type Fork struct {
+	Stream, Source string
+	At             int64
+	Start, End     time.Time
 }
 
 // Fault is one injected fault.
@@ -102,11 +145,30 @@ type Log struct {
 	appends []Append
 	reads   []Read
 	faults  []Fault
+	trims   []Trim
+	deletes []Delete
+	forks   []Fork
 }
 
 func (l *Log) AddAppend(a Append) { l.mu.Lock(); l.appends = append(l.appends, a); l.mu.Unlock() }
 func (l *Log) AddRead(r Read)     { l.mu.Lock(); l.reads = append(l.reads, r); l.mu.Unlock() }
 func (l *Log) AddFault(f Fault)   { l.mu.Lock(); l.faults = append(l.faults, f); l.mu.Unlock() }
+func (l *Log) AddTrim(t Trim)     { l.mu.Lock(); l.trims = append(l.trims, t); l.mu.Unlock() }
+func (l *Log) AddDelete(d Delete) { l.mu.Lock(); l.deletes = append(l.deletes, d); l.mu.Unlock() }
+func (l *Log) AddFork(f Fork)     { l.mu.Lock(); l.forks = append(l.forks, f); l.mu.Unlock() }
+
+// Deleted reports whether a delete of stream may have taken effect (it
+// was acknowledged or its outcome is unknown).
+func (l *Log) Deleted(stream string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, d := range l.deletes {
+		if d.Stream == stream && d.Outcome != Failed {
+			return true
+		}
+	}
+	return false
+}
 
 // Result is what Check found.
 type Result struct {
@@ -131,6 +193,19 @@ type Result struct {
 	// LocalLostSeen counts checks that passed because a local record a
 	// reader had seen was lost with its owner (offsets then a gap).
 	LocalLostSeen int
+	// Deletion: trims and retention settings issued, reads refused below
+	// the start offset, acknowledged records gone below a final start
+	// offset (trimmed), streams deleted and their acknowledged records no
+	// longer demanded, forks created, records of fork reads checked
+	// against the source, and source records found in forks' final reads.
+	Trims, TrimRefusals, Trimmed     int
+	Deletes, DeletedRecords          int
+	Forks, ForkReadsChecked, ForkAck int
+	// GCRuns and GCDeleted are the nodes' garbage collection passes and
+	// the objects they deleted during the run; the soak fills them in
+	// from the nodes' metrics (GCKnown), not Check.
+	GCRuns, GCDeleted int
+	GCKnown           bool
 }
 
 // Summary is the closing line of a soak.
@@ -139,8 +214,21 @@ func (r Result) Summary() string {
 	for _, k := range r.Faults {
 		n += k
 	}
-	return fmt.Sprintf("soak: %d operations, %d acknowledged records checked, %d faults, %d violations",
-		r.Operations, r.AckedChecked, n, len(r.Violations))
+	if !r.GCKnown && r.Forks == 0 {
+		return fmt.Sprintf("soak: %d operations, %d acknowledged records checked, %d faults, %d violations",
+			r.Operations, r.AckedChecked, n, len(r.Violations))
+	}
+	return fmt.Sprintf("soak: %d operations, %d acknowledged records checked, %d faults, %d GC runs, %d objects deleted, %d fork reads checked, %d violations",
+		r.Operations, r.AckedChecked, n, r.GCRuns, r.GCDeleted, r.ForkReadsChecked, len(r.Violations))
+}
+
+// DeletionSummary is the soak's line about deletion: what the checker
+// saw of trims, retention, deletes and forks.
+func (r Result) DeletionSummary() string {
+	return fmt.Sprintf("%d trims and retention settings, %d reads refused below a start offset, %d acknowledged records trimmed, "+
+		"%d streams deleted (%d acknowledged records no longer demanded), %d forks, %d fork reads checked against their source, "+
+		"%d source records found in forks' final reads",
+		r.Trims, r.TrimRefusals, r.Trimmed, r.Deletes, r.DeletedRecords, r.Forks, r.ForkReadsChecked, r.ForkAck)
 }
 
 // Check verifies the recorded history. lossWindow is the documented
@@ -153,7 +241,7 @@ func (r Result) Summary() string {
 func (l *Log) Check(lossWindow time.Duration) Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	res := Result{Operations: len(l.appends) + len(l.reads), Faults: map[string]int{}}
+	res := Result{Operations: len(l.appends) + len(l.reads) + len(l.trims) + len(l.deletes) + len(l.forks), Faults: map[string]int{}}
 	for _, f := range l.faults {
 		res.Faults[f.Kind]++
 	}
@@ -175,11 +263,13 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 		durability[a.Stream] = a.Durability
 	}
 	type streamView struct {
-		at      map[int64]string    // offset → the value every read returned
-		seen    map[int64]time.Time // offset → when a read first returned it
-		where   map[string]int64    // value → offset
-		final   map[int64]string    // what the final reads returned
-		finalHi int64               // the final reads covered [start, finalHi)
+		at         map[int64]string    // offset → the value every read returned
+		seen       map[int64]time.Time // offset → when a read first returned it
+		where      map[string]int64    // value → offset
+		final      map[int64]string    // what the final reads returned
+		finalHi    int64               // the final reads covered [start, finalHi)
+		finalStart int64               // the highest start offset a final read began at
+		hasFinal   bool
 	}
 	views := map[string]*streamView{}
 	view := func(s string) *streamView {
@@ -195,6 +285,7 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 		stream   string
 		from, to int64 // [from, to) skipped
 		node     string
+		at       time.Time // when the read that skipped it ended
 	}
 	gaps := map[gap]bool{}
 	type dup struct {
@@ -223,12 +314,23 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 			continue
 		}
 		v := view(r.Stream)
+		if r.Trimmed {
+			res.TrimRefusals++
+			if r.StartOffset <= r.From || !l.trimReaches(r.Stream, r.StartOffset, r.End) {
+				bad("%s: a read from %d on %s was refused as trimmed (start offset %d), but no trim or retention issued before it reaches that far",
+					r.Stream, r.From, r.Node, r.StartOffset)
+			}
+			continue
+		}
+		if r.Final {
+			v.finalStart, v.hasFinal = max(v.finalStart, r.From), true
+		}
 		for i, rec := range r.Records {
 			if i > 0 && rec.Offset <= r.Records[i-1].Offset {
 				bad("%s: a read from %d on %s went from offset %d to %d", r.Stream, r.From, r.Node, r.Records[i-1].Offset, rec.Offset)
 			}
 			if i > 0 && rec.Offset > r.Records[i-1].Offset+1 {
-				gaps[gap{r.Stream, r.Records[i-1].Offset + 1, rec.Offset, r.Node}] = true
+				gaps[gap{r.Stream, r.Records[i-1].Offset + 1, rec.Offset, r.Node, r.End}] = true
 			}
 			if _, ok := sent[rec.Value]; !ok {
 				bad("%s: offset %d read on %s holds %q, which no client sent (torn or foreign record)", r.Stream, rec.Offset, r.Node, clip(rec.Value))
@@ -255,7 +357,7 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 			if want, ok := lastTail[key]; ok && r.Records[0].Offset < want {
 				bad("%s: client %d's tail went backwards: expected offset %d, got %d from %s", r.Stream, r.Client, want, r.Records[0].Offset, r.Node)
 			} else if ok && r.Records[0].Offset > want {
-				gaps[gap{r.Stream, want, r.Records[0].Offset, r.Node}] = true
+				gaps[gap{r.Stream, want, r.Records[0].Offset, r.Node, r.End}] = true
 			}
 			lastTail[key] = r.Records[len(r.Records)-1].Offset + 1
 		}
@@ -269,6 +371,9 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 	distinct := map[span]bool{}
 	for g := range gaps {
 		v := view(g.stream)
+		if l.trimReaches(g.stream, g.to, g.at) {
+			continue // moved past trimmed offsets: they may hold anything they held
+		}
 		for off := g.from; off < g.to && off < g.from+1<<20; off++ {
 			if val, ok := v.at[off]; ok && !lostWithOwner(g.stream, off, val) {
 				bad("%s: a read on %s was moved past [%d, %d), but offset %d holds %q", g.stream, g.node, g.from, g.to, off, clip(val))
@@ -288,23 +393,21 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 		res.GapOffsets += sp.to - sp.from
 	}
 
-	for i := range l.appends {
-		a := &l.appends[i]
-		if a.Outcome != OK {
-			continue
+	deleted := map[string]bool{}
+	for _, d := range l.deletes {
+		if d.Outcome != Failed && !deleted[d.Stream] {
+			deleted[d.Stream] = true
+			res.Deletes++
 		}
-		v := view(a.Stream)
-		res.AckedChecked++
-		if got, ok := v.at[a.Offset]; ok && got != a.Value {
-			bad("%s: offset %d was acknowledged for %q at %s but reads return %q: an acknowledged offset names another record",
-				a.Stream, a.Offset, clip(a.Value), a.End.Format("15:04:05.000"), clip(got))
-			continue
+	}
+	for _, t := range l.trims {
+		if t.Outcome != Failed {
+			res.Trims++
 		}
-		if v.final[a.Offset] == a.Value {
-			continue
-		}
-		// Missing: allowed only for local durability after an owner loss
-		// that came within the loss window after the acknowledgement.
+	}
+	// missingAllowed: an acknowledged append absent from the final reads
+	// where it should be is the documented local loss, or a violation.
+	missingAllowed := func(a *Append) bool {
 		loss, ok := l.ownerLossAfter(a.End)
 		stall := l.flushStall(a.End, loss, lossWindow)
 		if a.Durability == "local" && ok && loss.Sub(a.End) <= lossWindow+stall {
@@ -313,13 +416,121 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 			if stall == 0 {
 				res.LossWindowNoStall = max(res.LossWindowNoStall, loss.Sub(a.End))
 			}
+			return true
+		}
+		return false
+	}
+	acked := map[string]map[int64]*Append{} // stream → offset → its acknowledged append
+	for i := range l.appends {
+		a := &l.appends[i]
+		if a.Outcome != OK {
+			continue
+		}
+		if acked[a.Stream] == nil {
+			acked[a.Stream] = map[int64]*Append{}
+		}
+		acked[a.Stream][a.Offset] = a
+		v := view(a.Stream)
+		res.AckedChecked++
+		if deleted[a.Stream] && !v.hasFinal {
+			res.DeletedRecords++
+			continue
+		}
+		if got, ok := v.at[a.Offset]; ok && got != a.Value {
+			bad("%s: offset %d was acknowledged for %q at %s but reads return %q: an acknowledged offset names another record",
+				a.Stream, a.Offset, clip(a.Value), a.End.Format("15:04:05.000"), clip(got))
+			continue
+		}
+		if v.final[a.Offset] == a.Value {
+			continue
+		}
+		if a.Offset < v.finalStart {
+			if l.trimReaches(a.Stream, a.Offset+1, time.Time{}) {
+				res.Trimmed++
+				continue
+			}
+			bad("%s: acknowledged record %q at offset %d is below the final start offset %d, but no trim or retention reaches it",
+				a.Stream, clip(a.Value), a.Offset, v.finalStart)
+			continue
+		}
+		// Missing: allowed only for local durability after an owner loss
+		// that came within the loss window after the acknowledgement.
+		if missingAllowed(a) {
 			continue
 		}
 		bad("%s (%s): acknowledged record %q at offset %d (acknowledged %s) is missing from the final reads (they end at %d)",
 			a.Stream, a.Durability, clip(a.Value), a.Offset, a.End.Format("15:04:05.000"), v.finalHi)
 	}
+
+	// Forks: offsets below the fork point are the source's (through the
+	// source's own fork point, for forks of forks).
+	parent := map[string]Fork{}
+	for _, f := range l.forks {
+		parent[f.Stream] = f
+		res.Forks++
+	}
+	// inherited returns the acknowledged append and the value any read
+	// returned at off in stream's history, looking through fork points.
+	var inherited func(stream string, off int64, depth int) (*Append, string, bool)
+	inherited = func(stream string, off int64, depth int) (*Append, string, bool) {
+		if a := acked[stream][off]; a != nil {
+			return a, a.Value, true
+		}
+		if val, ok := view(stream).at[off]; ok {
+			return nil, val, true
+		}
+		if f, ok := parent[stream]; ok && off < f.At && depth < 100 {
+			return inherited(f.Source, off, depth+1)
+		}
+		return nil, "", false
+	}
+	for _, f := range l.forks {
+		v := view(f.Stream)
+		for off, val := range v.at {
+			if off >= f.At {
+				continue
+			}
+			res.ForkReadsChecked++
+			if _, want, ok := inherited(f.Source, off, 0); ok && want != val {
+				bad("%s (a fork of %s at %d): offset %d reads %q, but the source's record there is %q", f.Stream, f.Source, f.At, off, clip(val), clip(want))
+			}
+		}
+		if deleted[f.Stream] || !v.hasFinal {
+			continue
+		}
+		for off := v.finalStart; off < f.At; off++ {
+			a, _, ok := inherited(f.Source, off, 0)
+			if !ok || a == nil {
+				continue
+			}
+			if v.final[off] == a.Value {
+				res.ForkAck++
+				continue
+			}
+			if missingAllowed(a) {
+				continue
+			}
+			bad("%s (a fork of %s at %d): the source's acknowledged record %q at offset %d (acknowledged %s) is missing from the fork's final reads",
+				f.Stream, f.Source, f.At, clip(a.Value), off, a.End.Format("15:04:05.000"))
+		}
+	}
 	res.OwnerChanges = l.ownerChanges()
 	return res
+}
+
+// trimReaches reports whether a trim or retention of stream that may have
+// taken effect, issued before t (any time if t is zero), moves the start
+// offset to at least to.
+func (l *Log) trimReaches(stream string, to int64, t time.Time) bool {
+	for _, tr := range l.trims {
+		if tr.Stream != stream || tr.Outcome == Failed || (!t.IsZero() && !tr.Start.Before(t)) {
+			continue
+		}
+		if tr.Retention || tr.To >= to {
+			return true
+		}
+	}
+	return false
 }
 
 // flushStall is how much of [from, to] flushes were stalled by object

@@ -172,3 +172,126 @@ func TestOwnerChanges(t *testing.T) {
 		t.Fatalf("OwnerChanges = %d, want 2", got)
 	}
 }
+
+// finalFrom is a final read that began at the start offset from.
+func finalFrom(l *Log, stream string, from int64, recs ...Record) {
+	l.AddRead(Read{Client: 9, Stream: stream, From: from, Start: at(10000), End: at(10001), Outcome: OK, Final: true, Records: recs})
+}
+
+// forked is a source s with two acknowledged records, forked at 2 as f,
+// which got one acknowledged record of its own.
+func forked() *Log {
+	l := base("object")
+	l.AddFork(Fork{Stream: "f", Source: "s", At: 2, Start: at(70), End: at(71)})
+	l.AddAppend(Append{Stream: "f", Durability: "object", Value: "F", Start: at(80), End: at(90), Outcome: OK, Offset: 2})
+	return l
+}
+
+// TestCheckDeletion: trims, retention, deletes and forks in the model.
+func TestCheckDeletion(t *testing.T) {
+	cases := []struct {
+		name  string
+		build func() *Log
+		want  string
+	}{
+		{"trimmed, refused below the start, read from it", func() *Log {
+			l := base("object")
+			l.AddTrim(Trim{Stream: "s", To: 1, Start: at(100), End: at(110), Outcome: OK})
+			l.AddRead(Read{Client: 2, Stream: "s", From: 0, Start: at(200), End: at(201), Outcome: OK, Trimmed: true, StartOffset: 1})
+			finalFrom(l, "s", 1, Record{1, "b"})
+			return l
+		}, ""},
+		{"record gone below the start offset without a trim", func() *Log {
+			l := base("object")
+			finalFrom(l, "s", 1, Record{1, "b"})
+			return l
+		}, "no trim or retention reaches it"},
+		{"refused as trimmed without a trim", func() *Log {
+			l := base("object")
+			l.AddRead(Read{Client: 2, Stream: "s", From: 0, Start: at(200), End: at(201), Outcome: OK, Trimmed: true, StartOffset: 1})
+			final(l, Record{0, "a"}, Record{1, "b"})
+			return l
+		}, "refused as trimmed"},
+		{"refused as trimmed before the trim was issued", func() *Log {
+			l := base("object")
+			l.AddRead(Read{Client: 2, Stream: "s", From: 0, Start: at(200), End: at(201), Outcome: OK, Trimmed: true, StartOffset: 1})
+			l.AddTrim(Trim{Stream: "s", To: 1, Start: at(300), End: at(310), Outcome: OK})
+			finalFrom(l, "s", 1, Record{1, "b"})
+			return l
+		}, "refused as trimmed"},
+		{"trimmed further than asked", func() *Log {
+			l := base("object")
+			l.AddTrim(Trim{Stream: "s", To: 1, Start: at(100), End: at(110), Outcome: OK})
+			finalFrom(l, "s", 2)
+			return l
+		}, "no trim or retention reaches it"},
+		{"retention moves the start anywhere", func() *Log {
+			l := base("object")
+			l.AddTrim(Trim{Stream: "s", Retention: true, Start: at(100), End: at(110), Outcome: OK})
+			finalFrom(l, "s", 2)
+			return l
+		}, ""},
+		{"a trimmed offset read again returns another record", func() *Log {
+			l := base("object")
+			l.AddTrim(Trim{Stream: "s", To: 1, Start: at(100), End: at(110), Outcome: OK})
+			l.AddRead(Read{Client: 2, Stream: "s", From: 0, Start: at(200), End: at(201), Outcome: OK, Records: []Record{{0, "b"}}})
+			finalFrom(l, "s", 1, Record{1, "b"})
+			return l
+		}, "names two records"},
+		{"tail moved past trimmed offsets", func() *Log {
+			l := base("object")
+			l.AddAppend(Append{Stream: "s", Durability: "object", Value: "d", End: at(150), Outcome: OK, Offset: 2})
+			l.AddTrim(Trim{Stream: "s", To: 2, Start: at(100), End: at(110), Outcome: OK})
+			l.AddRead(Read{Client: 1, Stream: "s", From: 2, Start: at(300), End: at(301), Outcome: OK, Tail: true, Records: []Record{{2, "d"}}})
+			finalFrom(l, "s", 2, Record{2, "d"})
+			return l
+		}, ""},
+		{"deleted stream's records not demanded", func() *Log {
+			l := base("object")
+			l.AddDelete(Delete{Stream: "s", Start: at(100), End: at(110), Outcome: OK})
+			return l
+		}, ""},
+		{"a failed delete keeps them demanded", func() *Log {
+			l := base("object")
+			l.AddDelete(Delete{Stream: "s", Start: at(100), End: at(110), Outcome: Failed})
+			return l
+		}, "is missing"},
+		{"fork reads its source's prefix, source deleted", func() *Log {
+			l := forked()
+			l.AddDelete(Delete{Stream: "s", Start: at(100), End: at(110), Outcome: OK})
+			finalFrom(l, "f", 0, Record{0, "a"}, Record{1, "b"}, Record{2, "F"})
+			return l
+		}, ""},
+		{"fork lost its source's records (GC of a soft-deleted source)", func() *Log {
+			l := forked()
+			l.AddDelete(Delete{Stream: "s", Start: at(100), End: at(110), Outcome: OK})
+			finalFrom(l, "f", 0, Record{2, "F"})
+			return l
+		}, "missing from the fork's final reads"},
+		{"fork reads another record than its source below the fork point", func() *Log {
+			l := forked()
+			l.AddRead(Read{Client: 3, Stream: "f", From: 0, Start: at(95), End: at(96), Outcome: OK, Records: []Record{{0, "b"}}})
+			final(l, Record{0, "a"}, Record{1, "b"})
+			finalFrom(l, "f", 0, Record{0, "a"}, Record{1, "b"}, Record{2, "F"})
+			return l
+		}, "but the source's record there is"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := tc.build().Check(time.Second)
+			if tc.want == "" {
+				if len(res.Violations) != 0 {
+					t.Fatalf("violations in a valid history: %q", res.Violations)
+				}
+				return
+			}
+			found := false
+			for _, v := range res.Violations {
+				found = found || strings.Contains(v, tc.want)
+			}
+			if !found {
+				t.Fatalf("violations %q: none mentions %q", res.Violations, tc.want)
+			}
+		})
+	}
+}

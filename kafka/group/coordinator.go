@@ -368,3 +368,32 @@ func (c *Coordinator) locate(ctx context.Context, id string) (Broker, error) {
 	b, _, err := c.loc.Locate(ctx, name)
 	return b, err
 }
+
+// Committed is one committed offset of a group this node coordinates.
+type Committed struct {
+	Group     string
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// Committed returns the committed offsets of the groups loaded on this
+// node (the ones it coordinates and that were used since it started), for
+// the lag metric. It reads the in-memory copies only: no stream I/O.
+func (c *Coordinator) Committed() []Committed {
+	c.mu.Lock()
+	groups := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		groups = append(groups, g)
+	}
+	c.mu.Unlock()
+	var out []Committed
+	for _, g := range groups {
+		for topic, parts := range g.offs.all() {
+			for p, cm := range parts {
+				out = append(out, Committed{Group: g.id, Topic: topic, Partition: p, Offset: cm.offset})
+			}
+		}
+	}
+	return out
+}

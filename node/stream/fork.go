@@ -92,7 +92,7 @@ func (s *Service) resolveFork(ctx context.Context, opts *CreateOptions, plan *cr
 		return fmt.Errorf("%w: fork source %s has content type %q, not %q", ErrConflict, fo.Source, srcCT, opts.ContentType)
 	}
 	src.mu.Lock()
-	tail := src.hwm
+	tail, srcStart := src.hwm, src.info.StartOffset
 	src.mu.Unlock()
 	off := fo.Offset
 	plan.forkOffsetGiven = off >= 0
@@ -135,6 +135,7 @@ func (s *Service) resolveFork(ctx context.Context, opts *CreateOptions, plan *cr
 	}
 	plan.fork = fork
 	plan.src = src
+	plan.forkStart = min(srcStart, off)
 	return nil
 }
 

@@ -97,6 +97,7 @@ func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (dele
 		}
 		deadKeys = append(deadKeys, m.Key)
 		deleted++
+		s.metrics.gcDeleted.Inc()
 	}
 	if len(deadKeys) > 0 {
 		if d, ok := s.tcfg.Manifests.(ManifestDeleter); ok {
@@ -118,8 +119,10 @@ func (s *Service) CollectGarbage(ctx context.Context, grace time.Duration) (dele
 				return deleted, fmt.Errorf("gc: delete orphan %s: %w", o.Key, err)
 			}
 			deleted++
+			s.metrics.gcDeleted.Inc()
 		}
 	}
+	s.metrics.gcRuns.Inc()
 	if deleted > 0 {
 		s.cfg.Logger.Info("object storage garbage collected", "objects", deleted)
 	}
@@ -135,20 +138,53 @@ func (s *Service) RunGC(ctx context.Context, cfg GCConfig) error {
 	defaults.Set(&cfg.Grace, 10*time.Minute)
 	every(ctx, cfg.Interval, func(ctx context.Context) {
 		if _, err := s.CollectGarbage(ctx, cfg.Grace); err != nil && ctx.Err() == nil {
+			s.metrics.gcErrors.Inc()
 			s.cfg.Logger.Warn("garbage collection pass failed; will retry", "err", err)
 		}
 	})
 	return nil
 }
 
-// startOffsets maps the id of every stream in the registry to its start
-// offset: what garbage collection and compaction need of the records,
-// 16 bytes a stream rather than every record held at once.
+// startOffsets maps the id of every stream in the registry to the first
+// offset of its log anything may still read: what garbage collection and
+// compaction need of the records, 16 bytes a stream rather than every
+// record held at once. Soft-deleted sources are in it (their forks read
+// them). A live fork reads its source's log from the fork's own start
+// offset up to the fork point, so the source's entry is lowered to that
+// start when a trim or retention moved the source's past it: the source
+// refuses those reads, its fork does not.
 func (s *Service) startOffsets(ctx context.Context) (map[uint64]int64, error) {
 	var start map[uint64]int64
-	err := s.reg.EachStream(ctx, func() { start = make(map[uint64]int64) }, func(m meta.Stream) error {
+	type edge struct {
+		fork, source uint64
+		end          int64
+	}
+	var forks []edge
+	err := s.reg.EachStream(ctx, func() { start, forks = make(map[uint64]int64), nil }, func(m meta.Stream) error {
 		start[m.ID] = m.StartOffset
+		if m.Fork != nil {
+			forks = append(forks, edge{m.ID, m.Fork.SourceID, m.Fork.End})
+		}
 		return nil
 	})
-	return start, err
+	if err != nil {
+		return nil, err
+	}
+	// Forks of forks: repeat until nothing moves (a chain of n forks
+	// settles in n rounds).
+	for range len(forks) + 1 {
+		moved := false
+		for _, f := range forks {
+			fs, ok := start[f.fork]
+			ss, sok := start[f.source]
+			if ok && sok && fs < f.end && fs < ss {
+				start[f.source] = fs
+				moved = true
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+	return start, nil
 }

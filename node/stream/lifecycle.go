@@ -178,6 +178,10 @@ type createPlan struct {
 	// that omits it matches whatever point the first one resolved.
 	forkOffsetGiven bool
 	src             *streamState // fork source holding a reference taken for this create
+	// forkStart is the fork's start offset: its source's when forked, so
+	// the fork never offers records its source had already trimmed (and
+	// garbage collection may have deleted).
+	forkStart int64
 }
 
 // prepareCreate validates the lifecycle options, frees the name of an
@@ -234,6 +238,9 @@ func (p *createPlan) apply(m meta.Stream) meta.Stream {
 	m.TTLSeconds = p.ttlSeconds
 	m.ExpiresAt = p.expiresAt
 	m.Fork = p.fork
+	if p.fork != nil {
+		m.StartOffset = max(m.StartOffset, p.forkStart)
+	}
 	return m
 }
 

@@ -27,6 +27,10 @@ type metrics struct {
 	claimSeconds prometheus.Histogram
 	handoffs     prometheus.Counter
 	compactions  prometheus.Counter
+	// Garbage collection (gc.go): passes completed, objects deleted.
+	gcRuns    prometheus.Counter
+	gcDeleted prometheus.Counter
+	gcErrors  prometheus.Counter
 	// Offset reservations (reserve.go): etcd transactions written, and
 	// appends that had to wait for one (and for how long) before they
 	// could be acknowledged.
@@ -64,6 +68,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.compactions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "picomq_compactions_total", Help: "Runs of flush objects merged into one object and one manifest.",
 	})
+	m.gcRuns = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_gc_runs_total", Help: "Object garbage collection passes completed.",
+	})
+	m.gcDeleted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_gc_deleted_objects_total", Help: "Objects deleted by garbage collection (dead ranges and orphaned uploads).",
+	})
+	m.gcErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "picomq_gc_errors_total", Help: "Object garbage collection passes that failed and will be retried.",
+	})
 	m.reserveTxns = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "picomq_offset_reservation_txns_total", Help: "etcd transactions extending or releasing offset reservations of local-durability streams.",
 	})
@@ -75,7 +88,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	if reg != nil {
 		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds, m.claims, m.claimSeconds, m.handoffs, m.compactions,
-			m.reserveTxns, m.reserveWaits, m.reserveWaitSeconds)
+			m.gcRuns, m.gcDeleted, m.gcErrors, m.reserveTxns, m.reserveWaits, m.reserveWaitSeconds)
 	}
 	return m
 }

@@ -92,6 +92,19 @@ type Config struct {
 	// (a read always returns at least one record if one is available).
 	DefaultReadBytes int
 	MaxReadBytes     int
+	// Jobs sets the periods of the background passes Jobs starts (zero =
+	// each pass's default).
+	Jobs JobIntervals
+}
+
+// JobIntervals are the periods of the background passes that reclaim
+// storage. Operators shorten them to see deletion take effect sooner, and
+// tests and the soak to exercise it at all; each pass is idempotent, so
+// only their cost grows.
+type JobIntervals struct {
+	GC         time.Duration // object garbage collection (default 1m)
+	Compaction time.Duration // merging flush objects (default 10s)
+	Retention  time.Duration // retention by age and size (default 10s)
 }
 
 func (c *Config) setDefaults() {
@@ -529,17 +542,18 @@ type Job struct {
 	Run  func(ctx context.Context) error
 }
 
-// Jobs lists the service's background loops with their default settings:
-// the flusher (its last flush runs after cancellation), garbage
-// collection and compaction of objects, the expiry reaper and retention.
-// Call Reconcile first.
+// Jobs lists the service's background loops with the periods of
+// Config.Jobs: the flusher (its last flush runs after cancellation),
+// garbage collection and compaction of objects, the expiry reaper and
+// retention. Call Reconcile first.
 func (s *Service) Jobs() []Job {
+	iv := s.cfg.Jobs
 	return []Job{
 		{"flusher", s.RunFlusher},
-		{"object garbage collector", func(ctx context.Context) error { return s.RunGC(ctx, GCConfig{}) }},
-		{"compactor", func(ctx context.Context) error { return s.RunCompactor(ctx, CompactConfig{}) }},
+		{"object garbage collector", func(ctx context.Context) error { return s.RunGC(ctx, GCConfig{Interval: iv.GC}) }},
+		{"compactor", func(ctx context.Context) error { return s.RunCompactor(ctx, CompactConfig{Interval: iv.Compaction}) }},
 		{"expiry reaper", func(ctx context.Context) error { return s.RunReaper(ctx, LifecycleOptions{}) }},
-		{"retention", func(ctx context.Context) error { return s.RunRetention(ctx, RetentionOptions{}) }},
+		{"retention", func(ctx context.Context) error { return s.RunRetention(ctx, RetentionOptions{Interval: iv.Retention}) }},
 	}
 }
 

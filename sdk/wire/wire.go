@@ -33,6 +33,12 @@ const (
 	// HeaderDurability on create chooses the stream's ack level: "local"
 	// (after the owner's WAL fsync) or "object" (after upload + commit).
 	HeaderDurability = "Pico-Durability"
+	// HeaderForkSource on create makes the new stream a fork of the named
+	// stream: it starts with the source's records below HeaderForkOffset
+	// (default: the source's next offset), shared rather than copied, and
+	// continues with its own appends.
+	HeaderForkSource = "Pico-Fork-Source"
+	HeaderForkOffset = "Pico-Fork-Offset"
 	// HeaderRetentionMs and HeaderRetentionBytes set a stream's retention on
 	// create (absent or 0 = unlimited).
 	HeaderRetentionMs    = "Pico-Retention-Ms"

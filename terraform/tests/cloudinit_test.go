@@ -112,6 +112,8 @@ func TestCloudInitNodeJoinsCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	disksScript := readFile(t, filepath.Join(repo, "deploy/picomq-disks.sh"))
+	disksUnit := readFile(t, filepath.Join(repo, "deploy/picomq-disks.service"))
 	script := renderNodeTemplate(t, map[string]cty.Value{
 		// Module variables without a default, and the binary location.
 		"name": cty.StringVal("test"), "vpc_id": cty.StringVal("vpc-0"), "subnet_ids": cty.ListVal([]cty.Value{cty.StringVal("subnet-0")}),
@@ -134,6 +136,11 @@ func TestCloudInitNodeJoinsCluster(t *testing.T) {
 		"etcd_cert_parameter":   cty.StringVal("/test/nodes/etcd-client.crt"),
 		"etcd_key_parameter":    cty.StringVal("/test/nodes/etcd-client.key"),
 		"unit":                  cty.StringVal(string(unit)),
+		"disks_script":          cty.StringVal(disksScript),
+		"disks_unit":            cty.StringVal(disksUnit),
+		"refresh_script":        cty.StringVal(readFile(t, filepath.Join(repo, "deploy/picomq-refresh.sh"))),
+		"refresh_service":       cty.StringVal(readFile(t, filepath.Join(repo, "deploy/picomq-refresh.service"))),
+		"refresh_timer":         cty.StringVal(readFile(t, filepath.Join(repo, "deploy/picomq-refresh.timer"))),
 	}, map[string]cty.Value{
 		// The test switches.
 		"root_dir": cty.StringVal(root), "install_packages": cty.False, "mount_nvme": cty.False,
@@ -154,6 +161,12 @@ func TestCloudInitNodeJoinsCluster(t *testing.T) {
 	gotUnit, err := os.ReadFile(filepath.Join(root, "etc/systemd/system/picomq.service"))
 	if err != nil || strings.TrimSpace(string(gotUnit)) != strings.TrimSpace(string(unit)) {
 		t.Fatalf("unit not written as deploy/picomq.service: %v", err)
+	}
+	if got := readFile(t, filepath.Join(root, "usr/local/sbin/picomq-disks")); strings.TrimSpace(got) != strings.TrimSpace(disksScript) {
+		t.Errorf("per-boot disk script not written as deploy/picomq-disks.sh")
+	}
+	if got := readFile(t, filepath.Join(root, "etc/systemd/system/picomq-disks.service")); strings.TrimSpace(got) != strings.TrimSpace(disksUnit) {
+		t.Errorf("picomq-disks.service not written as deploy/picomq-disks.service")
 	}
 	for _, f := range []string{"etc/picomq/auth-tokens", "etc/picomq/tls/node.key", "etc/picomq/etcd/client.key", "etc/picomq/picomq.yaml"} {
 		st, err := os.Stat(filepath.Join(root, f))

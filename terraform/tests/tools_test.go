@@ -96,9 +96,32 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
-	for _, want := range []string{"User=picomq", "NoNewPrivileges=yes", "ProtectSystem=strict", "LimitNOFILE=", "Restart=on-failure", "TimeoutStopSec=180s"} {
+	for _, want := range []string{"User=picomq", "NoNewPrivileges=yes", "ProtectSystem=strict", "LimitNOFILE=", "Restart=on-failure", "TimeoutStopSec=180s",
+		"RestartPreventExitStatus=2", "ExecReload=/bin/kill -HUP $MAINPID"} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("unit lacks %s", want)
+		}
+	}
+	disks := readFile(t, filepath.Join(repo, "deploy/picomq-disks.service"))
+	copy = filepath.Join(t.TempDir(), "picomq-disks.service")
+	writeFile(t, copy, strings.Replace(disks, "ExecStart=/usr/local/sbin/picomq-disks", "ExecStart=/bin/true", 1))
+	if out, err := exec.Command(sa, "verify", copy).CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("systemd-analyze verify picomq-disks.service: %v\n%s", err, out)
+	}
+	for _, u := range []string{"picomq-refresh.service", "picomq-refresh.timer"} {
+		text := readFile(t, filepath.Join(repo, "deploy", u))
+		copy := filepath.Join(t.TempDir(), u)
+		writeFile(t, copy, strings.Replace(text, "ExecStart=/usr/local/sbin/picomq-refresh", "ExecStart=/bin/true", 1))
+		if u == "picomq-refresh.timer" {
+			writeFile(t, filepath.Join(filepath.Dir(copy), "picomq-refresh.service"), "[Service]\nType=oneshot\nExecStart=/bin/true\n")
+		}
+		if out, err := exec.Command(sa, "verify", copy).CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", u, err, out)
+		}
+	}
+	for _, want := range []string{"Type=oneshot", "RemainAfterExit=yes", "Before=picomq.service", "RequiredBy=picomq.service"} {
+		if !strings.Contains(disks, want) {
+			t.Errorf("picomq-disks.service lacks %s", want)
 		}
 	}
 }

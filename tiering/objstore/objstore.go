@@ -211,6 +211,10 @@ var (
 	ErrPermission = errors.New("objstore: permission denied")
 	// ErrClosed: the Writer was already closed or aborted.
 	ErrClosed = errors.New("objstore: writer closed")
+	// ErrUnavailable: Open parsed the settings but the store did not
+	// answer its start-up check (unreachable, denied, no such bucket yet):
+	// a condition that may pass, unlike a malformed URL.
+	ErrUnavailable = errors.New("objstore: store unavailable")
 )
 
 // IsNotExist reports whether err means that the object does not exist.

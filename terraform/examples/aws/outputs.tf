@@ -27,3 +27,8 @@ output "auth_tokens_parameter" {
   description = "SSM parameter with the auth tokens."
   value       = module.picomq.auth_tokens_parameter
 }
+
+output "admin_token_parameter" {
+  description = "SSM parameter with the generated admin token (operations.md, step 5)."
+  value       = module.picomq.admin_token_parameter
+}

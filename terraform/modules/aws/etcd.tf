@@ -60,6 +60,11 @@ resource "aws_instance" "etcd" {
     data_volume_id  = aws_ebs_volume.etcd[count.index].id
     etcd_url        = local.etcd_url
     etcd_sha256     = var.etcd_sha256
+    cluster_state   = contains(var.etcd_replace_members, local.etcd_names[count.index]) ? "existing" : "new"
+    backup_uri      = "s3://${aws_s3_bucket.segments.id}/${local.etcd_backup_prefix}/${local.etcd_names[count.index]}"
+    backup_interval = var.etcd_backup_interval
+    backup_script   = file("${path.module}/../../../deploy/etcd-backup.sh")
+    refresh_script  = file("${path.module}/../../../deploy/picomq-refresh.sh")
     ca_parameter    = aws_ssm_parameter.ca["etcd"].name
     cert_parameter  = aws_ssm_parameter.etcd_cert[count.index].name
     key_parameter   = aws_ssm_parameter.etcd_key[count.index].name

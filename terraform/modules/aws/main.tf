@@ -24,8 +24,17 @@ locals {
   # The bucket the nodes write to: the directory bucket when S3 Express
   # One Zone is chosen, else the regional one.
   data_bucket      = var.express_one_zone_az_id != "" ? aws_s3_directory_bucket.express[0].bucket : aws_s3_bucket.segments.id
-  sse_query        = var.kms_key_arn != "" ? "&sse=aws:kms&sse_kms_key_id=${urlencode(var.kms_key_arn)}" : "&sse=AES256"
+  # A directory bucket encrypts with its own default (SSE-S3): a KMS key
+  # header it has no configuration for is a 400 on every PUT, so S3
+  # Express gets no sse parameters (kms_key_arn covers the regional bucket).
+  sse_query = var.express_one_zone_az_id != "" ? "" : (
+    var.kms_key_arn != "" ? "&sse=aws:kms&sse_kms_key_id=${urlencode(var.kms_key_arn)}" : "&sse=AES256"
+  )
   object_store_url = "s3://${local.data_bucket}/${var.name}?region=${local.region}${local.sse_query}"
+
+  # etcd snapshots: beside the nodes' prefix, not under it, so the nodes'
+  # policy (which may delete under <name>/) cannot touch them.
+  etcd_backup_prefix = "${var.name}-etcd-backups"
 
   param_prefix   = "/${var.name}"
   etcd_names     = [for i in range(3) : "${var.name}-etcd-${i}"]

@@ -13,7 +13,7 @@ resource "aws_instance" "node" {
   count                = var.node_count
   ami                  = local.ami
   instance_type        = var.node_instance_type
-  iam_instance_profile = aws_iam_instance_profile.nodes.name
+  iam_instance_profile = aws_iam_instance_profile.nodes[count.index].name
 
   network_interface {
     network_interface_id = aws_network_interface.node[count.index].id
@@ -71,7 +71,12 @@ resource "aws_instance" "node" {
     etcd_cert_parameter   = aws_ssm_parameter.etcd_client_cert.name
     etcd_key_parameter    = aws_ssm_parameter.etcd_client_key.name
 
-    unit = file("${path.module}/../../../deploy/picomq.service")
+    unit            = file("${path.module}/../../../deploy/picomq.service")
+    disks_script    = file("${path.module}/../../../deploy/picomq-disks.sh")
+    disks_unit      = file("${path.module}/../../../deploy/picomq-disks.service")
+    refresh_script  = file("${path.module}/../../../deploy/picomq-refresh.sh")
+    refresh_service = file("${path.module}/../../../deploy/picomq-refresh.service")
+    refresh_timer   = file("${path.module}/../../../deploy/picomq-refresh.timer")
   })
 
   tags = merge(local.tags, { Name = local.node_names[count.index], "picomq:role" = "node" })

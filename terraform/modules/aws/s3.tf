@@ -1,6 +1,7 @@
-# The segment bucket: private, encrypted, no versioning (objects are
-# immutable and uniquely named; GC deletes them for good), incomplete
-# multipart uploads cleaned up.
+# The segment bucket: private, encrypted, versioned (a deleted object stays
+# recoverable for noncurrent_version_days: the corrupt-object remedy and an
+# etcd restore rely on it), incomplete multipart uploads cleaned up, etcd
+# snapshots expired after etcd_backup_retention_days.
 
 resource "aws_s3_bucket" "segments" {
   bucket        = local.bucket_name
@@ -26,7 +27,7 @@ resource "aws_s3_bucket_public_access_block" "segments" {
 resource "aws_s3_bucket_versioning" "segments" {
   bucket = aws_s3_bucket.segments.id
   versioning_configuration {
-    status = "Disabled"
+    status = "Enabled"
   }
 }
 
@@ -43,12 +44,34 @@ resource "aws_s3_bucket_server_side_encryption_configuration" "segments" {
 
 resource "aws_s3_bucket_lifecycle_configuration" "segments" {
   bucket = aws_s3_bucket.segments.id
+  depends_on = [aws_s3_bucket_versioning.segments]
   rule {
     id     = "abort-incomplete-multipart-uploads"
     status = "Enabled"
     filter {}
     abort_incomplete_multipart_upload {
       days_after_initiation = var.incomplete_upload_days
+    }
+  }
+  rule {
+    id     = "expire-noncurrent-versions"
+    status = "Enabled"
+    filter {}
+    noncurrent_version_expiration {
+      noncurrent_days = var.noncurrent_version_days
+    }
+    expiration {
+      expired_object_delete_marker = true
+    }
+  }
+  rule {
+    id     = "expire-etcd-snapshots"
+    status = "Enabled"
+    filter {
+      prefix = "${local.etcd_backup_prefix}/"
+    }
+    expiration {
+      days = var.etcd_backup_retention_days
     }
   }
 }
@@ -79,4 +102,14 @@ resource "aws_s3_directory_bucket" "express" {
   location {
     name = var.express_one_zone_az_id
   }
+}
+
+# Optional S3 gateway endpoint: segment PUTs and GETs bypass the NAT.
+resource "aws_vpc_endpoint" "s3" {
+  count             = length(var.s3_gateway_route_table_ids) > 0 ? 1 : 0
+  vpc_id            = var.vpc_id
+  service_name      = "com.amazonaws.${local.region}.s3"
+  vpc_endpoint_type = "Gateway"
+  route_table_ids   = var.s3_gateway_route_table_ids
+  tags              = merge(local.tags, { Name = "${var.name}-s3" })
 }

@@ -2,7 +2,9 @@
 # provider, and the auth tokens. Private keys and the token end up in the
 # Terraform state (keep the state encrypted and access-controlled) and in
 # SSM Parameter Store as SecureString parameters, from which each instance
-# fetches only its own at boot.
+# fetches only its own, at boot and then every 15 minutes (picomq-refresh).
+# Leaves are re-issued by any apply within cert_early_renewal_hours of
+# their expiry; the CA lives ca_validity_hours, far longer than its leaves.
 
 resource "tls_private_key" "ca" {
   algorithm   = "ECDSA"
@@ -12,7 +14,7 @@ resource "tls_private_key" "ca" {
 resource "tls_self_signed_cert" "ca" {
   private_key_pem       = tls_private_key.ca.private_key_pem
   is_ca_certificate     = true
-  validity_period_hours = var.cert_validity_hours
+  validity_period_hours = var.ca_validity_hours
   allowed_uses          = ["cert_signing", "crl_signing", "digital_signature"]
   subject {
     common_name  = "${var.name} PicoMQ CA"
@@ -43,6 +45,7 @@ resource "tls_locally_signed_cert" "etcd" {
   ca_private_key_pem    = tls_private_key.ca.private_key_pem
   ca_cert_pem           = tls_self_signed_cert.ca.cert_pem
   validity_period_hours = var.cert_validity_hours
+  early_renewal_hours   = var.cert_early_renewal_hours
   allowed_uses          = ["digital_signature", "key_encipherment", "server_auth", "client_auth"]
 }
 
@@ -64,6 +67,7 @@ resource "tls_locally_signed_cert" "etcd_client" {
   ca_private_key_pem    = tls_private_key.ca.private_key_pem
   ca_cert_pem           = tls_self_signed_cert.ca.cert_pem
   validity_period_hours = var.cert_validity_hours
+  early_renewal_hours   = var.cert_early_renewal_hours
   allowed_uses          = ["digital_signature", "key_encipherment", "client_auth"]
 }
 
@@ -90,7 +94,10 @@ resource "tls_locally_signed_cert" "node" {
   ca_private_key_pem    = tls_private_key.ca.private_key_pem
   ca_cert_pem           = tls_self_signed_cert.ca.cert_pem
   validity_period_hours = var.cert_validity_hours
-  allowed_uses          = ["digital_signature", "key_encipherment", "server_auth", "client_auth"]
+  early_renewal_hours   = var.cert_early_renewal_hours
+  # Server only: the CA also signs etcd's trusted clients, and a listener
+  # certificate must not double as an etcd client certificate.
+  allowed_uses = ["digital_signature", "key_encipherment", "server_auth"]
 }
 
 # --- SSM parameters the instances read at boot

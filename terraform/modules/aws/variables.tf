@@ -223,7 +223,7 @@ variable "cache_bytes" {
 }
 
 variable "shutdown_timeout" {
-  description = "How long a stopping node waits for in-flight requests after its drain (Go duration); the systemd stop timeout (180s) stays above drain + this."
+  description = "Bound of a stopping node's whole shutdown (Go duration): the drain (at most 30s; what it does not hand over is taken over after lease_ttl), in-flight requests and the final flush; the systemd stop timeout (180s) stays above it."
   type        = string
   default     = "30s"
 
@@ -272,6 +272,51 @@ variable "incomplete_upload_days" {
   }
 }
 
+variable "s3_gateway_route_table_ids" {
+  description = "Route tables of subnet_ids to attach an S3 gateway VPC endpoint to, so that segment traffic stays off the NAT (no data processing charge, no NAT bandwidth limit). Empty: no endpoint (use one the VPC already has)."
+  type        = list(string)
+  default     = []
+}
+
+variable "noncurrent_version_days" {
+  description = "Days a deleted or overwritten object's previous version is kept (bucket versioning is on): the window in which operations.md's corrupt-object remedy and an etcd restore can bring back objects deleted after a snapshot."
+  type        = number
+  default     = 7
+
+  validation {
+    condition     = var.noncurrent_version_days >= 1 && var.noncurrent_version_days <= 365
+    error_message = "noncurrent_version_days must be between 1 and 365."
+  }
+}
+
+variable "etcd_backup_interval" {
+  description = "How often each etcd member saves a snapshot to the bucket under <name>/etcd-backups/<member>/ (a systemd OnUnitActiveSec= time span, e.g. 1h, 30min)."
+  type        = string
+  default     = "1h"
+
+  validation {
+    condition     = can(regex("^[0-9]+(s|min|h|d)$", var.etcd_backup_interval))
+    error_message = "etcd_backup_interval must be a number followed by s, min, h or d (e.g. 1h)."
+  }
+}
+
+variable "etcd_backup_retention_days" {
+  description = "Days the bucket keeps an etcd snapshot before its lifecycle rule deletes it."
+  type        = number
+  default     = 14
+
+  validation {
+    condition     = var.etcd_backup_retention_days >= 1 && var.etcd_backup_retention_days <= 3650
+    error_message = "etcd_backup_retention_days must be between 1 and 3650."
+  }
+}
+
+variable "etcd_replace_members" {
+  description = "Names of etcd members (<name>-etcd-<i>) being replaced: their instance joins the running cluster (--initial-cluster-state existing, after `etcdctl member add`) with an empty data dir instead of bootstrapping a new cluster. See operations.md, \"Replace an etcd member\"."
+  type        = list(string)
+  default     = []
+}
+
 variable "express_one_zone_az_id" {
   description = "Availability zone id (e.g. use1-az4) for an S3 Express One Zone directory bucket that the nodes use instead of the regional bucket (lower-latency flushes, single-zone data). Empty: regional bucket only."
   type        = string
@@ -301,13 +346,35 @@ variable "tls_dns_names" {
 }
 
 variable "cert_validity_hours" {
-  description = "Validity of the certificates the module issues (CA, etcd members, nodes). Rotate by re-applying before they expire."
+  description = "Validity of the leaf certificates the module issues (etcd members, the nodes' etcd client, node listeners). An apply within cert_early_renewal_hours of their expiry re-issues them; the nodes pick them up from SSM within 15 minutes and reload."
   type        = number
   default     = 8760
 
   validation {
     condition     = var.cert_validity_hours >= 24
     error_message = "cert_validity_hours must be at least 24."
+  }
+}
+
+variable "cert_early_renewal_hours" {
+  description = "An apply this close to a leaf certificate's expiry re-issues it (the tls provider's early_renewal_hours). Apply at least every cert_validity_hours - cert_early_renewal_hours."
+  type        = number
+  default     = 2160
+
+  validation {
+    condition     = var.cert_early_renewal_hours >= 1 && var.cert_early_renewal_hours < var.cert_validity_hours
+    error_message = "cert_early_renewal_hours must be at least 1 and below cert_validity_hours."
+  }
+}
+
+variable "ca_validity_hours" {
+  description = "Validity of the cluster CA, which must outlive every leaf it signs (default ten years). Replacing the CA is a planned rotation (docs/operations.md)."
+  type        = number
+  default     = 87600
+
+  validation {
+    condition     = var.ca_validity_hours > var.cert_validity_hours
+    error_message = "ca_validity_hours must be longer than cert_validity_hours."
   }
 }
 

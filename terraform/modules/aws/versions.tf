@@ -1,5 +1,5 @@
 terraform {
-  required_version = ">= 1.6.0"
+  required_version = ">= 1.9.0" # cross-variable validation (ca_validity_hours > cert_validity_hours)
 
   required_providers {
     aws = {

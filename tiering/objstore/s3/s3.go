@@ -30,6 +30,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/PicoMQ/picomq/tiering/objstore"
 )
@@ -71,6 +72,9 @@ type Options struct {
 	MaxAttempts int
 	// Transport overrides the HTTP transport (tests, proxies).
 	Transport http.RoundTripper
+	// APIOptions are added to the SDK client's middleware stacks (the
+	// permission test in terraform/tests records every call this way).
+	APIOptions []func(*middleware.Stack) error
 	// RootCAs verifies an https endpoint (default: the system roots, or
 	// AWS_CA_BUNDLE); --s3-ca sets it.
 	RootCAs *x509.CertPool
@@ -238,6 +242,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	}
 	s.client = awss3.NewFromConfig(cfg, func(so *awss3.Options) {
 		so.HTTPClient = s3HTTP
+		so.APIOptions = append(so.APIOptions, o.APIOptions...)
 		if o.Transport != nil {
 			so.HTTPClient = &http.Client{Transport: o.Transport}
 		}
@@ -259,14 +264,30 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		s.prefix = o.Prefix + "/"
 		s.desc += "/" + o.Prefix
 	}
-	if _, err := s.client.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(o.Bucket)}); err != nil {
-		err = s.mapErr("open", "", err)
+	if err := s.probe(ctx); err != nil {
 		if errors.Is(err, objstore.ErrNotExist) {
-			return nil, fmt.Errorf("objstore: s3 %s: bucket %q: %w", host, o.Bucket, objstore.ErrNotExist)
+			err = fmt.Errorf("objstore: s3 %s: bucket %q: %w", host, o.Bucket, err)
 		}
-		return nil, err
+		// The settings parsed; S3 did not answer yes. A network, an IAM
+		// role or a bucket can all be ready a minute later.
+		return nil, fmt.Errorf("%w: %w", objstore.ErrUnavailable, err)
 	}
 	return s, nil
+}
+
+// probe proves the bucket answers with the permissions tiering uses: one
+// listing of at most one key under the store's prefix. HeadBucket would
+// need s3:ListBucket without a prefix condition, which a policy scoped to
+// the prefix (terraform/modules/aws/iam.tf) rightly does not grant.
+func (s *Store) probe(ctx context.Context) error {
+	in := &awss3.ListObjectsV2Input{Bucket: aws.String(s.bucket), MaxKeys: aws.Int32(1)}
+	if s.prefix != "" {
+		in.Prefix = aws.String(s.prefix)
+	}
+	if _, err := s.client.ListObjectsV2(ctx, in); err != nil {
+		return s.mapErr("open", "", err)
+	}
+	return nil
 }
 
 // String describes the store for logs (no credentials).

@@ -46,12 +46,17 @@ func TestOpenS3MissingBucket(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", e.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", e.SecretKey)
 	_, err := storeurl.Open(t.Context(), objstoretest.S3Env{Endpoint: e.Endpoint, Bucket: "no-such-bucket-" + objstoretest.RandomHex(4)}.URL("p"))
-	if !objstore.IsNotExist(err) {
-		t.Errorf("missing bucket: %v, want ErrNotExist", err)
+	if !objstore.IsNotExist(err) || !errors.Is(err, objstore.ErrUnavailable) {
+		t.Errorf("missing bucket: %v, want ErrNotExist and ErrUnavailable (a bucket may be created later)", err)
 	}
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
 	_, err = storeurl.Open(t.Context(), e.URL("p"))
-	if !errors.Is(err, objstore.ErrPermission) {
-		t.Errorf("wrong secret: %v, want ErrPermission", err)
+	if !errors.Is(err, objstore.ErrPermission) || !errors.Is(err, objstore.ErrUnavailable) {
+		t.Errorf("wrong secret: %v, want ErrPermission and ErrUnavailable (IAM may grant it later)", err)
+	}
+	for _, bad := range []string{"s3://b?sse=rot13", "s3://b?endpoint=ftp://x", "s3://b?nope=1"} {
+		if _, err := storeurl.Open(t.Context(), bad); err == nil || errors.Is(err, objstore.ErrUnavailable) {
+			t.Errorf("Open(%q): %v, want a configuration error, not ErrUnavailable", bad, err)
+		}
 	}
 }
