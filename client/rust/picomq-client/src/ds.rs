@@ -148,7 +148,7 @@ pub(crate) async fn read(t: &Transport, stream: &str, from: &str, live: Live) ->
 /// Splits a payload into records. The protocol gives no per-record
 /// positions; on PicoMQ, where a position names a record offset, they are
 /// derived from the page's end position.
-fn records(body: Vec<u8>, json: bool, from: &str, next: &str) -> std::result::Result<Vec<Record>, String> {
+pub(crate) fn records(body: Vec<u8>, json: bool, from: &str, next: &str) -> std::result::Result<Vec<Record>, String> {
     if !json {
         if body.is_empty() {
             return Ok(Vec::new());

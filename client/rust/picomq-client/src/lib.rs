@@ -22,6 +22,7 @@ mod ds;
 mod error;
 mod pico;
 pub mod producer;
+mod sse;
 mod transport;
 
 use std::fmt;
@@ -35,6 +36,7 @@ use reqwest::{Method, Url};
 pub use bytes::Bytes;
 
 pub use error::{ApiError, Error, Kind, Result};
+pub use sse::{Event, EventKind, Subscription};
 pub use picomq_protocol as protocol;
 
 use transport::{Call, Transport};
