@@ -201,3 +201,51 @@ func TestTransactionsFenceZombie(t *testing.T) {
 		t.Fatalf("read_committed: %v", got)
 	}
 }
+
+// TestTransactionTimeoutAborts: a transaction left open past its
+// transaction.timeout.ms is aborted by the coordinator: read_committed
+// consumers move past it and see none of it, the producer's late commit is
+// refused (its epoch was fenced), and a new transaction of the same id
+// works after InitProducerId.
+func TestTransactionTimeoutAborts(t *testing.T) {
+	ts := startServer(t, Config{})
+	admin := ts.client()
+	createTopic(t, admin, "tto", 1)
+	ctx := context.Background()
+	p := ts.client(kgo.TransactionalID("tto-id"), kgo.DefaultProduceTopic("tto"), kgo.TransactionTimeout(time.Second))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("late")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dt := kmsg.NewPtrDescribeTransactionsRequest()
+	dt.TransactionalIDs = []string{"tto-id"}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := dt.RequestWith(ctx, admin)
+		if err == nil && resp.TransactionStates[0].State == "CompleteAbort" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not aborted within 30 s of a 1 s timeout: %v %+v", err, resp)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition, with a deadline
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("commit after the timeout succeeded")
+	}
+	q := ts.client(kgo.TransactionalID("tto-id"), kgo.DefaultProduceTopic("tto"))
+	if err := q.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ProduceSync(ctx, &kgo.Record{Value: []byte("next")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if got := consumeAll(t, ts, "tto", kgo.ReadCommitted(), 1); fmt.Sprint(got) != "[next]" {
+		t.Fatalf("read_committed: %v", got)
+	}
+}
