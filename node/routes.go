@@ -29,6 +29,10 @@ type route struct {
 	need   func(r *http.Request) access
 	// serve handles the route; nil: the protocol handler does.
 	serve http.Handler
+	// direct routes are served before the client tokens and the append
+	// budget (Direct): they authenticate on their own (replication: the
+	// cluster secret).
+	direct bool
 }
 
 var (
@@ -42,6 +46,7 @@ var (
 // classify.
 type nodeHandlers struct {
 	healthz, readyz, metrics, drain, cluster http.Handler
+	replica                                  http.Handler // /_sys/replica/…, node/replication
 }
 
 // routeTable is the one table of reserved routes, read by routing
@@ -60,6 +65,9 @@ func newRouteTable(protocol string, h nodeHandlers, proto http.Handler) *routeTa
 		{path: "/metrics", need: needMetrics, serve: h.metrics},
 		{path: "/_sys/drain", need: needAdminAll, serve: h.drain},
 		{path: "/_sys/cluster", need: needAnyToken, serve: h.cluster},
+		// Replication between nodes: the cluster secret, checked by
+		// node/replication itself, not a client token.
+		{path: "/_sys/replica/", prefix: true, need: needPublic, serve: h.replica, direct: true},
 	}
 	if protocol == ProtocolPico {
 		routes = append(routes,
@@ -87,6 +95,18 @@ func newRouteTable(protocol string, h nodeHandlers, proto http.Handler) *routeTa
 		}
 	}
 	return t
+}
+
+// Direct serves the table's direct routes and hands every other request
+// to next (the guard, the append budget, then ServeHTTP).
+func (t *routeTable) Direct(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt, ok := t.lookup(r.URL.Path); ok && rt.direct && rt.serve != nil {
+			rt.serve.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (t *routeTable) lookup(p string) (route, bool) {
