@@ -75,11 +75,13 @@ test: lint
 
 ## soak: the history checker under random faults on a 3-node cluster with real etcd and MinIO
 ## (e2e TestSoak, docs/durability.md); DURATION, FAULT_EVERY (mean time between faults) and
-## SOAK_DURABILITY (local,object) are variables. Ends with the line
-## `soak: N operations, M acknowledged records checked, K faults, V violations`; exit status 1 when V > 0.
+## SOAK_DURABILITY (local,replicated,object) are variables. Beside the faults it creates, forks, trims, sets retention,
+## deletes, with GC/retention/compaction every few seconds. Ends with the line `soak: N operations,
+## M acknowledged records checked, K faults, G GC runs, D objects deleted, F fork reads checked, V violations`;
+## exit status 1 when V > 0.
 DURATION ?= 10m
 FAULT_EVERY ?= 10s
-SOAK_DURABILITY ?= local,object
+SOAK_DURABILITY ?= local,replicated,object
 soak:
 	@out=$$(mktemp); \
 	{ $(MINIO_BIN_ENV) PICOMQ_SOAK_DURATION=$(DURATION) PICOMQ_SOAK_FAULT_EVERY=$(FAULT_EVERY) \

@@ -18,18 +18,21 @@ import (
 // of soakFaults is injected at random — kill -9 and restart of a node,
 // SIGSTOP of a node for longer than the lease TTL then SIGCONT (a zombie
 // owner), etcd stopped and restarted, object storage down, slow or
-// answering 500s, a node's disk full — then reads every stream from every
-// node and checks the whole history (package e2e/history).
+// answering 500s, a node's disk full — beside the deletion workload
+// (creates, forks, trims, retention, deletes, with GC every 2 s), then
+// reads every stream from every node and checks the whole history
+// (package e2e/history).
 //
 // Environment: PICOMQ_SOAK_DURATION (default 90s), PICOMQ_SOAK_FAULT_EVERY
 // (mean time between faults, default 10s), PICOMQ_SOAK_DURABILITY (comma
-// list, default "local,object").
+// list, default "local,replicated,object").
 func TestSoak(t *testing.T) {
 	res := runSoak(t, soakOpts{
 		duration:     envDuration(t, "PICOMQ_SOAK_DURATION", 90*time.Second),
 		faultEvery:   envDuration(t, "PICOMQ_SOAK_FAULT_EVERY", 10*time.Second),
-		durabilities: strings.Split(envOr("PICOMQ_SOAK_DURABILITY", "local,object"), ","),
+		durabilities: strings.Split(envOr("PICOMQ_SOAK_DURABILITY", "local,replicated,object"), ","),
 		faults:       soakFaults,
+		deletion:     true,
 	})
 	failOnViolations(t, res)
 }

@@ -20,6 +20,9 @@ const maxPartitions = 10000
 // accepted and not kept (docs/kafka.md).
 type topicConfig struct {
 	retentionMs, retentionBytes, maxBatchBytes int64
+	// minInSync is min.insync.replicas (0 = the node's --min-insync);
+	// replicas the replication factor asked for (0 or 1: one copy).
+	minInSync, replicas int64
 }
 
 // parseTopicConfig reads the configs PicoMQ keeps; -1 (Kafka's "no limit")
@@ -39,6 +42,8 @@ func parseTopicConfig(get func(yield func(name string, value *string) bool)) (to
 			dst = &tc.retentionBytes
 		case "max.message.bytes":
 			dst = &tc.maxBatchBytes
+		case "min.insync.replicas":
+			dst = &tc.minInSync
 		default:
 			return true
 		}
@@ -50,6 +55,9 @@ func parseTopicConfig(get func(yield func(name string, value *string) bool)) (to
 		*dst = max(v, 0)
 		return true
 	})
+	if err == nil && tc.minInSync > 16 {
+		err = fmt.Errorf("%w: min.insync.replicas %d", kerr.InvalidConfig, tc.minInSync)
+	}
 	return tc, err
 }
 
@@ -113,10 +121,16 @@ func (s *Server) spread(ctx context.Context, name string, partitions int32) func
 // same configuration is taken as is (a retried create). A hand-over that
 // fails leaves the partition here, where it works as well.
 func (s *Server) createPartition(ctx context.Context, name string, alias *string, tc topicConfig, leader string) (stream.Info, error) {
-	info, created, err := s.svc.Create(ctx, name, stream.CreateOptions{
+	opts := stream.CreateOptions{
 		ContentType: kafkaContentType, KafkaTopic: alias,
 		RetentionMs: tc.retentionMs, RetentionBytes: tc.retentionBytes, MaxBatchBytes: tc.maxBatchBytes,
-	})
+	}
+	if tc.replicas >= 2 {
+		// replication.factor >= 2: copies on that many nodes, acks=all
+		// after min.insync.replicas of them (docs/kafka.md).
+		opts.Durability, opts.Replicas, opts.MinInSync = stream.DurabilityReplicated, int(tc.replicas), int(tc.minInSync)
+	}
+	info, created, err := s.svc.Create(ctx, name, opts)
 	if err != nil {
 		return stream.Info{}, fmt.Errorf("create partition stream %s: %w", name, err)
 	}
@@ -152,10 +166,19 @@ func handleCreateTopics(s *Server, ctx context.Context, cc *connState, kreq kmsg
 			}
 		})
 		var t topic
+		rf := int64(rt.ReplicationFactor)
+		if len(rt.ReplicaAssignment) > 0 {
+			rf = int64(len(rt.ReplicaAssignment[0].Replicas))
+		}
+		tc.replicas = max(rf, 1)
 		switch {
 		case err != nil:
 		case rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1:
 			err = fmt.Errorf("%w: replication factor %d", kerr.InvalidReplicationFactor, rt.ReplicationFactor)
+		case tc.replicas >= 2 && tc.minInSync > tc.replicas:
+			err = fmt.Errorf("%w: min.insync.replicas %d above the replication factor %d", kerr.InvalidConfig, tc.minInSync, tc.replicas)
+		case tc.replicas >= 2 && !s.enoughBrokers(ctx, tc.replicas):
+			err = fmt.Errorf("%w: replication factor %d is more than the live nodes", kerr.InvalidReplicationFactor, tc.replicas)
 		case req.ValidateOnly:
 			if err = stream.ValidateTopic(rt.Topic); err == nil && (n < 1 || n > maxPartitions) {
 				err = fmt.Errorf("%w: %d partitions", kerr.InvalidPartitions, n)
@@ -173,11 +196,18 @@ func handleCreateTopics(s *Server, ctx context.Context, cc *connState, kreq kmsg
 		if err != nil {
 			st.ErrorCode, st.ErrorMessage = errCode(err), errMessage(err)
 		} else {
-			st.NumPartitions, st.ReplicationFactor = n, 1
+			st.NumPartitions, st.ReplicationFactor = n, int16(tc.replicas)
 			st.TopicID = t.id
 			st.Configs = []kmsg.CreateTopicsResponseTopicConfig{}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil
+}
+
+// enoughBrokers reports whether the cluster has at least n live nodes to
+// hold n copies of a partition (Kafka refuses a larger replication factor).
+func (s *Server) enoughBrokers(ctx context.Context, n int64) bool {
+	ms, err := s.svc.Members(ctx)
+	return err == nil && int64(len(ms)) >= n
 }

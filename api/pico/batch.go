@@ -136,13 +136,19 @@ type jsonInHeader struct {
 // other JSON value (object, array, number, boolean) is stored as its JSON
 // text, as is a string with valueEncoding "json". Keys and header values
 // are strings (utf8 or base64) or null. Unknown fields are errors, so a
-// typo never silently drops data.
+// typo never silently drops data. The body must be a JSON text, UTF-8
+// included (wire.IsJSONText): the decoder would otherwise turn invalid
+// bytes in a key or value string into U+FFFD, storing other bytes than
+// were sent.
 func parseJSONBatch(body []byte, lim batchLimits) ([]record.Record, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var in []jsonInRecord
 	if err := dec.Decode(&in); err != nil {
 		return nil, batchErrorf("JSON batch: %s", describeJSONError(err))
+	}
+	if !wire.IsJSONText(body) { // after Decode, whose errors say where the syntax fails
+		return nil, batchErrorf("JSON batch: invalid UTF-8 in a string")
 	}
 	if in == nil {
 		return nil, batchErrorf("JSON batch: want an array of records, got null")

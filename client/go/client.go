@@ -578,8 +578,24 @@ func drain(resp *http.Response) {
 // maxPageBytes bounds a page body the SDK reads into memory.
 const maxPageBytes = 256 << 20
 
+// presizeBytes is the largest Content-Length readAll allocates up front:
+// a node's largest page (max_bytes is capped at 16 MiB) and its framing.
+const presizeBytes = 32 << 20
+
 func readAll(resp *http.Response) ([]byte, error) {
 	defer resp.Body.Close()
+	if n := resp.ContentLength; n >= 0 && n <= presizeBytes {
+		// A page of known size (every Pico read) is read into one buffer
+		// of that size: growing one from 512 bytes copied and cleared a
+		// catch-up page several times over. Larger announced sizes grow
+		// as the bytes arrive, so a header alone cannot make the client
+		// allocate much.
+		b := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxPageBytes+1))
 	if err != nil {
 		return nil, err

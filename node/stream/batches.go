@@ -129,12 +129,17 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 		if err != nil {
 			return BatchRead{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, next, err)
 		}
+		// The batches taken from data are one stretch of it, [from, to):
+		// the page's first stretch is handed on as it is (object reads
+		// lend the cache's memory, WAL reads are fresh), later ones are
+		// appended.
+		from, to := -1, -1
 		for pos := 0; pos < len(data); {
 			h, err := record.ParseHeader(data[pos:])
 			if err != nil || pos+h.Size() > len(data) {
 				return BatchRead{}, fmt.Errorf("%w: stored batch of %s at offset %d: %v", ErrUnavailable, name, next, err)
 			}
-			b := data[pos : pos+h.Size()]
+			start := pos
 			pos += h.Size()
 			if h.LastOffset() < next {
 				continue
@@ -143,12 +148,23 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 				full = true
 				break
 			}
-			if len(res.Batches) > 0 && len(res.Batches)+len(b) > maxBytes {
+			taken := len(res.Batches) + max(to-from, 0)
+			if taken > 0 && taken+h.Size() > maxBytes {
 				full = true
 				break
 			}
-			res.Batches = append(res.Batches, b...)
+			if from < 0 {
+				from = start
+			}
+			to = pos
 			next = h.LastOffset() + 1
+		}
+		if from >= 0 {
+			if res.Batches == nil {
+				res.Batches = data[from:to:to]
+			} else {
+				res.Batches = append(res.Batches, data[from:to]...)
+			}
 		}
 		switch {
 		case next >= min(c.next, hwm):

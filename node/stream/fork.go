@@ -212,7 +212,7 @@ func (s *Service) messageAt(ctx context.Context, st *streamState, off int64) (in
 		var count int64
 		var rec record.Record
 		found := false
-		err := s.walkOwn(ctx, sg.st, off, sg.hi, 64<<10, func(batch []byte, h record.BatchHeader) (bool, error) {
+		_, err := s.walkOwn(ctx, sg.st, off, sg.hi, 64<<10, func(batch []byte, h record.BatchHeader) (bool, error) {
 			if h.BaseOffset > off {
 				return false, nil
 			}
@@ -241,8 +241,10 @@ func (s *Service) messageAt(ctx context.Context, st *streamState, off int64) (in
 
 // walkOwn calls fn with each whole batch of st's own log that holds offsets
 // in [from, to), in order, until fn returns false. maxBytes hints how much
-// to fetch per chunk from object storage.
-func (s *Service) walkOwn(ctx context.Context, st *streamState, from, to int64, maxBytes int, fn func(batch []byte, h record.BatchHeader) (more bool, err error)) error {
+// to fetch per chunk from object storage. It returns the offset it reached:
+// past the last batch given to fn and past the gaps (offsets a takeover
+// skipped) it walked over.
+func (s *Service) walkOwn(ctx context.Context, st *streamState, from, to int64, maxBytes int, fn func(batch []byte, h record.BatchHeader) (more bool, err error)) (int64, error) {
 	st.mu.Lock()
 	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > from })
 	// Copy the chunks so the lock is not held during I/O; the slice is
@@ -255,7 +257,7 @@ func (s *Service) walkOwn(ctx context.Context, st *streamState, from, to int64, 
 	pos := from
 	for _, c := range refs {
 		if err := ctx.Err(); err != nil {
-			return err
+			return pos, err
 		}
 		if c.gap {
 			pos = max(pos, min(c.next, to))
@@ -264,7 +266,7 @@ func (s *Service) walkOwn(ctx context.Context, st *streamState, from, to int64, 
 		for pos < min(c.next, to) {
 			data, err := s.chunkBatches(ctx, st.info.ID, c, pos, maxBytes)
 			if err != nil {
-				return fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, st.info.Name, pos, err)
+				return pos, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, st.info.Name, pos, err)
 			}
 			more, progressed := true, false
 			err = record.SplitBatches(data, func(batch []byte, h record.BatchHeader) error {
@@ -277,24 +279,27 @@ func (s *Service) walkOwn(ctx context.Context, st *streamState, from, to int64, 
 				return err
 			})
 			if err != nil {
-				return fmt.Errorf("%w: decode %s at offset %d: %v", ErrUnavailable, st.info.Name, pos, err)
+				return pos, fmt.Errorf("%w: decode %s at offset %d: %v", ErrUnavailable, st.info.Name, pos, err)
 			}
 			if !more {
-				return nil
+				return pos, nil
 			}
 			if !progressed {
-				return fmt.Errorf("%w: %s: no batch holds offset %d", ErrUnavailable, st.info.Name, pos)
+				return pos, fmt.Errorf("%w: %s: no batch holds offset %d", ErrUnavailable, st.info.Name, pos)
 			}
 		}
 	}
-	return nil
+	return pos, nil
 }
 
 // readOwn appends to out the records of st's own log in [from, to), at most
 // limit records and, past the first, about maxBytes of keys and values.
-func (s *Service) readOwn(ctx context.Context, st *streamState, from, to int64, limit, maxBytes int, out []record.Record) ([]record.Record, error) {
+// When it read everything it could (not stopped by limit or maxBytes),
+// walked is the offset it reached (past trailing gaps); otherwise -1.
+func (s *Service) readOwn(ctx context.Context, st *streamState, from, to int64, limit, maxBytes int, out []record.Record) (_ []record.Record, walked int64, _ error) {
 	bytes, n := 0, 0
-	err := s.walkOwn(ctx, st, from, to, maxBytes, func(batch []byte, h record.BatchHeader) (bool, error) {
+	full := false
+	reached, err := s.walkOwn(ctx, st, from, to, maxBytes, func(batch []byte, h record.BatchHeader) (bool, error) {
 		// Decode into a fresh slice: returned records alias batch.
 		recs, err := record.DecodeRecords(batch, nil)
 		if err != nil {
@@ -306,6 +311,7 @@ func (s *Service) readOwn(ctx context.Context, st *streamState, from, to int64, 
 			}
 			size := len(r.Value) + len(r.Key)
 			if n > 0 && (n >= limit || bytes+size > maxBytes) {
+				full = true
 				return false, nil
 			}
 			out = append(out, r)
@@ -314,7 +320,10 @@ func (s *Service) readOwn(ctx context.Context, st *streamState, from, to int64, 
 		}
 		return true, nil
 	})
-	return out, err
+	if full {
+		reached = -1
+	}
+	return out, reached, err
 }
 
 // readView is Read for a fork: it stitches the source chain's records below
@@ -349,7 +358,8 @@ func (s *Service) readView(ctx context.Context, st *streamState, opts ReadOption
 		if n == 0 {
 			budget = maxBytes
 		}
-		res.Records, err = s.readOwn(ctx, sg.st, from, sg.hi, left, budget, res.Records)
+		var walked int64
+		res.Records, walked, err = s.readOwn(ctx, sg.st, from, sg.hi, left, budget, res.Records)
 		if err != nil {
 			return ReadResult{}, err
 		}
@@ -363,7 +373,16 @@ func (s *Service) readView(ctx context.Context, st *streamState, opts ReadOption
 		if len(res.Records) > n {
 			res.NextOffset = res.Records[len(res.Records)-1].Offset + 1
 		}
+		// A segment that ends in a gap (offsets a takeover skipped) is
+		// walked past; otherwise a reader would ask for the gap forever.
+		res.NextOffset = max(res.NextOffset, min(walked, sg.hi))
 		if res.NextOffset < sg.hi {
+			if walked >= 0 && len(res.Records) == n {
+				// The walk ended below the segment's end with nothing
+				// read: no record holds the offset. Say so rather than
+				// answer an empty page, not up to date, forever.
+				return ReadResult{}, fmt.Errorf("%w: %s: no record of %s holds offset %d", ErrUnavailable, info.Name, sg.st.info.Name, res.NextOffset)
+			}
 			break // the page is full
 		}
 	}

@@ -92,6 +92,14 @@ type Config struct {
 	// (a read always returns at least one record if one is available).
 	DefaultReadBytes int
 	MaxReadBytes     int
+	// Replication configures `replicated` streams (replicate.go).
+	Replication ReplicationConfig
+	// FreshLog: the WAL was created empty at this start (a new node, or
+	// one whose disk was lost). Offsets its earlier incarnation reserved
+	// in the same epoch are then a gap, not its own to continue: the
+	// records it acknowledged there are gone with the disk, and handing
+	// the offsets out again would name other records (reserve.go).
+	FreshLog bool
 	// Jobs sets the periods of the background passes Jobs starts (zero =
 	// each pass's default).
 	Jobs JobIntervals
@@ -123,6 +131,10 @@ func (c *Config) setDefaults() {
 	}
 	defaults.Set(&c.Tier.SealMaxAge, time.Second)
 	defaults.Set(&c.Tier.SealMaxBytes, 8<<20)
+	defaults.Set(&c.Replication.Replicas, 3)
+	defaults.Set(&c.Replication.MinInSync, 2)
+	defaults.Set(&c.Replication.LagTimeout, time.Second)
+	defaults.Set(&c.Replication.RequestTimeout, 5*time.Second)
 }
 
 // Service implements create/append/read/head/delete over the WAL and the
@@ -181,6 +193,15 @@ type Service struct {
 	// lookups counts stream lookups (one per request is the rule; a test
 	// holds the Pico frontend to it).
 	lookups atomic.Int64
+
+	// Replication (replicate.go, replica.go): this node's copies of other
+	// owners' streams, and one shipper per follower node.
+	replicas   replicaStore
+	peersMu    sync.Mutex
+	peers      map[string]*peer
+	replCtx    context.Context
+	replCancel context.CancelFunc
+	deferred   []string // replicated streams Open left to adopt (repltakeover.go)
 }
 
 // streamState is the in-memory state of one stream owned by this node.
@@ -232,6 +253,7 @@ type streamState struct {
 	deleted bool
 	life    lifecycle   // expiry, soft delete, fork references (lifecycle.go)
 	res     reservation // offset reservation (reserve.go)
+	repl    *replState  // `replicated` streams (replicate.go); nil until the first append
 }
 
 // chunk locates offsets [base, next) of a stream: either one batch in the
@@ -269,6 +291,11 @@ type Info struct {
 	// MaxBatchBytes: the Kafka max.message.bytes of the stream (0 = the
 	// frontend's default); kept for the Kafka frontend, not enforced here.
 	MaxBatchBytes int64
+	// Durability is the stream's ack level as created ("" = the node
+	// default); Replicas and MinInSync its R and M when replicated (0 =
+	// the node's defaults). ReplicaNodes says where the copies are.
+	Durability          string
+	Replicas, MinInSync int
 }
 
 // CreateOptions is the configuration a client asks for at create.
@@ -295,6 +322,10 @@ type CreateOptions struct {
 	// MaxBatchBytes: see Info.MaxBatchBytes (not part of the
 	// identical-config check).
 	MaxBatchBytes int64
+	// Replicas (R, owner included) and MinInSync (M) of a `replicated`
+	// stream; 0 = the node's defaults (not part of the identical-config
+	// check).
+	Replicas, MinInSync int
 }
 
 // ReadOptions selects what a read returns.
@@ -341,6 +372,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		metrics:  newMetrics(cfg.Registerer),
 		cluster:  cfg.Cluster,
 	}
+	s.replCtx, s.replCancel = context.WithCancel(context.Background())
 	s.registerGauges(cfg.Registerer)
 	if r, ok := cfg.Cluster.(Reservations); ok && cfg.Tier.Session != nil {
 		s.resv, s.resKick = r, make(chan struct{}, 1)
@@ -392,11 +424,19 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 			s.openState(id)
 		}
 		for id, st := range s.byID {
-			st.startReservation(resvs[id])
+			st.startReservation(s.lostDisk(resvs[id]))
 		}
 	}
 	var replayed, skipped int
+	written := map[uint64]bool{} // streams with entries of their own in the WAL
 	err = log.Replay(func(pos wal.Pos, data []byte) error {
+		if len(data) > 0 && data[0] == replicaEntryVersion {
+			replayed++
+			if err := s.replayReplica(pos, data); err != nil {
+				return fmt.Errorf("replica entry at %+v: %w", pos, err)
+			}
+			return nil
+		}
 		e, err := decodeEntry(data)
 		if err != nil {
 			return fmt.Errorf("entry at %+v: %w", pos, err)
@@ -417,6 +457,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		}
 		if applied {
 			st.unflushed += int64(len(data))
+			written[e.streamID] = true
 		}
 		replayed++
 		return nil
@@ -424,6 +465,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 	if err != nil {
 		return nil, fmt.Errorf("stream: replay WAL: %w", err)
 	}
+	s.deferReplicated(written)
 	// Recovered entries not yet in object storage are pending from now:
 	// they are flushed within one seal age even if no append follows.
 	for _, st := range s.byID {
@@ -433,8 +475,10 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		s.pendingSince.Store(time.Now().UnixNano())
 	}
 	for _, st := range s.byID {
-		if s.objectDurable(st) {
-			st.hwm = max(st.uploaded, logStart(st.info)) // the rest when its flush commits
+		if s.objectDurable(st) || s.replicated(st) {
+			// The rest when its flush commits, or (replicated) when an
+			// append's copies cover it.
+			st.hwm = max(st.uploaded, logStart(st.info))
 		}
 	}
 	if s.resv != nil {
@@ -554,6 +598,7 @@ func (s *Service) Jobs() []Job {
 		{"compactor", func(ctx context.Context) error { return s.RunCompactor(ctx, CompactConfig{Interval: iv.Compaction}) }},
 		{"expiry reaper", func(ctx context.Context) error { return s.RunReaper(ctx, LifecycleOptions{}) }},
 		{"retention", func(ctx context.Context) error { return s.RunRetention(ctx, RetentionOptions{Interval: iv.Retention}) }},
+		{"replication", s.RunReplication},
 	}
 }
 
@@ -633,6 +678,7 @@ func (s *Service) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.replCancel()
 	s.bg.stop()
 }
 
@@ -678,8 +724,23 @@ func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (
 	}
 	switch opts.Durability {
 	case "", DurabilityLocal, DurabilityObject:
+	case DurabilityReplicated:
+		if !s.replicatedRecord(meta.Stream{Durability: DurabilityReplicated}) {
+			return Info{}, false, fmt.Errorf("%w: durability replicated needs a cluster with object storage", ErrInvalidArgument)
+		}
 	default:
-		return Info{}, false, fmt.Errorf("%w: durability %q: want local or object", ErrInvalidArgument, opts.Durability)
+		return Info{}, false, fmt.Errorf("%w: durability %q: want local, replicated or object", ErrInvalidArgument, opts.Durability)
+	}
+	if opts.Replicas < 0 || opts.MinInSync < 0 || (opts.Replicas > 0 && opts.MinInSync > opts.Replicas) || opts.Replicas > 16 {
+		return Info{}, false, fmt.Errorf("%w: %d replicas with a minimum of %d in sync", ErrInvalidArgument, opts.Replicas, opts.MinInSync)
+	}
+	if opts.Durability == DurabilityReplicated || (opts.Durability == "" && s.cfg.DefaultDurability == DurabilityReplicated) {
+		// The record keeps the effective R and M, so every node (and
+		// Kafka's DescribeConfigs) reads the same values.
+		r, m := s.replFactors(meta.Stream{Replicas: int64(opts.Replicas), MinInSync: int64(opts.MinInSync)})
+		opts.Replicas, opts.MinInSync = r, min(m, r)
+	} else {
+		opts.Replicas, opts.MinInSync = 0, 0
 	}
 	if err := s.Ready(); err != nil {
 		return Info{}, false, err
@@ -694,6 +755,8 @@ func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (
 		Owner:       s.cfg.NodeID,
 		Epoch:       1,
 		Durability:  opts.Durability,
+		Replicas:    int64(opts.Replicas),
+		MinInSync:   int64(opts.MinInSync),
 	}), opts)
 	if err != nil {
 		plan.undo(ctx, s)
@@ -771,6 +834,9 @@ func (st *streamState) infoLocked() Info {
 		RetentionMs:    st.info.RetentionMs,
 		RetentionBytes: st.info.RetentionBytes,
 		MaxBatchBytes:  st.info.MaxBatchBytes,
+		Durability:     st.info.Durability,
+		Replicas:       int(st.info.Replicas),
+		MinInSync:      int(st.info.MinInSync),
 	}
 }
 
@@ -911,6 +977,7 @@ type Submitted struct {
 	wrote         bool
 	closes        bool
 	objectDurable bool
+	replicated    bool // wait for the followers' copies (replicate.go)
 	mustReserve   bool // `local`: wait for the offset reservation (reserve.go)
 	end           int64
 	bytes         int
@@ -957,6 +1024,12 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	}
 	if err := st.checkRecords(req); err != nil {
 		return Submitted{}, err
+	}
+	replicated := s.replicated(st)
+	if replicated {
+		if err := s.ensureRepl(ctx, st); err != nil {
+			return Submitted{}, err
+		}
 	}
 
 	bufp, _ := s.bufPool.Get().(*[]byte)
@@ -1019,7 +1092,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 				// The original may still be in flight: Wait acknowledges
 				// the retry only once the original is durable (WAL, then
 				// its upload or its offset reservation).
-				sub.st, sub.pending, sub.end, sub.objectDurable = st, b.pending, b.next, s.objectDurable(st)
+				sub.st, sub.pending, sub.end, sub.objectDurable, sub.replicated = st, b.pending, b.next, s.objectDurable(st), replicated
 				sub.res.FirstOffset, sub.res.NextOffset, sub.res.Timestamp = b.first, b.next, b.ts
 			}
 			return sub, nil
@@ -1031,6 +1104,12 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		return Submitted{}, fmt.Errorf("%w: %q is not greater than %q", ErrWriterSeq, req.WriterSeq, last)
 	}
 
+	if replicated {
+		if err := s.checkReplicasLocked(st); err != nil {
+			st.mu.Unlock()
+			return Submitted{}, err
+		}
+	}
 	ts := max(s.cfg.Now().UnixMilli(), st.lastTS)
 	base := st.next
 	noBatch := count == 0
@@ -1052,6 +1131,11 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		return Submitted{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
 	}
 	end := base + int64(count)
+	if replicated {
+		// The same entry bytes go to the followers, in parallel with
+		// the local fsync (buf goes back to its pool: copy it once).
+		s.shipLocked(st, base, end, append([]byte(nil), buf...))
+	}
 	if !noBatch {
 		st.chunks = append(st.chunks, chunk{base: base, next: end, pos: pending.Pos()})
 		st.lastTS = ts
@@ -1091,7 +1175,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		s.kickReserver()
 	}
 	return Submitted{st: st, res: res, pending: pending, wrote: true, closes: req.Close,
-		objectDurable: objectDurable, mustReserve: mustReserve, end: end, bytes: len(buf)}, nil
+		objectDurable: objectDurable, replicated: replicated, mustReserve: mustReserve, end: end, bytes: len(buf)}, nil
 }
 
 // Wait returns the result of the submitted append once it is durable at
@@ -1122,6 +1206,11 @@ func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
 				return AppendResult{}, fmt.Errorf("append to %s: %w", name, err)
 			}
 		}
+		if a.replicated && !a.objectDurable {
+			if err := s.waitReplicated(ctx, st, a.end); err != nil {
+				return AppendResult{}, fmt.Errorf("append to %s: %w", name, err)
+			}
+		}
 		return a.res, nil
 	}
 	pending, end, closes := a.pending, a.end, a.closes
@@ -1129,8 +1218,8 @@ func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
 		if ctx.Err() != nil && !a.objectDurable {
 			// The write still happens; publish it when it does so readers
 			// are not stuck behind a batch whose appender gave up.
-			mustReserve := a.mustReserve
-			s.bg.Go(func(ctx context.Context) { s.publishLater(ctx, st, pending, end, closes, mustReserve) })
+			mustReserve, replicated := a.mustReserve, a.replicated
+			s.bg.Go(func(ctx context.Context) { s.publishLater(ctx, st, pending, end, closes, mustReserve, replicated) })
 		}
 		return AppendResult{}, s.waitError(name, err, ctx)
 	}
@@ -1138,9 +1227,17 @@ func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
 		// Nobody may read or be told of an offset before it is reserved.
 		if err := s.waitReserved(ctx, st, end); err != nil {
 			if ctx.Err() != nil {
-				s.bg.Go(func(ctx context.Context) { s.publishLater(ctx, st, pending, end, closes, true) })
+				replicated := a.replicated
+				s.bg.Go(func(ctx context.Context) { s.publishLater(ctx, st, pending, end, closes, true, replicated) })
 			}
 			return AppendResult{}, fmt.Errorf("append to %s: written but not acknowledged: %w", name, err)
+		}
+	}
+	if a.replicated {
+		// hwm moves past the append only once M copies hold it: nothing
+		// a reader sees is lost with fewer than M machines.
+		if err := s.waitReplicated(ctx, st, end); err != nil {
+			return AppendResult{}, fmt.Errorf("append to %s: written here but not acknowledged: %w", name, err)
 		}
 	}
 	if !a.objectDurable {
@@ -1252,19 +1349,22 @@ func (s *Service) objectDurable(st *streamState) bool {
 }
 
 // publishLater publishes an append whose appender gave up waiting, once it
-// is durable (and reserved), so readers are not stuck behind it. It runs
-// under the service's supervisor: at Close, ctx ends and nothing is
-// published (nobody reads from a closed service).
-func (s *Service) publishLater(ctx context.Context, st *streamState, pending *wal.Pending, end int64, closes, reserve bool) {
+// is durable (and reserved, and replicated), so readers are not stuck
+// behind it. It runs under the service's supervisor: at Close, ctx ends and
+// nothing is published (nobody reads from a closed service).
+func (s *Service) publishLater(ctx context.Context, st *streamState, pending *wal.Pending, end int64, closes, reserve, replicated bool) {
 	if pending.Wait(ctx) != nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	if reserve {
-		ctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
 		if s.waitReserved(ctx, st, end) != nil {
 			return // a later append publishes it with its own
 		}
+	}
+	if replicated && s.waitReplicated(ctx, st, end) != nil {
+		return // a later append (or the flush) publishes it
 	}
 	st.advance(end, closes)
 }
@@ -1438,11 +1538,20 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	return res, nil
 }
 
-// prefetchNext starts fetching the next object of a consumer catching up
-// through object chunks when its next read will soon cross into it (it
-// stopped in the last quarter of the current object's range), so the
-// read that crosses the boundary does not wait for a cold GET. Reads
-// within one object already advise the rest of its range.
+// prefetchAhead is how far ahead of a consumer reading through object
+// chunks (in bytes of object ranges) prefetchNext starts on the objects
+// that follow: about the block cache's per-reader read-ahead window, so
+// the window runs on across object boundaries. Objects much smaller than
+// that (L0 objects of a slow stream) are read faster than a GET's round
+// trip, so several are prefetched at once. The node-wide read-ahead
+// budget, not this distance, bounds what is fetched.
+const prefetchAhead = 32 << 20
+
+// prefetchNext starts fetching the objects after the one a consumer is
+// reading, up to prefetchAhead bytes ahead of it, so the read that
+// crosses an object boundary does not wait for a cold GET. Reads within
+// one object already advise the rest of its range (the cache ignores
+// advice it is already following).
 func (s *Service) prefetchNext(refs []chunk, next int64) {
 	pf, ok := s.tier.(Prefetcher)
 	if !ok {
@@ -1453,17 +1562,20 @@ func (s *Service) prefetchNext(refs []chunk, next int64) {
 		return
 	}
 	cur := refs[i].obj
-	if 4*(cur.Next-next) > cur.Next-cur.First {
-		return
-	}
+	// The bytes of the current range still to read, estimated from the
+	// offsets (records are about evenly sized within a flush).
+	ahead := int64(float64(cur.Next-next) / float64(max(cur.Next-cur.First, 1)) * float64(cur.Length))
+	last := cur.Key
 	for _, c := range refs[i+1:] {
-		if c.obj == nil {
-			return // the WAL tail follows
+		if ahead >= prefetchAhead || c.obj == nil {
+			return // far enough, or the WAL tail follows
 		}
-		if c.obj.Key != cur.Key {
-			pf.Prefetch(c.obj)
-			return
+		if c.obj.Key == last {
+			continue
 		}
+		pf.Prefetch(c.obj)
+		ahead += c.obj.Length
+		last = c.obj.Key
 	}
 }
 

@@ -643,6 +643,7 @@ func (s *Service) applyFlush(items []flushItem, refs []*ObjectRef) int64 {
 				st.walLow = st.lastPending.Pos().Segment
 			}
 			st.wakeUploadWaitersLocked()
+			s.shipUploadedLocked(st) // followers release their copies
 		}
 		st.mu.Unlock()
 	}
@@ -662,6 +663,9 @@ func (s *Service) truncateWAL() {
 		st.mu.Unlock()
 	}
 	s.mu.RUnlock()
+	if r := s.replicaWALLow(); r != 0 && r < low {
+		low = r // copies of other owners' streams not uploaded yet
+	}
 	if err := w.RemoveSegmentsBefore(low); err != nil {
 		s.cfg.Logger.Warn("WAL truncation failed", "before_segment", low, "err", err)
 	}

@@ -150,6 +150,10 @@ type Batches struct {
 	FirstOffset int64 // base offset of the first batch in Data
 	NextOffset  int64 // offset after the last record in Data
 	Count       int   // number of batches
+	// Pos is the byte position of Data in the object: with FirstOffset
+	// (or any batch boundary inside Data) it is where a later read can
+	// resume without the footer's index (ReadStreamAt).
+	Pos int64
 }
 
 // ReadBatches returns the batches of stream holding offset and after it,
@@ -215,6 +219,20 @@ func ReadStream(ctx context.Context, src RangeReader, key string, e extent.Exten
 		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.First, e.Last(), e.StreamID, offset)
 	}
 	b, _, _, err := readRange(ctx, src, key, e, e.Offset, e.First, offset, maxBytes)
+	return b, err
+}
+
+// ReadStreamAt reads like ReadStream from a batch boundary already known:
+// pos is the byte position of a batch of e whose base offset is base (a
+// Batches' Pos and FirstOffset, or a boundary inside its Data), and
+// offset is at or after base. A consumer's next page resumes there with
+// neither the footer nor a re-scan from the start of the range.
+func ReadStreamAt(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int) (Batches, error) {
+	if pos < e.Offset || pos >= e.End() || base < e.First || base > e.Last() || offset < base || offset > e.Last() {
+		return Batches{}, fmt.Errorf("%w: object %q: no batch of stream %d at byte %d with base offset %d for offset %d (range [%d, %d) at bytes [%d, %d))",
+			ErrOffsetOutOfRange, key, e.StreamID, pos, base, offset, e.First, e.Next, e.Offset, e.End())
+	}
+	b, _, _, err := readRange(ctx, src, key, e, pos, base, offset, maxBytes)
 	return b, err
 }
 
@@ -285,8 +303,10 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 	// copy only if they span several (most reads then copy nothing).
 	var parts [][]byte
 	size := 0
+	at := pos // position of the batch fn sees
 	pos, base, err := scan(ctx, src, key, e, pos, base, e.End(), hint, func(b []byte, bi record.BatchHeader) (bool, bool) {
 		if bi.LastOffset() < offset {
+			at += int64(len(b))
 			return true, true
 		}
 		if out.Count > 0 && maxBytes > 0 && size+len(b) > maxBytes {
@@ -294,6 +314,7 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 		}
 		if out.Count == 0 {
 			out.FirstOffset = bi.BaseOffset
+			out.Pos = at
 		}
 		if k := len(parts) - 1; k >= 0 && adjacent(parts[k], b) {
 			parts[k] = parts[k][:len(parts[k])+len(b)]
@@ -415,9 +436,12 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 }
 
 // chunkSize is how much a scan reads at once: about what the caller
-// wants, at least enough to amortise a request, at most 1 MiB so the first
-// batch of a cold read never waits for a huge transfer.
+// wants, at least enough to amortise a request, at most 4 MiB (the block
+// cache's largest GET) so the first batch of a cold read never waits for
+// a huge transfer. A page up to that size is one GET when cold, not a
+// first chunk and then a wait for the read-ahead behind it: against S3
+// every GET waited for in turn is another round trip.
 func chunkSize(want int64) int64 {
-	const minChunk, maxChunk = 16 << 10, 1 << 20
+	const minChunk, maxChunk = 16 << 10, 4 << 20
 	return min(max(want, minChunk), maxChunk)
 }

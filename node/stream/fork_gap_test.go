@@ -1,0 +1,51 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metatest"
+	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
+)
+
+// TestForkReadWalksPastAGapAtTheForkPoint: a fork whose inherited range
+// ends in offsets a takeover skipped (a `local` owner lost with records it
+// never uploaded) reads past them to its own records. Before (found while
+// building the soak's deletion workload) the fork answered an empty page,
+// not up to date, at the same offset forever: a reader never reached the
+// fork's records.
+func TestForkReadWalksPastAGapAtTheForkPoint(t *testing.T) {
+	cli := metatest.StartEtcd(t)
+	reg := meta.NewRegistry(cli, "/ro/")
+	shared := &dirTier{dir: t.TempDir()}
+	a := startSessionNode(t, reg, &dirTier{dir: t.TempDir(), fail: true}, "a")
+	b := startSessionNode(t, reg, shared, "b")
+	ctx := context.Background()
+	if _, _, err := a.svc.Create(ctx, "/s", stream.CreateOptions{Durability: stream.DurabilityLocal}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := a.svc.Append(ctx, "/s", []record.Record{{Value: []byte(fmt.Sprint("a", i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := loseLeaseAndAppend(t, cli, a, b, "/s", "b0")
+	if err != nil || first.FirstOffset < 3 {
+		t.Fatalf("first append after the takeover: %+v %v", first, err)
+	}
+	gapEnd := first.FirstOffset // [0, gapEnd) is a gap on b
+	mustCreate(t, b.svc, "/f", stream.CreateOptions{Fork: fork("/s", gapEnd, 0)})
+	if _, err := b.svc.Append(ctx, "/f", recs("F")); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []int64{0, 1, gapEnd - 1, gapEnd} {
+		page, err := b.svc.Read(ctx, "/f", stream.ReadOptions{Offset: from})
+		if err != nil || len(page.Records) != 1 || page.Records[0].Offset != gapEnd || string(page.Records[0].Value) != "F" || !page.UpToDate {
+			t.Fatalf("fork read from %d: %v at next offset %d, up to date %v, err %v; want F at %d, up to date",
+				from, vals(page.Records), page.NextOffset, page.UpToDate, err, gapEnd)
+		}
+	}
+}
