@@ -29,6 +29,10 @@ type clusterNode struct {
 	NodeID       string `json:"nodeId"`
 	AdvertiseURL string `json:"advertiseUrl"`
 	KafkaAddr    string `json:"kafkaAddr,omitempty"`
+	Zone         string `json:"zone,omitempty"`
+	// StartedAt is when the node wrote its membership record (joined
+	// under its current lease): the console shows its age.
+	StartedAt time.Time `json:"startedAt"`
 }
 
 // clusterInfo lists the live members (GET /_sys/cluster).
@@ -45,7 +49,8 @@ func (n *Node) clusterInfo(w http.ResponseWriter, r *http.Request) {
 		Self  string        `json:"self"`
 	}{Self: n.cfg.NodeID, Nodes: []clusterNode{}}
 	for _, m := range ms {
-		out.Nodes = append(out.Nodes, clusterNode{NodeID: m.NodeID, AdvertiseURL: m.AdvertiseURL, KafkaAddr: m.KafkaAddr})
+		out.Nodes = append(out.Nodes, clusterNode{NodeID: m.NodeID, AdvertiseURL: m.AdvertiseURL, KafkaAddr: m.KafkaAddr,
+			Zone: m.Zone, StartedAt: m.StartedAt})
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 }
