@@ -132,9 +132,14 @@ func mustStatusH(t *testing.T, want int, method, url string, hdr map[string]stri
 
 // appendVia posts one text record to url, following redirects, and
 // reports whether it was acknowledged.
-func appendVia(url, value string) bool {
+func appendVia(url, value string) bool { return post(url, "text/plain", value) }
+
+// appendJSON posts one JSON record; for load, its outcome does not matter.
+func appendJSON(url, value string) { post(url, "application/json", value) }
+
+func post(url, contentType, value string) bool {
 	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Post(url, "text/plain", strings.NewReader(value))
+	resp, err := c.Post(url, contentType, strings.NewReader(value))
 	if err != nil {
 		return false
 	}
@@ -142,12 +147,13 @@ func appendVia(url, value string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// startEtcd runs a one-member etcd from $PICOMQ_ETCD_BIN.
+// startEtcd runs a one-member etcd: $PICOMQ_ETCD_BIN, else the one the
+// e2e tests build.
 func startEtcd(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("PICOMQ_ETCD_BIN")
-	if bin == "" {
-		need(t, "etcd (PICOMQ_ETCD_BIN)")
+	bin, err := testproc.EtcdBinary(binDir)
+	if err != nil {
+		t.Fatalf("etcd: %v", err)
 	}
 	client, _ := testproc.FreeAddr()
 	peer, _ := testproc.FreeAddr()

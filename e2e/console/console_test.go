@@ -100,6 +100,17 @@ func TestConsoleLiveTail(t *testing.T) {
 	}
 	t.Logf("live tail showed the record %v after its ack", took.Round(time.Millisecond))
 	screenshot(t, ctx, "stream")
+
+	// The metrics page charts the appends of this node from two scrapes.
+	go func() {
+		for i := 0; i < 20; i++ {
+			appendJSON(n.url+"/console/tail", `{"load":1}`)
+		}
+	}()
+	do(t, ctx, 30*time.Second, "metrics page",
+		chromedp.Navigate(n.url+"/_console/metrics"),
+		waitJS(`[...document.querySelectorAll('figure p')].every(p => p.innerText.startsWith("latest"))`, 20*time.Second))
+	screenshot(t, ctx, "metrics")
 }
 
 // TestConsoleDeepLink: a stream page's URL loads that page on a fresh
@@ -121,6 +132,14 @@ func TestConsoleDeepLink(t *testing.T) {
 		t.Errorf("the page shows offset 2, before the linked offset 3")
 	}
 	screenshot(t, ctx, "deep-link")
+
+	// Phone width: the same page, nothing wider than the screen.
+	do(t, ctx, 30*time.Second, "phone width", chromedp.EmulateViewport(390, 844), chromedp.Reload(),
+		waitJS(`document.querySelector('tr[data-offset="3"]')`, 20*time.Second))
+	if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("page is %d px wide at a 390 px viewport", w)
+	}
+	screenshot(t, ctx, "stream-phone")
 }
 
 // TestConsoleAuthPrompt: with auth on, the console without a token shows
