@@ -95,11 +95,15 @@ soak:
 	echo "$$line"; [ "$$status" = 0 ]
 
 ## tf-test: the Terraform and deploy/ tests (own Go module terraform/tests): offline HCL checks,
-## tofu fmt, tflint, systemd-analyze verify, the docs check, and the cloud-init node joining a
-## local etcd + MinIO cluster. tofu and tflint come from deploy/tf-tools.sh (built once, cached).
+## tofu fmt, tflint, systemd-analyze verify, the docs check, the cloud-init node joining a
+## local etcd + MinIO cluster, the IAM policy evaluation of every S3/SSM/KMS call, the per-boot
+## disk script on loop devices (root), etcd backup and etcd RBAC scripts on a real etcd.
+## tofu and tflint come from deploy/tf-tools.sh, etcdctl/etcdutl from deploy/etcd-tools.sh
+## (built once, cached).
 ## A tool that cannot be built or found fails the run, naming it (PICOMQ_REQUIRE_TOOLS): nothing is skipped.
 tf-test:
 	@deploy/tf-tools.sh build || { echo "tf-test: could not build tofu/tflint (deploy/tf-tools.sh build needs the Go module proxy once; set PICOMQ_TOFU_BIN/PICOMQ_TFLINT_BIN to use installed ones)"; exit 1; }
+	@deploy/etcd-tools.sh build || { echo "tf-test: could not build etcdctl/etcdutl (deploy/etcd-tools.sh build needs the Go module proxy once; set PICOMQ_ETCDCTL_BIN/PICOMQ_ETCDUTL_BIN to use installed ones)"; exit 1; }
 	cd terraform/tests && $(GO) vet ./... && PICOMQ_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 15m ./...
 
 ## tf-check: just `tofu fmt -check -recursive terraform/` and tflint (builds them once)

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +158,29 @@ func exited(p *proc) error {
 		return p.ExitErr
 	default:
 		return nil
+	}
+}
+
+// TestH2CRefusedPostAnswersCurl (issue 27, finding 8): curl sending an
+// h2c POST without a token gets its 401, not "stream error": the node
+// reads a refused HTTP/2 body (up to 256 KiB) before answering, as
+// net/http does for HTTP/1.1, instead of resetting the stream while curl
+// is still sending. It failed for 64-200 KiB bodies before.
+func TestH2CRefusedPostAnswersCurl(t *testing.T) {
+	curl := needTool(t, "curl")
+	dir := t.TempDir()
+	n := startNode(t, filepath.Join(dir, "data"), "--auth-tokens", writeTokenFile(t, filepath.Join(dir, "tokens.yaml"), matrixTokens...))
+	for _, size := range []int{16 << 10, 64 << 10, 200 << 10, 256 << 10} {
+		body := filepath.Join(dir, "body")
+		if err := os.WriteFile(body, make([]byte, size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			out, _ := exec.Command(curl, "-s", "-o", "/dev/null", "-w", "%{http_code} %{http_version}", "--max-time", "20",
+				"--http2-prior-knowledge", "-X", "POST", "--data-binary", "@"+body, n.URL+"/a/x").CombinedOutput()
+			if string(out) != "401 2" {
+				t.Fatalf("body %d B, try %d: curl says %q, want \"401 2\"", size, i, out)
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -19,19 +20,14 @@ import (
 )
 
 // freeRange returns a base port such that base+1 … base+n are all free a
-// moment ago (deploy/local-cluster.sh numbers its ports from a base).
+// moment ago (deploy/local-cluster.sh numbers its ports from bases). It
+// searches below Linux's ephemeral range (32768+), so that outgoing
+// connections of other processes do not take the ports between the check
+// and the cluster's start.
 func freeRange(t *testing.T, n int) int {
 	t.Helper()
-	for tries := 0; tries < 200; tries++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		if base+n > 65000 {
-			continue
-		}
+	for tries := 0; tries < 500; tries++ {
+		base := 20000 + rand.IntN(12000-n)
 		ok := true
 		for p := base + 1; p <= base+n && ok; p++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
@@ -62,10 +58,12 @@ func freeRange(t *testing.T, n int) int {
 func TestLocalClusterRollingUpgrade(t *testing.T) {
 	minioBinary(t) // fails, never skips, without MinIO
 	dir := t.TempDir()
-	base, kafka, etcdPort, minioPort := freeRange(t, 3), freeRange(t, 3), freeRange(t, 2), freeRange(t, 2)
+	// One free block: nodes r+1..r+3, Kafka r+5..r+7, etcd r+9..r+10, MinIO r+12..r+13.
+	r := freeRange(t, 13)
+	base, kafka, etcdPort, minioPort := r, r+4, r+9, r+12
 	env := append(os.Environ(), "PICOMQ_CLUSTER_DIR="+dir, "PICOMQ_CLUSTER_PORT="+strconv.Itoa(base),
-		"PICOMQ_CLUSTER_KAFKA_PORT="+strconv.Itoa(kafka), "PICOMQ_CLUSTER_ETCD_PORT="+strconv.Itoa(etcdPort+1),
-		"PICOMQ_CLUSTER_MINIO_PORT="+strconv.Itoa(minioPort+1), "PICOMQ_CLUSTER_LEASE_TTL=3s", "PICOMQ_CLUSTER_SEAL_MAX_AGE=200ms")
+		"PICOMQ_CLUSTER_KAFKA_PORT="+strconv.Itoa(kafka), "PICOMQ_CLUSTER_ETCD_PORT="+strconv.Itoa(etcdPort),
+		"PICOMQ_CLUSTER_MINIO_PORT="+strconv.Itoa(minioPort), "PICOMQ_CLUSTER_LEASE_TTL=3s", "PICOMQ_CLUSTER_SEAL_MAX_AGE=200ms")
 	script := filepath.Join("..", "deploy", "local-cluster.sh")
 	run := func(args ...string) string {
 		t.Helper()
@@ -230,6 +228,7 @@ func TestLocalClusterRollingUpgrade(t *testing.T) {
 // per restarted node, not continuously (a rebalance storm).
 type upgradeGroup struct {
 	stop     atomic.Bool
+	produced atomic.Bool // the producer has returned: acked is final
 	done     chan struct{}
 	mu       sync.Mutex
 	acked    map[string]bool
@@ -250,6 +249,7 @@ func startUpgradeGroup(t *testing.T, ctx context.Context, seeds []string, topic,
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
+		defer g.produced.Store(true)
 		defer prod.Close()
 		for i := 0; !g.stop.Load(); i++ {
 			v := fmt.Sprintf("k#%d", i)
@@ -277,7 +277,7 @@ func startUpgradeGroup(t *testing.T, ctx context.Context, seeds []string, topic,
 			for _, r := range recs {
 				g.consumed[string(r.Value)] = true
 			}
-			all := g.stop.Load() && len(g.consumed) >= len(g.acked) && g.coveredLocked()
+			all := g.produced.Load() && g.coveredLocked()
 			g.mu.Unlock()
 			if len(recs) > 0 {
 				_ = cons.CommitRecords(ctx, recs...) // a failed commit redelivers: at least once

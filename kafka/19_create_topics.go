@@ -16,8 +16,7 @@ import (
 const maxPartitions = 10000
 
 // topicConfig is what PicoMQ keeps of a topic's configs: retention and
-// max.message.bytes, stored with every partition stream. Other configs are
-// accepted and not kept (docs/kafka.md).
+// max.message.bytes, stored with every partition stream.
 type topicConfig struct {
 	retentionMs, retentionBytes, maxBatchBytes int64
 	// minInSync is min.insync.replicas (0 = the node's --min-insync);
@@ -25,14 +24,29 @@ type topicConfig struct {
 	minInSync, replicas int64
 }
 
-// parseTopicConfig reads the configs PicoMQ keeps; -1 (Kafka's "no limit")
-// is 0 here.
+// fixedConfigs are the topic configs PicoMQ honours only at one value: its
+// own fixed behaviour. A different value is refused (INVALID_CONFIG), never
+// accepted and ignored: a Kafka Connect worker that asks for
+// cleanup.policy=compact must learn that it does not get compaction.
+var fixedConfigs = map[string]string{
+	"cleanup.policy":                 "delete",
+	"compression.type":               "producer",
+	"message.timestamp.type":         "CreateTime",
+	"unclean.leader.election.enable": "false", // nothing acknowledged is ever given up
+}
+
+// parseTopicConfig reads a topic's configs: the ones PicoMQ keeps
+// (-1, Kafka's "no limit", is 0 here), the ones it honours at one value
+// (fixedConfigs), and flush.messages/flush.ms, which every value is
+// honoured for (every acknowledged batch is already fsynced). Any other
+// name, or another value, is INVALID_CONFIG: a config accepted is a
+// config applied (docs/kafka.md, "Topic configs").
 func parseTopicConfig(get func(yield func(name string, value *string) bool)) (topicConfig, error) {
 	var tc topicConfig
 	var err error
 	get(func(name string, value *string) bool {
 		if value == nil {
-			return true
+			return true // a null value asks for the default
 		}
 		var dst *int64
 		switch name {
@@ -44,7 +58,19 @@ func parseTopicConfig(get func(yield func(name string, value *string) bool)) (to
 			dst = &tc.maxBatchBytes
 		case "min.insync.replicas":
 			dst = &tc.minInSync
+		case "flush.messages", "flush.ms":
+			var ignored int64
+			dst = &ignored
 		default:
+			want, ok := fixedConfigs[name]
+			switch {
+			case !ok:
+				err = fmt.Errorf("%w: config %s is not supported by PicoMQ", kerr.InvalidConfig, name)
+				return false
+			case *value != want:
+				err = fmt.Errorf("%w: config %s=%q is not supported by PicoMQ (only %q)", kerr.InvalidConfig, name, *value, want)
+				return false
+			}
 			return true
 		}
 		v, perr := strconv.ParseInt(*value, 10, 64)

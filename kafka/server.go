@@ -25,6 +25,7 @@ import (
 	"github.com/PicoMQ/picomq/internal/defaults"
 	"github.com/PicoMQ/picomq/internal/netx"
 	"github.com/PicoMQ/picomq/kafka/group"
+	"github.com/PicoMQ/picomq/kafka/txn"
 	"github.com/PicoMQ/picomq/node/stream"
 )
 
@@ -45,6 +46,8 @@ type Streams interface {
 	ReplicaNodes(ctx context.Context, info stream.Info) (replicas, inSync []string, err error)
 	LookupTopic(ctx context.Context, topic string) (stream.Info, error)
 	Describe(ctx context.Context, name string) (stream.Info, error)
+	KafkaProducers(ctx context.Context, name string) ([]stream.KafkaProducer, error) // DescribeProducers
+	StaleTransactions(olderThan time.Duration) []stream.StaleTxn                     // abortStale
 	NodeID() string
 	HandOver(ctx context.Context, name, nodeID string) (stream.Info, error) // spread new partitions
 }
@@ -103,6 +106,9 @@ type Server struct {
 	cfg    Config
 	svc    Streams
 	groups *group.Coordinator
+	txns   *txn.Coordinator
+	peers  peerClients // WriteTxnMarkers to other nodes
+	jobs   sync.WaitGroup
 	log    *slog.Logger
 	topics *topicCache
 
@@ -122,7 +128,18 @@ func New(svc Streams, cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, topics: newTopicCache(), ctx: ctx, cancel: cancel,
 		conns: map[net.Conn]struct{}{}}
-	s.groups = group.New(svc, s, cfg.Logger)
+	s.txns = txn.New(txn.Config{Streams: svc, Locator: s, Markers: s, Logger: cfg.Logger, NewProducerID: newProducerID})
+	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate})
+	s.jobs.Add(1)
+	go func() {
+		defer s.jobs.Done()
+		_ = s.txns.Run(ctx) // takes over transactions of state streams this node comes to serve
+	}()
+	s.jobs.Add(1)
+	go func() {
+		defer s.jobs.Done()
+		s.abortStale(ctx)
+	}()
 	return s
 }
 
@@ -209,6 +226,9 @@ func (s *Server) Close(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.groups.Close()
+	s.txns.Close()
+	s.jobs.Wait()
+	s.peers.close()
 	return err
 }
 

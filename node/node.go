@@ -457,6 +457,7 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 		drain:   httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost),
 		cluster: httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead),
 		console: httpx.Allow(console.Handler(), http.MethodGet, http.MethodHead),
+		replica: n.repl.Route(http.NotFoundHandler()), // serves every /_sys/replica/ path itself
 	}
 	var proto http.Handler
 	if cfg.Protocol == ProtocolDurableStreams {
@@ -479,8 +480,9 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 		inner = newGuard(n.tokens, router, n.metrics).wrap(inner)
 	}
 	// Replication requests bypass the append budget and the client
-	// tokens: they carry the cluster secret (node/replication).
-	inner = n.repl.Route(inner)
+	// tokens: they carry the cluster secret (node/replication); the
+	// route table says so (direct routes).
+	inner = router.Direct(inner)
 	bounds := cfg.connBounds()
 	inner = bounds.bodyDeadline(inner)    // before the guard: a 401 does not wait for a body either
 	servedByValue := []string{cfg.NodeID} // shared, read-only: no allocation per response

@@ -30,6 +30,10 @@ type route struct {
 	need   func(r *http.Request) access
 	// serve handles the route; nil: the protocol handler does.
 	serve http.Handler
+	// direct routes are served before the client tokens and the append
+	// budget (Direct): they authenticate on their own (replication: the
+	// cluster secret).
+	direct bool
 }
 
 var (
@@ -43,6 +47,7 @@ var (
 // classify.
 type nodeHandlers struct {
 	healthz, readyz, metrics, drain, cluster, console http.Handler
+	replica                                           http.Handler // /_sys/replica/…, node/replication
 }
 
 // routeTable is the one table of reserved routes, read by routing
@@ -66,6 +71,9 @@ func newRouteTable(protocol string, h nodeHandlers, proto http.Handler) *routeTa
 		// the stream routes, with the operator's token (docs/console.md).
 		{path: "/_console", need: needPublic, serve: h.console},
 		{path: console.Prefix, prefix: true, need: needPublic, serve: h.console},
+		// Replication between nodes: the cluster secret, checked by
+		// node/replication itself, not a client token.
+		{path: "/_sys/replica/", prefix: true, need: needPublic, serve: h.replica, direct: true},
 	}
 	if protocol == ProtocolPico {
 		routes = append(routes,
@@ -93,6 +101,18 @@ func newRouteTable(protocol string, h nodeHandlers, proto http.Handler) *routeTa
 		}
 	}
 	return t
+}
+
+// Direct serves the table's direct routes and hands every other request
+// to next (the guard, the append budget, then ServeHTTP).
+func (t *routeTable) Direct(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt, ok := t.lookup(r.URL.Path); ok && rt.direct && rt.serve != nil {
+			rt.serve.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (t *routeTable) lookup(p string) (route, bool) {

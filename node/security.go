@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -60,6 +61,7 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 		p, err := g.checker.Authenticate(bearer(r))
 		if err != nil {
 			g.denied.WithLabelValues("401").Inc()
+			drainH2Body(r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="picomq"`)
 			msg := "a bearer token is required (Authorization: Bearer …)"
 			if errors.Is(err, auth.ErrInvalidToken) {
@@ -70,18 +72,21 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 		}
 		if !need.metrics && p.ScrapeOnly() {
 			g.denied.WithLabelValues("403").Inc()
+			drainH2Body(r)
 			httpx.WriteError(w, http.StatusForbidden, wire.CodeForbidden,
 				fmt.Sprintf("token %q is scrape-only (scope %q): it may only GET /metrics", p.Name, auth.ScopeMetrics))
 			return
 		}
 		if need.level != 0 && !p.Allows(need.level, need.name) {
 			g.denied.WithLabelValues("403").Inc()
+			drainH2Body(r)
 			httpx.WriteError(w, http.StatusForbidden, wire.CodeForbidden,
 				fmt.Sprintf("token %q has no %s scope covering %q", p.Name, need.level, need.name))
 			return
 		}
 		if ok, wait := p.Take(time.Now()); !ok {
 			g.denied.WithLabelValues("429").Inc()
+			drainH2Body(r)
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			httpx.WriteError(w, http.StatusTooManyRequests, wire.CodeRateLimited,
 				fmt.Sprintf("token %q is over its request rate; retry after %s", p.Name, wait.Round(time.Millisecond)))
@@ -89,6 +94,22 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// maxRefusedBodyDrain is how much of a refused HTTP/2 request's body is
+// read before the answer: net/http's own figure for HTTP/1.1.
+const maxRefusedBodyDrain = 256 << 10
+
+// drainH2Body reads (under the body deadline, connBounds.bodyDeadline) up
+// to maxRefusedBodyDrain of the body of an HTTP/2 request that is refused
+// before it is read. Without it the answer is followed at once by
+// RST_STREAM(NO_ERROR) while the client is still sending, which RFC 9113
+// allows but which some clients (curl) report as a stream error instead
+// of the 401; HTTP/1.1 bodies net/http and the lane drain themselves.
+func drainH2Body(r *http.Request) {
+	if r.ProtoMajor == 2 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxRefusedBodyDrain))
+	}
 }
 
 // appendBudget bounds the memory held by request bodies being received

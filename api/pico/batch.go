@@ -302,25 +302,18 @@ func parseBinaryBatch(body []byte, lim batchLimits, scratch []codec.Record) ([]r
 func appendRecordsBinary(dst []byte, recs []record.Record) []byte {
 	dst = codec.AppendFrameHeader(dst, len(recs))
 	for i := range recs {
-		r := &recs[i]
-		var start int
-		dst, start = codec.BeginRecord(dst, r.Offset, r.Timestamp, r.Key, r.Value, len(r.Headers))
-		for j := range r.Headers {
-			dst = codec.AppendHeader(dst, r.Headers[j].Key, r.Headers[j].Value)
-		}
-		dst = codec.EndRecord(dst, start)
+		dst = appendRecordsBinaryOne(dst, &recs[i])
 	}
 	return dst
 }
 
-// appendRecordsRaw concatenates the values of records, nothing between them:
-// the stream's own bytes, for clients that frame records themselves (e.g.
-// newline-terminated text).
-func appendRecordsRaw(dst []byte, recs []record.Record) []byte {
-	for i := range recs {
-		dst = append(dst, recs[i].Value...)
+// appendRecordsBinaryOne appends one record of the binary frame.
+func appendRecordsBinaryOne(dst []byte, r *record.Record) []byte {
+	dst, start := codec.BeginRecord(dst, r.Offset, r.Timestamp, r.Key, r.Value, len(r.Headers))
+	for j := range r.Headers {
+		dst = codec.AppendHeader(dst, r.Headers[j].Key, r.Headers[j].Value)
 	}
-	return dst
+	return codec.EndRecord(dst, start)
 }
 
 // binarySize / rawSize size the output buffers exactly.

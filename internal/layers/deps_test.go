@@ -61,7 +61,7 @@ var allowed = []struct {
 	{"github.com/munnerz/goautoneg", "metrics (client_golang's content negotiation)", server},
 	{"go.yaml.in/yaml/v2", "metrics (prometheus/common)", server},
 	{"go.yaml.in/yaml/v3", "the token file of auth, which the Kafka frontend uses", []string{"kafka"}},
-	{"github.com/twmb/franz-go", "kerr, the Kafka error codes of the Kafka frontend", []string{"kafka"}},
+	{"github.com/twmb/franz-go", "kerr, the Kafka error codes of the Kafka frontend; kgo, its client to other nodes for transaction markers (WriteTxnMarkers)", []string{"kafka"}},
 	{"github.com/twmb/franz-go/pkg/kmsg", "the Kafka frontend's wire messages", []string{"kafka"}},
 	{"google.golang.org/protobuf", "protowire, the encoding of stream records (meta/record.go); the rest " + viaEtcdClient, server},
 	{"go.etcd.io/etcd/client/v3", viaEtcdClient, server},

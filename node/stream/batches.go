@@ -24,7 +24,13 @@ type BatchRead struct {
 	// HighWatermark is one past the last durable offset: the end of what
 	// any read may return.
 	HighWatermark int64
-	Stream        Info
+	// LastStable is the last stable offset (<= HighWatermark): the end of
+	// what a Kafka read_committed fetch may return. Aborted lists the
+	// aborted transactions overlapping [offset, LastStable) of the read,
+	// for read_committed fetches (docs/kafka.md, "Transactions").
+	LastStable int64
+	Aborted    []AbortedTxn
+	Stream     Info
 	// Changed is closed when the high watermark next moves (or the stream
 	// goes away from this node). It was taken before the read, so an
 	// append landing after the read closes it: a long-poll waits on it
@@ -89,6 +95,8 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 		st.mu.Unlock()
 		return BatchRead{}, fmt.Errorf("%w: offset %d of %s, readable range is [%d, %d]", ErrOffsetOutOfRange, offset, name, info.StartOffset, hwm)
 	}
+	lso := st.lastStableLocked(hwm)
+	aborted := st.abortedLocked(offset, lso)
 	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > offset })
 	// Copy the chunks the page may need so the lock is not held during I/O.
 	var refs []chunk
@@ -104,7 +112,7 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 	}
 	st.mu.Unlock()
 
-	res := BatchRead{HighWatermark: hwm, Stream: info}
+	res := BatchRead{HighWatermark: hwm, LastStable: lso, Aborted: aborted, Stream: info}
 	next := offset
 	full := false
 	for ci := 0; ci < len(refs) && !full && next < hwm; {

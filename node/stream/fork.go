@@ -150,7 +150,7 @@ type segment struct {
 // sources' logs, in offset order, plus the cuts of inherited records split
 // by a byte sub-offset (offset → bytes kept; the smallest cut wins when
 // forks of forks cut the same record).
-func (s *Service) view(st *streamState, hi int64) ([]segment, map[int64]int64, error) {
+func (s *Service) view(ctx context.Context, st *streamState, hi int64) ([]segment, map[int64]int64, error) {
 	var segs []segment
 	var cuts map[int64]int64
 	cur := st
@@ -182,7 +182,10 @@ func (s *Service) view(st *streamState, hi int64) ([]segment, map[int64]int64, e
 		src := s.byID[f.SourceID]
 		s.mu.RUnlock()
 		if src == nil {
-			return nil, nil, fmt.Errorf("%w: fork source %s (id %d) of %s is missing", ErrUnavailable, f.Source, f.SourceID, cur.info.Name)
+			var err error
+			if src, err = s.remoteSource(ctx, f); err != nil {
+				return nil, nil, fmt.Errorf("%w: fork source %s (id %d) of %s is missing: %v", ErrUnavailable, f.Source, f.SourceID, cur.info.Name, err)
+			}
 		}
 		cur = src
 	}
@@ -190,6 +193,40 @@ func (s *Service) view(st *streamState, hi int64) ([]segment, map[int64]int64, e
 		segs[i], segs[j] = segs[j], segs[i]
 	}
 	return segs, cuts, nil
+}
+
+// remoteSource is a read-only view of a fork's source that this node does
+// not serve: its records in object storage. A fork is created beside its
+// source, but a takeover places each stream on its own, so after one the
+// source may be served by another node (or by none yet). Records the
+// source's owner has not uploaded yet are not in the view; a read that
+// needs them fails (ErrUnavailable) until they are.
+func (s *Service) remoteSource(ctx context.Context, f *meta.StreamFork) (*streamState, error) {
+	if s.tier == nil || s.tcfg.Manifests == nil {
+		return nil, errors.New("not served here and no object storage to read it from")
+	}
+	rctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	m, err := s.reg.GetStream(rctx, f.Source)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	if m.ID != f.SourceID {
+		return nil, fmt.Errorf("the name now belongs to stream id %d", m.ID)
+	}
+	ms, err := s.manifestsFresh(rctx)
+	if err != nil {
+		return nil, fmt.Errorf("manifests: %w", err)
+	}
+	st := &streamState{info: m}
+	if m.Fork != nil {
+		st.next, st.hwm, st.uploaded = m.Fork.End, m.Fork.End, m.Fork.End
+	}
+	if err := st.applyPieces(indexManifests(ms)[m.ID]); err != nil {
+		return nil, err
+	}
+	st.hwm = max(st.hwm, st.uploaded, st.next)
+	return st, nil
 }
 
 // messageAt returns how many records of the message (append batch) at off
@@ -201,7 +238,7 @@ func (s *Service) messageAt(ctx context.Context, st *streamState, off int64) (in
 	if off >= hwm {
 		return 0, record.Record{}, nil
 	}
-	segs, cuts, err := s.view(st, hwm)
+	segs, cuts, err := s.view(ctx, st, hwm)
 	if err != nil {
 		return 0, record.Record{}, err
 	}
@@ -338,7 +375,7 @@ func (s *Service) readView(ctx context.Context, st *streamState, opts ReadOption
 	if opts.Offset < 0 || opts.Offset > hwm {
 		return ReadResult{}, fmt.Errorf("%w: offset %d of %s, readable range is [%d, %d]", ErrOffsetOutOfRange, opts.Offset, info.Name, info.StartOffset, hwm)
 	}
-	segs, cuts, err := s.view(st, hwm)
+	segs, cuts, err := s.view(ctx, st, hwm)
 	if err != nil {
 		return ReadResult{}, err
 	}

@@ -49,3 +49,31 @@ func TestForkReadWalksPastAGapAtTheForkPoint(t *testing.T) {
 		}
 	}
 }
+
+// TestForkReadsASourceAnotherNodeServes: a takeover places each stream on
+// its own, so a fork can end up on another node than its source. The fork
+// then reads its inherited records from object storage. Found by the
+// 10-minute soak with the deletion workload: a fork of a long-lived stream
+// answered 503 "fork source /soak/object/2 (id 2050) of /soak/churn/f-15
+// is missing" for the 3 minutes of its final reads, on every node.
+func TestForkReadsASourceAnotherNodeServes(t *testing.T) {
+	cli := metatest.StartEtcd(t)
+	reg := meta.NewRegistry(cli, "/rs/")
+	shared := &dirTier{dir: t.TempDir()}
+	a := startSessionNode(t, reg, shared, "a")
+	b := startSessionNode(t, reg, shared, "b")
+	ctx := context.Background()
+	mustCreate(t, a.svc, "/src", stream.CreateOptions{Durability: stream.DurabilityObject, Initial: recs("s0", "s1")})
+	mustCreate(t, a.svc, "/f", stream.CreateOptions{Fork: fork("/src", -1, 0), Durability: stream.DurabilityObject})
+	if _, err := a.svc.Append(ctx, "/f", recs("f2")); err != nil {
+		t.Fatal(err)
+	}
+	// a is lost; b takes over the fork only (nobody asked for the source).
+	if _, err := loseLeaseAndAppend(t, cli, a, b, "/f", "f3"); err != nil {
+		t.Fatalf("append to the fork on b after the takeover: %v", err)
+	}
+	page, err := b.svc.Read(ctx, "/f", stream.ReadOptions{Offset: 0})
+	if err != nil || fmt.Sprint(vals(page.Records)) != "[s0 s1 f2 f3]" || !page.UpToDate {
+		t.Fatalf("fork on b, its source served by no node: %v up to date %v, err %v; want [s0 s1 f2 f3]", vals(page.Records), page.UpToDate, err)
+	}
+}

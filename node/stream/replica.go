@@ -200,11 +200,12 @@ func (s *Service) ApplyReplica(ctx context.Context, frames []ReplicaFrame) ([]Re
 	rs.mu.Lock()
 	for i, f := range frames {
 		out[i] = ReplicaResult{StreamID: f.StreamID, Epoch: f.Epoch}
-		if st := s.local(f.Name); st != nil && st.info.ID == f.StreamID {
-			// This node owns the stream now: whoever sends is stale.
-			st.mu.Lock()
+		if st := s.local(f.Name); st != nil && st.info.ID == f.StreamID && st.info.Epoch >= f.Epoch {
+			// This node owns the stream at this epoch or a later one:
+			// whoever sends is stale. (A sender of a later epoch means
+			// this node's ownership is what is stale; it drops it when
+			// it rejoins, and meanwhile keeps the copy.)
 			out[i].Status, out[i].Epoch = ReplicaFenced, st.info.Epoch
-			st.mu.Unlock()
 			continue
 		}
 		r := rs.byID[f.StreamID]

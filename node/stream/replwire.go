@@ -169,6 +169,9 @@ func DecodeReplicaFrames(b []byte) ([]ReplicaFrame, error) {
 		r.fail("too many frames")
 	}
 	var frames []ReplicaFrame
+	if n <= uint64(len(r.b)) {
+		frames = make([]ReplicaFrame, 0, n)
+	}
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		f := ReplicaFrame{StreamID: r.fixed64("stream id")}
 		f.Name = string(r.bytes("name", maxEntryString))
@@ -178,6 +181,8 @@ func DecodeReplicaFrames(b []byte) ([]ReplicaFrame, error) {
 		k := r.uvarint("entry count")
 		if k > maxReplicaEntries || k > uint64(len(r.b)) {
 			r.fail("too many entries")
+		} else {
+			f.Entries = make([][]byte, 0, k)
 		}
 		for j := uint64(0); j < k && r.err == nil; j++ {
 			e := r.bytes("entry", maxReplicaEntry)

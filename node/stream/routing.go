@@ -265,7 +265,7 @@ func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if err := st.applyPieces(indexManifests(ms)[m.ID]); err != nil {
-		s.unload(st)
+		s.unloadLocked(st)
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	if replicated {
@@ -274,7 +274,7 @@ func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error
 		st.mu.Lock()
 		st.moving = false
 		if err != nil {
-			s.unload(st)
+			s.unloadLocked(st)
 			return nil, err
 		}
 	}
@@ -283,7 +283,7 @@ func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error
 		// over, can no longer extend it.
 		res, err := s.resv.Reservation(ctx, m.ID)
 		if err != nil {
-			s.unload(st)
+			s.unloadLocked(st)
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		st.startReservation(s.lostDisk(res))
@@ -384,6 +384,16 @@ func (st *streamState) wakeUploadWaitersLocked() {
 		close(st.upWake)
 		st.upWake = nil
 	}
+}
+
+// unloadLocked is unload for a caller holding st.mu: s.mu is taken only
+// with st.mu released (truncateWAL holds s.mu while it takes each st.mu;
+// the other order deadlocked every lookup of a node whose replicated
+// adopt failed during an object-storage fault).
+func (s *Service) unloadLocked(st *streamState) {
+	st.mu.Unlock()
+	s.unload(st)
+	st.mu.Lock()
 }
 
 // unload drops a stream's local state (ownership moved away).

@@ -254,6 +254,9 @@ type streamState struct {
 	life    lifecycle   // expiry, soft delete, fork references (lifecycle.go)
 	res     reservation // offset reservation (reserve.go)
 	repl    *replState  // `replicated` streams (replicate.go); nil until the first append
+	// txn: Kafka transactions on this stream (txn.go); nil until the
+	// first transactional batch.
+	txn *txnState
 }
 
 // chunk locates offsets [base, next) of a stream: either one batch in the
@@ -536,6 +539,12 @@ func (st *streamState) replay(pos wal.Pos, e *entry) (bool, error) {
 		ts = h.MaxTimestamp
 		st.next, st.hwm = next, next
 		st.lastTS = max(st.lastTS, h.MaxTimestamp)
+		if h.Transactional() {
+			st.noteBatchLocked(h, e.batch, h.BaseOffset, next, h.MaxTimestamp)
+			if h.Control() {
+				st.markerEpochLocked(kafkaProducerID(h.ProducerID), uint64(h.ProducerEpoch))
+			}
+		}
 	}
 	if st.walLow == 0 {
 		st.walLow = pos.Segment
@@ -922,6 +931,12 @@ type AppendRequest struct {
 	// Close closes the stream atomically with this append: durable and
 	// monotonic; later appends fail with ErrStreamClosed.
 	Close bool
+	// Control: Batch is a Kafka transaction marker (a control batch) that
+	// the transaction coordinator writes; Producer names its producer and
+	// epoch. Only such a request may carry a control batch. A marker is
+	// fenced by a newer epoch of its producer like data, skips the
+	// sequence rules, and a newer epoch fences the producer's older one.
+	Control bool
 	// WriterSeq is the Durable Streams Stream-Seq: if set it must be
 	// bytewise greater than the last one accepted on this stream.
 	WriterSeq string
@@ -998,12 +1013,18 @@ func (s *Service) SubmitBatch(ctx context.Context, name string, req AppendReques
 
 func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (Submitted, error) {
 	count := len(req.Records)
+	var bh record.BatchHeader
 	if req.Batch != nil {
 		h, err := record.ParseHeader(req.Batch)
 		if err != nil || len(req.Records) > 0 || h.Size() != len(req.Batch) {
 			return Submitted{}, fmt.Errorf("%w: a raw batch must be one whole, valid batch without records beside it", ErrInvalidArgument)
 		}
-		count = int(h.LastOffsetDelta) + 1
+		if h.Control() != req.Control || (req.Control && (req.Producer == nil || req.Close || !h.Transactional())) {
+			return Submitted{}, fmt.Errorf("%w: a control batch only as a transaction marker (AppendRequest.Control)", ErrInvalidArgument)
+		}
+		count, bh = int(h.LastOffsetDelta)+1, h
+	} else if req.Control {
+		return Submitted{}, fmt.Errorf("%w: a transaction marker needs its control batch", ErrInvalidArgument)
 	}
 	if count == 0 && !req.Close {
 		return Submitted{}, fmt.Errorf("%w: an append needs at least one record", ErrInvalidArgument)
@@ -1076,7 +1097,12 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		st.mu.Unlock()
 		return Submitted{}, &ClosedError{Name: name, NextOffset: next}
 	}
-	if req.Producer != nil {
+	if req.Control {
+		if ps != nil && req.Producer.Epoch < ps.epoch {
+			st.mu.Unlock()
+			return Submitted{}, &ProducerError{Err: ErrProducerFenced, CurrentEpoch: ps.epoch}
+		}
+	} else if req.Producer != nil {
 		verdict, err := checkProducer(ps, req.Producer)
 		if err != nil {
 			st.mu.Unlock()
@@ -1113,7 +1139,11 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	ts := max(s.cfg.Now().UnixMilli(), st.lastTS)
 	base := st.next
 	noBatch := count == 0
-	buf := appendEntryHeader((*bufp)[:0], st.info.ID, req.Producer, req.WriterSeq, req.Close, noBatch)
+	entryProducer := req.Producer
+	if req.Control {
+		entryProducer = nil // a marker's producer and epoch are in its batch header (replay)
+	}
+	buf := appendEntryHeader((*bufp)[:0], st.info.ID, entryProducer, req.WriterSeq, req.Close, noBatch)
 	if req.Batch != nil {
 		n := len(buf)
 		buf = append(buf, req.Batch...)
@@ -1152,9 +1182,16 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	if !objectDurable {
 		mustReserve, kick = s.reserveNeed(st, end)
 	}
-	if req.Producer != nil {
+	switch {
+	case req.Control:
+		st.markerEpochLocked(req.Producer.ID, req.Producer.Epoch)
+		ps = st.producers[req.Producer.ID]
+	case req.Producer != nil:
 		st.applyProducer(*req.Producer, count, sentBatch{first: base, next: end, ts: ts, pending: pending})
 		ps = st.producers[req.Producer.ID]
+	}
+	if bh.Transactional() {
+		st.noteBatchLocked(bh, req.Batch, base, end, ts)
 	}
 	if req.WriterSeq != "" {
 		st.writerSeq = req.WriterSeq
@@ -1449,6 +1486,10 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 		st.mu.Unlock()
 		return ReadResult{}, fmt.Errorf("%w: offset %d of %s, readable range is [%d, %d]", ErrOffsetOutOfRange, opts.Offset, name, info.StartOffset, hwm)
 	}
+	// HTTP readers read committed: they stop at the last stable offset and
+	// never see markers or aborted transactions' records (txn.go).
+	hwm = st.lastStableLocked(hwm)
+	aborted := st.abortedLocked(opts.Offset, hwm)
 	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > opts.Offset })
 	// Copy the chunks we may need so the lock is not held during I/O. The
 	// slice grows at the end and is rewritten by flushes, so never alias it.
@@ -1492,6 +1533,12 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 		}
 		err = record.SplitBatches(data, func(batch []byte, h record.BatchHeader) error {
 			if full || h.LastOffset() < res.NextOffset {
+				return nil
+			}
+			if (h.Transactional() && hiddenFromCommitted(h, aborted)) || h.BaseOffset >= hwm {
+				if h.BaseOffset < hwm {
+					res.NextOffset = max(res.NextOffset, h.LastOffset()+1)
+				}
 				return nil
 			}
 			// Decode into a fresh slice: returned records alias data and
@@ -1612,7 +1659,7 @@ func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool,
 	}
 	for {
 		st.mu.Lock()
-		hwm, wake, deleted, closed := st.hwm, st.wakeChanLocked(), st.deleted, st.closedVisible
+		hwm, wake, deleted, closed := st.lastStableLocked(st.hwm), st.wakeChanLocked(), st.deleted, st.closedVisible
 		st.mu.Unlock()
 		if deleted {
 			return false, fmt.Errorf("%w: %s", ErrNotFound, name)

@@ -173,12 +173,14 @@ type stateSnapshot struct {
 	Closed    bool                        `json:"closed,omitempty"`
 	ClosedBy  *Producer                   `json:"closedBy,omitempty"`
 	Producers map[string]producerSnapJSON `json:"producers,omitempty"`
+	Txn       *txnSnapJSON                `json:"txn,omitempty"`
 }
 
 type producerSnapJSON struct {
 	Epoch   uint64     `json:"epoch"`
 	LastSeq uint64     `json:"lastSeq"`
 	Recent  [][4]int64 `json:"recent,omitempty"` // seq, first, next, ts
+	Fresh   bool       `json:"fresh,omitempty"`
 }
 
 func (st *streamState) snapshotLocked() json.RawMessage {
@@ -186,7 +188,7 @@ func (st *streamState) snapshotLocked() json.RawMessage {
 	if len(st.producers) > 0 {
 		snap.Producers = make(map[string]producerSnapJSON, len(st.producers))
 		for id, ps := range st.producers {
-			p := producerSnapJSON{Epoch: ps.epoch, LastSeq: ps.lastSeq}
+			p := producerSnapJSON{Epoch: ps.epoch, LastSeq: ps.lastSeq, Fresh: ps.fresh}
 			for i := 0; i < min(ps.n, dedupWindow); i++ {
 				b := ps.recent[i]
 				p.Recent = append(p.Recent, [4]int64{int64(b.seq), b.first, b.next, b.ts})
@@ -194,6 +196,8 @@ func (st *streamState) snapshotLocked() json.RawMessage {
 			snap.Producers[id] = p
 		}
 	}
+	st.trimAbortedLocked(st.info.StartOffset)
+	snap.Txn = st.txn.snapshot()
 	b, _ := json.Marshal(snap)
 	return b
 }
@@ -209,12 +213,13 @@ func (st *streamState) restoreSnapshot(raw json.RawMessage) error {
 	st.lastTS = max(st.lastTS, snap.LastTS)
 	st.writerSeq = snap.WriterSeq
 	st.closed, st.closedVisible, st.closedBy = snap.Closed, snap.Closed, snap.ClosedBy
+	st.txn = snap.Txn.restore()
 	st.producers = nil
 	for id, p := range snap.Producers {
 		if st.producers == nil {
 			st.producers = make(map[string]*producerState)
 		}
-		ps := &producerState{epoch: p.Epoch, lastSeq: p.LastSeq}
+		ps := &producerState{epoch: p.Epoch, lastSeq: p.LastSeq, fresh: p.Fresh}
 		for _, r := range p.Recent {
 			ps.remember(sentBatch{seq: uint64(r[0]), first: r[1], next: r[2], ts: r[3]})
 		}

@@ -10,7 +10,8 @@ import (
 )
 
 // etcdTool returns the path deploy/etcd-tools.sh prints for what
-// ("bin" = etcdutl, "etcdctl"); missing fails under CI, else skips.
+// ("bin" = etcdutl, "etcdctl"); missing fails when required() (CI, make
+// tf-test), else skips.
 func etcdTool(t *testing.T, what string) string {
 	t.Helper()
 	out, err := exec.Command("bash", filepath.Join(repo, "deploy/etcd-tools.sh"), what).Output()
@@ -20,8 +21,8 @@ func etcdTool(t *testing.T, what string) string {
 			return p
 		}
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s missing: deploy/etcd-tools.sh build (.ci/run runs it)", what)
+	if required() {
+		t.Fatalf("%s missing: deploy/etcd-tools.sh build (.ci/run and make tf-test run it)", what)
 	}
 	t.Skipf("%s not built: run deploy/etcd-tools.sh build", what)
 	return ""

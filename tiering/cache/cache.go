@@ -20,7 +20,10 @@
 // of a consumer behind the tail) triggers read-ahead: the next ReadAhead
 // blocks are fetched in the background as large runs (FetchBlocks per GET,
 // Parallelism GETs at a time), so a sequential reader pays few per-request
-// costs and finds its next bytes already there. Readers that know
+// costs and finds its next bytes already there. All readers share one
+// read-ahead budget in bytes (ReadAheadBytes): read-ahead that does not fit
+// is not sent, so memory stays bounded however many readers there are,
+// and demand GETs in flight are bounded the same way (FetchBytes). Readers that know
 // what they will read say so with Advise (segment.ReadStream does, for the
 // stream's byte range), which starts read-ahead at once and keeps it inside
 // the range: an L0 object holds many streams, and fetching the neighbours'

@@ -20,8 +20,9 @@ type RangeReader interface {
 
 // Advisor is implemented by RangeReaders that profit from knowing a
 // sequential read's extent in advance (the block cache: read-ahead). Reads
-// of a stream's range advise the rest of the range after their first
-// chunk arrives, so read-ahead never delays the first batch.
+// of a stream's range advise the rest of the range as they ask for their
+// first chunk, so read-ahead GETs run beside that chunk's GET rather than
+// a round trip after it.
 type Advisor interface {
 	Advise(key string, off, end int64)
 }
@@ -372,6 +373,14 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 			return nil, corruptf(key, p, "stream %d: batch of %d bytes crosses the end of its range at %d", e.StreamID, n, end)
 		}
 		want := min(max(n, chunkSize(min(hint, stop-p))), end-p)
+		if adv, ok := src.(Advisor); ok && !advised && p+want < stop {
+			// The rest of the range is advised before this chunk is
+			// waited for: read-ahead GETs then run beside the first one
+			// instead of a round trip after it (against S3 the round
+			// trip, not the bandwidth, is what a reader waits for).
+			adv.Advise(key, p+want, stop)
+			advised = true
+		}
 		var nb []byte
 		if sl, ok := src.(Slicer); ok {
 			var err error
@@ -388,12 +397,7 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 				return nil, err
 			}
 		}
-		want = int64(len(nb))
 		buf, bufPos = nb, p
-		if adv, ok := src.(Advisor); ok && !advised && p+want < stop {
-			adv.Advise(key, p+want, stop)
-			advised = true
-		}
 		return buf[:n], nil
 	}
 	expect := base
