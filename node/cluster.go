@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/api/httpx"
+	"github.com/PicoMQ/picomq/kafka"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
@@ -51,6 +52,27 @@ func (n *Node) clusterInfo(w http.ResponseWriter, r *http.Request) {
 	for _, m := range ms {
 		out.Nodes = append(out.Nodes, clusterNode{NodeID: m.NodeID, AdvertiseURL: m.AdvertiseURL, KafkaAddr: m.KafkaAddr,
 			Zone: m.Zone, StartedAt: m.StartedAt})
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+}
+
+// kafkaGroups describes the Kafka consumer groups this node coordinates,
+// with members and lag per partition (GET /_sys/groups, read by the web
+// console). A node without a Kafka listener has none.
+func (n *Node) kafkaGroups(w http.ResponseWriter, r *http.Request) {
+	out := struct {
+		Groups []kafka.GroupView `json:"groups"`
+		Self   string            `json:"self"`
+	}{Groups: []kafka.GroupView{}, Self: n.cfg.NodeID}
+	if n.kafka != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		gs, err := n.kafka.Groups(ctx)
+		if err != nil {
+			httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, err.Error())
+			return
+		}
+		out.Groups = gs
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 }

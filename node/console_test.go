@@ -46,6 +46,7 @@ func TestConsoleServedWithoutData(t *testing.T) {
 				{"GET", "/_consolex", 401, ""},
 				{"GET", "/_streams", 401, ""},
 				{"GET", "/_sys/cluster", 401, ""},
+				{"GET", "/_sys/groups", 401, ""},
 			} {
 				resp, body := do(c.method, c.path)
 				if resp.StatusCode != c.want || !strings.Contains(body, c.body) {

@@ -456,6 +456,7 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 		readyz:  httpx.Allow(http.HandlerFunc(n.readyz), http.MethodGet, http.MethodHead),
 		drain:   httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost),
 		cluster: httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead),
+		groups:  httpx.Allow(http.HandlerFunc(n.kafkaGroups), http.MethodGet, http.MethodHead),
 		console: httpx.Allow(console.Handler(), http.MethodGet, http.MethodHead),
 		replica: n.repl.Route(http.NotFoundHandler()), // serves every /_sys/replica/ path itself
 	}

@@ -46,8 +46,8 @@ var (
 // nodeHandlers serve the node's own routes; nil ones in tests that only
 // classify.
 type nodeHandlers struct {
-	healthz, readyz, metrics, drain, cluster, console http.Handler
-	replica                                           http.Handler // /_sys/replica/…, node/replication
+	healthz, readyz, metrics, drain, cluster, groups, console http.Handler
+	replica                                                   http.Handler // /_sys/replica/…, node/replication
 }
 
 // routeTable is the one table of reserved routes, read by routing
@@ -69,6 +69,9 @@ func newRouteTable(protocol string, h nodeHandlers, proto http.Handler) *routeTa
 		// The console's pages and assets are static bytes, the same for
 		// everyone; every datum it shows comes from the routes above and
 		// the stream routes, with the operator's token (docs/console.md).
+		// Consumer groups reveal topic names and lag: the same as
+		// listing every stream (read on "/").
+		{path: "/_sys/groups", need: func(*http.Request) access { return access{level: auth.Read, name: "/"} }, serve: h.groups},
 		{path: "/_console", need: needPublic, serve: h.console},
 		{path: console.Prefix, prefix: true, need: needPublic, serve: h.console},
 		// Replication between nodes: the cluster secret, checked by

@@ -40,10 +40,57 @@ func TestConsoleStreamsList(t *testing.T) {
 		chromedp.Navigate(n.url+"/_console/streams?prefix=/console/"),
 		waitJS(`document.querySelector('tr[data-stream="/console/http-made"]') && !document.querySelector('tr[data-stream="/kafka-made"]')`, 20*time.Second))
 
+	// A consumer group member that committed 2 of the 5 records: the
+	// Kafka page shows the member, its assignment and a lag of 3.
+	cl := groupMember(t, n.kafka, "kafka-made", "console-group", 5, 2)
+	defer cl.Close()
 	do(t, ctx, 30*time.Second, "open the Kafka page",
 		chromedp.Navigate(n.url+"/_console/kafka"),
-		waitJS(`document.querySelector('tr[data-topic="kafka-made"]')`, 20*time.Second))
+		waitJS(`document.querySelector('tr[data-topic="kafka-made"]') &&
+			document.querySelector('[data-group="console-group"] tr[data-member]') &&
+			document.querySelector('[data-group="console-group"] tr[data-partition="kafka-made/0"] td[data-lag="3"]')`, 20*time.Second))
+	if got := eval[string](t, ctx, `document.querySelector('[data-group="console-group"] tr[data-member]').innerText`); !strings.Contains(got, "console-e2e") || !strings.Contains(got, "kafka-made: 0") {
+		t.Errorf("member row %q lacks its client id or assignment", got)
+	}
 	screenshot(t, ctx, "kafka")
+}
+
+// groupMember produces n records to topic, joins group with a consumer
+// that reads them and commits the first commit ones, and stays a member
+// until closed.
+func groupMember(t *testing.T, addr, topic, group string, n, commit int) *kgo.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if err := prod.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("record %d", i))).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	prod.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ClientID("console-e2e"), kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*kgo.Record
+	for len(got) < commit {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			cl.Close()
+			t.Fatalf("consumed %d records: %v", len(got), err)
+		}
+		got = append(got, fs.Records()...)
+	}
+	if err := cl.CommitRecords(ctx, got[:commit]...); err != nil {
+		cl.Close()
+		t.Fatalf("commit: %v", err)
+	}
+	return cl
 }
 
 func createTopic(t *testing.T, addr, topic string) {
