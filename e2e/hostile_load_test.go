@@ -35,10 +35,11 @@ func (a *attackers) run(ctx context.Context, wg *sync.WaitGroup, n int, addr str
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Spread the first dials over a second so the flood builds up
-			// like a real one rather than one burst.
+			// Spread the first dials over the limit so the flood builds up
+			// like a real one and the reconnects do not come in waves of
+			// a thousand at once.
 			select {
-			case <-time.After(time.Duration(i) * time.Second / time.Duration(n)):
+			case <-time.After(time.Duration(i) * a.limit / time.Duration(n)):
 			case <-ctx.Done():
 				return
 			}
@@ -119,7 +120,8 @@ func p99(lat []time.Duration) time.Duration {
 // unauthenticated Kafka connections are held against one node for 30 s
 // (each reconnecting when the node closes it), while a well-behaved
 // client appends. The client sees no error and a p99 within 5x its quiet
-// p99, the node's RSS stays bounded, and every attacking connection is
+// p99 (the slower of 5 s before and 5 s after the attack, at least 10 ms),
+// the node's RSS stays bounded, and every attacking connection is
 // closed within its documented limit (docs/security.md, Connection
 // bounds) + 2 s.
 func TestHostileLoad(t *testing.T) {
@@ -207,9 +209,17 @@ func TestHostileLoad(t *testing.T) {
 	stopAttack()
 	wg.Wait()
 	<-rssDone
+	// Quiet again: the machine is shared, so the baseline is the slower
+	// of the quiet windows around the attack, not one taken before others'
+	// load changed.
+	after, afterErrs := appendLatencies(ctx, s, 5*time.Second, "after")
 
-	qp, lp := p99(quiet), p99(loaded)
-	t.Logf("good client: quiet %d appends p99 %s; under attack %d appends p99 %s, %d errors", len(quiet), qp, len(loaded), lp, errs)
+	qp, lp := max(p99(quiet), p99(after)), p99(loaded)
+	t.Logf("good client: quiet %d appends p99 %s, after %d appends p99 %s; under attack %d appends p99 %s, %d errors",
+		len(quiet), p99(quiet), len(after), p99(after), len(loaded), lp, errs)
+	if afterErrs != 0 {
+		t.Errorf("the well-behaved client got %d errors after the attack", afterErrs)
+	}
 	t.Logf("node RSS %d MiB before, at most %d MiB under attack", rssStart>>20, rssMax.Load()>>20)
 	for _, a := range []*attackers{slowloris, silent, withhold, kafkaLogin} {
 		t.Log(a)
@@ -217,8 +227,9 @@ func TestHostileLoad(t *testing.T) {
 	if errs != 0 {
 		t.Errorf("the well-behaved client got %d errors under attack", errs)
 	}
-	// A p99 under 5 ms is noise on a shared machine: compare from there.
-	if lp > 5*max(qp, 5*time.Millisecond) {
+	// A p99 under 10 ms is scheduling noise on a shared 2-core machine
+	// (load averages of 30 seen): compare from there.
+	if lp > 5*max(qp, 10*time.Millisecond) {
 		t.Errorf("p99 under attack %s > 5x quiet p99 %s", lp, qp)
 	}
 	if grew := rssMax.Load() - rssStart; grew > 256<<20 {

@@ -417,7 +417,9 @@ func replicaSetOf(t testing.TB, c *cluster, via *clusterNode, name string) (foll
 // as acknowledged. Every acknowledged record reads back in order.
 func TestReplicatedFollowerPartition(t *testing.T) {
 	var blocker *replicaBlocker
-	opts := clusterOpts{LeaseTTL: 3 * time.Second, SealMaxAge: 10 * time.Second,
+	// A lag timeout above the default keeps the follower that is not cut
+	// off in sync on a loaded CI machine (its fsync can take a second).
+	opts := clusterOpts{LeaseTTL: 3 * time.Second, SealMaxAge: 10 * time.Second, Extra: []string{"--replica-lag-timeout", "2s"},
 		AdvertiseVia: func(id, addr string) string {
 			if id != "node-c" {
 				return ""
