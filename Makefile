@@ -18,6 +18,10 @@ NESTED_MODULES := client/go sdk internal/testproc
 UNIT_TIMEOUT ?= 8m
 E2E_TIMEOUT  ?= 40m
 FUZZTIME ?= 10s
+# The unit tests run with the stream service's invariant checks on
+# (node/stream/invariants.go): each change of a stream's offsets and
+# chunks is checked, and a broken rule panics with the stream's name.
+UNIT_TAGS ?= picomq_invariants
 BENCHTIME ?= 2s
 
 .PHONY: image k8s-test soak all build run test test-race unit e2e fuzz bench bench-ds bench-peers bench-micro lint fmt clean cluster cluster-down cluster-report minio minio-stop
@@ -51,10 +55,12 @@ test: lint
 	if command -v cargo >/dev/null 2>&1; then \
 	  echo "== building the Rust client's tests (e2e TestRustClient runs them)"; \
 	  (cd client/rust && cargo test --offline --workspace --no-run -q) || status=$$?; \
+	else \
+	  echo "== cargo missing: the Rust client's tests (e2e TestRustClient) need cargo and the Debian crates .ci/run installs"; status=1; \
 	fi; \
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
-	    $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/e2e') || status=$$?; \
+	    $(GO) test -tags $(UNIT_TAGS) -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/e2e') || status=$$?; \
 	for m in $(NESTED_MODULES); do \
 	  (cd $$m && $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...) || status=$$?; \
 	done; \
@@ -69,13 +75,13 @@ test: lint
 
 ## soak: the history checker under random faults on a 3-node cluster with real etcd and MinIO
 ## (e2e TestSoak, docs/durability.md); DURATION, FAULT_EVERY (mean time between faults) and
-## SOAK_DURABILITY (local,object) are variables. Beside the faults it creates, forks, trims, sets retention,
+## SOAK_DURABILITY (local,replicated,object) are variables. Beside the faults it creates, forks, trims, sets retention,
 ## deletes, with GC/retention/compaction every few seconds. Ends with the line `soak: N operations,
 ## M acknowledged records checked, K faults, G GC runs, D objects deleted, F fork reads checked, V violations`;
 ## exit status 1 when V > 0.
 DURATION ?= 10m
 FAULT_EVERY ?= 10s
-SOAK_DURABILITY ?= local,object
+SOAK_DURABILITY ?= local,replicated,object
 soak:
 	@out=$$(mktemp); \
 	{ $(MINIO_BIN_ENV) PICOMQ_SOAK_DURATION=$(DURATION) PICOMQ_SOAK_FAULT_EVERY=$(FAULT_EVERY) \
@@ -88,10 +94,16 @@ soak:
 	echo "$$line"; [ "$$status" = 0 ]
 
 ## tf-test: the Terraform and deploy/ tests (own Go module terraform/tests): offline HCL checks,
-## tofu fmt, tflint, systemd-analyze verify, the docs check, and the cloud-init node joining a
-## local etcd + MinIO cluster. tofu and tflint come from deploy/tf-tools.sh (built once, cached).
+## tofu fmt, tflint, systemd-analyze verify, the docs check, the cloud-init node joining a
+## local etcd + MinIO cluster, the IAM policy evaluation of every S3/SSM/KMS call, the per-boot
+## disk script on loop devices (root), etcd backup and etcd RBAC scripts on a real etcd.
+## tofu and tflint come from deploy/tf-tools.sh, etcdctl/etcdutl from deploy/etcd-tools.sh
+## (built once, cached).
+## A tool that cannot be built or found fails the run, naming it (PICOMQ_REQUIRE_TOOLS): nothing is skipped.
 tf-test:
-	cd terraform/tests && $(GO) vet ./... && $(GO) test -count=1 -timeout 15m ./...
+	@deploy/tf-tools.sh build || { echo "tf-test: could not build tofu/tflint (deploy/tf-tools.sh build needs the Go module proxy once; set PICOMQ_TOFU_BIN/PICOMQ_TFLINT_BIN to use installed ones)"; exit 1; }
+	@deploy/etcd-tools.sh build || { echo "tf-test: could not build etcdctl/etcdutl (deploy/etcd-tools.sh build needs the Go module proxy once; set PICOMQ_ETCDCTL_BIN/PICOMQ_ETCDUTL_BIN to use installed ones)"; exit 1; }
+	cd terraform/tests && $(GO) vet ./... && PICOMQ_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 15m ./...
 
 ## tf-check: just `tofu fmt -check -recursive terraform/` and tflint (builds them once)
 tf-check:
@@ -141,7 +153,7 @@ minio-stop:
 	deploy/local-minio.sh stop
 
 unit:
-	$(GO) test -count=1 -short $(PKGS)
+	$(GO) test -tags $(UNIT_TAGS) -count=1 -short $(PKGS)
 	for m in $(NESTED_MODULES); do (cd $$m && $(GO) test -count=1 -short ./...) || exit 1; done
 
 test-race:

@@ -18,8 +18,12 @@ AWS="${AWS_CLI:-aws}"
 
 tmp=$(mktemp -d "$WORK/backup.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-etcdctl --endpoints "$ENDPOINT" --cacert "$TLS/ca.crt" --cert "$TLS/member.crt" --key "$TLS/member.key" \
-  --command-timeout 5m snapshot save "$tmp/snapshot.db" >/dev/null
+# etcdctl logs every step; only a failure's log reaches the journal.
+if ! etcdctl --endpoints "$ENDPOINT" --cacert "$TLS/ca.crt" --cert "$TLS/member.crt" --key "$TLS/member.key" \
+  --command-timeout 5m snapshot save "$tmp/snapshot.db" >"$tmp/etcdctl.log" 2>&1; then
+  cat "$tmp/etcdctl.log" >&2
+  exit 1
+fi
 etcdutl snapshot status "$tmp/snapshot.db" >/dev/null
 name="$(date -u +%Y%m%dT%H%M%SZ).db"
 "$AWS" s3 cp --only-show-errors "$tmp/snapshot.db" "$URI/$name"

@@ -49,6 +49,10 @@ type clusterOpts struct {
 	// ObjectProxy puts a fault-injecting proxy (cluster.proxy) between
 	// the nodes and MinIO.
 	ObjectProxy bool
+	// AdvertiseVia, when set, returns the URL node id advertises (and the
+	// harness uses) for its listener at addr, e.g. a proxy in front of it
+	// through which other nodes reach it; "" keeps http://addr.
+	AdvertiseVia func(id, addr string) string
 }
 
 func (o *clusterOpts) defaults() {
@@ -67,6 +71,9 @@ type cluster struct {
 	minio *minioServer
 	proxy *faultProxy // with clusterOpts.ObjectProxy: the nodes' way to MinIO
 	nodes []*clusterNode
+	// replicaBlockers: the proxies in front of the nodes (by node id) a
+	// soak with the replica-partition fault puts there.
+	replicaBlockers map[string]*replicaBlocker
 }
 
 // clusterNode is one picomq process of a cluster. proc.restart brings it
@@ -99,6 +106,12 @@ func startCluster(t testing.TB, n int, opts clusterOpts) *cluster {
 func (c *cluster) startNode(id, dataDir string) *clusterNode {
 	c.t.Helper()
 	addr := freeAddr(c.t)
+	advertise := "http://" + addr
+	if c.opts.AdvertiseVia != nil {
+		if u := c.opts.AdvertiseVia(id, addr); u != "" {
+			advertise = u
+		}
+	}
 	kafkaAddr := "off"
 	if c.opts.Kafka {
 		kafkaAddr = freeAddr(c.t)
@@ -107,7 +120,7 @@ func (c *cluster) startNode(id, dataDir string) *clusterNode {
 		"--node-id", id,
 		"--data-dir", dataDir,
 		"--http-addr", addr,
-		"--advertise-url", "http://" + addr,
+		"--advertise-url", advertise,
 		"--kafka-addr", kafkaAddr,
 		"--etcd-endpoints", c.etcd.Endpoint(),
 		"--object-store", c.objectStoreURL(),
@@ -120,7 +133,7 @@ func (c *cluster) startNode(id, dataDir string) *clusterNode {
 		args = append(args, "--kafka-advertise-addr", kafkaAddr)
 	}
 	args = append(args, c.opts.Extra...)
-	p := startProc(c.t, &proc{t: c.t, name: id, URL: "http://" + addr, dataDir: dataDir, args: args, env: c.minio.Env(), bin: c.opts.Bin,
+	p := startProc(c.t, &proc{t: c.t, name: id, URL: advertise, dataDir: dataDir, args: args, env: c.minio.Env(), bin: c.opts.Bin,
 		logs: &syncBuffer{}})
 	cn := &clusterNode{proc: p, ID: id, token: c.opts.Token}
 	if c.opts.Kafka {

@@ -148,14 +148,17 @@ func TestEtcdRestoreDrill(t *testing.T) {
 		used[id] = name
 	}
 	for name := range preIDs {
-		recs := mustReadStream(t, n.URL, name)
+		// gaps: a node on an empty data dir skips the offsets its earlier
+		// incarnation had reserved (they may have been acknowledged from
+		// a WAL that is gone), so the next offset may lie past the records.
+		recs := mustReadStreamFrom(t, n.URL, name, true)
 		if len(recs) != 3 {
 			t.Errorf("%s: %d records after the restore, want the 3 written before the snapshot", name, len(recs))
 			continue
 		}
 		for i, r := range recs {
-			if want := fmt.Sprintf("%s #%d", name, i); r.Value != want {
-				t.Errorf("%s offset %d: %q, want %q", name, i, r.Value, want)
+			if want := fmt.Sprintf("%s #%d", name, i); r.Value != want || r.Offset != int64(i) {
+				t.Errorf("%s record %d: %q at offset %d, want %q at %d", name, i, r.Value, r.Offset, want, i)
 			}
 		}
 	}

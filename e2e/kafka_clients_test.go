@@ -102,6 +102,13 @@ func TestSaramaGroup(t *testing.T) {
 	runClientModule(t, "sarama", "-run", "TestSaramaGroup")
 }
 
+// TestSaramaTransactions runs Sarama's transactional producer (e2e/sarama
+// TestSaramaTransactions): commit, abort, commit; read_committed and
+// read_uncommitted consumers.
+func TestSaramaTransactions(t *testing.T) {
+	runClientModule(t, "sarama", "-run", "TestSaramaTransactions")
+}
+
 // runClientModule runs `go test` in dir, a separate Go module holding a
 // Kafka client's tests (so the client stays out of PicoMQ's go.mod),
 // against a fresh node it finds in KAFKA_BROKER.
@@ -193,7 +200,10 @@ func TestKafkaPython(t *testing.T) {
 // against a real node: acks 0/1/all (idempotent with all) and every codec
 // with keys and headers, offsets by time, a missing topic, and a
 // cooperative-sticky group (dynamic and static members) with a member
-// leaving and a restart resuming after the commits. Needs cgo and a C
+// leaving and a restart resuming after the commits, and transactions
+// (TestConfluentTransactions: commit and abort, read_committed and
+// read_uncommitted consumers, consume-transform-produce with the offsets
+// in the transaction, a fenced zombie). Needs cgo and a C
 // compiler: without them it fails under CI and is skipped elsewhere.
 func TestKafkaConfluentGo(t *testing.T) {
 	if out, err := exec.Command("go", "env", "CGO_ENABLED").Output(); err != nil || strings.TrimSpace(string(out)) != "1" {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -14,22 +15,19 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // freeRange returns a base port such that base+1 … base+n are all free a
-// moment ago (deploy/local-cluster.sh numbers its ports from a base).
+// moment ago (deploy/local-cluster.sh numbers its ports from bases). It
+// searches below Linux's ephemeral range (32768+), so that outgoing
+// connections of other processes do not take the ports between the check
+// and the cluster's start.
 func freeRange(t *testing.T, n int) int {
 	t.Helper()
-	for tries := 0; tries < 200; tries++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		if base+n > 65000 {
-			continue
-		}
+	for tries := 0; tries < 500; tries++ {
+		base := 20000 + rand.IntN(12000-n)
 		ok := true
 		for p := base + 1; p <= base+n && ok; p++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
@@ -60,10 +58,12 @@ func freeRange(t *testing.T, n int) int {
 func TestLocalClusterRollingUpgrade(t *testing.T) {
 	minioBinary(t) // fails, never skips, without MinIO
 	dir := t.TempDir()
-	base, kafka, etcdPort, minioPort := freeRange(t, 3), freeRange(t, 3), freeRange(t, 2), freeRange(t, 2)
+	// One free block: nodes r+1..r+3, Kafka r+5..r+7, etcd r+9..r+10, MinIO r+12..r+13.
+	r := freeRange(t, 13)
+	base, kafka, etcdPort, minioPort := r, r+4, r+9, r+12
 	env := append(os.Environ(), "PICOMQ_CLUSTER_DIR="+dir, "PICOMQ_CLUSTER_PORT="+strconv.Itoa(base),
-		"PICOMQ_CLUSTER_KAFKA_PORT="+strconv.Itoa(kafka), "PICOMQ_CLUSTER_ETCD_PORT="+strconv.Itoa(etcdPort+1),
-		"PICOMQ_CLUSTER_MINIO_PORT="+strconv.Itoa(minioPort+1), "PICOMQ_CLUSTER_LEASE_TTL=3s", "PICOMQ_CLUSTER_SEAL_MAX_AGE=200ms")
+		"PICOMQ_CLUSTER_KAFKA_PORT="+strconv.Itoa(kafka), "PICOMQ_CLUSTER_ETCD_PORT="+strconv.Itoa(etcdPort),
+		"PICOMQ_CLUSTER_MINIO_PORT="+strconv.Itoa(minioPort), "PICOMQ_CLUSTER_LEASE_TTL=3s", "PICOMQ_CLUSTER_SEAL_MAX_AGE=200ms")
 	script := filepath.Join("..", "deploy", "local-cluster.sh")
 	run := func(args ...string) string {
 		t.Helper()
@@ -137,6 +137,13 @@ func TestLocalClusterRollingUpgrade(t *testing.T) {
 			}
 		}()
 	}
+	// A Kafka producer and a consumer group on a 3-partition topic.
+	seeds := []string{fmt.Sprintf("127.0.0.1:%d", kafka+1), fmt.Sprintf("127.0.0.1:%d", kafka+2), fmt.Sprintf("127.0.0.1:%d", kafka+3)}
+	kctx, kcancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer kcancel()
+	createTopic(t, kctx, seeds[0], "upgrade", 3)
+	kg := startUpgradeGroup(t, kctx, seeds, "upgrade", "upgrade-group")
+
 	// Let the producers get going, then upgrade every node.
 	if !pollUntil(30*time.Second, 20*time.Millisecond, func() bool {
 		for _, s := range streams {
@@ -176,6 +183,7 @@ func TestLocalClusterRollingUpgrade(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 	errs.check(t, "producers during the rolling upgrade")
+	kg.finish(t)
 
 	total := 0
 	for _, s := range streams {
@@ -212,4 +220,112 @@ func TestLocalClusterRollingUpgrade(t *testing.T) {
 	if upgraded != 3 {
 		t.Errorf("%d nodes in the pid file after the upgrade, want 3", upgraded)
 	}
+}
+
+// upgradeGroup is a franz-go producer and group consumer running through
+// the rolling upgrade: every record the producer got acknowledged must be
+// consumed (at least once), and the group may rebalance only a few times
+// per restarted node, not continuously (a rebalance storm).
+type upgradeGroup struct {
+	stop     atomic.Bool
+	produced atomic.Bool // the producer has returned: acked is final
+	done     chan struct{}
+	mu       sync.Mutex
+	acked    map[string]bool
+	consumed map[string]bool
+	assigns  atomic.Int64
+	errs     errorList
+}
+
+func startUpgradeGroup(t *testing.T, ctx context.Context, seeds []string, topic, group string) *upgradeGroup {
+	g := &upgradeGroup{done: make(chan struct{}), acked: map[string]bool{}, consumed: map[string]bool{}}
+	prod := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RecordDeliveryTimeout(60*time.Second))
+	cons := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(10*time.Second), kgo.FetchMaxWait(time.Second),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { g.assigns.Add(1) }))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer g.produced.Store(true)
+		defer prod.Close()
+		for i := 0; !g.stop.Load(); i++ {
+			v := fmt.Sprintf("k#%d", i)
+			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+				if ctx.Err() == nil {
+					g.errs.add("kafka produce %s: %v (after the client's own retries)", v, err)
+				}
+				return
+			}
+			g.mu.Lock()
+			g.acked[v] = true
+			g.mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		defer cons.Close()
+		for ctx.Err() == nil {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			fs := cons.PollRecords(pctx, 500)
+			cancel()
+			recs := fs.Records()
+			g.mu.Lock()
+			for _, r := range recs {
+				g.consumed[string(r.Value)] = true
+			}
+			all := g.produced.Load() && g.coveredLocked()
+			g.mu.Unlock()
+			if len(recs) > 0 {
+				_ = cons.CommitRecords(ctx, recs...) // a failed commit redelivers: at least once
+			}
+			if all {
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(g.done) }()
+	return g
+}
+
+func (g *upgradeGroup) coveredLocked() bool {
+	for v := range g.acked {
+		if !g.consumed[v] {
+			return false
+		}
+	}
+	return true
+}
+
+// finish stops producing and waits until the group consumed every
+// acknowledged record.
+func (g *upgradeGroup) finish(t *testing.T) {
+	t.Helper()
+	g.stop.Store(true)
+	select {
+	case <-g.done:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the Kafka group did not consume every acknowledged record within 3 minutes of the upgrade")
+	}
+	g.errs.check(t, "Kafka producer")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	missing := 0
+	for v := range g.acked {
+		if !g.consumed[v] {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("the Kafka group missed %d of %d acknowledged records", missing, len(g.acked))
+	}
+	// One assignment at the start, then at most a few per restarted node
+	// (the coordinator moves, members rejoin): a storm is many more.
+	if n := g.assigns.Load(); n > 1+3*3 {
+		t.Errorf("the group was assigned partitions %d times during a 3-node upgrade: a rebalance storm", n)
+	}
+	t.Logf("Kafka: %d records acknowledged, all consumed; %d partition assignments", len(g.acked), g.assigns.Load())
 }

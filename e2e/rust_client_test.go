@@ -24,8 +24,9 @@ import (
 // example against real nodes: a Pico node, a Durable Streams node, and two
 // Pico nodes sharing an etcd with token authentication on, each behind a
 // recording proxy that is its advertise URL, so this test sees both hops of
-// a redirect and checks that both carried the token. The workspace is built
-// once: `cargo test` builds the examples too.
+// a redirect and checks that both carried the token, and a node serving
+// https with a certificate of a private CA (tests/tls.rs). The workspace is
+// built once: `cargo test` builds the examples too.
 func TestRustClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the Rust workspace (minutes on a cold machine); run without -short")
@@ -46,6 +47,16 @@ func TestRustClient(t *testing.T) {
 	const redirectStream = "/rust/redirect/across-nodes"
 	a, b := authPair(t, token)
 
+	// A node serving https with a certificate of a CA made here; the Rust
+	// test trusts it through ClientConfig::ca_pem (tests/tls.rs).
+	tlsDir := t.TempDir()
+	ca := newTestCA(t)
+	caFile := filepath.Join(tlsDir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsNode, _, _ := startTLSNode(t, ca, tlsDir)
+
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cargo, "test", "--offline", "--workspace")
@@ -57,6 +68,8 @@ func TestRustClient(t *testing.T) {
 		"PICOMQ_TEST_NODE_B_URL="+b.URL,
 		"PICOMQ_TEST_TOKEN="+token,
 		"PICOMQ_TEST_REDIRECT_STREAM="+redirectStream,
+		"PICOMQ_TEST_TLS_URL="+tlsNode.URL,
+		"PICOMQ_TEST_TLS_CA="+caFile,
 		"CARGO_TERM_COLOR=never",
 	)
 	var out bytes.Buffer

@@ -25,12 +25,12 @@ import (
 //
 // Environment: PICOMQ_SOAK_DURATION (default 90s), PICOMQ_SOAK_FAULT_EVERY
 // (mean time between faults, default 10s), PICOMQ_SOAK_DURABILITY (comma
-// list, default "local,object").
+// list, default "local,replicated,object").
 func TestSoak(t *testing.T) {
 	res := runSoak(t, soakOpts{
 		duration:     envDuration(t, "PICOMQ_SOAK_DURATION", 90*time.Second),
 		faultEvery:   envDuration(t, "PICOMQ_SOAK_FAULT_EVERY", 10*time.Second),
-		durabilities: strings.Split(envOr("PICOMQ_SOAK_DURABILITY", "local,object"), ","),
+		durabilities: strings.Split(envOr("PICOMQ_SOAK_DURABILITY", "local,replicated,object"), ","),
 		faults:       soakFaults,
 		deletion:     true,
 	})

@@ -24,7 +24,8 @@ import (
 // a node killed with -9 and restarted, a node paused past its lease (a
 // zombie owner), etcd stopped, object storage down, slow or answering 500s
 // (through the fault proxy, faultproxy_test.go), a node's disk full.
-var soakFaults = []string{"kill-9", "sigstop-past-lease", "etcd-stop", "minio-down", "minio-slow", "minio-500", "disk-full"}
+var soakFaults = []string{"kill-9", "sigstop-past-lease", "etcd-stop", "minio-down", "minio-slow", "minio-500", "disk-full",
+	"machine-lost", "replica-partition"}
 
 // TestSoakShort is the soak every `make test` (so CI) runs: the history
 // checker over `local` and `object` streams on a 3-node cluster for two
@@ -35,7 +36,7 @@ func TestSoakShort(t *testing.T) {
 	res := runSoak(t, soakOpts{
 		duration:     2 * time.Minute,
 		faultEvery:   6 * time.Second,
-		durabilities: []string{"local", "object"},
+		durabilities: []string{"local", "replicated", "object"},
 		faults:       soakFaults,
 		deletion:     true,
 		// A loaded 2-core CI machine makes every flush slow, and the
@@ -120,8 +121,17 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 	if o.deletion {
 		copts.Extra = append(copts.Extra, deletionFlags...)
 	}
+	blockers := map[string]*replicaBlocker{}
 	for _, k := range o.faults {
 		switch {
+		case k == "replica-partition":
+			// Every node behind a proxy through which the others reach
+			// it, so one node's replication endpoint can be cut off.
+			copts.AdvertiseVia = func(id, addr string) string {
+				var u string
+				blockers[id], u = startReplicaBlocker(t, addr)
+				return u
+			}
 		case strings.HasPrefix(k, "minio-"):
 			copts.ObjectProxy = true
 		case k == "disk-full" && copts.Bin == "":
@@ -132,6 +142,7 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 		}
 	}
 	c := startCluster(t, 3, copts)
+	c.replicaBlockers = blockers
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 19))
 	log := &history.Log{}
 
@@ -373,6 +384,27 @@ func injectFault(t *testing.T, c *cluster, n *clusterNode, f *history.Fault, rng
 		}
 		time.Sleep(between(2*time.Second, 6*time.Second))
 		c.proxy.set(proxyPass, 0)
+	case "machine-lost":
+		// The machine is replaced: kill -9, its disk gone, the node back
+		// with the same id and an empty data dir, sometimes within its
+		// lease, sometimes after its streams were taken over.
+		f.OwnerLoss = true
+		n.Kill()
+		if err := os.RemoveAll(n.dataDir); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(between(0, 2*ttl))
+		n.restart()
+	case "replica-partition":
+		// The owners cannot reach n's replication endpoint (their
+		// requests hang); everything else still reaches it.
+		b := c.replicaBlockers[n.ID]
+		if b == nil {
+			t.Fatalf("replica-partition: %s has no proxy in front of it", n.ID)
+		}
+		b.blocked.Store(true)
+		time.Sleep(between(2*time.Second, 6*time.Second))
+		b.blocked.Store(false)
 	case "disk-full":
 		// The node's WAL fails for good on ENOSPC (docs/durability.md):
 		// after space is freed, it is restarted. The restart may come

@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -14,10 +13,6 @@ import (
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
 )
-
-// producerID names a Kafka idempotent producer in the stream service's
-// producer state, namespaced so it never meets an HTTP producer.
-func producerID(pid int64) string { return "kafka:" + strconv.FormatInt(pid, 10) }
 
 // handleProduce appends each partition's batch verbatim (client
 // compression and CreateTime kept; only the base offset is assigned). Every
@@ -67,10 +62,6 @@ func (s *Server) startProduce(ctx context.Context, cc *connState, req *kmsg.Prod
 			*op = kmsg.NewProduceResponseTopicPartition()
 			op.Partition = rp.Partition
 			op.LogAppendTime, op.LogStartOffset = -1, -1
-			if req.TransactionID != nil {
-				op.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-				continue
-			}
 			s.submitPartition(ctx, cc, pc, req.Version, rt.Topic, rp, op)
 		}
 	}
@@ -179,8 +170,8 @@ func (s *Server) submitPartition(ctx context.Context, cc *connState, pc *produce
 		switch {
 		case h.Control():
 			return fmt.Errorf("%w: clients may not produce control batches", kerr.InvalidRecord)
-		case h.Transactional():
-			return fmt.Errorf("%w: transactions are not supported", kerr.InvalidRecord)
+		case h.Transactional() && h.ProducerID < 0:
+			return fmt.Errorf("%w: a transactional batch without producer id", kerr.InvalidRecord)
 		case h.Codec() == record.CodecZstd && version < 7:
 			return fmt.Errorf("%w: zstd needs produce v7+", kerr.UnsupportedCompressionType)
 		case h.ProducerID >= 0 && (h.ProducerEpoch < 0 || h.BaseSequence < 0):
@@ -198,7 +189,7 @@ func (s *Server) submitPartition(ctx context.Context, cc *connState, pc *produce
 		ar := stream.AppendRequest{Batch: sb.b}
 		var p stream.Producer
 		if h.ProducerID >= 0 {
-			p = stream.Producer{ID: producerID(h.ProducerID), Epoch: uint64(h.ProducerEpoch), Seq: uint64(h.BaseSequence), PerRecord: true}
+			p = stream.Producer{ID: stream.KafkaProducerID(h.ProducerID), Epoch: uint64(h.ProducerEpoch), Seq: uint64(h.BaseSequence), PerRecord: true}
 			ar.Producer = &p
 		}
 		sub, err := s.svc.SubmitBatch(ctx, name, ar)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/PicoMQ/picomq/auth"
+	"github.com/PicoMQ/picomq/record"
 )
 
 // defaultFetchMaxBytes is the response budget of versions without MaxBytes.
@@ -61,7 +62,7 @@ func (s *Server) fetchOnce(ctx context.Context, cc *connState, req *kmsg.FetchRe
 			// KIP-74: the first partition with data gets at least one
 			// batch, even past the budgets; later ones only what is left.
 			limit := min(int(rp.PartitionMaxBytes), budget-total)
-			ch, n, err := s.fetchPartition(ctx, cc, rt.Topic, rp, limit, total == 0, &op)
+			ch, n, err := s.fetchPartition(ctx, cc, req, rt.Topic, rp, limit, total == 0, &op)
 			if err != nil {
 				op.ErrorCode = errCode(err)
 				op.HighWatermark, op.LastStableOffset, op.LogStartOffset = -1, -1, -1
@@ -80,7 +81,7 @@ func (s *Server) fetchOnce(ctx context.Context, cc *connState, req *kmsg.FetchRe
 
 // fetchPartition fills op from one partition and returns the channel that
 // signals its next change and the bytes returned.
-func (s *Server) fetchPartition(ctx context.Context, cc *connState, topic string, rp kmsg.FetchRequestTopicPartition, limit int, first bool, op *kmsg.FetchResponseTopicPartition) (<-chan struct{}, int, error) {
+func (s *Server) fetchPartition(ctx context.Context, cc *connState, req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, limit int, first bool, op *kmsg.FetchResponseTopicPartition) (<-chan struct{}, int, error) {
 	name, err := s.partitionName(ctx, topic, rp.Partition, false)
 	if err == nil {
 		err = s.allow(cc, auth.Read, name)
@@ -102,8 +103,19 @@ func (s *Server) fetchPartition(ctx context.Context, cc *connState, topic string
 		return nil, 0, err
 	}
 	op.HighWatermark = br.HighWatermark
-	op.LastStableOffset = br.HighWatermark // no transactions: nothing is unstable
+	op.LastStableOffset = br.LastStable
 	op.LogStartOffset = br.Stream.StartOffset
+	if req.IsolationLevel == 1 {
+		// read_committed: nothing at or past the last stable offset, and
+		// the aborted transactions of what is returned, so the client
+		// drops their batches (markers it skips itself).
+		br.Batches = cutAt(br.Batches, br.LastStable)
+		for _, a := range br.Aborted {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+			op.AbortedTransactions = append(op.AbortedTransactions, at)
+		}
+	}
 	if len(br.Batches) > limit && !first {
 		return br.Changed, 0, nil // no room left in this response
 	}
@@ -162,4 +174,17 @@ func waitAny(ctx context.Context, chs []<-chan struct{}, deadline time.Time) boo
 	case <-ctx.Done():
 	}
 	return false
+}
+
+// cutAt drops the batches at or past offset end (whole batches: a
+// transaction's first batch starts at the last stable offset).
+func cutAt(batches []byte, end int64) []byte {
+	for pos := 0; pos < len(batches); {
+		h, err := record.ParseHeader(batches[pos:])
+		if err != nil || h.BaseOffset >= end {
+			return batches[:pos]
+		}
+		pos += h.Size()
+	}
+	return batches
 }

@@ -28,7 +28,7 @@ func handleListOffsets(s *Server, ctx context.Context, cc *connState, kreq kmsg.
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewListOffsetsResponseTopicPartition()
 			op.Partition = rp.Partition
-			offset, ts, epoch, err := s.listOffset(ctx, cc, rt.Topic, rp)
+			offset, ts, epoch, err := s.listOffset(ctx, cc, rt.Topic, rp, req.IsolationLevel == 1)
 			if err != nil {
 				op.ErrorCode = errCode(err)
 			} else {
@@ -46,7 +46,9 @@ func handleListOffsets(s *Server, ctx context.Context, cc *connState, kreq kmsg.
 	return resp, nil
 }
 
-func (s *Server) listOffset(ctx context.Context, cc *connState, topic string, rp kmsg.ListOffsetsRequestTopicPartition) (offset, ts int64, epoch int32, err error) {
+// listOffset answers one partition; committed (read_committed, v2+) makes
+// "latest" the last stable offset, as in Kafka.
+func (s *Server) listOffset(ctx context.Context, cc *connState, topic string, rp kmsg.ListOffsetsRequestTopicPartition, committed bool) (offset, ts int64, epoch int32, err error) {
 	name, err := s.partitionName(ctx, topic, rp.Partition, false)
 	if err == nil {
 		err = s.allow(cc, auth.Read, name)
@@ -65,6 +67,13 @@ func (s *Server) listOffset(ctx context.Context, cc *connState, topic string, rp
 	epoch = int32(info.Epoch)
 	switch rp.Timestamp {
 	case listLatest:
+		if committed {
+			br, err := s.svc.ReadBatches(ctx, name, info.NextOffset, 1)
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			return br.LastStable, -1, epoch, nil
+		}
 		return info.NextOffset, -1, epoch, nil
 	case listEarliest:
 		return info.StartOffset, -1, epoch, nil

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -78,13 +79,13 @@ func handleMetadata(s *Server, ctx context.Context, cc *connState, kreq kmsg.Req
 		}
 	}
 	for _, t := range topics {
-		resp.Topics = append(resp.Topics, s.metadataTopic(b, t))
+		resp.Topics = append(resp.Topics, s.metadataTopic(ctx, b, t))
 	}
 	resp.Topics = append(resp.Topics, terrs...)
 	return resp, nil
 }
 
-func (s *Server) metadataTopic(b brokers, t topic) kmsg.MetadataResponseTopic {
+func (s *Server) metadataTopic(ctx context.Context, b brokers, t topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.name
 	mt.Topic, mt.TopicID = &name, t.id
@@ -100,9 +101,43 @@ func (s *Server) metadataTopic(b brokers, t topic) kmsg.MetadataResponseTopic {
 			mp.Replicas, mp.ISR = []int32{mp.Leader}, []int32{mp.Leader}
 		}
 		mp.OfflineReplicas = []int32{}
+		if mp.Leader >= 0 {
+			s.replicaFields(ctx, b, in, &mp)
+		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// replicaFields reports a replicated partition's copies: replicas are its
+// owner and followers (and the leader, if a takeover is under way), the
+// ISR the live ones among the owner and its in-sync followers, offline
+// replicas the copies on nodes that are not live (docs/kafka.md). A
+// partition that is not replicated keeps its one copy, the leader's.
+func (s *Server) replicaFields(ctx context.Context, b brokers, in stream.Info, mp *kmsg.MetadataResponseTopicPartition) {
+	replicas, inSync, err := s.svc.ReplicaNodes(ctx, in)
+	if err != nil || len(replicas) <= 1 {
+		return
+	}
+	live := map[string]bool{}
+	for _, m := range b.members {
+		live[m.NodeID] = true
+	}
+	leaderNode := s.svc.ServingNode(in, b.members)
+	if !slices.Contains(replicas, leaderNode) {
+		replicas = append([]string{leaderNode}, replicas...)
+	}
+	mp.Replicas, mp.ISR, mp.OfflineReplicas = []int32{}, []int32{}, []int32{}
+	for _, n := range replicas {
+		id := brokerID(n)
+		mp.Replicas = append(mp.Replicas, id)
+		switch {
+		case !live[n]:
+			mp.OfflineReplicas = append(mp.OfflineReplicas, id)
+		case slices.Contains(inSync, n) || n == leaderNode:
+			mp.ISR = append(mp.ISR, id)
+		}
+	}
 }
 
 func (b brokers) metadataBrokers() []kmsg.MetadataResponseBroker {

@@ -16,20 +16,37 @@ import (
 const maxPartitions = 10000
 
 // topicConfig is what PicoMQ keeps of a topic's configs: retention and
-// max.message.bytes, stored with every partition stream. Other configs are
-// accepted and not kept (docs/kafka.md).
+// max.message.bytes, stored with every partition stream.
 type topicConfig struct {
 	retentionMs, retentionBytes, maxBatchBytes int64
+	// minInSync is min.insync.replicas (0 = the node's --min-insync);
+	// replicas the replication factor asked for (0 or 1: one copy).
+	minInSync, replicas int64
 }
 
-// parseTopicConfig reads the configs PicoMQ keeps; -1 (Kafka's "no limit")
-// is 0 here.
+// fixedConfigs are the topic configs PicoMQ honours only at one value: its
+// own fixed behaviour. A different value is refused (INVALID_CONFIG), never
+// accepted and ignored: a Kafka Connect worker that asks for
+// cleanup.policy=compact must learn that it does not get compaction.
+var fixedConfigs = map[string]string{
+	"cleanup.policy":                 "delete",
+	"compression.type":               "producer",
+	"message.timestamp.type":         "CreateTime",
+	"unclean.leader.election.enable": "false", // nothing acknowledged is ever given up
+}
+
+// parseTopicConfig reads a topic's configs: the ones PicoMQ keeps
+// (-1, Kafka's "no limit", is 0 here), the ones it honours at one value
+// (fixedConfigs), and flush.messages/flush.ms, which every value is
+// honoured for (every acknowledged batch is already fsynced). Any other
+// name, or another value, is INVALID_CONFIG: a config accepted is a
+// config applied (docs/kafka.md, "Topic configs").
 func parseTopicConfig(get func(yield func(name string, value *string) bool)) (topicConfig, error) {
 	var tc topicConfig
 	var err error
 	get(func(name string, value *string) bool {
 		if value == nil {
-			return true
+			return true // a null value asks for the default
 		}
 		var dst *int64
 		switch name {
@@ -39,7 +56,21 @@ func parseTopicConfig(get func(yield func(name string, value *string) bool)) (to
 			dst = &tc.retentionBytes
 		case "max.message.bytes":
 			dst = &tc.maxBatchBytes
+		case "min.insync.replicas":
+			dst = &tc.minInSync
+		case "flush.messages", "flush.ms":
+			var ignored int64
+			dst = &ignored
 		default:
+			want, ok := fixedConfigs[name]
+			switch {
+			case !ok:
+				err = fmt.Errorf("%w: config %s is not supported by PicoMQ", kerr.InvalidConfig, name)
+				return false
+			case *value != want:
+				err = fmt.Errorf("%w: config %s=%q is not supported by PicoMQ (only %q)", kerr.InvalidConfig, name, *value, want)
+				return false
+			}
 			return true
 		}
 		v, perr := strconv.ParseInt(*value, 10, 64)
@@ -50,6 +81,9 @@ func parseTopicConfig(get func(yield func(name string, value *string) bool)) (to
 		*dst = max(v, 0)
 		return true
 	})
+	if err == nil && tc.minInSync > 16 {
+		err = fmt.Errorf("%w: min.insync.replicas %d", kerr.InvalidConfig, tc.minInSync)
+	}
 	return tc, err
 }
 
@@ -113,10 +147,16 @@ func (s *Server) spread(ctx context.Context, name string, partitions int32) func
 // same configuration is taken as is (a retried create). A hand-over that
 // fails leaves the partition here, where it works as well.
 func (s *Server) createPartition(ctx context.Context, name string, alias *string, tc topicConfig, leader string) (stream.Info, error) {
-	info, created, err := s.svc.Create(ctx, name, stream.CreateOptions{
+	opts := stream.CreateOptions{
 		ContentType: kafkaContentType, KafkaTopic: alias,
 		RetentionMs: tc.retentionMs, RetentionBytes: tc.retentionBytes, MaxBatchBytes: tc.maxBatchBytes,
-	})
+	}
+	if tc.replicas >= 2 {
+		// replication.factor >= 2: copies on that many nodes, acks=all
+		// after min.insync.replicas of them (docs/kafka.md).
+		opts.Durability, opts.Replicas, opts.MinInSync = stream.DurabilityReplicated, int(tc.replicas), int(tc.minInSync)
+	}
+	info, created, err := s.svc.Create(ctx, name, opts)
 	if err != nil {
 		return stream.Info{}, fmt.Errorf("create partition stream %s: %w", name, err)
 	}
@@ -152,10 +192,19 @@ func handleCreateTopics(s *Server, ctx context.Context, cc *connState, kreq kmsg
 			}
 		})
 		var t topic
+		rf := int64(rt.ReplicationFactor)
+		if len(rt.ReplicaAssignment) > 0 {
+			rf = int64(len(rt.ReplicaAssignment[0].Replicas))
+		}
+		tc.replicas = max(rf, 1)
 		switch {
 		case err != nil:
 		case rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1:
 			err = fmt.Errorf("%w: replication factor %d", kerr.InvalidReplicationFactor, rt.ReplicationFactor)
+		case tc.replicas >= 2 && tc.minInSync > tc.replicas:
+			err = fmt.Errorf("%w: min.insync.replicas %d above the replication factor %d", kerr.InvalidConfig, tc.minInSync, tc.replicas)
+		case tc.replicas >= 2 && !s.enoughBrokers(ctx, tc.replicas):
+			err = fmt.Errorf("%w: replication factor %d is more than the live nodes", kerr.InvalidReplicationFactor, tc.replicas)
 		case req.ValidateOnly:
 			if err = stream.ValidateTopic(rt.Topic); err == nil && (n < 1 || n > maxPartitions) {
 				err = fmt.Errorf("%w: %d partitions", kerr.InvalidPartitions, n)
@@ -173,11 +222,18 @@ func handleCreateTopics(s *Server, ctx context.Context, cc *connState, kreq kmsg
 		if err != nil {
 			st.ErrorCode, st.ErrorMessage = errCode(err), errMessage(err)
 		} else {
-			st.NumPartitions, st.ReplicationFactor = n, 1
+			st.NumPartitions, st.ReplicationFactor = n, int16(tc.replicas)
 			st.TopicID = t.id
 			st.Configs = []kmsg.CreateTopicsResponseTopicConfig{}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil
+}
+
+// enoughBrokers reports whether the cluster has at least n live nodes to
+// hold n copies of a partition (Kafka refuses a larger replication factor).
+func (s *Server) enoughBrokers(ctx context.Context, n int64) bool {
+	ms, err := s.svc.Members(ctx)
+	return err == nil && int64(len(ms)) >= n
 }

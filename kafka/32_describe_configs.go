@@ -32,7 +32,7 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 				{"compression.type", "producer"},
 				{"message.timestamp.type", "CreateTime"},
 				{"max.message.bytes", strconv.Itoa(maxBatch(base.MaxBatchBytes, s.cfg.MaxMessageBytes))},
-				{"min.insync.replicas", "1"},
+				{"min.insync.replicas", strconv.Itoa(max(base.MinInSync, 1))},
 			}
 		case kmsg.ConfigResourceTypeBroker:
 			configs = [][2]string{

@@ -27,8 +27,11 @@ type connState struct {
 	// SASL token, not a request (handleSASLHandshake).
 	rawSASL bool
 	// authenticated is read by the frame reader too: before it is set a
-	// connection may only send small frames within AuthTimeout.
+	// connection may only send small frames, all within AuthTimeout of
+	// the accept. deadlineMu orders the reader's deadline against the
+	// one set at login (loggedIn).
 	authenticated atomic.Bool
+	deadlineMu    sync.Mutex
 	principal     *auth.Principal // nil while unauthenticated or with auth off
 }
 
@@ -82,24 +85,40 @@ func (s *Server) serveConn(c net.Conn) {
 	defer cancel()
 	cc := &connState{remote: c.RemoteAddr().String()}
 	cc.authenticated.Store(s.cfg.Auth == nil)
+	// Before login every byte is due by loginBy, counted from the accept:
+	// a client that keeps sending ApiVersions without ever logging in is
+	// closed all the same. With authentication off the first request is
+	// due by then too, so a silent new connection is not held for
+	// IdleTimeout.
+	loginBy := time.Now().Add(s.cfg.AuthTimeout)
 	frames := make(chan []byte, readAhead)
 	go func() {
 		defer close(frames)
 		defer cancel() // the client is gone (or closed its side): stop waiting for it
 		r := bufio.NewReaderSize(c, 64<<10)
-		for {
-			// An idle connection may wait IdleTimeout for its next
-			// request, an unauthenticated one only AuthTimeout; once a
-			// size prefix has arrived the frame must follow within
-			// FrameTimeout. So trickled or abandoned frames (slowloris)
+		for first := true; ; first = false {
+			// A logged-in connection may wait IdleTimeout for its next
+			// request, and once a size prefix has arrived the frame must
+			// follow within FrameTimeout; before login, everything is due
+			// by loginBy. So trickled or abandoned frames (slowloris)
 			// end, and a client cannot hold memory without sending bytes.
+			cc.deadlineMu.Lock()
 			authed := cc.authenticated.Load()
-			wait, limit := s.cfg.IdleTimeout, s.cfg.MaxFrameBytes
+			deadline, limit := time.Now().Add(s.cfg.IdleTimeout), s.cfg.MaxFrameBytes
 			if !authed {
-				wait, limit = s.cfg.AuthTimeout, min(limit, maxUnauthenticatedFrame)
+				limit = min(limit, maxUnauthenticatedFrame)
 			}
-			_ = c.SetReadDeadline(time.Now().Add(wait))
-			frame, err := readFrame(r, limit, func() { _ = c.SetReadDeadline(time.Now().Add(s.cfg.FrameTimeout)) })
+			bounded := !authed || first
+			if bounded {
+				deadline = loginBy
+			}
+			_ = c.SetReadDeadline(deadline)
+			cc.deadlineMu.Unlock()
+			frame, err := readFrame(r, limit, func() {
+				if !bounded {
+					_ = c.SetReadDeadline(time.Now().Add(s.cfg.FrameTimeout))
+				}
+			})
 			if err != nil {
 				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isTimeout(err) {
 					s.log.Debug("kafka: closing connection", "remote", cc.remote, "err", err)
@@ -137,6 +156,7 @@ func (s *Server) serveConn(c net.Conn) {
 				s.log.Debug("kafka: SASL (handshake v0) failed; closing connection", "remote", cc.remote, "err", err)
 				return
 			}
+			s.loggedIn(c, cc)
 			replies <- reply{raw: []byte{0, 0, 0, 0}}
 			continue
 		}
@@ -154,7 +174,11 @@ func (s *Server) serveConn(c net.Conn) {
 			continue
 		}
 		producing.Wait()
+		wasAuthed := cc.authenticated.Load()
 		resp, err := s.dispatch(ctx, cc, r)
+		if !wasAuthed && cc.authenticated.Load() {
+			s.loggedIn(c, cc)
+		}
 		if err != nil {
 			s.log.Debug("kafka: request refused; closing connection", "remote", cc.remote,
 				"key", r.key, "version", r.version, "err", err)
@@ -199,6 +223,16 @@ func (s *Server) writeReplies(c net.Conn, replies <-chan reply, producing *sync.
 			producing.Done()
 		}
 	}
+}
+
+// loggedIn lifts the login deadline off a connection that just
+// authenticated: the frame reader may already wait for the next request
+// under it. The reader sets its deadline under the same lock after
+// loading authenticated, so it cannot put the login deadline back.
+func (s *Server) loggedIn(c net.Conn, cc *connState) {
+	cc.deadlineMu.Lock()
+	_ = c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+	cc.deadlineMu.Unlock()
 }
 
 func isTimeout(err error) bool {

@@ -15,24 +15,25 @@ import (
 // retry, which is what they must do when a partition moved or a node is
 // briefly unable to write.
 var kindCodes = map[stream.Kind]*kerr.Error{
-	stream.KindRedirect:         kerr.NotLeaderForPartition,
-	stream.KindProtocolMismatch: kerr.NotLeaderForPartition, // Kafka is served by every node alike
-	stream.KindNotFound:         kerr.UnknownTopicOrPartition,
-	stream.KindGone:             kerr.UnknownTopicOrPartition,
-	stream.KindOffsetTrimmed:    kerr.OffsetOutOfRange,
-	stream.KindOffsetOutOfRange: kerr.OffsetOutOfRange,
-	stream.KindProducerFenced:   kerr.InvalidProducerEpoch,
-	stream.KindProducerSeqGap:   kerr.OutOfOrderSequenceNumber,
-	stream.KindProducerEpochSeq: kerr.OutOfOrderSequenceNumber,
-	stream.KindStreamClosed:     kerr.InvalidRecord,
-	stream.KindTopicConflict:    kerr.TopicAlreadyExists,
-	stream.KindConflict:         kerr.TopicAlreadyExists,
-	stream.KindInvalidTopic:     kerr.InvalidTopicException,
-	stream.KindInvalidName:      kerr.InvalidTopicException,
-	stream.KindReservedName:     kerr.InvalidTopicException,
-	stream.KindInvalidArgument:  kerr.InvalidRequest,
-	stream.KindUnavailable:      kerr.NotLeaderForPartition,
-	stream.KindCanceled:         kerr.RequestTimedOut,
+	stream.KindRedirect:          kerr.NotLeaderForPartition,
+	stream.KindProtocolMismatch:  kerr.NotLeaderForPartition, // Kafka is served by every node alike
+	stream.KindNotFound:          kerr.UnknownTopicOrPartition,
+	stream.KindGone:              kerr.UnknownTopicOrPartition,
+	stream.KindOffsetTrimmed:     kerr.OffsetOutOfRange,
+	stream.KindOffsetOutOfRange:  kerr.OffsetOutOfRange,
+	stream.KindProducerFenced:    kerr.InvalidProducerEpoch,
+	stream.KindProducerSeqGap:    kerr.OutOfOrderSequenceNumber,
+	stream.KindProducerEpochSeq:  kerr.OutOfOrderSequenceNumber,
+	stream.KindStreamClosed:      kerr.InvalidRecord,
+	stream.KindTopicConflict:     kerr.TopicAlreadyExists,
+	stream.KindConflict:          kerr.TopicAlreadyExists,
+	stream.KindInvalidTopic:      kerr.InvalidTopicException,
+	stream.KindInvalidName:       kerr.InvalidTopicException,
+	stream.KindReservedName:      kerr.InvalidTopicException,
+	stream.KindInvalidArgument:   kerr.InvalidRequest,
+	stream.KindNotEnoughReplicas: kerr.NotEnoughReplicas,
+	stream.KindUnavailable:       kerr.NotLeaderForPartition,
+	stream.KindCanceled:          kerr.RequestTimedOut,
 }
 
 // batchCodes refine KindInvalidArgument for a bad record batch (one of

@@ -507,3 +507,58 @@ func TestTopicMaxMessageBytes(t *testing.T) {
 		t.Fatalf("describe configs: %v %+v", err, resp)
 	}
 }
+
+// TestCreateTopicsRefusesUnhonouredConfigs: a config PicoMQ would not apply
+// (compaction, a broker-side compression, an unknown key) fails the create
+// with INVALID_CONFIG and creates nothing; PicoMQ's own fixed values and the
+// kept configs are accepted.
+func TestCreateTopicsRefusesUnhonouredConfigs(t *testing.T) {
+	ts := startServer(t, Config{})
+	cl := ts.client()
+	ctx := context.Background()
+	str := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		name, key string
+		value     *string
+		code      int16
+	}{
+		{"compact", "cleanup.policy", str("compact"), kerr.InvalidConfig.Code},
+		{"compact-delete", "cleanup.policy", str("compact,delete"), kerr.InvalidConfig.Code},
+		{"gzip", "compression.type", str("gzip"), kerr.InvalidConfig.Code},
+		{"unknown", "segment.bytes", str("1048576"), kerr.InvalidConfig.Code},
+		{"made-up", "no.such.config", str("x"), kerr.InvalidConfig.Code},
+		{"unclean", "unclean.leader.election.enable", str("true"), kerr.InvalidConfig.Code},
+		{"bad-retention", "retention.ms", str("soon"), kerr.InvalidConfig.Code},
+		{"delete", "cleanup.policy", str("delete"), 0},
+		{"producer", "compression.type", str("producer"), 0},
+		{"flush", "flush.messages", str("1"), 0},
+		{"retention", "retention.ms", str("60000"), 0},
+		{"null", "cleanup.policy", nil, 0},
+	} {
+		for _, validate := range []bool{true, false} {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			req.ValidateOnly = validate
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "cfg-"+tc.name, 1, 1
+			rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: tc.key, Value: tc.value}}
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if got := resp.Topics[0].ErrorCode; got != tc.code {
+				t.Errorf("%s (validate only %v): error code %d, want %d (%v)", tc.name, validate, got, tc.code, resp.Topics[0].ErrorMessage)
+			}
+		}
+		md := kmsg.NewPtrMetadataRequest()
+		md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("cfg-" + tc.name)}}
+		resp, err := md.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exists := resp.Topics[0].ErrorCode == 0
+		if exists != (tc.code == 0) {
+			t.Errorf("%s: topic exists = %v after a create answered %d", tc.name, exists, tc.code)
+		}
+	}
+}

@@ -13,7 +13,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,7 +23,9 @@ import (
 
 	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/internal/defaults"
+	"github.com/PicoMQ/picomq/internal/netx"
 	"github.com/PicoMQ/picomq/kafka/group"
+	"github.com/PicoMQ/picomq/kafka/txn"
 	"github.com/PicoMQ/picomq/node/stream"
 )
 
@@ -41,8 +42,12 @@ type Streams interface {
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error) // group offsets
 	Members(ctx context.Context) ([]stream.Member, error)
 	ServingNode(info stream.Info, members []stream.Member) string
+	// ReplicaNodes: where a partition's copies are (Metadata replicas, ISR).
+	ReplicaNodes(ctx context.Context, info stream.Info) (replicas, inSync []string, err error)
 	LookupTopic(ctx context.Context, topic string) (stream.Info, error)
 	Describe(ctx context.Context, name string) (stream.Info, error)
+	KafkaProducers(ctx context.Context, name string) ([]stream.KafkaProducer, error) // DescribeProducers
+	StaleTransactions(olderThan time.Duration) []stream.StaleTxn                     // abortStale
 	NodeID() string
 	HandOver(ctx context.Context, name, nodeID string) (stream.Info, error) // spread new partitions
 }
@@ -74,10 +79,11 @@ type Config struct {
 	// MaxWait caps a fetch's MaxWaitMs (default 30 s).
 	MaxWait time.Duration
 	// IdleTimeout closes a connection that sends no request for this long
-	// (default 10 min, Kafka's connections.max.idle.ms); AuthTimeout is
-	// the same for a connection that has not authenticated yet (default
-	// 10 s); FrameTimeout bounds reading one request once its size prefix
-	// arrived (default 60 s).
+	// (default 10 min, Kafka's connections.max.idle.ms); AuthTimeout
+	// bounds everything before SASL login, counted from the accept: a
+	// connection not logged in by then is closed whatever it sent; with
+	// Auth nil it bounds the first request (default 10 s); FrameTimeout bounds reading one request once its
+	// size prefix arrived, after login (default 60 s).
 	IdleTimeout, AuthTimeout, FrameTimeout time.Duration
 	Logger                                 *slog.Logger
 }
@@ -100,6 +106,9 @@ type Server struct {
 	cfg    Config
 	svc    Streams
 	groups *group.Coordinator
+	txns   *txn.Coordinator
+	peers  peerClients // WriteTxnMarkers to other nodes
+	jobs   sync.WaitGroup
 	log    *slog.Logger
 	topics *topicCache
 
@@ -119,7 +128,18 @@ func New(svc Streams, cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, topics: newTopicCache(), ctx: ctx, cancel: cancel,
 		conns: map[net.Conn]struct{}{}}
-	s.groups = group.New(svc, s, cfg.Logger)
+	s.txns = txn.New(txn.Config{Streams: svc, Locator: s, Markers: s, Logger: cfg.Logger, NewProducerID: newProducerID})
+	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate})
+	s.jobs.Add(1)
+	go func() {
+		defer s.jobs.Done()
+		_ = s.txns.Run(ctx) // takes over transactions of state streams this node comes to serve
+	}()
+	s.jobs.Add(1)
+	go func() {
+		defer s.jobs.Done()
+		s.abortStale(ctx)
+	}()
 	return s
 }
 
@@ -132,6 +152,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
+	var backoff netx.Backoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -141,12 +162,20 @@ func (s *Server) Serve(ln net.Listener) error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
+			if netx.Temporary(err) {
+				// Out of file descriptors, say: retry as net/http does;
+				// the connections in the backlog are accepted later.
+				if !backoff.Failing() {
+					s.log.Error("kafka: accept failing; retrying with back-off", "err", err)
+				}
+				time.Sleep(backoff.Next())
 				continue
 			}
 			return fmt.Errorf("kafka: accept: %w", err)
+		}
+		if backoff.Failing() {
+			s.log.Info("kafka: accepting again")
+			backoff.Reset()
 		}
 		s.mu.Lock()
 		if s.closed {
@@ -197,6 +226,9 @@ func (s *Server) Close(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.groups.Close()
+	s.txns.Close()
+	s.jobs.Wait()
+	s.peers.close()
 	return err
 }
 

@@ -21,7 +21,10 @@ type Member struct {
 	KafkaAddr    string `json:"kafkaAddr,omitempty"`
 	// Protocol is the node's HTTP stream protocol (pico or
 	// durable-streams); empty in records of nodes that predate it.
-	Protocol  string    `json:"protocol,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+	// Zone is the node's failure-domain label (--zone); replicated
+	// streams put their copies in other zones first.
+	Zone      string    `json:"zone,omitempty"`
 	StartedAt time.Time `json:"startedAt"`
 }
 

@@ -51,6 +51,8 @@ const (
 	fForkRefs       = 19
 	fSoftDeleted    = 20
 	fDeleting       = 21
+	fReplicas       = 22
+	fMinInSync      = 23
 )
 
 // Field numbers of a fork (StreamFork), nested in fFork.
@@ -154,6 +156,8 @@ func encodeStream(s Stream) []byte {
 	b = appendInt(b, fForkRefs, s.ForkRefs)
 	b = appendBool(b, fSoftDeleted, s.SoftDeleted)
 	b = appendBool(b, fDeleting, s.Deleting)
+	b = appendInt(b, fReplicas, s.Replicas)
+	b = appendInt(b, fMinInSync, s.MinInSync)
 	return b
 }
 
@@ -262,6 +266,10 @@ func decodeStreamValue(name string, value []byte) (Stream, error) {
 			s.SoftDeleted = v != 0
 		case fDeleting:
 			s.Deleting = v != 0
+		case fReplicas:
+			s.Replicas = int64(v)
+		case fMinInSync:
+			s.MinInSync = int64(v)
 		}
 		return nil
 	})

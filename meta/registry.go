@@ -78,6 +78,13 @@ type Stream struct {
 	// StartOffset is the trim point: offsets below it are gone (trimmed
 	// explicitly or by retention).
 	StartOffset int64 `json:"startOffset,omitempty"`
+	// Replicas (R, owner included) and MinInSync (M) configure a
+	// `replicated` stream: its owner acknowledges an append once M copies
+	// are fsynced. Which nodes hold the copies, and which of them are in
+	// sync, changes with the membership and is kept beside (ReplicaSet,
+	// replicas.go), so this record stays stable.
+	Replicas  int64 `json:"replicas,omitempty"`
+	MinInSync int64 `json:"minInSync,omitempty"`
 
 	// Lifecycle (node/stream/lifecycle.go). TTLSeconds is a sliding
 	// time-to-live reset by reads and appends; ExpiresAt an absolute expiry.
@@ -329,7 +336,7 @@ func (r *Registry) DeleteStream(ctx context.Context, name string, id uint64) err
 		}
 		// Conditioned on the exact revision read, so an update racing with
 		// the delete is re-checked rather than lost silently.
-		ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(r.reserveKey(cur.ID))}
+		ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(r.reserveKey(cur.ID)), clientv3.OpDelete(r.replicaKey(cur.ID))}
 		if cur.KafkaTopic != "" {
 			ops = append(ops, clientv3.OpDelete(r.topicKey(cur.KafkaTopic)))
 		}

@@ -41,7 +41,9 @@ func TestRenewOnceHedgesASlowRenewal(t *testing.T) {
 		}
 		return &clientv3.LeaseKeepAliveResponse{TTL: 2}, nil
 	}}
-	const timeout = 400 * time.Millisecond
+	// Long enough that scheduler delay on a loaded machine (hundreds of
+	// milliseconds at load 30) cannot carry the hedged answer past it.
+	const timeout = 4 * time.Second
 	start := time.Now()
 	sent, resp, err := hedgeSession(f).renewOnce(context.Background(), timeout)
 	took := time.Since(start)

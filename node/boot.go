@@ -62,7 +62,10 @@ func (n *Node) startBootServer() {
 		Handler:           http.HandlerFunc(b.serve),
 		TLSConfig:         n.tlsCfg,
 		ReadHeaderTimeout: n.cfg.ReadHeaderTimeout,
-		IdleTimeout:       5 * time.Second,
+		// It reads no bodies: one left unread is drained under this
+		// bound (node/edge.go, the body stage), never held open.
+		ReadTimeout: n.cfg.ReadHeaderTimeout + n.cfg.connBounds().body,
+		IdleTimeout: 5 * time.Second,
 	}
 	ln := pausingListener{n.ln}
 	go func() {

@@ -10,7 +10,7 @@ import (
 // enough bytes are released, and gives up after maxWait or when its
 // context ends.
 func TestAppendBudgetWaitsForRelease(t *testing.T) {
-	b := newAppendBudget(10, 10, 0)
+	b := newAppendBudget(10, 10)
 	if !b.acquire(context.Background(), 6) {
 		t.Fatal("6 of 10 bytes: refused")
 	}

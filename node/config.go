@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -27,8 +28,11 @@ type Config struct {
 	DataDir      string
 	HTTPAddr     string
 	AdvertiseURL string
-	Protocol     string
-	KafkaAddr    string
+	// advertiseDefault: AdvertiseURL was not set, so the node derives it
+	// from the bound listener (advertise.go).
+	advertiseDefault bool
+	Protocol         string
+	KafkaAddr        string
 	// KafkaAdvertiseAddr is what Metadata tells Kafka clients to connect
 	// to (default: the bound Kafka address).
 	KafkaAdvertiseAddr string
@@ -41,13 +45,21 @@ type Config struct {
 	SealMaxBytes         int64
 	SealMaxAge           time.Duration
 	Durability           string
-	LeaseTTL             time.Duration
+	// Replicated durability: this node's zone label, the default R and M
+	// of a replicated stream, and how long an in-sync follower may lag
+	// before the owner removes it from the in-sync set.
+	Zone              string
+	Replicas          int
+	MinInSync         int
+	ReplicaLagTimeout time.Duration
+	LeaseTTL          time.Duration
 	// Periods of the passes that reclaim storage (docs/configuration.md).
 	GCInterval         time.Duration
 	CompactionInterval time.Duration
 	RetentionInterval  time.Duration
 	WALMaxBytes        int64
 	CacheBytes         int64
+	ReadAheadBytes     int64
 	LongPollTimeout    time.Duration
 	SSETimeout         time.Duration
 	MaxAppendBytes     int64
@@ -191,13 +203,18 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "object store URL: file:///path or s3://bucket?endpoint=…&region=… (default file://<data-dir>/objects)")
 	fs.Int64Var(&cfg.SealMaxBytes, "seal-max-bytes", 8<<20, "flush pending stream data to object storage once this many bytes are pending")
 	fs.DurationVar(&cfg.SealMaxAge, "seal-max-age", time.Second, "flush pending stream data at least this often (bounds the local-durability loss window)")
-	fs.StringVar(&cfg.Durability, "durability", "local", "default ack level: local (after WAL fsync) or object (after upload + commit)")
+	fs.StringVar(&cfg.Durability, "durability", "local", "default ack level: local (after WAL fsync), replicated (after the fsyncs of --min-insync copies on as many nodes) or object (after upload + commit)")
+	fs.StringVar(&cfg.Zone, "zone", "", "failure-domain label of this node (e.g. an availability zone); copies of replicated streams go to other zones first")
+	fs.IntVar(&cfg.Replicas, "replicas", 3, "copies of a replicated stream, the owner's included (Kafka's replication.factor), unless the stream sets its own")
+	fs.IntVar(&cfg.MinInSync, "min-insync", 2, "copies a replicated append needs before it is acknowledged (Kafka's min.insync.replicas), unless the stream sets its own")
+	fs.DurationVar(&cfg.ReplicaLagTimeout, "replica-lag-timeout", time.Second, "an in-sync follower that has not confirmed an append this long is removed from the in-sync set")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "etcd membership lease; a node silent this long is considered dead")
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", defaultGCInterval, "how often unreferenced objects (of deleted streams, below a trim point, replaced by compaction) are deleted from object storage")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", defaultCompactionInterval, "how often small flush objects are merged into larger ones")
 	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", defaultRetentionInterval, "how often streams' retention (age and size) advances their start offsets")
 	fs.Int64Var(&cfg.WALMaxBytes, "wal-max-bytes", 4<<30, "un-uploaded bytes allowed in the WAL while object storage is down; above it appends get 503")
 	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", 256<<20, "size of the object read cache in bytes")
+	fs.Int64Var(&cfg.ReadAheadBytes, "read-ahead-bytes", 64<<20, "node-wide budget of object bytes fetched ahead of readers (GETs in flight plus bytes fetched and not yet read)")
 	fs.DurationVar(&cfg.LongPollTimeout, "long-poll-timeout", defaultLongPollTimeout, "cap of a long-poll read")
 	fs.DurationVar(&cfg.SSETimeout, "sse-timeout", defaultSSETimeout, "cap of one SSE connection")
 	fs.Int64Var(&cfg.MaxAppendBytes, "max-append-bytes", defaultMaxAppendBytes, "largest accepted append body in bytes")
@@ -293,14 +310,23 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	return cfg, nil
 }
 
+// yamlScalar is the flag text of a YAML value. A YAML number is written
+// as a number a flag parses: 1e6 or 8.0e6 (floats to YAML) become
+// 1000000 and 8000000, so integer flags take them; fractions keep their
+// digits without an exponent (1.5, 0.001).
 func yamlScalar(v any) string {
 	switch x := v.(type) {
 	case []any:
 		parts := make([]string, len(x))
 		for i, p := range x {
-			parts[i] = fmt.Sprint(p)
+			parts[i] = yamlScalar(p)
 		}
 		return strings.Join(parts, ",")
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+			return strconv.FormatInt(int64(x), 10)
+		}
+		return strconv.FormatFloat(x, 'f', -1, 64)
 	default:
 		return fmt.Sprint(x)
 	}
@@ -350,12 +376,15 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--etcd-endpoints: %q is not host:port or a URL", e)
 		}
 	}
-	if c.AdvertiseURL == "" {
+	if c.AdvertiseURL == "" || c.advertiseDefault {
+		// The bound address replaces it once the listener is bound
+		// (Node.takeSettings): an unspecified host or port 0 is no
+		// address to advertise.
 		scheme := "http://"
 		if c.TLSCert != "" {
 			scheme = "https://"
 		}
-		c.AdvertiseURL = scheme + c.HTTPAddr
+		c.AdvertiseURL, c.advertiseDefault = scheme+c.HTTPAddr, true
 	} else if u, err := url.Parse(c.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--advertise-url %q: want an absolute http(s) URL", c.AdvertiseURL)
 	}
@@ -376,8 +405,14 @@ func (c *Config) Validate() error {
 	if c.SealMaxAge < 10*time.Millisecond || c.SealMaxAge > time.Hour {
 		return fmt.Errorf("--seal-max-age %s: want between 10ms and 1h", c.SealMaxAge)
 	}
-	if c.Durability != "local" && c.Durability != "object" {
-		return fmt.Errorf("--durability %q: want local or object", c.Durability)
+	if c.Durability != "local" && c.Durability != "object" && c.Durability != "replicated" {
+		return fmt.Errorf("--durability %q: want local, replicated or object", c.Durability)
+	}
+	if c.Replicas < 1 || c.Replicas > 16 || c.MinInSync < 1 || c.MinInSync > c.Replicas {
+		return fmt.Errorf("--replicas %d --min-insync %d: want 1 <= min-insync <= replicas <= 16", c.Replicas, c.MinInSync)
+	}
+	if c.ReplicaLagTimeout < 10*time.Millisecond || c.ReplicaLagTimeout > time.Minute {
+		return fmt.Errorf("--replica-lag-timeout %s: want between 10ms and 1m", c.ReplicaLagTimeout)
 	}
 	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > time.Minute {
 		return fmt.Errorf("--lease-ttl %s: want between 2s and 1m", c.LeaseTTL)
@@ -399,6 +434,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CacheBytes < 0 {
 		return fmt.Errorf("--cache-bytes %d: must not be negative", c.CacheBytes)
+	}
+	if c.ReadAheadBytes < 0 {
+		return fmt.Errorf("--read-ahead-bytes %d: must not be negative", c.ReadAheadBytes)
 	}
 	if c.LongPollTimeout <= 0 || c.LongPollTimeout > maxLongPollTimeoutLimit {
 		return fmt.Errorf("--long-poll-timeout %s: want > 0 and <= %s", c.LongPollTimeout, maxLongPollTimeoutLimit)

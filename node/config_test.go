@@ -155,3 +155,19 @@ func TestConfigJobIntervals(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigYAMLNumbers: numbers in the config file reach integer flags
+// as numbers, whichever way YAML spells them (1e6 is a float to YAML, and
+// was handed to the flag as "1e+06").
+func TestConfigYAMLNumbers(t *testing.T) {
+	cfg, err := parseWith(t, "seal-max-bytes: 1e6\ncache_bytes: 2.5e8\nwal-max-bytes: 0x100000\nkafka-max-message-bytes: 1048576\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SealMaxBytes != 1_000_000 || cfg.CacheBytes != 250_000_000 || cfg.WALMaxBytes != 1<<20 || cfg.KafkaMaxMessageBytes != 1<<20 {
+		t.Errorf("seal %d, cache %d, wal %d, kafka %d", cfg.SealMaxBytes, cfg.CacheBytes, cfg.WALMaxBytes, cfg.KafkaMaxMessageBytes)
+	}
+	if _, err := parseWith(t, "seal-max-bytes: 1.5\n"); err == nil || !strings.Contains(err.Error(), `"1.5"`) {
+		t.Errorf("a fraction for an integer flag: %v, want an error naming 1.5", err)
+	}
+}

@@ -45,18 +45,23 @@ func FuzzConfigFile(f *testing.F) {
 }
 
 // FuzzClassify: whatever the method and path, only the probes and CORS
-// preflights are public, and a request on a stream needs a scope on that
-// very stream name.
+// preflights are public, a request on a stream needs a scope on that very
+// stream name, and a reserved path no route names needs admin on "/".
 func FuzzClassify(f *testing.F) {
-	for _, s := range []string{"/healthz", "/readyz", "/metrics", "/_streams", "/_streams/a/b", "/a/b", "/v1/stream/a", "/_sys/drain", "/%2e%2e/x", "//x"} {
+	for _, s := range []string{"/healthz", "/readyz", "/metrics", "/_streams", "/_streams/a/b", "/a/b", "/v1/stream/a", "/_sys/drain", "/_sys/new", "/_x", "/_sys/replica/append", "/%2e%2e/x", "//x"} {
 		f.Add("GET", s, "prefix=/a/")
 		f.Add("PATCH", s, "")
 	}
 	f.Fuzz(func(t *testing.T, method, path, query string) {
 		for _, proto := range []string{ProtocolPico, ProtocolDurableStreams} {
 			r := &http.Request{Method: method, URL: &url.URL{Path: path, RawQuery: query}}
-			a := classify(proto, r)
-			if a.public && path != "/healthz" && path != "/readyz" && method != http.MethodOptions {
+			table := newRouteTable(proto, nodeHandlers{}, nil)
+			a := table.classify(r)
+			rt, known := table.lookup(path)
+			if strings.HasPrefix(path, "/_") && !known && (a.public || a.level != auth.Admin || a.name != "/") {
+				t.Fatalf("%s %s (%s): unknown reserved route needs %+v, want admin on /", method, path, proto, a)
+			}
+			if a.public && path != "/healthz" && path != "/readyz" && method != http.MethodOptions && !(known && rt.direct) {
 				t.Fatalf("%s %s %q (%s) is public", method, path, query, proto)
 			}
 			if a.level != 0 && a.name == "" {

@@ -23,7 +23,8 @@ func (n *Node) listenKafka() (string, error) {
 	}
 	// Connection limit on the raw sockets, TLS on top: a flood of
 	// handshakes costs no more than --max-connections sockets.
-	ln = newLimitListener(ln, n.cfg.MaxConnections, n.connRefused.WithLabelValues("kafka"))
+	n.kafkaLimit = newLimitListener(ln, n.cfg.MaxConnections, n.connRefused.WithLabelValues("kafka"), n.acceptErrors.WithLabelValues("kafka"))
+	ln = n.kafkaLimit
 	if n.tlsCfg != nil {
 		tc := n.tlsCfg.Clone()
 		tc.NextProtos = nil // no ALPN: Kafka clients do not send any
@@ -33,7 +34,12 @@ func (n *Node) listenKafka() (string, error) {
 	if n.cfg.KafkaAdvertiseAddr != "" {
 		return n.cfg.KafkaAdvertiseAddr, nil
 	}
-	return ln.Addr().String(), nil
+	hostPort, derived := advertisedHostPort(n.cfg.KafkaAddr, ln.Addr())
+	if derived {
+		n.log.Warn("--kafka-addr binds an unspecified address; advertising an address of this host instead (set --kafka-advertise-addr to choose)",
+			"kafka_addr", n.cfg.KafkaAddr, "advertised", hostPort)
+	}
+	return hostPort, nil
 }
 
 // serveKafka starts the Kafka frontend on the bound listener.
@@ -63,7 +69,14 @@ func (n *Node) serveKafka(ctx context.Context) error {
 	n.registerKafkaMetrics(n.kafka)
 	n.kafkaServed = make(chan error, 1)
 	ln := n.kafkaLn
-	go func() { n.kafkaServed <- n.kafka.Serve(ln) }()
+	go func() {
+		err := n.kafka.Serve(ln)
+		if err != nil {
+			n.log.Error("kafka listener stopped", "err", err)
+			n.kafkaStopped.Store(&err)
+		}
+		n.kafkaServed <- err
+	}()
 	n.onClose("kafka server", func(ctx context.Context) error { n.closeKafka(ctx); return nil })
 	n.log.Info("kafka listener serving", "kafka", ln.Addr().String(), "advertised", n.members.member.KafkaAddr,
 		"auto_create_topics", n.cfg.KafkaAutoCreate)

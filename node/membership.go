@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/sdk/retry"
 )
 
 // membership keeps the node's etcd session alive and replaces it when it is
@@ -92,8 +93,10 @@ func (m *membership) run(ctx context.Context) error {
 		m.lost.Store(true)
 		m.losses.Add(1)
 		m.onLost(meta.ErrLeaseLost)
-		backoff := 200 * time.Millisecond
+		// Rejoin attempts back off by the repository's one rule (sdk/retry).
+		backoff := retry.Policy{Initial: 200 * time.Millisecond, Max: 2 * time.Second}.Backoff()
 		for ctx.Err() == nil {
+			wait := backoff.Next()
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			resumed, err := m.reg.Resume(rctx, sess)
 			cancel()
@@ -111,17 +114,14 @@ func (m *membership) run(ctx context.Context) error {
 					m.lost.Store(false)
 					break
 				} else {
-					m.log.Warn("rejoin failed; retrying", "err", err, "retry_in", backoff)
+					m.log.Warn("rejoin failed; retrying", "err", err, "retry_in", wait)
 				}
 			} else {
-				m.log.Warn("etcd unreachable; node stays fenced", "err", err, "retry_in", backoff)
+				m.log.Warn("etcd unreachable; node stays fenced", "err", err, "retry_in", wait)
 			}
-			select {
-			case <-ctx.Done():
+			if retry.Sleep(ctx, wait) != nil {
 				return nil
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
 }

@@ -34,13 +34,16 @@ func registerWALMetrics(reg prometheus.Registerer, w *wal.WAL) {
 func registerTierMetrics(reg prometheus.Registerer, t *tiering.Tier) {
 	registerCounter(reg, "picomq_corrupt_objects_total", "Distinct objects whose bytes failed their CRC on read (reads of them fail with 503).",
 		func() float64 { return float64(t.CorruptObjects()) })
-	_, counter := statMetrics(reg, t.CacheStats)
+	gauge, counter := statMetrics(reg, t.CacheStats)
 	counter("picomq_cache_hit_blocks_total", "Object blocks served from the cache.", func(s cache.Stats) float64 { return float64(s.Hits) })
 	counter("picomq_cache_miss_blocks_total", "Object blocks a reader had to fetch.", func(s cache.Stats) float64 { return float64(s.Misses) })
 	counter("picomq_cache_joined_blocks_total", "Object blocks a reader waited for while a fetch (often read-ahead) was in flight.", func(s cache.Stats) float64 { return float64(s.Joined) })
 	counter("picomq_cache_prefetch_blocks_total", "Object blocks fetched by read-ahead.", func(s cache.Stats) float64 { return float64(s.Prefetches) })
 	counter("picomq_cache_requests_total", "Ranged GETs sent to object storage by the cache.", func(s cache.Stats) float64 { return float64(s.Requests) })
 	counter("picomq_cache_fetched_bytes_total", "Bytes received from object storage by the cache.", func(s cache.Stats) float64 { return float64(s.FetchedBytes) })
+	gauge("picomq_cache_read_ahead_bytes", "Read-ahead budget in use: object bytes in flight or fetched ahead of readers and not yet read (at most --read-ahead-bytes).", func(s cache.Stats) float64 { return float64(s.ReadAheadBytes) })
+	counter("picomq_cache_read_ahead_skipped_blocks_total", "Blocks of read-ahead not sent because the node-wide --read-ahead-bytes budget was spent.", func(s cache.Stats) float64 { return float64(s.ReadAheadSkipped) })
+	counter("picomq_cache_fetch_waits_total", "Demand GETs that waited for room under the node-wide budget of demand bytes in flight.", func(s cache.Stats) float64 { return float64(s.FetchWaits) })
 }
 
 // statMetrics returns functions that register a gauge or a counter whose

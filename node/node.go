@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 	"github.com/PicoMQ/picomq/kafka"
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/embedded"
+	"github.com/PicoMQ/picomq/node/replication"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/tiering"
@@ -55,18 +57,25 @@ type Node struct {
 	reg     *meta.Registry
 	wal     *wal.WAL
 	svc     *stream.Service
-	ln      net.Listener
-	server  *http.Server
-	lane    *h1lane.Server // nil when --http-fast-path is off or under TLS
-	lock    *dataDirLock
-	served  chan error
+	repl    *replication.Transport
+	// freshWAL: the WAL held no segment at start (stream.Config.FreshLog).
+	freshWAL bool
+	ln       net.Listener
+	server   *http.Server
+	lane     *h1lane.Server // nil when --http-fast-path is off or under TLS
+	lock     *dataDirLock
+	served   chan error
 
 	tokens    *auth.Store   // nil when authentication is off
 	certs     *certReloader // nil without --tls-cert
 	etcdCerts *certReloader // etcd client certificate; nil without --etcd-cert
 	tlsCfg    *tls.Config   // the listeners' TLS (Kafka uses it too); nil without --tls-cert
 
-	connRefused *prometheus.CounterVec // connections closed at accept, by listener
+	connRefused  *prometheus.CounterVec // connections closed at accept, by listener
+	acceptErrors *prometheus.CounterVec // failed accepts, by listener
+	// The listeners' accept state for /readyz (nil when not listening).
+	httpLimit, kafkaLimit *limitListener
+	kafkaStopped          atomic.Pointer[error] // the Kafka accept loop returned with this error
 
 	members *membership
 	tier    *tiering.Tier
@@ -135,6 +144,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "picomq_connections_refused_total",
 			Help: "Connections closed at accept because --max-connections were open on the listener.",
+		}, []string{"listener"}),
+		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "picomq_accept_errors_total",
+			Help: "Failed accepts by listener (e.g. out of file descriptors); the accept loop retries with a back-off.",
 		}, []string{"listener"})}
 	if err := n.start(ctx); err != nil {
 		_ = n.unwind(ctx)
@@ -210,6 +223,18 @@ func (n *Node) takeSettings(ctx context.Context) (err error) {
 	}
 	ln := n.ln
 	n.onClose("http listener", func(context.Context) error { _ = ln.Close(); return nil })
+	if cfg.advertiseDefault {
+		hostPort, derived := advertisedHostPort(cfg.HTTPAddr, ln.Addr())
+		scheme := "http://"
+		if cfg.TLSCert != "" {
+			scheme = "https://"
+		}
+		n.cfg.AdvertiseURL = scheme + hostPort
+		if derived {
+			n.log.Warn("--http-addr binds an unspecified address; advertising an address of this host instead (set --advertise-url to choose)",
+				"http_addr", cfg.HTTPAddr, "advertise_url", n.cfg.AdvertiseURL)
+		}
+	}
 	if n.pprof, err = listenPprof(cfg.PprofAddr); err != nil {
 		return settingErr("--pprof-addr", err)
 	}
@@ -303,6 +328,7 @@ func (n *Node) openWAL(context.Context) error {
 		return fmt.Errorf("write-ahead log: %w", err)
 	}
 	n.wal = w
+	n.freshWAL = report.Segments == 0 // a new data dir, or a lost disk
 	n.onClose("WAL", func(context.Context) error { return w.Close() })
 	n.log.Info("write-ahead log opened", "segments", report.Segments, "entries", report.Entries,
 		"torn_segment", report.TornSegment, "torn_bytes", report.TornBytes)
@@ -314,7 +340,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	cfg := n.cfg
 	n.members = &membership{
 		reg: n.reg, cli: n.etcd, ttl: cfg.LeaseTTL, log: n.log,
-		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, StartedAt: time.Now().UTC()},
+		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, Zone: cfg.Zone, StartedAt: time.Now().UTC()},
 		leaseLog: filepath.Join(cfg.DataDir, "node-lease"),
 	}
 	if err := n.untilAvailable(ctx, "cluster membership", func(error) bool { return true }, n.members.join); err != nil {
@@ -334,14 +360,29 @@ func (n *Node) joinCluster(ctx context.Context) error {
 // the process, WAL and cache metrics.
 func (n *Node) openService(ctx context.Context) (err error) {
 	cfg := n.cfg
+	// Replication between nodes authenticates with the cluster's shared
+	// secret, kept in etcd (node/replication).
+	secret, err := n.reg.ClusterSecret(ctx)
+	if err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	n.repl = replication.New(secret)
 	n.svc, err = stream.Open(ctx, stream.Config{
 		NodeID:            cfg.NodeID,
 		Protocol:          cfg.Protocol,
 		Logger:            n.log,
 		DefaultDurability: cfg.Durability,
+		FreshLog:          n.freshWAL,
 		Registerer:        n.metrics,
 		Cluster:           n.reg,
-		Jobs:              stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, Retention: cfg.RetentionInterval},
+		Replication: stream.ReplicationConfig{
+			Transport:  n.repl,
+			Zone:       cfg.Zone,
+			Replicas:   cfg.Replicas,
+			MinInSync:  cfg.MinInSync,
+			LagTimeout: cfg.ReplicaLagTimeout,
+		},
+		Jobs: stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, Retention: cfg.RetentionInterval},
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
 			Manifests:    n.reg,
@@ -354,6 +395,14 @@ func (n *Node) openService(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("stream service: %w", err)
 	}
+	n.repl.SetService(n.svc)
+	n.metrics.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "picomq_replication_sent_bytes_total",
+			Help: "Bytes of replication request bodies this node sent to followers (and pulls at takeovers)."},
+			func() float64 { return float64(n.repl.SentBytes.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "picomq_replication_received_bytes_total",
+			Help: "Bytes of answers to this node's replication requests."},
+			func() float64 { return float64(n.repl.ReceivedBytes.Load()) }))
 	n.onClose("stream service", func(context.Context) error { n.svc.Close(); return nil })
 	n.members.onLost = n.svc.Fence
 	n.members.onResumed = n.svc.Unfence
@@ -397,21 +446,20 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	n.stopBootServer(sctx) // the listener is the real server's from here
 	cancel()
-	// The node's own paths are matched exactly; everything else goes to
-	// the protocol handler, which never rewrites ("cleans") a path: stream
-	// names are validated, not silently turned into another name.
-	router := rootRoutes{fixed: map[string]http.Handler{
-		"/metrics": httpx.Allow(promhttp.HandlerFor(n.metrics, promhttp.HandlerOpts{Registry: n.metrics}), http.MethodGet, http.MethodHead),
-		"/healthz": httpx.Allow(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	own := nodeHandlers{
+		metrics: httpx.Allow(promhttp.HandlerFor(n.metrics, promhttp.HandlerOpts{Registry: n.metrics}), http.MethodGet, http.MethodHead),
+		healthz: httpx.Allow(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			_, _ = w.Write([]byte("ok\n"))
 		}), http.MethodGet, http.MethodHead),
-		"/readyz":       httpx.Allow(http.HandlerFunc(n.readyz), http.MethodGet, http.MethodHead),
-		"/_sys/drain":   httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost),
-		"/_sys/cluster": httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead),
-	}}
+		readyz:  httpx.Allow(http.HandlerFunc(n.readyz), http.MethodGet, http.MethodHead),
+		drain:   httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost),
+		cluster: httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead),
+		replica: n.repl.Route(http.NotFoundHandler()), // serves every /_sys/replica/ path itself
+	}
+	var proto http.Handler
 	if cfg.Protocol == ProtocolDurableStreams {
-		router.proto = ds.New(n.svc, ds.Config{
+		proto = ds.New(n.svc, ds.Config{
 			BaseURL:         cfg.AdvertiseURL,
 			MaxAppendBytes:  cfg.MaxAppendBytes,
 			LongPollTimeout: cfg.LongPollTimeout,
@@ -419,14 +467,22 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 			Logger:          log,
 		})
 	} else {
-		router.proto = pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, LongPollTimeout: cfg.LongPollTimeout,
+		proto = pico.New(n.svc, pico.Config{MaxAppendBytes: cfg.MaxAppendBytes, LongPollTimeout: cfg.LongPollTimeout,
 			MaxRecordBytes: cfg.MaxRecordBytes, MaxBatchRecords: cfg.MaxBatchRecords,
 			SSETimeout: cfg.SSETimeout, Logger: log})
 	}
-	var inner http.Handler = newAppendBudget(cfg.MaxInflightAppendBytes, cfg.MaxAppendBytes, cfg.BodyTimeout).wrap(router)
+	// One table of reserved routes for routing and authorisation.
+	router := newRouteTable(cfg.Protocol, own, proto)
+	var inner http.Handler = newAppendBudget(cfg.MaxInflightAppendBytes, cfg.MaxAppendBytes).wrap(router)
 	if n.tokens != nil {
-		inner = newGuard(n.tokens, cfg.Protocol, n.metrics).wrap(inner)
+		inner = newGuard(n.tokens, router, n.metrics).wrap(inner)
 	}
+	// Replication requests bypass the append budget and the client
+	// tokens: they carry the cluster secret (node/replication); the
+	// route table says so (direct routes).
+	inner = router.Direct(inner)
+	bounds := cfg.connBounds()
+	inner = bounds.bodyDeadline(inner)    // before the guard: a 401 does not wait for a body either
 	servedByValue := []string{cfg.NodeID} // shared, read-only: no allocation per response
 	servedBy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Which node answered: history reads may be served by any node.
@@ -435,18 +491,16 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 	})
 	handler := httpx.Instrument(servedBy, routeLabel, httpx.NewMetrics(n.metrics), log)
 
-	n.metrics.MustRegister(n.connRefused)
-	n.ln = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"))
+	n.metrics.MustRegister(n.connRefused, n.acceptErrors)
+	n.httpLimit = newLimitListener(n.ln, cfg.MaxConnections, n.connRefused.WithLabelValues("http"), n.acceptErrors.WithLabelValues("http"))
+	n.ln = n.httpLimit
 	// net/http serves what it accepts from serverLn: with the fast path,
 	// only the connections the lane hands off (docs/configuration.md).
 	serverLn := n.ln
 	if cfg.HTTPFastPath && n.tlsCfg == nil {
 		n.lane = h1lane.New(h1lane.Config{Handler: handler, MaxHeaderBytes: cfg.MaxHeaderBytes,
-			ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout, Logger: log})
+			ReadHeaderTimeout: bounds.readHeader, IdleTimeout: bounds.idle, BodyTimeout: bounds.body, Logger: log})
 		serverLn = n.lane.HandOff()
-	}
-	if n.tlsCfg == nil {
-		serverLn = httpx.JSONErrorListener(serverLn) // net/http's own 400/431 answers as JSON errors
 	}
 	h2c := cfg.H2C.On(isLoopbackAddr(cfg.HTTPAddr))
 	protocols := new(http.Protocols)
@@ -458,8 +512,8 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 		Protocols:         protocols,
 		TLSConfig:         n.tlsCfg,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
+		ReadHeaderTimeout: bounds.readHeader,
+		IdleTimeout:       bounds.idle,
 		HTTP2: &http.HTTP2Config{
 			MaxReceiveBufferPerStream:     1 << 20,
 			MaxReceiveBufferPerConnection: 4 << 20,
@@ -509,22 +563,6 @@ func (n *Node) closeHTTP(ctx context.Context) error {
 	return errors.Join(err, <-laneDone)
 }
 
-// rootRoutes serves the node's own paths (exact matches) and hands every
-// other request to the protocol handler: one map lookup per request, no
-// router, no request copy.
-type rootRoutes struct {
-	fixed map[string]http.Handler
-	proto http.Handler
-}
-
-func (rt rootRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h, ok := rt.fixed[r.URL.Path]; ok {
-		h.ServeHTTP(w, r)
-		return
-	}
-	rt.proto.ServeHTTP(w, r)
-}
-
 // routeLabel keeps metric cardinality bounded: stream names never become
 // label values.
 func routeLabel(r *http.Request) string {
@@ -538,7 +576,32 @@ func routeLabel(r *http.Request) string {
 	return "stream"
 }
 
+// listenersReady reports the listeners that cannot take connections now:
+// their accept keeps failing (out of file descriptors) or their loop
+// stopped.
+func (n *Node) listenersReady() error {
+	var errs []error
+	if n.httpLimit != nil {
+		if err := n.httpLimit.acceptErr(); err != nil {
+			errs = append(errs, fmt.Errorf("http listener cannot accept connections: %w", err))
+		}
+	}
+	if n.kafkaLimit != nil {
+		if err := n.kafkaLimit.acceptErr(); err != nil {
+			errs = append(errs, fmt.Errorf("kafka listener cannot accept connections: %w", err))
+		}
+	}
+	if err := n.kafkaStopped.Load(); err != nil {
+		errs = append(errs, fmt.Errorf("kafka listener stopped: %w", *err))
+	}
+	return errors.Join(errs...)
+}
+
 func (n *Node) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := n.listenersReady(); err != nil {
+		httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeServiceUnavailable, err.Error())
+		return
+	}
 	if err := n.svc.Ready(); err != nil {
 		httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeServiceUnavailable, err.Error())
 		return

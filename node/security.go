@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -19,76 +20,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/PicoMQ/picomq/api/ds"
 	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
-
-// access is what a request needs: a level on a stream name (or name
-// prefix), authentication only (level 0), or nothing at all (public).
-type access struct {
-	public  bool
-	metrics bool // GET /metrics: the one request a scrape-only token may make
-	level   auth.Level
-	name    string
-}
-
-// classify maps a request onto the access it needs. The rules are the
-// table in docs/security.md; the stream name is derived exactly as the
-// protocol handlers derive it, so the checked name is the served one.
-func classify(protocol string, r *http.Request) access {
-	p := r.URL.Path
-	if !strings.HasPrefix(p, "/") {
-		return access{} // not a stream (e.g. "*"): any valid token; the router answers
-	}
-	switch p {
-	case "/healthz", "/readyz":
-		return access{public: true}
-	case "/metrics":
-		return access{metrics: true}
-	case "/_sys/drain":
-		return access{level: auth.Admin, name: "/"}
-	}
-	if r.Method == http.MethodOptions {
-		// CORS preflight carries no credentials by design and reveals
-		// nothing; the request that follows is checked.
-		return access{public: true}
-	}
-	name := p
-	if protocol == ProtocolDurableStreams {
-		rest, ok := strings.CutPrefix(p, ds.Prefix)
-		if !ok || !strings.HasPrefix(rest, "/") {
-			return access{} // any valid token; the handler answers 404
-		}
-		name = rest
-	} else if strings.HasPrefix(p, "/_") {
-		switch {
-		case p == wire.PathStreams:
-			prefix := r.URL.Query().Get(wire.QueryPrefix)
-			if prefix == "" {
-				prefix = "/"
-			}
-			return access{level: auth.Read, name: prefix}
-		case strings.HasPrefix(p, wire.PathStreams+"/"):
-			name = strings.TrimPrefix(p, wire.PathStreams)
-			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				return access{level: auth.Read, name: name}
-			}
-			return access{level: auth.Admin, name: name}
-		}
-		return access{} // /metrics, /_sys/cluster, unknown /_ routes
-	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		return access{level: auth.Read, name: name}
-	case http.MethodPost, http.MethodPut:
-		return access{level: auth.Write, name: name}
-	case http.MethodDelete:
-		return access{level: auth.Admin, name: name}
-	}
-	return access{}
-}
 
 // bearer extracts the token of an "Authorization: Bearer" header.
 func bearer(r *http.Request) string {
@@ -102,13 +37,13 @@ func bearer(r *http.Request) string {
 // guard authenticates and authorises every request when a token file is
 // configured, and applies the token's rate limit.
 type guard struct {
-	checker  auth.Checker
-	protocol string
-	denied   *prometheus.CounterVec
+	checker auth.Checker
+	routes  *routeTable
+	denied  *prometheus.CounterVec
 }
 
-func newGuard(checker auth.Checker, protocol string, reg prometheus.Registerer) *guard {
-	g := &guard{checker: checker, protocol: protocol, denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+func newGuard(checker auth.Checker, routes *routeTable, reg prometheus.Registerer) *guard {
+	g := &guard{checker: checker, routes: routes, denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "picomq_auth_denied_total",
 		Help: "HTTP requests refused by authentication (401), authorisation (403) or a token rate limit (429).",
 	}, []string{"code"})}
@@ -118,7 +53,7 @@ func newGuard(checker auth.Checker, protocol string, reg prometheus.Registerer) 
 
 func (g *guard) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		need := classify(g.protocol, r)
+		need := g.routes.classify(r)
 		if need.public {
 			next.ServeHTTP(w, r)
 			return
@@ -126,6 +61,7 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 		p, err := g.checker.Authenticate(bearer(r))
 		if err != nil {
 			g.denied.WithLabelValues("401").Inc()
+			drainH2Body(r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="picomq"`)
 			msg := "a bearer token is required (Authorization: Bearer …)"
 			if errors.Is(err, auth.ErrInvalidToken) {
@@ -136,18 +72,21 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 		}
 		if !need.metrics && p.ScrapeOnly() {
 			g.denied.WithLabelValues("403").Inc()
+			drainH2Body(r)
 			httpx.WriteError(w, http.StatusForbidden, wire.CodeForbidden,
 				fmt.Sprintf("token %q is scrape-only (scope %q): it may only GET /metrics", p.Name, auth.ScopeMetrics))
 			return
 		}
 		if need.level != 0 && !p.Allows(need.level, need.name) {
 			g.denied.WithLabelValues("403").Inc()
+			drainH2Body(r)
 			httpx.WriteError(w, http.StatusForbidden, wire.CodeForbidden,
 				fmt.Sprintf("token %q has no %s scope covering %q", p.Name, need.level, need.name))
 			return
 		}
 		if ok, wait := p.Take(time.Now()); !ok {
 			g.denied.WithLabelValues("429").Inc()
+			drainH2Body(r)
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			httpx.WriteError(w, http.StatusTooManyRequests, wire.CodeRateLimited,
 				fmt.Sprintf("token %q is over its request rate; retry after %s", p.Name, wait.Round(time.Millisecond)))
@@ -157,8 +96,24 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 	})
 }
 
+// maxRefusedBodyDrain is how much of a refused HTTP/2 request's body is
+// read before the answer: net/http's own figure for HTTP/1.1.
+const maxRefusedBodyDrain = 256 << 10
+
+// drainH2Body reads (under the body deadline, connBounds.bodyDeadline) up
+// to maxRefusedBodyDrain of the body of an HTTP/2 request that is refused
+// before it is read. Without it the answer is followed at once by
+// RST_STREAM(NO_ERROR) while the client is still sending, which RFC 9113
+// allows but which some clients (curl) report as a stream error instead
+// of the 401; HTTP/1.1 bodies net/http and the lane drain themselves.
+func drainH2Body(r *http.Request) {
+	if r.ProtoMajor == 2 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxRefusedBodyDrain))
+	}
+}
+
 // appendBudget bounds the memory held by request bodies being received
-// and gives slow senders a deadline. A body's weight is its
+// (their deadline is the body stage's, connBounds.bodyDeadline). A body's weight is its
 // Content-Length, or the largest allowed body when it is chunked, so the
 // sum of weights bounds what the handlers can have read into memory.
 // When the budget is spent a request waits (back-pressure: its body stays
@@ -166,7 +121,6 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 // Retry-After instead of an unbounded queue.
 type appendBudget struct {
 	total, maxBody int64
-	bodyTimeout    time.Duration
 	maxWait        time.Duration
 
 	mu   sync.Mutex
@@ -176,8 +130,8 @@ type appendBudget struct {
 	freed chan struct{}
 }
 
-func newAppendBudget(total, maxBody int64, bodyTimeout time.Duration) *appendBudget {
-	return &appendBudget{total: total, maxBody: maxBody, bodyTimeout: bodyTimeout, maxWait: 5 * time.Second}
+func newAppendBudget(total, maxBody int64) *appendBudget {
+	return &appendBudget{total: total, maxBody: maxBody, maxWait: 5 * time.Second}
 }
 
 // take reserves n bytes if they fit; otherwise it returns the channel
@@ -232,11 +186,6 @@ func (b *appendBudget) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if b.bodyTimeout > 0 {
-			// Stops a client that trickles its body; reads (long-polls,
-			// SSE) are not affected, their caps are their own.
-			setReadDeadline(w, time.Now().Add(b.bodyTimeout))
-		}
 		n := b.maxBody
 		if r.ContentLength >= 0 && r.ContentLength < n {
 			n = r.ContentLength
@@ -274,22 +223,54 @@ func setReadDeadline(w http.ResponseWriter, t time.Time) {
 
 // limitListener closes connections beyond max at once, so a flood of idle
 // connections costs one accept each and cannot grow memory past the
-// limit; connections already open keep being served.
+// limit; connections already open keep being served. It also remembers
+// when Accept last failed (out of file descriptors, say) for /readyz; the
+// accept loops above it retry (internal/netx).
 type limitListener struct {
 	net.Listener
 	slots   chan struct{}
 	refused prometheus.Counter
+	errs    prometheus.Counter
+
+	failedAt  atomic.Int64 // unix nanoseconds of the last failed Accept; 0 after a success
+	failedErr atomic.Pointer[string]
 }
 
-func newLimitListener(ln net.Listener, max int, refused prometheus.Counter) net.Listener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, max), refused: refused}
+func newLimitListener(ln net.Listener, max int, refused, errs prometheus.Counter) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, max), refused: refused, errs: errs}
+}
+
+// acceptFailingWindow is how recent a failed Accept must be for the
+// listener to count as down: the accept loops retry at least every second
+// (internal/netx.Backoff), so a listener that keeps failing stays in it.
+const acceptFailingWindow = 2 * time.Second
+
+// acceptErr is the last Accept error if the listener is failing now.
+func (l *limitListener) acceptErr() error {
+	at := l.failedAt.Load()
+	if at == 0 || time.Since(time.Unix(0, at)) > acceptFailingWindow {
+		return nil
+	}
+	if msg := l.failedErr.Load(); msg != nil {
+		return errors.New(*msg)
+	}
+	return errors.New("accept failing")
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				l.errs.Inc()
+				msg := err.Error()
+				l.failedErr.Store(&msg)
+				l.failedAt.Store(time.Now().UnixNano())
+			}
 			return nil, err
+		}
+		if l.failedAt.Load() != 0 {
+			l.failedAt.Store(0)
 		}
 		select {
 		case l.slots <- struct{}{}:

@@ -47,6 +47,9 @@ type BatchOptions struct {
 	// CreateTime keeps each record's own Timestamp (a CreateTime batch,
 	// as a Kafka producer writes it) instead of stamping Timestamp on all.
 	CreateTime bool
+	// Transactional marks the batch as part of a Kafka transaction of
+	// ProducerID (what a transactional producer writes).
+	Transactional bool
 }
 
 // AppendBatch encodes recs as one uncompressed RecordBatch v2 with a correct
@@ -90,6 +93,9 @@ func AppendBatch(dst []byte, opts BatchOptions, recs []Record) []byte {
 		panic(fmt.Sprintf("record: batch of %d bytes exceeds the RecordBatch limit of %d", size, math.MaxInt32+lengthOverhead))
 	}
 
+	if opts.Transactional {
+		attrs |= attrTransactional
+	}
 	start := len(dst)
 	dst = slices.Grow(dst, size)[:start+HeaderSize]
 	h := dst[start:]

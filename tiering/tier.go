@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/tiering/cache"
 	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/tiering/objstore"
@@ -55,7 +56,30 @@ type Tier struct {
 	mu      sync.Mutex
 	readers map[string]*segment.Reader // opened footers, for deep reads
 	order   []string                   // FIFO eviction of readers
+	marks   map[markKey]resumeMark     // where streams' last reads stopped
 }
+
+// markKey names one stream's range in one object.
+type markKey struct {
+	key    string
+	stream uint64
+}
+
+// resumeMark is where the last read of a stream's range in an object
+// stopped, as batch boundaries: the last batch it returned and the one
+// after it. A consumer's next page starts at one of them (the next batch,
+// or inside the last one when the page ended mid-batch), so it resumes
+// there without the object's footer (one GET less per object, a whole
+// round trip against remote S3) and without re-scanning from an index
+// entry.
+type resumeMark struct {
+	lastPos, lastBase int64
+	endPos, end       int64
+}
+
+// maxResumeMarks bounds the marks kept; past it they are all forgotten
+// (the next read of each stream falls back to the footer index once).
+const maxResumeMarks = 8192
 
 // smallRange is the range size up to which a read fetches from the start of
 // a stream's range (one GET, no footer) rather than via the object's index.
@@ -67,7 +91,11 @@ const maxOpenReaders = 1024
 type TierOptions struct {
 	// CacheBytes bounds the block cache (at least 1 MiB is used).
 	CacheBytes int64
-	Log        *slog.Logger
+	// ReadAheadBytes is the node-wide read-ahead budget (0: the cache's
+	// default, 64 MiB); demand GETs in flight are bounded by the same
+	// amount. See cache.Options.
+	ReadAheadBytes int64
+	Log            *slog.Logger
 }
 
 // NewTier builds the tier over store, which it owns from now on (Close
@@ -77,7 +105,7 @@ func NewTier(store objstore.Store, opts TierOptions) (*Tier, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c, err := cache.New(store, cache.Options{MaxBytes: max(opts.CacheBytes, 1<<20)})
+	c, err := cache.New(store, cache.Options{MaxBytes: max(opts.CacheBytes, 1<<20), ReadAheadBytes: opts.ReadAheadBytes})
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("read cache: %w", err)
@@ -90,7 +118,7 @@ func NewTier(store objstore.Store, opts TierOptions) (*Tier, error) {
 			log.Warn("object upload failed; retrying", "key", key, "attempt", attempt, "err", err, "wait", wait)
 		},
 	})
-	return &Tier{store: store, cache: c, src: c, up: up, log: log, readers: map[string]*segment.Reader{}}, nil
+	return &Tier{store: store, cache: c, src: c, up: up, log: log, readers: map[string]*segment.Reader{}, marks: map[markKey]resumeMark{}}, nil
 }
 
 // Upload writes one object at key holding streams' batches (streams
@@ -120,6 +148,7 @@ func (t *Tier) ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxB
 		t.cache.Forget(ref.Key)
 		t.mu.Lock()
 		delete(t.readers, ref.Key)
+		delete(t.marks, markKey{ref.Key, ref.StreamID})
 		t.mu.Unlock()
 		// Readers get a 503 naming the object; the operator must hear of it
 		// once per object, not once per read.
@@ -132,11 +161,20 @@ func (t *Tier) ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxB
 }
 
 func (t *Tier) readBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error) {
+	if pos, base, ok := t.resumeAt(ref, from); ok {
+		b, err := segment.ReadStreamAt(ctx, t.src, ref.Key, ref.Extent, pos, base, from, maxBytes)
+		if err != nil {
+			return nil, missing(err)
+		}
+		t.remember(ref, b)
+		return b.Data, nil
+	}
 	if ref.Length <= smallRange || from <= ref.First {
 		b, err := segment.ReadStream(ctx, t.src, ref.Key, ref.Extent, from, maxBytes)
 		if err != nil {
 			return nil, missing(err)
 		}
+		t.remember(ref, b)
 		return b.Data, nil
 	}
 	r, err := t.reader(ctx, ref.Key, ref.ObjectSize)
@@ -147,7 +185,51 @@ func (t *Tier) readBatches(ctx context.Context, ref *ObjectRef, from int64, maxB
 	if err != nil {
 		return nil, err
 	}
+	t.remember(ref, b)
 	return b.Data, nil
+}
+
+// resumeAt returns a batch boundary of ref's range to read offset from,
+// if an earlier read of the range stopped right there.
+func (t *Tier) resumeAt(ref *ObjectRef, from int64) (pos, base int64, ok bool) {
+	t.mu.Lock()
+	m, found := t.marks[markKey{ref.Key, ref.StreamID}]
+	t.mu.Unlock()
+	switch {
+	case !found:
+		return 0, 0, false
+	case from == m.end && m.end < ref.Next:
+		return m.endPos, m.end, true
+	case from >= m.lastBase && from < m.end:
+		return m.lastPos, m.lastBase, true
+	}
+	return 0, 0, false
+}
+
+// remember notes where a read of ref's range stopped (b: what it returned,
+// whole verified batches from b.Pos).
+func (t *Tier) remember(ref *ObjectRef, b segment.Batches) {
+	if len(b.Data) == 0 {
+		return
+	}
+	// The last batch of b: walk the headers (sizes only; the batches were
+	// verified when read).
+	last, lastBase := 0, b.FirstOffset
+	for p := 0; p < len(b.Data); {
+		h, err := record.ParseHeader(b.Data[p:])
+		if err != nil || p+h.Size() > len(b.Data) {
+			return
+		}
+		last, lastBase = p, h.BaseOffset
+		p += h.Size()
+	}
+	m := resumeMark{lastPos: b.Pos + int64(last), lastBase: lastBase, endPos: b.Pos + int64(len(b.Data)), end: b.NextOffset}
+	t.mu.Lock()
+	if len(t.marks) >= maxResumeMarks {
+		clear(t.marks)
+	}
+	t.marks[markKey{ref.Key, ref.StreamID}] = m
+	t.mu.Unlock()
 }
 
 // Prefetch starts fetching ref's range into the cache (read-ahead); it

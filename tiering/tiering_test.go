@@ -204,7 +204,6 @@ func TestUploadRetriesWithBackoff(t *testing.T) {
 		InitialBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
 		OnRetry: func(string, int, error, time.Duration) { retries++ },
 	})
-	u.opts.jitter = func() float64 { return 0.999 }
 	waits := recordSleeps(u)
 	up, err := u.Upload(t.Context(), L1Key(1, 0), manyStreams(3))
 	if err != nil {
@@ -213,12 +212,12 @@ func TestUploadRetriesWithBackoff(t *testing.T) {
 	if up.Attempts != 5 || retries != 4 {
 		t.Errorf("attempts %d, retries %d; want 5, 4", up.Attempts, retries)
 	}
-	// Nominal 100, 200, 300 (capped), 300 ms; drawn from [d/2, d).
+	// Nominal 100, 200, 300 (capped), 300 ms; drawn from [d/2, d].
 	want := []time.Duration{100, 200, 300, 300}
 	for i, w := range *waits {
 		nominal := want[i] * time.Millisecond
-		if w < nominal/2 || w >= nominal {
-			t.Errorf("wait %d = %v, want in [%v, %v)", i, w, nominal/2, nominal)
+		if w < nominal/2 || w > nominal {
+			t.Errorf("wait %d = %v, want in [%v, %v]", i, w, nominal/2, nominal)
 		}
 	}
 	if _, err := store.Stat(t.Context(), up.Key); err != nil {
@@ -231,7 +230,7 @@ func TestUploadJitterSpreads(t *testing.T) {
 	seen := map[time.Duration]bool{}
 	for range 50 {
 		d := u.backoff(1)
-		if d < 500*time.Millisecond || d >= time.Second {
+		if d < 500*time.Millisecond || d > time.Second {
 			t.Fatalf("backoff(1) = %v", d)
 		}
 		seen[d] = true

@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/defaults"
+	"github.com/PicoMQ/picomq/sdk/retry"
 	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/tiering/objstore"
 	"github.com/PicoMQ/picomq/tiering/segment"
@@ -89,8 +89,8 @@ type UploaderOptions struct {
 	Segment segment.WriterOptions
 	// InitialBackoff is the first retry's nominal wait (default 100ms); each
 	// retry doubles it up to MaxBackoff (default 10s). The actual wait is
-	// drawn uniformly from [nominal/2, nominal), so nodes that failed
-	// together do not retry in lockstep.
+	// drawn uniformly from [nominal/2, nominal], so nodes that failed
+	// together do not retry in lockstep (the rule of package sdk/retry).
 	InitialBackoff, MaxBackoff time.Duration
 	// MaxAttempts bounds the attempts (default 0: until ctx ends, which is
 	// what a flush loop wants: the WAL keeps the data meanwhile, and the
@@ -99,9 +99,8 @@ type UploaderOptions struct {
 	// OnRetry, if set, is called before each wait (logging, metrics).
 	OnRetry func(key string, attempt int, err error, wait time.Duration)
 
-	// sleep and jitter are test seams: waiting and the random draw.
-	sleep  func(ctx context.Context, d time.Duration) error
-	jitter func() float64
+	// sleep is a test seam: waiting.
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Uploader commits segment objects to a store: conditional create, so an
@@ -132,10 +131,7 @@ func NewUploader(store objstore.Store, opts UploaderOptions) *Uploader {
 		opts.MaxBackoff = opts.InitialBackoff
 	}
 	if opts.sleep == nil {
-		opts.sleep = sleepCtx
-	}
-	if opts.jitter == nil {
-		opts.jitter = rand.Float64
+		opts.sleep = retry.Sleep
 	}
 	return &Uploader{store: store, opts: opts}
 }
@@ -225,23 +221,7 @@ func (u *Uploader) Upload(ctx context.Context, key string, streams []StreamBatch
 
 // backoff returns the wait before retry number attempt (1-based).
 func (u *Uploader) backoff(attempt int) time.Duration {
-	d := u.opts.InitialBackoff
-	for i := 1; i < attempt && d < u.opts.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, u.opts.MaxBackoff)
-	return d/2 + time.Duration(u.opts.jitter()*float64(d/2))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return retry.Policy{Initial: u.opts.InitialBackoff, Max: u.opts.MaxBackoff}.Delay(attempt)
 }
 
 // sameContent reports whether the object key holds exactly data.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
 // FuzzParseOffset: the offset parser never panics, accepts only the
@@ -56,7 +57,8 @@ func FuzzParseOffset(f *testing.F) {
 func FuzzFlattenJSON(f *testing.F) {
 	for _, s := range []string{`{"a":1}`, `[{"a":1},{"b":2}]`, `[[1,2],[3,4]]`, `[[[1,2,3]]]`, `[]`, ` [ ] `, `42`, `"s"`,
 		`null`, `{ invalid json }`, `[1,`, `[1,2]]`, "[\"a\\nb\", {\"x\" : [ 1 , 2 ]}]", "\ufeff[1]", `[1e999]`, `{"a":"\u0000"}`,
-		`["a,b", "c]d", "e\"f,", {"g":[1,{"h":"]"}]}, "\\", []]`, ` [ "x" ] `, `[[],{}]`, `"a,b"`, ` 7 `} {
+		`["a,b", "c]d", "e\"f,", {"g":[1,{"h":"]"}]}, "\\", []]`, ` [ "x" ] `, `[[],{}]`, `"a,b"`, ` 7 `,
+		"[\"\xff\"]", "{\"\xc3\":1}", "\"\xed\xa0\x80\""} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
@@ -74,7 +76,7 @@ func FuzzFlattenJSON(f *testing.F) {
 				t.Fatalf("%q: value %d is %q, reference %q", body, i, vals[i], refVals[i])
 			}
 		}
-		valid := json.Valid(body)
+		valid := wire.IsJSONText(body)
 		if err != nil {
 			if valid && err != errEmptyArray {
 				t.Fatalf("valid JSON %q rejected: %v", body, err)
@@ -85,7 +87,7 @@ func FuzzFlattenJSON(f *testing.F) {
 			t.Fatalf("invalid JSON %q accepted", body)
 		}
 		for _, v := range vals {
-			if !json.Valid(v) {
+			if !wire.IsJSONText(v) {
 				t.Fatalf("value %q of %q is not valid JSON", v, body)
 			}
 			var c bytes.Buffer
@@ -105,7 +107,7 @@ func FuzzFlattenJSON(f *testing.F) {
 		}
 		// The values joined back into an array are one valid JSON array.
 		recs := appendJSONArray(nil, toRecordsForTest(vals))
-		if !json.Valid(recs) {
+		if !wire.IsJSONText(recs) {
 			t.Fatalf("joined array %q is not valid", recs)
 		}
 	})
@@ -147,7 +149,7 @@ func FuzzSSEData(f *testing.F) {
 // flattenJSONReference is flattenJSON as first written: validate, decode
 // a top-level array into its raw elements, compact each one.
 func flattenJSONReference(body []byte, allowEmpty bool) ([][]byte, error) {
-	if !json.Valid(body) {
+	if !wire.IsJSONText(body) {
 		return nil, errInvalidJSON
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")

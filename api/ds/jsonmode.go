@@ -34,12 +34,17 @@ func isText(ct string) bool {
 // permits "[]" (a create with an empty initial array is an empty stream;
 // an append of one is an error).
 //
-// One pass of json.Compact validates the body (it refuses exactly what
-// json.Valid refuses) and compacts it; an array's elements are then the
+// The body must be a JSON text, UTF-8 included (wire.IsJSONText, the one
+// JSON predicate of the service: json.Compact alone lets invalid UTF-8
+// inside strings through); json.Compact then compacts it. An array's
+// elements are then the
 // top-level pieces of the compacted array between its commas, which are
 // each element compacted. The values share the compacted copy (each
 // capped, so an append to one cannot overwrite the next).
 func flattenJSON(body []byte, allowEmpty bool) ([][]byte, error) {
+	if !wire.IsJSONText(body) {
+		return nil, errInvalidJSON
+	}
 	var buf bytes.Buffer
 	buf.Grow(len(body))
 	if err := json.Compact(&buf, body); err != nil {
@@ -86,7 +91,9 @@ func flattenJSON(body []byte, allowEmpty bool) ([][]byte, error) {
 // appendJSONArray appends the values of recs as one JSON array. Records
 // written by other protocols into a JSON stream may hold anything: a null
 // value (a Kafka or Pico tombstone) is JSON null, and a value that is not
-// valid JSON is embedded as a JSON string so the response stays parseable.
+// a JSON text (wire.IsJSONText) is embedded as a JSON string so the
+// response stays parseable and valid UTF-8 (json.Marshal replaces invalid
+// bytes with U+FFFD).
 func appendJSONArray(dst []byte, recs []record.Record) []byte {
 	dst = append(dst, '[')
 	for i, r := range recs {
@@ -97,7 +104,7 @@ func appendJSONArray(dst []byte, recs []record.Record) []byte {
 			dst = append(dst, "null"...)
 			continue
 		}
-		if json.Valid(r.Value) {
+		if wire.IsJSONText(r.Value) {
 			dst = append(dst, bytes.TrimSpace(r.Value)...)
 			continue
 		}

@@ -29,6 +29,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/PicoMQ/picomq/internal/netx"
 )
 
 // Config is what the lane needs from the server it sits in front of.
@@ -37,10 +39,15 @@ type Config struct {
 	// MaxHeaderBytes bounds the heads the lane parses; a larger head is
 	// handed off (net/http then answers 431 when it is over its limit).
 	MaxHeaderBytes int
-	// ReadHeaderTimeout is the time a request head may take once its
-	// first byte arrived; IdleTimeout the wait for the next request.
-	ReadHeaderTimeout, IdleTimeout time.Duration
-	Logger                         *slog.Logger
+	// ReadHeaderTimeout bounds a new connection's first request head
+	// from the accept, and every later head from its first byte;
+	// IdleTimeout is the wait for a keep-alive connection's next request;
+	// BodyTimeout bounds a request body from the end of its head, read by
+	// the handler or drained after it (the node's stage table:
+	// docs/security.md, "Connection bounds"). The head deadline carries
+	// over to net/http when the connection is handed off mid-head.
+	ReadHeaderTimeout, IdleTimeout, BodyTimeout time.Duration
+	Logger                                      *slog.Logger
 }
 
 // bufSize is the size of each connection's read and write buffer; a head
@@ -94,23 +101,32 @@ func (s *Server) Serve(ln net.Listener) error {
 		_ = ln.Close()
 		return http.ErrServerClosed
 	}
-	var backoff time.Duration
+	var backoff netx.Backoff
 	for {
 		rwc, err := ln.Accept()
 		if err != nil {
 			if s.closing.Load() {
 				return http.ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
+			if netx.Temporary(err) {
+				// Out of file descriptors, say: the connections waiting in
+				// the backlog are accepted once some are closed.
+				if !backoff.Failing() {
+					s.cfg.Logger.Error("http: accept failing; retrying with back-off", "err", err)
+				}
+				time.Sleep(backoff.Next())
 				continue
 			}
 			return err
 		}
-		backoff = 0
-		c := &conn{s: s, rwc: rwc}
+		if backoff.Failing() {
+			s.cfg.Logger.Info("http: accepting again")
+			backoff.Reset()
+		}
+		c := &conn{s: s, rwc: rwc, fresh: true}
+		if s.cfg.ReadHeaderTimeout > 0 {
+			c.headBy = time.Now().Add(s.cfg.ReadHeaderTimeout)
+		}
 		c.state.Store(connIdle)
 		if !s.track(c) {
 			_ = rwc.Close()
@@ -254,9 +270,15 @@ type conn struct {
 	// (each a timer update in the runtime).
 	readDeadline      time.Time
 	readDeadlineArmed bool // the socket has readDeadline
-	h                 head
-	w                 response
-	body              body
+	// fresh: no request has been read yet, so the first byte and the
+	// head are due by headBy, counted from the accept (as net/http does),
+	// not after an idle wait. headBy is the deadline of the head being
+	// read; a hand-off passes it on.
+	fresh  bool
+	headBy time.Time
+	h      head
+	w      response
+	body   body
 }
 
 func (c *conn) serve() {
@@ -334,22 +356,28 @@ func (c *conn) next() (served, ok bool) {
 		if !c.setIdle() {
 			return false, false
 		}
-		var idle time.Time
-		if cfg.IdleTimeout > 0 {
-			idle = time.Now().Add(cfg.IdleTimeout)
+		wait := c.headBy // a new connection: its first byte is part of the head
+		if !c.fresh {
+			wait = time.Time{}
+			if cfg.IdleTimeout > 0 {
+				wait = time.Now().Add(cfg.IdleTimeout)
+			}
 		}
-		c.setReadDeadline(idle)
+		c.setReadDeadline(wait)
 		c.armReadDeadline()
 		_, err := c.br.Peek(1)
 		if !c.setBusy() || err != nil {
 			return false, false
 		}
 	}
-	if cfg.ReadHeaderTimeout > 0 {
-		c.setReadDeadline(time.Now().Add(cfg.ReadHeaderTimeout))
-	} else {
-		c.setReadDeadline(time.Time{})
+	if !c.fresh {
+		c.headBy = time.Time{}
+		if cfg.ReadHeaderTimeout > 0 {
+			c.headBy = time.Now().Add(cfg.ReadHeaderTimeout)
+		}
 	}
+	c.fresh = false
+	c.setReadDeadline(c.headBy)
 	b, err := c.peekHead()
 	if err != nil {
 		var ne net.Error
@@ -434,6 +462,11 @@ func (c *conn) serveRequest() bool {
 	c.body = body{c: c, n: h.contentLength}
 	if h.contentLength > 0 {
 		r.Body = &c.body
+		// The body is due within BodyTimeout of the head, whether the
+		// handler reads it or leaves it to be drained below.
+		if c.s.cfg.BodyTimeout > 0 {
+			c.setReadDeadline(time.Now().Add(c.s.cfg.BodyTimeout))
+		}
 	}
 	w := &c.w
 	w.reset(r)
@@ -446,8 +479,12 @@ func (c *conn) serveRequest() bool {
 	}
 	w.finish()
 	if !w.closeAfter && c.body.n > 0 {
-		c.setReadDeadline(time.Now().Add(max(c.s.cfg.ReadHeaderTimeout, time.Second)))
+		// Drain the rest under the body's deadline. The answer goes out
+		// first: a client that withholds its body still gets it.
 		if int64(c.br.Buffered()) < c.body.n {
+			if w.err != nil || c.bw.Flush() != nil {
+				return false
+			}
 			c.armReadDeadline()
 		}
 		if _, err := c.br.Discard(int(c.body.n)); err != nil {
@@ -488,13 +525,37 @@ func (c *conn) handOff() bool {
 	}
 	_ = c.rwc.SetDeadline(time.Time{})
 	c.readDeadlineArmed = true
-	return c.s.handoff.give(&replayConn{Conn: c.rwc, pending: pending})
+	return c.s.handoff.give(&replayConn{Conn: c.rwc, pending: pending, headBy: c.headBy})
 }
 
-// replayConn reads pending before the connection itself.
+// replayConn reads pending before the connection itself, and keeps the
+// head deadline the lane started: net/http sets a fresh header deadline
+// when it takes the connection, which would otherwise give a client that
+// trickled most of a head to the lane a second --read-header-timeout.
 type replayConn struct {
 	net.Conn
 	pending []byte
+	// headBy caps the read deadlines net/http sets until it has read the
+	// head (its first zero deadline, after the head); zero: no cap.
+	headBy time.Time
+}
+
+func (c *replayConn) SetReadDeadline(t time.Time) error {
+	if !c.headBy.IsZero() {
+		if t.IsZero() {
+			c.headBy = time.Time{}
+		} else if t.After(c.headBy) {
+			t = c.headBy
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *replayConn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetWriteDeadline(t)
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {

@@ -159,6 +159,9 @@ func writeInfo(w http.ResponseWriter, info stream.Info) {
 func parsePatch(body []byte) (stream.ConfigChange, error) {
 	var ch stream.ConfigChange
 	var fields map[string]json.RawMessage
+	if !wire.IsJSONText(body) {
+		return ch, errors.New("PATCH body: want a JSON object (a JSON text, UTF-8 included)")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&fields); err != nil {
 		return ch, fmt.Errorf("PATCH body: want a JSON object: %v", err)

@@ -136,13 +136,19 @@ type jsonInHeader struct {
 // other JSON value (object, array, number, boolean) is stored as its JSON
 // text, as is a string with valueEncoding "json". Keys and header values
 // are strings (utf8 or base64) or null. Unknown fields are errors, so a
-// typo never silently drops data.
+// typo never silently drops data. The body must be a JSON text, UTF-8
+// included (wire.IsJSONText): the decoder would otherwise turn invalid
+// bytes in a key or value string into U+FFFD, storing other bytes than
+// were sent.
 func parseJSONBatch(body []byte, lim batchLimits) ([]record.Record, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var in []jsonInRecord
 	if err := dec.Decode(&in); err != nil {
 		return nil, batchErrorf("JSON batch: %s", describeJSONError(err))
+	}
+	if !wire.IsJSONText(body) { // after Decode, whose errors say where the syntax fails
+		return nil, batchErrorf("JSON batch: invalid UTF-8 in a string")
 	}
 	if in == nil {
 		return nil, batchErrorf("JSON batch: want an array of records, got null")
@@ -296,25 +302,18 @@ func parseBinaryBatch(body []byte, lim batchLimits, scratch []codec.Record) ([]r
 func appendRecordsBinary(dst []byte, recs []record.Record) []byte {
 	dst = codec.AppendFrameHeader(dst, len(recs))
 	for i := range recs {
-		r := &recs[i]
-		var start int
-		dst, start = codec.BeginRecord(dst, r.Offset, r.Timestamp, r.Key, r.Value, len(r.Headers))
-		for j := range r.Headers {
-			dst = codec.AppendHeader(dst, r.Headers[j].Key, r.Headers[j].Value)
-		}
-		dst = codec.EndRecord(dst, start)
+		dst = appendRecordsBinaryOne(dst, &recs[i])
 	}
 	return dst
 }
 
-// appendRecordsRaw concatenates the values of records, nothing between them:
-// the stream's own bytes, for clients that frame records themselves (e.g.
-// newline-terminated text).
-func appendRecordsRaw(dst []byte, recs []record.Record) []byte {
-	for i := range recs {
-		dst = append(dst, recs[i].Value...)
+// appendRecordsBinaryOne appends one record of the binary frame.
+func appendRecordsBinaryOne(dst []byte, r *record.Record) []byte {
+	dst, start := codec.BeginRecord(dst, r.Offset, r.Timestamp, r.Key, r.Value, len(r.Headers))
+	for j := range r.Headers {
+		dst = codec.AppendHeader(dst, r.Headers[j].Key, r.Headers[j].Value)
 	}
-	return dst
+	return codec.EndRecord(dst, start)
 }
 
 // binarySize / rawSize size the output buffers exactly.

@@ -31,6 +31,7 @@ var errorTable = httpx.ErrorTable{
 	stream.KindInvalidArgument:     {Status: http.StatusBadRequest, Code: wire.CodeBadRequest},
 	stream.KindRedirect:            {Status: http.StatusTemporaryRedirect, Code: httpx.CodeRedirect},
 	stream.KindProtocolMismatch:    {Status: http.StatusMisdirectedRequest, Code: httpx.CodeProtocolMismatch},
+	stream.KindNotEnoughReplicas:   {Status: http.StatusServiceUnavailable, Code: wire.CodeNotEnoughReplicas},
 	stream.KindUnavailable:         {Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable},
 	// The client went away or its deadline passed: the outcome of a write
 	// is unknown, which 503 tells a retrying idempotent client.

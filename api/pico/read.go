@@ -13,7 +13,9 @@ import (
 
 	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
+	"github.com/PicoMQ/picomq/sdk/wire/codec"
 )
 
 // readParams are the parsed query parameters of a read.
@@ -239,12 +241,28 @@ func (h *Handler) writePage(w http.ResponseWriter, res stream.ReadResult, p read
 	buf := (*bp)[:0]
 	hd := w.Header()
 	switch format {
-	case formatBinary:
-		hd.Set("Content-Type", wire.MediaBatch)
-		buf = appendRecordsBinary(growTo(buf, binarySize(res.Records)), res.Records)
-	case formatRaw:
-		hd.Set("Content-Type", rawContentType(streamCT))
-		buf = appendRecordsRaw(growTo(buf, rawSize(res.Records)), res.Records)
+	case formatBinary, formatRaw:
+		// Sized exactly in advance, so written in pieces: a catch-up page
+		// of several MiB never exists twice (records, rendered copy), and
+		// a thousand concurrent readers hold a piece each, not a page.
+		size := binarySize(res.Records)
+		if format == formatRaw {
+			size = rawSize(res.Records)
+			hd.Set("Content-Type", rawContentType(streamCT))
+		} else {
+			hd.Set("Content-Type", wire.MediaBatch)
+		}
+		h.setReadHeaders(hd, res, p)
+		hd.Set("Cache-Control", "no-store")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Content-Length", strconv.Itoa(size))
+		w.WriteHeader(http.StatusOK)
+		buf = writeRecordsInPieces(w, buf, res.Records, format == formatRaw)
+		if cap(buf) <= maxPooledBody {
+			*bp = buf[:0]
+			readBufPool.Put(bp)
+		}
+		return
 	default:
 		hd.Set("Content-Type", wire.MediaJSON)
 		buf = appendRecordsJSON(growTo(buf, 256+estimateSize(res.Records)), res.Records, p.base64, wire.IsJSON(streamCT))
@@ -259,6 +277,37 @@ func (h *Handler) writePage(w http.ResponseWriter, res stream.ReadResult, p read
 		*bp = buf[:0]
 		readBufPool.Put(bp)
 	}
+}
+
+// writePiece is the size at which writeRecordsInPieces hands what it has
+// rendered to the connection.
+const writePiece = 64 << 10
+
+// writeRecordsInPieces renders recs in the binary frame (or raw, values
+// only) into buf, writing it out whenever it holds writePiece bytes; it
+// returns buf for reuse. A write error ends it: the client is gone, and
+// the handler has nothing more to tell it.
+func writeRecordsInPieces(w http.ResponseWriter, buf []byte, recs []record.Record, raw bool) []byte {
+	if !raw {
+		buf = codec.AppendFrameHeader(buf, len(recs))
+	}
+	for i := range recs {
+		if raw {
+			buf = append(buf, recs[i].Value...)
+		} else {
+			buf = appendRecordsBinaryOne(buf, &recs[i])
+		}
+		if len(buf) >= writePiece {
+			if _, err := w.Write(buf); err != nil {
+				return buf[:0]
+			}
+			buf = buf[:0]
+		}
+	}
+	if len(buf) > 0 {
+		_, _ = w.Write(buf)
+	}
+	return buf[:0]
 }
 
 // rawContentType labels a raw read of a stream of content type streamCT. The

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/PicoMQ/picomq/sdk/retry"
 )
 
 // Version is the SDK's version, sent in the User-Agent header.
@@ -72,7 +73,7 @@ type RetryPolicy struct {
 	MaxAttempts int
 	// InitialBackoff is the delay before the first retry; each further
 	// retry doubles it up to MaxBackoff. Delays are jittered (half to all
-	// of the nominal delay). A server's Retry-After is honoured up to
+	// of the nominal delay; the rule of package sdk/retry). A server's Retry-After is honoured up to
 	// MaxBackoff.
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
@@ -97,14 +98,11 @@ func (p RetryPolicy) normalized() RetryPolicy {
 	return p
 }
 
-// delay is the wait before retry number attempt (1 = the first retry).
+// delay is the wait before retry number attempt (1 = the first retry):
+// the repository's one backoff rule (sdk/retry), then at least the
+// server's Retry-After up to MaxBackoff.
 func (p RetryPolicy) delay(attempt int, retryAfter time.Duration) time.Duration {
-	d := p.InitialBackoff
-	for i := 1; i < attempt && d < p.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, p.MaxBackoff)
-	d = d/2 + rand.N(d/2+1)
+	d := retry.Policy{Initial: p.InitialBackoff, Max: p.MaxBackoff}.Delay(attempt)
 	if ra := min(retryAfter, p.MaxBackoff); ra > d {
 		d = ra
 	}
@@ -112,16 +110,7 @@ func (p RetryPolicy) delay(attempt int, retryAfter time.Duration) time.Duration 
 }
 
 // sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func sleepCtx(ctx context.Context, d time.Duration) error { return retry.Sleep(ctx, d) }
 
 // client implements Client for both protocols.
 type client struct {
@@ -589,8 +578,24 @@ func drain(resp *http.Response) {
 // maxPageBytes bounds a page body the SDK reads into memory.
 const maxPageBytes = 256 << 20
 
+// presizeBytes is the largest Content-Length readAll allocates up front:
+// a node's largest page (max_bytes is capped at 16 MiB) and its framing.
+const presizeBytes = 32 << 20
+
 func readAll(resp *http.Response) ([]byte, error) {
 	defer resp.Body.Close()
+	if n := resp.ContentLength; n >= 0 && n <= presizeBytes {
+		// A page of known size (every Pico read) is read into one buffer
+		// of that size: growing one from 512 bytes copied and cleared a
+		// catch-up page several times over. Larger announced sizes grow
+		// as the bytes arrive, so a header alone cannot make the client
+		// allocate much.
+		b := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxPageBytes+1))
 	if err != nil {
 		return nil, err

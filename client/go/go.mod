@@ -8,7 +8,10 @@ require (
 	golang.org/x/net v0.61.0
 )
 
-require golang.org/x/text v0.43.0 // indirect
+require (
+	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
 
 // The modules of this repository are versioned together; in the tree the
 // client builds against the wire vocabulary and test harness beside it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"time"
 )
 
 // RecordsOptions tune a Records iterator.
@@ -13,10 +14,22 @@ type RecordsOptions struct {
 	// the stream is closed, on an error, or when the context passed to
 	// Next is cancelled.
 	Live bool
-	// Limit and MaxBytes bound each page (Pico; 0 = server defaults).
+	// Limit and MaxBytes bound each page (Pico). When both are 0 a Pico
+	// iterator asks for pages by bytes, CatchUpPageBytes each (and as
+	// many records as the server allows), not the server's default of
+	// 1,000 records: catching up is then a few large pages.
 	Limit    int
 	MaxBytes int
 }
+
+// CatchUpPageBytes is the page size a Pico Records iterator asks for when
+// RecordsOptions sets no limit: 4 MiB, the largest read the node serves
+// from one object-store GET (docs/sdk-go.md).
+const CatchUpPageBytes = 4 << 20
+
+// catchUpLimit is the record limit sent with byte-sized pages: the most a
+// node serves in one read (it caps larger values), so bytes bound the page.
+const catchUpLimit = 10000
 
 // Records iterates over a stream's records, reading a page at a time:
 //
@@ -39,13 +52,76 @@ type Records struct {
 	cur    Record
 	done   bool
 	err    error
+	// ahead is the read of the page at pos already in flight (nil: none):
+	// while the caller works through one page of a catch-up, the next one
+	// is on its way, so the reader does not wait a round trip per page.
+	ahead *pageRead
+}
+
+// pageRead is one page read started ahead of need.
+type pageRead struct {
+	from   string
+	cursor string
+	done   chan struct{}
+	page   Page
+	err    error
 }
 
 func (s *stream) Records(from string, opts RecordsOptions) *Records {
 	if from == "" {
 		from = s.c.Beginning()
 	}
+	if !s.ds() && opts.Limit == 0 && opts.MaxBytes == 0 {
+		opts.Limit, opts.MaxBytes = catchUpLimit, CatchUpPageBytes
+	}
 	return &Records{s: s, opts: opts, pos: from}
+}
+
+// readOptions are the options of the iterator's next page read.
+func (it *Records) readOptions(cursor string) ReadOptions {
+	return ReadOptions{Limit: it.opts.Limit, MaxBytes: it.opts.MaxBytes, LongPoll: it.opts.Live, Cursor: cursor}
+}
+
+// readAhead starts reading the page at it.pos. Only pages of history are
+// read ahead: a page that would long-poll at the end of the stream is
+// asked for when it is needed. The read runs on ctx without its
+// cancellation (a caller may give each Next its own short context), bound
+// by its own deadline; an iterator dropped mid-stream leaves at most this
+// one read to finish.
+func (it *Records) readAhead(ctx context.Context) {
+	a := &pageRead{from: it.pos, cursor: it.cursor, done: make(chan struct{})}
+	it.ahead = a
+	opts := it.readOptions(a.cursor)
+	opts.LongPoll = false
+	go func() {
+		defer close(a.done)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readAheadTimeout)
+		defer cancel()
+		a.page, a.err = it.s.Read(rctx, a.from, opts)
+	}()
+}
+
+// readAheadTimeout bounds a page read started ahead of need.
+const readAheadTimeout = 2 * time.Minute
+
+// takeAhead returns the page read ahead at it.pos if it arrived whole;
+// ok=false (a failed, stale or empty read) means read the page now, so
+// errors and long-polls happen as without read-ahead.
+func (it *Records) takeAhead(ctx context.Context) (Page, bool, error) {
+	a := it.ahead
+	if a == nil {
+		return Page{}, false, nil
+	}
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return Page{}, false, ctx.Err() // the read stays in flight for the next Next
+	}
+	it.ahead = nil
+	if a.err != nil || a.from != it.pos || len(a.page.Records) == 0 {
+		return Page{}, false, nil
+	}
+	return a.page, true, nil
 }
 
 // Next advances to the next record, reading pages as needed, and reports
@@ -67,13 +143,17 @@ func (it *Records) Next(ctx context.Context) bool {
 		if it.done {
 			return false
 		}
-		page, err := it.s.Read(ctx, it.pos, ReadOptions{
-			Limit: it.opts.Limit, MaxBytes: it.opts.MaxBytes,
-			LongPoll: it.opts.Live, Cursor: it.cursor,
-		})
+		page, ok, err := it.takeAhead(ctx)
 		if err != nil {
 			it.err = err
 			return false
+		}
+		if !ok {
+			page, err = it.s.Read(ctx, it.pos, it.readOptions(it.cursor))
+			if err != nil {
+				it.err = err
+				return false
+			}
 		}
 		it.page, it.i = page.Records, 0
 		if page.Next != "" {
@@ -84,6 +164,9 @@ func (it *Records) Next(ctx context.Context) bool {
 		}
 		if page.Closed || (page.UpToDate && !it.opts.Live) {
 			it.done = true
+		}
+		if !it.done && !page.UpToDate && len(page.Records) > 0 && !it.s.ds() {
+			it.readAhead(ctx)
 		}
 	}
 }

@@ -60,7 +60,7 @@ type config struct {
 func (c *config) want(group string) bool { return len(c.only) == 0 || slices.Contains(c.only, group) }
 
 // groups are the parts of the matrix -only selects from.
-var groups = []string{"wal", "http", "ds", "kafka", "consumers", "density", "object"}
+var groups = []string{"wal", "http", "ds", "kafka", "kafka-txn", "consumers", "density", "object", "replicated"}
 
 func run(args []string, stdout io.Writer) error {
 	var c config
@@ -259,9 +259,12 @@ func (m *matrix) runOnce(ctx context.Context, run int) error {
 		{"http", m.httpRows},
 		{"ds", m.dsRows},
 		{"kafka", m.kafkaRows},
+		{"kafka-txn", m.kafkaTxnRows},
 		{"consumers", m.consumerRows},
 		{"density", m.densityRows},
 		{"object", m.objectRows},
+		{"object", m.manyReadersRows},
+		{"replicated", m.replicatedRows},
 	}
 	for _, s := range steps {
 		if !m.cfg.want(s.group) || ctx.Err() != nil {

@@ -7,13 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	picomq "github.com/PicoMQ/picomq/client/go"
 	"github.com/PicoMQ/picomq/internal/benchreport"
+	"github.com/PicoMQ/picomq/internal/testproc"
 	"github.com/PicoMQ/picomq/tiering/objstore/storeurl"
 )
 
@@ -32,7 +35,11 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 		return err
 	}
 	prefix := fmt.Sprintf("r%d/", run)
-	n, err := m.startNode("pico-object", "--object-store", s3.url(prefix))
+	kafkaAddr, err := testproc.FreeAddr()
+	if err != nil {
+		return err
+	}
+	n, err := m.startNode("pico-object", "--object-store", s3.url(prefix), "--kafka-addr", kafkaAddr)
 	if err != nil {
 		return err
 	}
@@ -135,6 +142,202 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	m.res.Add(cold, run, benchreport.SidePeer, float64(got)/1e6/el.Seconds(), nil)
 	logf("  object: %.0f PUTs/GiB; cold read %.0f MB/s, MinIO GETs %.0f MB/s (%d bytes)", (flushes1-flushes0)/(objectMiB/1024.0),
 		coldMBs, float64(got)/1e6/el.Seconds(), got)
+
+	// The same history over Kafka: a consumer reading last week.
+	const kcold = "cold-read-kafka"
+	m.row(benchreport.Row{ID: kcold, What: "Kafka consume of that stream from the start, cold (node restarted), one franz-go consumer, record bytes", Unit: "MB/s",
+		Pico: "PicoMQ Kafka fetch", Peer: "the HTTP cold read above, same run"})
+	n.stop()
+	if err := n.restart("picomq", m.cfg.picomq); err != nil {
+		return err
+	}
+	if k, err := kafkaColdRead(ctx, n.kafkaAddr, "mb.object", objectMiB<<10); err != nil {
+		m.fail(kcold, err)
+	} else {
+		m.res.Add(kcold, run, benchreport.SidePico, k, nil)
+		m.res.Add(kcold, run, benchreport.SidePeer, coldMBs, nil)
+		logf("  object: Kafka cold %.0f MB/s, HTTP cold %.0f MB/s", k, coldMBs)
+	}
+
+	// Object storage across a network: every request to MinIO takes
+	// getLatency longer, for the node and the floors alike.
+	if err := m.coldReadSlowStore(ctx, run, n, s3, prefix); err != nil {
+		m.fail("cold read with latency", err)
+	}
+	return nil
+}
+
+// coldReadSlowStore restarts n on a latency proxy in front of MinIO and
+// reads the stream cold, next to the same store's parallel-GET floor and
+// one-GET-at-a-time reading.
+func (m *matrix) coldReadSlowStore(ctx context.Context, run int, n *node, s3 minio, prefix string) error {
+	px, err := startLatencyProxy(s3.endpoint, getLatency)
+	if err != nil {
+		return err
+	}
+	defer px.close()
+	slow := minio{endpoint: px.endpoint(), bucket: s3.bucket}
+	n.stop()
+	i := slices.Index(n.args, "--object-store")
+	n.args[i+1] = slow.url(prefix)
+	if err := n.restart("picomq", m.cfg.picomq); err != nil {
+		return err
+	}
+	c, err := picomq.NewPico(n.url)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	pico, err := coldRead(ctx, c, "/mb/object", objectMiB<<20)
+	if err != nil {
+		return err
+	}
+	st, err := storeurl.Open(ctx, slow.url(prefix))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	par, err := parallelGETs(ctx, st)
+	if err != nil {
+		return err
+	}
+	seq, err := sequentialGETs(ctx, st)
+	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("cold read of that stream with %v added to every object-store request (a proxy in front of MinIO)", getLatency)
+	const par1, seq1 = "cold-read-latency", "cold-read-latency-seq"
+	m.row(benchreport.Row{ID: par1, What: what, Unit: "MB/s",
+		Peer: fmt.Sprintf("parallel-GET floor: the same objects as %d MiB ranged GETs, %d in flight, through the same proxy", floorRange>>20, floorGETs)})
+	m.row(benchreport.Row{ID: seq1, What: what + ", same run", Unit: "MB/s",
+		Peer: "one GET at a time: whole objects in turn through the same proxy"})
+	m.res.Add(par1, run, benchreport.SidePico, pico, nil)
+	m.res.Add(par1, run, benchreport.SidePeer, par, nil)
+	m.res.Add(seq1, run, benchreport.SidePico, pico, nil)
+	m.res.Add(seq1, run, benchreport.SidePeer, seq, nil)
+	logf("  object +%v: cold read %.0f MB/s, parallel GETs %.0f MB/s, one at a time %.0f MB/s", getLatency, pico, par, seq)
+	return nil
+}
+
+// manyReadersRows: manyReaders streams of manyMiB each, read cold at the
+// same time by one reader each (a node restarted with a small cache and
+// read-ahead budget): aggregate MB/s next to the store's parallel-GET
+// floor for the same objects, and the node's RSS growth during the read
+// next to the memory its budgets allow.
+func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
+	s3, err := m.minio()
+	if err != nil {
+		return err
+	}
+	prefix := fmt.Sprintf("r%d-many/", run)
+	// The read-ahead budget goes by environment, which a binary from
+	// before the flag ignores, so before/after runs use the same harness.
+	os.Setenv("PICOMQ_READ_AHEAD_BYTES", fmt.Sprint(manyAheadMiB<<20))
+	defer os.Unsetenv("PICOMQ_READ_AHEAD_BYTES")
+	n, err := m.startNode("pico-many", "--object-store", s3.url(prefix), "--cache-bytes", fmt.Sprint(manyCacheMiB<<20))
+	if err != nil {
+		return err
+	}
+	defer func() { n.stop() }()
+	c, err := picomq.NewPico(n.url)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	batch := make([]picomq.AppendRecord, 1024)
+	for i := range batch {
+		batch[i].Body = make([]byte, 1024)
+	}
+	name := func(i int) string { return fmt.Sprintf("/mb/many/%d", i) }
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= manyReaders {
+					return
+				}
+				s := c.Stream(name(i))
+				if _, err := s.Create(ctx, "application/octet-stream", 0); err != nil {
+					errs <- err
+					return
+				}
+				for range manyMiB {
+					if _, err := s.Append(ctx, batch...); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		u, err := metric(n.url, "picomq_unflushed_bytes")
+		if err == nil && u == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still %v unflushed bytes after 2 minutes (%v)", u, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	n.stop()
+	if err := n.restart("picomq", m.cfg.picomq); err != nil {
+		return err
+	}
+	rss0 := testproc.RSSBytes(n.pid)
+	stopRSS := peakRSS(n.pid)
+	t0 := time.Now()
+	var total atomic.Int64
+	errs = make(chan error, manyReaders)
+	for i := range manyReaders {
+		wg.Go(func() {
+			it := c.Stream(name(i)).Records(c.Beginning(), picomq.RecordsOptions{})
+			var got int64
+			for it.Next(ctx) {
+				got += int64(len(it.Record().Body))
+			}
+			if err := it.Err(); err != nil || got != manyMiB<<20 {
+				errs <- fmt.Errorf("reader %d: %d of %d bytes: %v", i, got, manyMiB<<20, err)
+			}
+			total.Add(got)
+		})
+	}
+	wg.Wait()
+	el := time.Since(t0)
+	peak := stopRSS()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	st, err := storeurl.Open(ctx, s3.url(prefix))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	floor, err := parallelGETs(ctx, st)
+	if err != nil {
+		return err
+	}
+	agg := float64(total.Load()) / 1e6 / el.Seconds()
+	const many, rss = "cold-many", "cold-many-rss"
+	m.row(benchreport.Row{ID: many, What: fmt.Sprintf("%d concurrent cold catch-up readers of different streams (%d MiB each), aggregate record bytes", manyReaders, manyMiB),
+		Unit: "MB/s", Peer: fmt.Sprintf("parallel-GET floor: the node's objects as %d MiB ranged GETs, %d in flight", floorRange>>20, floorGETs)})
+	m.row(benchreport.Row{ID: rss, What: fmt.Sprintf("node RSS growth during those reads (--cache-bytes %d MiB, --read-ahead-bytes %d MiB)", manyCacheMiB, manyAheadMiB),
+		Unit: "MiB", Peer: "the budgets' bound: cache + 3 x read-ahead", LowerBetter: true})
+	m.res.Add(many, run, benchreport.SidePico, agg, nil)
+	m.res.Add(many, run, benchreport.SidePeer, floor, nil)
+	m.res.Add(rss, run, benchreport.SidePico, (peak-rss0)/(1<<20), nil)
+	m.res.Add(rss, run, benchreport.SidePeer, manyCacheMiB+3*manyAheadMiB, nil)
+	logf("  object: %d cold readers %.0f MB/s aggregate, parallel GETs %.0f MB/s; RSS %.0f -> %.0f MiB", manyReaders, agg, floor, rss0/(1<<20), peak/(1<<20))
 	return nil
 }
 

@@ -1,6 +1,6 @@
 // Package sarama is a separate module so that the Sarama client and its
 // dependencies stay out of PicoMQ's go.mod. e2e TestSaramaGroup runs this
-// test against a real node (KAFKA_BROKER); on its own it fails.
+// tests against a real node (KAFKA_BROKER); on their own they fail.
 package sarama
 
 import (

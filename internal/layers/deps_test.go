@@ -44,6 +44,7 @@ var allowed = []struct {
 	for_   []string
 }{
 	{"golang.org/x/net", "http/httpguts, the RFC 9110 header rules of the Go client and the HTTP fast path (idna with it); in the server's packages also http2 and trace through " + viaEtcdClient, lean},
+	{"github.com/cenkalti/backoff/v5", "the one backoff rule of every retry loop (sdk/retry); no dependencies of its own", lean},
 	{"golang.org/x/text", "Unicode tables behind golang.org/x/net/idna", lean},
 	{"golang.org/x/sys", "unix, the WAL's file calls (through node/stream)", server},
 	{"golang.org/x/time", "rate, the per-token request limit of auth, which the Kafka frontend uses", []string{"kafka"}},
@@ -60,7 +61,7 @@ var allowed = []struct {
 	{"github.com/munnerz/goautoneg", "metrics (client_golang's content negotiation)", server},
 	{"go.yaml.in/yaml/v2", "metrics (prometheus/common)", server},
 	{"go.yaml.in/yaml/v3", "the token file of auth, which the Kafka frontend uses", []string{"kafka"}},
-	{"github.com/twmb/franz-go", "kerr, the Kafka error codes of the Kafka frontend", []string{"kafka"}},
+	{"github.com/twmb/franz-go", "kerr, the Kafka error codes of the Kafka frontend; kgo, its client to other nodes for transaction markers (WriteTxnMarkers)", []string{"kafka"}},
 	{"github.com/twmb/franz-go/pkg/kmsg", "the Kafka frontend's wire messages", []string{"kafka"}},
 	{"google.golang.org/protobuf", "protowire, the encoding of stream records (meta/record.go); the rest " + viaEtcdClient, server},
 	{"go.etcd.io/etcd/client/v3", viaEtcdClient, server},

@@ -32,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/PicoMQ/picomq/internal/defaults"
+	"github.com/PicoMQ/picomq/kafka/clock"
 	"github.com/PicoMQ/picomq/node/stream"
 )
 
@@ -56,6 +57,7 @@ type Locator interface {
 type Streams interface {
 	Create(ctx context.Context, name string, opts stream.CreateOptions) (stream.Info, bool, error)
 	Head(ctx context.Context, name string) (stream.Info, error)
+	ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (stream.BatchRead, error)
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error)
 	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error)
 	Configure(ctx context.Context, name string, ch stream.ConfigChange) (stream.Info, error)
@@ -78,6 +80,12 @@ type Config struct {
 	// this long so that consumers starting together land in one
 	// generation (Kafka's group.initial.rebalance.delay.ms). Default 0.
 	InitialRebalanceDelay time.Duration
+	// Clock is the coordinator's time source (session, rebalance and
+	// initial-delay timers; commit timestamps). Default the wall clock.
+	Clock clock.Clock
+	// LocateTxn answers FindCoordinator for transactional ids (key type
+	// 1); nil: only group coordinators exist.
+	LocateTxn func(ctx context.Context, id string) (Broker, error)
 	// CompactAfter: once the offsets stream holds this many records more
 	// than the group has live offsets, the live offsets are rewritten as
 	// one batch and everything before it is trimmed. Default 4096.
@@ -91,14 +99,18 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MinSessionTimeout, time.Second)
 	defaults.Set(&c.MaxSessionTimeout, 30*time.Minute)
 	defaults.Set(&c.CompactAfter, 4096)
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
 }
 
 // Coordinator answers the group API keys of one node.
 type Coordinator struct {
-	cfg Config
-	svc Streams
-	loc Locator
-	log *slog.Logger
+	cfg   Config
+	svc   Streams
+	loc   Locator
+	log   *slog.Logger
+	clock clock.Clock
 
 	ctx    context.Context // cancelled by Close: ends long-polls
 	cancel context.CancelFunc
@@ -118,7 +130,7 @@ func New(svc Streams, loc Locator, log *slog.Logger) *Coordinator {
 func NewWithConfig(cfg Config) *Coordinator {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Coordinator{cfg: cfg, svc: cfg.Streams, loc: cfg.Locator, log: cfg.Logger,
+	return &Coordinator{cfg: cfg, svc: cfg.Streams, loc: cfg.Locator, log: cfg.Logger, clock: cfg.Clock,
 		ctx: ctx, cancel: cancel, groups: map[string]*group{}}
 }
 
@@ -137,6 +149,7 @@ var versions = map[int16][2]int16{
 	kmsg.ListGroups.Int16():      {0, 4},
 	kmsg.DeleteGroups.Int16():    {0, 2},
 	kmsg.OffsetDelete.Int16():    {0, 0},
+	kmsg.TxnOffsetCommit.Int16(): {0, 3},
 }
 
 // Versions returns the API keys the coordinator handles with their
@@ -187,6 +200,8 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 		return c.deleteGroups(ctx, r), nil
 	case *kmsg.OffsetDeleteRequest:
 		return c.offsetDelete(ctx, r), nil
+	case *kmsg.TxnOffsetCommitRequest:
+		return c.txnOffsetCommit(ctx, r), nil
 	}
 	return nil, fmt.Errorf("%w: %T", errUnsupported, req)
 }
@@ -314,59 +329,6 @@ func (c *Coordinator) drop(g *group) {
 	}
 	c.mu.Unlock()
 	g.unload()
-}
-
-// findCoordinator answers with the broker serving each group's offsets
-// stream. Transaction coordinators are not offered: PicoMQ has no
-// transactions.
-func (c *Coordinator) findCoordinator(ctx context.Context, r *kmsg.FindCoordinatorRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	keys := r.CoordinatorKeys
-	if r.Version < 4 {
-		keys = []string{r.CoordinatorKey}
-	}
-	for _, key := range keys {
-		rc := kmsg.NewFindCoordinatorResponseCoordinator()
-		rc.Key = key
-		rc.NodeID = -1
-		var msg string
-		switch {
-		case r.CoordinatorType != 0:
-			rc.ErrorCode, msg = kerr.InvalidRequest.Code, "only group coordinators exist: PicoMQ has no transactions"
-		case key == "":
-			rc.ErrorCode, msg = kerr.InvalidRequest.Code, "empty group id"
-		default:
-			b, err := c.locate(ctx, key)
-			if err != nil {
-				rc.ErrorCode, msg = code(err), err.Error()
-				if rc.ErrorCode == kerr.NotCoordinator.Code {
-					rc.ErrorCode = kerr.CoordinatorNotAvailable.Code
-				}
-			} else {
-				rc.NodeID, rc.Host, rc.Port = b.NodeID, b.Host, b.Port
-			}
-		}
-		if msg != "" {
-			rc.ErrorMessage = &msg
-		}
-		resp.Coordinators = append(resp.Coordinators, rc)
-	}
-	if r.Version < 4 {
-		rc := resp.Coordinators[0]
-		resp.Coordinators = nil
-		resp.ErrorCode, resp.ErrorMessage = rc.ErrorCode, rc.ErrorMessage
-		resp.NodeID, resp.Host, resp.Port = rc.NodeID, rc.Host, rc.Port
-	}
-	return resp
-}
-
-func (c *Coordinator) locate(ctx context.Context, id string) (Broker, error) {
-	name, err := streamName(id)
-	if err != nil {
-		return Broker{}, err
-	}
-	b, _, err := c.loc.Locate(ctx, name)
-	return b, err
 }
 
 // Committed is one committed offset of a group this node coordinates.

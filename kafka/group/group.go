@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/kafka/clock"
 )
 
 // state is a classic group's state, as Kafka names them (DescribeGroups
@@ -43,9 +45,9 @@ type group struct {
 	leader       string
 	members      map[string]*member
 	static       map[string]string      // group.instance.id → member id
-	pending      map[string]*time.Timer // KIP-394 ids handed out, awaiting their rejoin
+	pending      map[string]clock.Timer // KIP-394 ids handed out, awaiting their rejoin
 	joinNotUntil time.Time              // initial rebalance delay of a group that was empty
-	timers       map[string]*time.Timer // "rebalance", "sync", "delay"
+	timers       map[string]clock.Timer // "rebalance", "sync", "delay"
 	tseq         map[string]uint64      // arm sequence of each running timer: stale firings are ignored
 	seq          uint64
 	unloaded     bool
@@ -65,7 +67,7 @@ type member struct {
 	join    *waiter // set while the member waits in JoinGroup
 	joinVer int16
 	sync    *waiter // set while the member waits in SyncGroup
-	timer   *time.Timer
+	timer   clock.Timer
 	seq     uint64 // session timer generation
 }
 
@@ -85,7 +87,7 @@ func (w *waiter) finish(resp kmsg.Response) {
 
 func newGroup(c *Coordinator, id, stream string) *group {
 	return &group{c: c, id: id, stream: stream, members: map[string]*member{}, static: map[string]string{},
-		pending: map[string]*time.Timer{}, timers: map[string]*time.Timer{}, tseq: map[string]uint64{}}
+		pending: map[string]clock.Timer{}, timers: map[string]clock.Timer{}, tseq: map[string]uint64{}}
 }
 
 func newMemberID(clientID string) string {
@@ -134,7 +136,7 @@ func (g *group) unload() {
 		}
 		g.failWaits(m, kerr.NotCoordinator.Code)
 	}
-	g.members, g.pending, g.static = map[string]*member{}, map[string]*time.Timer{}, map[string]string{}
+	g.members, g.pending, g.static = map[string]*member{}, map[string]clock.Timer{}, map[string]string{}
 	g.state = stateDead
 }
 
@@ -190,7 +192,7 @@ func (g *group) arm(name string, d time.Duration, fn func()) {
 	g.seq++
 	seq := g.seq
 	g.tseq[name] = seq
-	g.timers[name] = time.AfterFunc(d, func() {
+	g.timers[name] = g.c.clock.AfterFunc(d, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.unloaded || g.tseq[name] != seq {
@@ -220,7 +222,7 @@ func (g *group) touch(m *member) {
 	}
 	m.seq++
 	seq := m.seq
-	m.timer = time.AfterFunc(m.session, func() {
+	m.timer = g.c.clock.AfterFunc(m.session, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.unloaded || g.members[m.id] != m || m.seq != seq || m.join != nil || m.sync != nil {
@@ -286,7 +288,7 @@ func (g *group) prepareRebalance() {
 	g.stop("sync")
 	if g.state == stateEmpty && g.c.cfg.InitialRebalanceDelay > 0 {
 		d := min(g.c.cfg.InitialRebalanceDelay, g.rebalanceTimeout())
-		g.joinNotUntil = time.Now().Add(d)
+		g.joinNotUntil = g.c.clock.Now().Add(d)
 		g.arm("delay", d, g.maybeCompleteJoin)
 	}
 	g.state = statePreparingRebalance
@@ -297,7 +299,7 @@ func (g *group) prepareRebalance() {
 // maybeCompleteJoin completes the join once every member and every
 // pending new member has (re)joined.
 func (g *group) maybeCompleteJoin() {
-	if g.state != statePreparingRebalance || len(g.pending) > 0 || time.Now().Before(g.joinNotUntil) {
+	if g.state != statePreparingRebalance || len(g.pending) > 0 || g.c.clock.Now().Before(g.joinNotUntil) {
 		return
 	}
 	for _, m := range g.members {
@@ -496,333 +498,4 @@ func str(p *string) string {
 		return ""
 	}
 	return *p
-}
-
-// joinGroup handles JoinGroup (see docs/kafka.md, "Consumer groups").
-func (c *Coordinator) joinGroup(ctx context.Context, r *kmsg.JoinGroupRequest) (kmsg.Response, error) {
-	resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
-	resp.Generation = -1
-	fail := func(code int16) (kmsg.Response, error) {
-		resp.ErrorCode = code
-		return resp, nil
-	}
-	session := time.Duration(r.SessionTimeoutMillis) * time.Millisecond
-	rebalance := time.Duration(r.RebalanceTimeoutMillis) * time.Millisecond
-	if r.Version == 0 || r.RebalanceTimeoutMillis <= 0 {
-		rebalance = session
-	}
-	switch {
-	case r.Group == "":
-		return fail(kerr.InvalidGroupID.Code)
-	case session < c.cfg.MinSessionTimeout || session > c.cfg.MaxSessionTimeout:
-		return fail(kerr.InvalidSessionTimeout.Code)
-	case r.ProtocolType == "" || len(r.Protocols) == 0:
-		return fail(kerr.InconsistentGroupProtocol.Code)
-	}
-	ci := clientOf(ctx)
-	inst := str(r.InstanceID)
-	g, ec := c.lockedGroup(ctx, r.Group)
-	if ec != 0 {
-		return fail(ec)
-	}
-	if !g.supports(r.ProtocolType, r.Protocols) {
-		g.mu.Unlock()
-		return fail(kerr.InconsistentGroupProtocol.Code)
-	}
-	newMember := func(id string) *member {
-		return &member{id: id, instanceID: inst, clientID: ci.id, host: ci.host, protocolType: r.ProtocolType,
-			protocols: copyProtocols(r.Protocols), session: session, rebalance: rebalance}
-	}
-	// add puts m in the group, waiting for the join to complete.
-	add := func(m *member) *waiter {
-		if len(g.members) == 0 {
-			g.protocolType = r.ProtocolType
-		}
-		g.members[m.id] = m
-		if m.instanceID != "" {
-			g.static[m.instanceID] = m.id
-		}
-		return g.awaitJoin(m, r.Version) // m.join is nil again if that completed the join
-	}
-
-	var w *waiter
-	switch {
-	case r.MemberID == "" && inst != "" && g.static[inst] != "":
-		// A static member restarted: it takes its old place.
-		w = g.replaceStatic(g.members[g.static[inst]], newMember(newMemberID(ci.id)), r, resp, add)
-	case r.MemberID == "" && inst == "" && r.Version >= 4:
-		// KIP-394: hand out an id and let the member come back with it,
-		// so a client that dies before rejoining leaves no member behind.
-		id := newMemberID(ci.id)
-		g.pending[id] = time.AfterFunc(session, func() {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			if t := g.pending[id]; t != nil {
-				delete(g.pending, id)
-				g.maybeCompleteJoin()
-			}
-		})
-		g.mu.Unlock()
-		resp.MemberID = id
-		return fail(kerr.MemberIDRequired.Code)
-	case r.MemberID == "":
-		w = add(newMember(newMemberID(ci.id)))
-	case g.pending[r.MemberID] != nil:
-		g.pending[r.MemberID].Stop()
-		delete(g.pending, r.MemberID)
-		w = add(newMember(r.MemberID))
-	default:
-		m := g.members[r.MemberID]
-		if code := g.checkMember(r.MemberID, inst); code != 0 {
-			g.mu.Unlock()
-			return fail(code)
-		}
-		w = g.rejoin(m, r, resp)
-	}
-	g.mu.Unlock()
-	if w == nil {
-		return resp, nil // answered at once
-	}
-	return c.wait(ctx, w)
-}
-
-// checkMember validates a known member's id and static instance id.
-func (g *group) checkMember(id, inst string) int16 {
-	if inst != "" {
-		if cur, ok := g.static[inst]; ok && cur != id {
-			return kerr.FencedInstanceID.Code
-		}
-	}
-	if g.members[id] == nil {
-		return kerr.UnknownMemberID.Code
-	}
-	return 0
-}
-
-// rejoin handles JoinGroup of a known member. It returns nil when resp is
-// the answer, else the waiter to wait on.
-func (g *group) rejoin(m *member, r *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse) *waiter {
-	changed := !sameProtocols(m.protocols, r.Protocols)
-	if changed {
-		m.protocols = copyProtocols(r.Protocols)
-	}
-	m.session = time.Duration(r.SessionTimeoutMillis) * time.Millisecond
-	if r.Version > 0 && r.RebalanceTimeoutMillis > 0 {
-		m.rebalance = time.Duration(r.RebalanceTimeoutMillis) * time.Millisecond
-	} else {
-		m.rebalance = m.session
-	}
-	if m.join != nil {
-		// A retried JoinGroup (the client gave up on the first, whose
-		// connection is likely gone): only the new one waits.
-		resp := kmsg.NewPtrJoinGroupResponse()
-		resp.Version, resp.ErrorCode, resp.Generation, resp.MemberID = m.joinVer, kerr.RebalanceInProgress.Code, -1, m.id
-		m.join.finish(resp)
-		m.join = nil
-	}
-	wait := func() *waiter { return g.awaitJoin(m, r.Version) }
-	switch g.state {
-	case statePreparingRebalance:
-		return wait()
-	case stateCompletingRebalance, stateStable:
-		// A follower with unchanged metadata gets the current generation
-		// back (it lost the response); the leader or a changed member
-		// rebalances.
-		if changed || (m.id == g.leader && g.state == stateStable) {
-			return wait()
-		}
-		*resp = *g.joinResponse(m, r.Version)
-		g.touch(m)
-		return nil
-	default:
-		resp.ErrorCode = kerr.UnknownMemberID.Code
-		return nil
-	}
-}
-
-// replaceStatic gives a restarted static member (same group.instance.id,
-// new member id) the place of its previous incarnation, which is fenced.
-// In a stable group nothing rebalances: the member gets the current
-// generation and its old assignment from SyncGroup.
-func (g *group) replaceStatic(old, nm *member, r *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse, add func(*member) *waiter) *waiter {
-	wasLeader := g.leader == old.id
-	nm.assignment = old.assignment
-	g.remove(old, kerr.FencedInstanceID.Code)
-	if g.state != stateStable || (wasLeader && r.Version < 9) || !nm.speaks(g.protocol) {
-		// Mid-rebalance, or a leader that cannot be told to skip the
-		// assignment, or new subscriptions: rebalance with it.
-		return add(nm)
-	}
-	g.members[nm.id] = nm
-	g.static[nm.instanceID] = nm.id
-	if wasLeader {
-		g.leader = nm.id
-	}
-	*resp = *g.joinResponse(nm, r.Version)
-	resp.SkipAssignment = wasLeader
-	g.touch(nm)
-	return nil
-}
-
-// syncGroup handles SyncGroup: the leader's assignment ends the rebalance
-// and every member waiting here gets its share.
-func (c *Coordinator) syncGroup(ctx context.Context, r *kmsg.SyncGroupRequest) (kmsg.Response, error) {
-	resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
-	fail := func(code int16) (kmsg.Response, error) {
-		resp.ErrorCode = code
-		return resp, nil
-	}
-	g, ec := c.lockedGroup(ctx, r.Group)
-	if ec != 0 {
-		return fail(ec)
-	}
-	if code := g.checkMember(r.MemberID, str(r.InstanceID)); code != 0 {
-		g.mu.Unlock()
-		return fail(code)
-	}
-	m := g.members[r.MemberID]
-	switch {
-	case r.Generation != g.gen:
-		g.mu.Unlock()
-		return fail(kerr.IllegalGeneration.Code)
-	case (r.ProtocolType != nil && *r.ProtocolType != g.protocolType) || (r.Protocol != nil && *r.Protocol != g.protocol):
-		g.mu.Unlock()
-		return fail(kerr.InconsistentGroupProtocol.Code)
-	}
-	g.touch(m)
-	pt, p := g.protocolType, g.protocol
-	switch g.state {
-	case statePreparingRebalance:
-		g.mu.Unlock()
-		return fail(kerr.RebalanceInProgress.Code)
-	case stateStable:
-		resp.ProtocolType, resp.Protocol = &pt, &p
-		resp.MemberAssignment = m.assignment
-		g.mu.Unlock()
-		return resp, nil
-	case stateCompletingRebalance:
-	default:
-		g.mu.Unlock()
-		return fail(kerr.UnknownMemberID.Code)
-	}
-	if m.sync != nil {
-		fresp := kmsg.NewPtrSyncGroupResponse()
-		fresp.ErrorCode = kerr.RebalanceInProgress.Code // superseded by this retry
-		m.sync.finish(fresp)
-	}
-	m.sync = newWaiter()
-	w := m.sync
-	if m.id == g.leader {
-		for _, o := range g.members {
-			o.assignment = nil
-		}
-		for _, a := range r.GroupAssignment {
-			if o := g.members[a.MemberID]; o != nil {
-				o.assignment = append([]byte(nil), a.MemberAssignment...)
-			}
-		}
-		g.stop("sync")
-		g.state = stateStable
-		for _, o := range g.members {
-			if o.sync != nil {
-				sresp := kmsg.NewPtrSyncGroupResponse()
-				sresp.ProtocolType, sresp.Protocol = &pt, &p
-				sresp.MemberAssignment = o.assignment
-				o.sync.finish(sresp)
-				o.sync = nil
-				g.touch(o)
-			}
-		}
-	}
-	g.mu.Unlock()
-	out, err := c.wait(ctx, w)
-	if err != nil {
-		return nil, err
-	}
-	sresp := out.(*kmsg.SyncGroupResponse)
-	sresp.Version = r.Version
-	return sresp, nil
-}
-
-// heartbeat handles Heartbeat: it keeps the member's session alive and
-// tells it to rejoin while a rebalance is running.
-func (c *Coordinator) heartbeat(ctx context.Context, r *kmsg.HeartbeatRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-	g, ec := c.lockedGroup(ctx, r.Group)
-	if ec != 0 {
-		resp.ErrorCode = ec
-		return resp
-	}
-	defer g.mu.Unlock()
-	if code := g.checkMember(r.MemberID, str(r.InstanceID)); code != 0 {
-		resp.ErrorCode = code
-		return resp
-	}
-	m := g.members[r.MemberID]
-	if r.Generation != g.gen {
-		resp.ErrorCode = kerr.IllegalGeneration.Code
-		return resp
-	}
-	if m.join == nil && m.sync == nil {
-		g.touch(m)
-	}
-	switch g.state {
-	case statePreparingRebalance:
-		resp.ErrorCode = kerr.RebalanceInProgress.Code
-	case stateCompletingRebalance, stateStable:
-	default:
-		resp.ErrorCode = kerr.UnknownMemberID.Code
-	}
-	return resp
-}
-
-// leaveGroup handles LeaveGroup: one member (v0-2) or a batch (v3+, where
-// static members may leave by instance id alone).
-func (c *Coordinator) leaveGroup(ctx context.Context, r *kmsg.LeaveGroupRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
-	leaving := r.Members
-	if r.Version < 3 {
-		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: r.MemberID}}
-	}
-	g, ec := c.lockedGroup(ctx, r.Group)
-	if ec != 0 {
-		resp.ErrorCode = ec
-		return resp
-	}
-	defer g.mu.Unlock()
-	removed, pendingLeft := false, false
-	for _, lm := range leaving {
-		out := kmsg.NewLeaveGroupResponseMember()
-		out.MemberID, out.InstanceID = lm.MemberID, lm.InstanceID
-		id, inst := lm.MemberID, str(lm.InstanceID)
-		if id == "" && inst != "" {
-			id = g.static[inst]
-		}
-		switch {
-		case g.pending[id] != nil:
-			g.pending[id].Stop()
-			delete(g.pending, id)
-			pendingLeft = true
-		case id == "":
-			out.ErrorCode = kerr.UnknownMemberID.Code
-		default:
-			if code := g.checkMember(id, inst); code != 0 {
-				out.ErrorCode = code
-				break
-			}
-			g.remove(g.members[id], kerr.UnknownMemberID.Code)
-			removed = true
-		}
-		resp.Members = append(resp.Members, out)
-	}
-	if removed {
-		g.afterRemoval()
-	} else if pendingLeft {
-		g.maybeCompleteJoin()
-	}
-	if r.Version < 3 {
-		resp.ErrorCode = resp.Members[0].ErrorCode
-		resp.Members = nil
-	}
-	return resp
 }

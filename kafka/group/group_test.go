@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/PicoMQ/picomq/kafka/clock"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/node/stream/streamtest"
 )
@@ -37,10 +39,12 @@ type env struct {
 	loc *locator
 	c   *Coordinator
 	cfg Config
+	clk *clock.Fake // the coordinator's time: moves only when a test says so
 }
 
 func newEnv(t *testing.T, cfg Config) *env {
-	e := &env{t: t, st: streamtest.New(t, stream.Config{}), loc: &locator{}, cfg: cfg}
+	e := &env{t: t, st: streamtest.New(t, stream.Config{}), loc: &locator{}, cfg: cfg,
+		clk: clock.NewFake(time.Unix(1_700_000_000, 0))}
 	e.start()
 	t.Cleanup(func() { e.c.Close() })
 	return e
@@ -48,7 +52,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 
 func (e *env) start() {
 	cfg := e.cfg
-	cfg.Streams, cfg.Locator, cfg.Logger = e.st.Svc, e.loc, quiet
+	cfg.Streams, cfg.Locator, cfg.Logger, cfg.Clock = e.st.Svc, e.loc, quiet, e.clk
 	if cfg.MinSessionTimeout == 0 {
 		cfg.MinSessionTimeout = time.Millisecond
 	}
@@ -175,18 +179,31 @@ func syncReq(group, member string, gen int32, assign map[string]string) *kmsg.Sy
 // starts the rebalance runs concurrently).
 func (e *env) awaitRebalance(group, member string, gen int32) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	e.until("REBALANCE_IN_PROGRESS", func() bool {
 		ec := e.heartbeat(group, member, gen)
-		if ec == kerr.RebalanceInProgress.Code {
-			return
-		}
-		if ec != 0 || time.Now().After(deadline) {
+		if ec != 0 && ec != kerr.RebalanceInProgress.Code {
 			e.t.Fatalf("heartbeat: %v, waiting for REBALANCE_IN_PROGRESS", kerr.ErrorForCode(ec))
 		}
-		time.Sleep(10 * time.Millisecond)
+		return ec == kerr.RebalanceInProgress.Code
+	})
+}
+
+// until waits for cond, which a request running on another goroutine makes
+// true; the deadline only bounds a broken test (the coordinator's clock is
+// fake: no timer fires while the test waits).
+func (e *env) until(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("gave up waiting for %s", what)
+		}
+		runtime.Gosched()
 	}
 }
+
+// state is the group's state as DescribeGroups reports it.
+func (e *env) state(group string) string { return e.describe(group).State }
 
 func (e *env) heartbeat(group, member string, gen int32) int16 {
 	e.t.Helper()
@@ -333,8 +350,23 @@ func TestSessionTimeoutEvicts(t *testing.T) {
 	sbch := e.async(syncReq("g", b, gen, nil))
 	e.do(syncReq("g", a, gen, map[string]string{a: "0", b: "1"}))
 	recv[*kmsg.SyncGroupResponse](t, sbch)
-	// a keeps heartbeating, b goes silent: b expires, a is asked to rejoin.
-	e.awaitRebalance("g", a, gen)
+	// a heartbeats within its session, b goes silent: b expires, a is
+	// asked to rejoin.
+	e.clk.Advance(200 * time.Millisecond)
+	if ec := e.heartbeat("g", a, gen); ec != 0 {
+		t.Fatalf("heartbeat within the session: %v", kerr.ErrorForCode(ec))
+	}
+	if ec := e.heartbeat("g", b, gen); ec != 0 {
+		t.Fatalf("b's heartbeat within the session: %v", kerr.ErrorForCode(ec))
+	}
+	e.clk.Advance(200 * time.Millisecond)
+	if ec := e.heartbeat("g", a, gen); ec != 0 {
+		t.Fatalf("heartbeat 400 ms in, b's session not yet over: %v", kerr.ErrorForCode(ec))
+	}
+	e.clk.Advance(200 * time.Millisecond) // b: 400 ms silent
+	if ec := e.heartbeat("g", a, gen); ec != kerr.RebalanceInProgress.Code {
+		t.Fatalf("heartbeat after b expired: %v, want REBALANCE_IN_PROGRESS", kerr.ErrorForCode(ec))
+	}
 	ja = e.do(joinReq("g", joinOpts{member: a, session: o.session, rebalance: o.rebalance})).(*kmsg.JoinGroupResponse)
 	if ja.ErrorCode != 0 || len(ja.Members) != 1 || ja.Generation != gen+1 {
 		t.Fatalf("rejoin alone = %+v", ja)
@@ -345,19 +377,21 @@ func TestSessionTimeoutEvicts(t *testing.T) {
 }
 
 // TestRebalanceTimeoutDropsLaggard: a member that does not rejoin within
-// the rebalance timeout is left out of the new generation.
+// the rebalance timeout is left out of the new generation, and not before.
 func TestRebalanceTimeoutDropsLaggard(t *testing.T) {
 	e := newEnv(t, Config{})
 	o := joinOpts{session: 10 * time.Second, rebalance: 400 * time.Millisecond}
 	a, _ := e.stableOne("g", o, "x")
-	start := time.Now()
 	_, bch := e.joinNew("g", o) // a never rejoins
+	e.until("PreparingRebalance", func() bool { return e.state("g") == "PreparingRebalance" })
+	e.clk.Advance(399 * time.Millisecond)
+	if !pending(bch) {
+		t.Fatal("join completed before the rebalance timeout")
+	}
+	e.clk.Advance(time.Millisecond)
 	jb := recv[*kmsg.JoinGroupResponse](t, bch)
 	if jb.ErrorCode != 0 || len(jb.Members) != 1 || jb.LeaderID != jb.MemberID {
 		t.Fatalf("join after timeout = %+v", jb)
-	}
-	if d := time.Since(start); d < 300*time.Millisecond {
-		t.Fatalf("join completed after %v, before the rebalance timeout", d)
 	}
 	if ec := e.heartbeat("g", a, jb.Generation); ec != kerr.UnknownMemberID.Code {
 		t.Fatalf("dropped member's heartbeat: %v", kerr.ErrorForCode(ec))
@@ -365,7 +399,8 @@ func TestRebalanceTimeoutDropsLaggard(t *testing.T) {
 }
 
 // TestLeaderNeverSyncs: followers waiting in SyncGroup are not stalled by
-// a leader that never sends its assignment.
+// a leader that never sends its assignment: the sync timeout (the
+// rebalance timeout) answers them REBALANCE_IN_PROGRESS.
 func TestLeaderNeverSyncs(t *testing.T) {
 	e := newEnv(t, Config{})
 	o := joinOpts{session: 10 * time.Second, rebalance: 400 * time.Millisecond}
@@ -374,7 +409,12 @@ func TestLeaderNeverSyncs(t *testing.T) {
 	ach := e.async(joinReq("g", joinOpts{member: a, session: o.session, rebalance: o.rebalance}))
 	recv[*kmsg.JoinGroupResponse](t, ach)
 	recv[*kmsg.JoinGroupResponse](t, bch)
-	sb := recv[*kmsg.SyncGroupResponse](t, e.async(syncReq("g", b, gen+1, nil)))
+	sbch := e.async(syncReq("g", b, gen+1, nil))
+	if !pending(sbch) {
+		t.Fatal("follower's sync answered before the leader's assignment or the timeout")
+	}
+	e.clk.Advance(400 * time.Millisecond)
+	sb := recv[*kmsg.SyncGroupResponse](t, sbch)
 	if sb.ErrorCode != kerr.RebalanceInProgress.Code {
 		t.Fatalf("follower's sync: %v, want REBALANCE_IN_PROGRESS", kerr.ErrorForCode(sb.ErrorCode))
 	}

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -36,12 +35,26 @@ const maxMetadata = 4096
 
 var errGroupIDTooLong = errors.New("group id too long for a stream name")
 
-// streamName is the offsets stream of group id. Bytes outside
-// [A-Za-z0-9._-] are written ~XX (hex), so every group id has its own
-// stream name and the id can be read back from it.
+// streamName is the offsets stream of group id.
 func streamName(id string) (string, error) {
+	name, ok := SystemStreamName(groupsRoot, id)
+	if !ok {
+		return "", fmt.Errorf("%w: %q", errGroupIDTooLong, id)
+	}
+	return name, nil
+}
+
+// StreamName is the offsets stream of group id, where a transaction's
+// offsets (TxnOffsetCommit) wait for its marker.
+func StreamName(id string) (string, error) { return streamName(id) }
+
+// SystemStreamName names the stream of a Kafka id (a group id, a
+// transactional id) under root. Bytes outside [A-Za-z0-9._-] are written
+// ~XX (hex), so every id has its own stream name and the id can be read
+// back from it; false if the id is empty or the name too long.
+func SystemStreamName(root, id string) (string, bool) {
 	var b strings.Builder
-	b.WriteString(groupsRoot)
+	b.WriteString(root)
 	dots := id == "." || id == ".." // not a legal path segment as is
 	for i := 0; i < len(id); i++ {
 		ch := id[i]
@@ -52,14 +65,17 @@ func streamName(id string) (string, error) {
 		fmt.Fprintf(&b, "~%02X", ch)
 	}
 	if id == "" || b.Len() > stream.MaxNameLen {
-		return "", fmt.Errorf("%w: %q", errGroupIDTooLong, id)
+		return "", false
 	}
-	return b.String(), nil
+	return b.String(), true
 }
 
 // groupID is the inverse of streamName.
-func groupID(name string) (string, bool) {
-	enc, ok := strings.CutPrefix(name, groupsRoot)
+func groupID(name string) (string, bool) { return SystemStreamID(groupsRoot, name) }
+
+// SystemStreamID is the inverse of SystemStreamName.
+func SystemStreamID(root, name string) (string, bool) {
+	enc, ok := strings.CutPrefix(name, root)
 	if !ok || enc == "" || strings.Contains(enc, "/") {
 		return "", false
 	}
@@ -170,10 +186,18 @@ type offsets struct {
 	start  int64
 	next   int64 // read up to here
 	loaded bool
+	// unstable: partitions with offsets of a transaction not yet ended
+	// (TxnOffsetCommit); they apply when its commit marker lands, and
+	// reading stops before them (o.next is the stream's last stable
+	// offset, not its end, while any is open).
+	unstable map[tp]bool
+	// seen is the end of the stream as this coordinator last knew it:
+	// what lies past it was appended by someone else.
+	seen int64
 }
 
 func (o *offsets) reset(id uint64, start int64) {
-	o.m, o.id, o.start, o.next = map[tp]committed{}, id, start, start
+	o.m, o.id, o.start, o.next, o.unstable, o.seen = map[tp]committed{}, id, start, start, nil, start
 }
 
 // syncOffsets catches up with the offsets stream. foreign reports that
@@ -204,7 +228,13 @@ func (g *group) catchUpLocked(ctx context.Context) (foreign bool, err error) {
 		o.reset(info.ID, info.StartOffset)
 	}
 	if info.NextOffset > o.next {
-		foreign = foreign || o.loaded
+		// Transaction markers are appended by transaction coordinators:
+		// only other batches mean another group coordinator.
+		if !foreign && o.loaded && info.NextOffset > o.seen {
+			if foreign, err = g.othersWroteLocked(ctx, o.seen); err != nil {
+				return false, err
+			}
+		}
 		if err := g.readLocked(ctx, info.NextOffset); err != nil {
 			return false, err
 		}
@@ -227,6 +257,9 @@ func (g *group) readLocked(ctx context.Context, end int64) error {
 			return fmt.Errorf("group %q: read offsets at %d: %w", g.id, o.next, err)
 		}
 		if res.NextOffset <= o.next {
+			if res.UpToDate {
+				break // the last stable offset: a transaction is open
+			}
 			return fmt.Errorf("group %q: read offsets at %d made no progress", g.id, o.next)
 		}
 		for _, r := range res.Records {
@@ -235,6 +268,47 @@ func (g *group) readLocked(ctx context.Context, end int64) error {
 			}
 		}
 		o.next = res.NextOffset
+	}
+	o.unstable = nil
+	o.seen = max(o.seen, end)
+	if o.next < end {
+		return g.readUnstableLocked(ctx, end)
+	}
+	return nil
+}
+
+// readUnstableLocked notes the partitions of the transactional offsets
+// between o.next (the last stable offset) and end.
+func (g *group) readUnstableLocked(ctx context.Context, end int64) error {
+	o := &g.offs
+	o.unstable = map[tp]bool{}
+	for at := o.next; at < end; {
+		br, err := g.c.svc.ReadBatches(ctx, g.stream, at, 1<<20)
+		if err != nil {
+			return fmt.Errorf("group %q: read open transactions at %d: %w", g.id, at, err)
+		}
+		if len(br.Batches) == 0 {
+			break
+		}
+		err = record.SplitBatches(br.Batches, func(b []byte, h record.BatchHeader) error {
+			at = max(at, h.LastOffset()+1)
+			if !h.Transactional() || h.Control() {
+				return nil
+			}
+			recs, err := record.DecodeRecords(b, nil)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				if p, err := decodeKey(r.Key); err == nil {
+					o.unstable[p] = true
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("group %q: open transactions at %d: %w", g.id, at, err)
+		}
 	}
 	return nil
 }
@@ -278,6 +352,68 @@ func (g *group) commit(ctx context.Context, changes []change) error {
 	o := &g.offs
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if err := g.ensureStreamLocked(ctx); err != nil {
+		return err
+	}
+	recs := make([]record.Record, len(changes))
+	for i, ch := range changes {
+		recs[i] = ch.record()
+	}
+	res, err := g.c.svc.AppendBatch(ctx, g.stream, stream.AppendRequest{Records: recs})
+	if err != nil {
+		if errors.Is(err, stream.ErrNotFound) {
+			o.reset(0, 0) // deleted meanwhile; the next commit creates it again
+		}
+		return fmt.Errorf("group %q: append offsets: %w", g.id, err)
+	}
+	if res.FirstOffset != o.next {
+		// Someone else appended (a transaction marker; another node
+		// cannot while this node owns the stream): the stream is the
+		// truth.
+		o.reset(o.id, o.start)
+		return g.readLocked(ctx, res.NextOffset)
+	}
+	for _, ch := range changes {
+		if ch.del {
+			delete(o.m, ch.p)
+		} else {
+			o.m[ch.p] = ch.c
+		}
+	}
+	o.next, o.seen = res.NextOffset, res.NextOffset
+	g.maybeCompactLocked(ctx)
+	return nil
+}
+
+// txnCommit appends the offsets of producer pid's transaction as one
+// transactional batch: they apply when the transaction's commit marker
+// lands after it, and never if an abort marker does.
+func (g *group) txnCommit(ctx context.Context, pid int64, epoch int16, changes []change) error {
+	o := &g.offs
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := g.ensureStreamLocked(ctx); err != nil {
+		return err
+	}
+	recs := make([]record.Record, len(changes))
+	for i, ch := range changes {
+		recs[i] = ch.record()
+	}
+	batch := record.AppendBatch(nil, record.BatchOptions{Timestamp: g.c.clock.Now().UnixMilli(),
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: -1, Transactional: true}, recs)
+	res, err := g.c.svc.AppendBatch(ctx, g.stream, stream.AppendRequest{Batch: batch})
+	if err != nil {
+		if errors.Is(err, stream.ErrNotFound) {
+			o.reset(0, 0)
+		}
+		return fmt.Errorf("group %q: append transactional offsets: %w", g.id, err)
+	}
+	return g.readLocked(ctx, res.NextOffset)
+}
+
+// ensureStreamLocked creates the offsets stream on the first commit.
+func (g *group) ensureStreamLocked(ctx context.Context) error {
+	o := &g.offs
 	if o.id == 0 {
 		none := ""
 		info, _, err := g.c.svc.Create(ctx, g.stream, stream.CreateOptions{
@@ -292,32 +428,6 @@ func (g *group) commit(ctx context.Context, changes []change) error {
 			}
 		}
 	}
-	recs := make([]record.Record, len(changes))
-	for i, ch := range changes {
-		recs[i] = ch.record()
-	}
-	res, err := g.c.svc.AppendBatch(ctx, g.stream, stream.AppendRequest{Records: recs})
-	if err != nil {
-		if errors.Is(err, stream.ErrNotFound) {
-			o.reset(0, 0) // deleted meanwhile; the next commit creates it again
-		}
-		return fmt.Errorf("group %q: append offsets: %w", g.id, err)
-	}
-	if res.FirstOffset != o.next {
-		// Someone else appended (cannot happen while this node owns the
-		// stream; be safe): the stream is the truth.
-		o.reset(o.id, o.start)
-		return g.readLocked(ctx, res.NextOffset)
-	}
-	for _, ch := range changes {
-		if ch.del {
-			delete(o.m, ch.p)
-		} else {
-			o.m[ch.p] = ch.c
-		}
-	}
-	o.next = res.NextOffset
-	g.maybeCompactLocked(ctx)
 	return nil
 }
 
@@ -325,6 +435,9 @@ func (g *group) commit(ctx context.Context, changes []change) error {
 // supersede, once enough dead records piled up. Failures only delay it.
 func (g *group) maybeCompactLocked(ctx context.Context) {
 	o := &g.offs
+	if o.unstable != nil {
+		return // a transaction's offsets wait past o.next: never trim them
+	}
 	if o.next-o.start <= int64(g.c.cfg.CompactAfter+len(o.m)) {
 		return
 	}
@@ -377,4 +490,37 @@ func (o *offsets) exists() bool {
 	return o.id != 0
 }
 
-func nowMs() int64 { return time.Now().UnixMilli() }
+// isUnstable reports whether p has offsets of an open transaction.
+func (o *offsets) isUnstable(p tp) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.unstable[p]
+}
+
+// GroupOfStream is the group whose offsets stream name is, if it is one.
+func GroupOfStream(name string) (string, bool) { return groupID(name) }
+
+// othersWroteLocked reports whether the stream holds anything but
+// transaction markers from offset from on.
+func (g *group) othersWroteLocked(ctx context.Context, from int64) (bool, error) {
+	for at := from; ; {
+		br, err := g.c.svc.ReadBatches(ctx, g.stream, at, 1<<20)
+		if err != nil {
+			return false, fmt.Errorf("group %q: read offsets at %d: %w", g.id, at, err)
+		}
+		if len(br.Batches) == 0 {
+			return false, nil
+		}
+		others := false
+		err = record.SplitBatches(br.Batches, func(b []byte, h record.BatchHeader) error {
+			at = max(at, h.LastOffset()+1)
+			if h.LastOffset() >= from && !h.Control() {
+				others = true
+			}
+			return nil
+		})
+		if err != nil || others {
+			return others, err
+		}
+	}
+}

@@ -24,7 +24,13 @@ type BatchRead struct {
 	// HighWatermark is one past the last durable offset: the end of what
 	// any read may return.
 	HighWatermark int64
-	Stream        Info
+	// LastStable is the last stable offset (<= HighWatermark): the end of
+	// what a Kafka read_committed fetch may return. Aborted lists the
+	// aborted transactions overlapping [offset, LastStable) of the read,
+	// for read_committed fetches (docs/kafka.md, "Transactions").
+	LastStable int64
+	Aborted    []AbortedTxn
+	Stream     Info
 	// Changed is closed when the high watermark next moves (or the stream
 	// goes away from this node). It was taken before the read, so an
 	// append landing after the read closes it: a long-poll waits on it
@@ -89,6 +95,8 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 		st.mu.Unlock()
 		return BatchRead{}, fmt.Errorf("%w: offset %d of %s, readable range is [%d, %d]", ErrOffsetOutOfRange, offset, name, info.StartOffset, hwm)
 	}
+	lso := st.lastStableLocked(hwm)
+	aborted := st.abortedLocked(offset, lso)
 	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > offset })
 	// Copy the chunks the page may need so the lock is not held during I/O.
 	var refs []chunk
@@ -104,7 +112,7 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 	}
 	st.mu.Unlock()
 
-	res := BatchRead{HighWatermark: hwm, Stream: info}
+	res := BatchRead{HighWatermark: hwm, LastStable: lso, Aborted: aborted, Stream: info}
 	next := offset
 	full := false
 	for ci := 0; ci < len(refs) && !full && next < hwm; {
@@ -129,12 +137,17 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 		if err != nil {
 			return BatchRead{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, next, err)
 		}
+		// The batches taken from data are one stretch of it, [from, to):
+		// the page's first stretch is handed on as it is (object reads
+		// lend the cache's memory, WAL reads are fresh), later ones are
+		// appended.
+		from, to := -1, -1
 		for pos := 0; pos < len(data); {
 			h, err := record.ParseHeader(data[pos:])
 			if err != nil || pos+h.Size() > len(data) {
 				return BatchRead{}, fmt.Errorf("%w: stored batch of %s at offset %d: %v", ErrUnavailable, name, next, err)
 			}
-			b := data[pos : pos+h.Size()]
+			start := pos
 			pos += h.Size()
 			if h.LastOffset() < next {
 				continue
@@ -143,12 +156,23 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 				full = true
 				break
 			}
-			if len(res.Batches) > 0 && len(res.Batches)+len(b) > maxBytes {
+			taken := len(res.Batches) + max(to-from, 0)
+			if taken > 0 && taken+h.Size() > maxBytes {
 				full = true
 				break
 			}
-			res.Batches = append(res.Batches, b...)
+			if from < 0 {
+				from = start
+			}
+			to = pos
 			next = h.LastOffset() + 1
+		}
+		if from >= 0 {
+			if res.Batches == nil {
+				res.Batches = data[from:to:to]
+			} else {
+				res.Batches = append(res.Batches, data[from:to]...)
+			}
 		}
 		switch {
 		case next >= min(c.next, hwm):

@@ -317,20 +317,29 @@ func (s *Service) switchToMerged(ids []uint64, byID map[uint64]*ObjectRef, oldOb
 			nc = append(nc, c)
 		}
 		st.chunks = nc
+		st.checkInvariantsLocked()
 		st.mu.Unlock()
 	}
 }
 
 // deleteLater deletes the replaced objects after delay, so that reads
-// that picked one before the swap finish. A failure leaves an
-// unreferenced object that the collector's orphan sweep deletes later.
+// that picked one before the swap finish. A failure, or a Close before
+// the delay is over, leaves an unreferenced object that the collector's
+// orphan sweep deletes later.
 func (s *Service) deleteLater(objects map[string]bool, delay time.Duration) {
 	objs := make([]string, 0, len(objects))
 	for o := range objects {
 		objs = append(objs, o)
 	}
-	time.AfterFunc(delay, func() {
-		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	s.bg.Go(func(ctx context.Context) {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		dctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		for _, o := range objs {
 			_ = s.tier.Delete(dctx, o)

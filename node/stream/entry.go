@@ -83,6 +83,9 @@ func appendEntryHeader(dst []byte, streamID uint64, p *Producer, writerSeq strin
 // error here means a bug or a format mismatch, and is reported as such.
 func decodeEntry(data []byte) (entry, error) {
 	var e entry
+	if len(data) >= replicaHeaderSize && data[0] == replicaEntryVersion {
+		data = data[replicaHeaderSize:] // a follower's copy (replica.go)
+	}
 	if len(data) < entryFixedSize {
 		return e, fmt.Errorf("short WAL entry (%d bytes)", len(data))
 	}

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/PicoMQ/picomq/record"
 )
@@ -24,6 +25,10 @@ var (
 	// (log failed, shutting down, registry unreachable). Clients may retry,
 	// possibly on another node.
 	ErrUnavailable = errors.New("stream: unavailable")
+	// ErrNotEnoughReplicas: a `replicated` append cannot reach the
+	// stream's minimum of in-sync copies; nothing was acknowledged. It is
+	// also ErrUnavailable (retry later).
+	ErrNotEnoughReplicas = fmt.Errorf("%w: not enough in-sync replicas", ErrUnavailable)
 )
 
 // Kind is the one classification of a service error that every frontend
@@ -91,6 +96,9 @@ const (
 	// KindCanceled: the caller's context ended (went away or timed out);
 	// a write's outcome is unknown.
 	KindCanceled
+	// KindNotEnoughReplicas: fewer in-sync copies of a `replicated`
+	// stream than its minimum are possible (ErrNotEnoughReplicas).
+	KindNotEnoughReplicas
 )
 
 // kinds is the classification order: the first sentinel err matches wins.
@@ -118,6 +126,7 @@ var kinds = []struct {
 	{record.ErrInvalid, KindInvalidArgument},
 	{ErrProtocolMismatch, KindProtocolMismatch},
 	{ErrRedirect, KindRedirect},
+	{ErrNotEnoughReplicas, KindNotEnoughReplicas},
 	{ErrUnavailable, KindUnavailable},
 	{context.Canceled, KindCanceled},
 	{context.DeadlineExceeded, KindCanceled},

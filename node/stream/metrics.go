@@ -11,6 +11,40 @@ const (
 	DurabilityObject = "object"
 )
 
+// replicationMetrics are the owner's and the follower's replication
+// counters (replicate.go, replica.go).
+type replicationMetrics struct {
+	replWaitSeconds prometheus.Histogram
+	replSeconds     prometheus.Histogram
+	replErrors      prometheus.Counter
+	replResends     prometheus.Counter
+	isrChanges      prometheus.Counter
+	replicaFrames   prometheus.Counter
+}
+
+func newReplicationMetrics() replicationMetrics {
+	return replicationMetrics{
+		replWaitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "picomq_replication_wait_seconds",
+			Help:    "Time a replicated append waited for its followers after its own WAL write.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		replSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "picomq_replication_request_seconds",
+			Help:    "Duration of one replication request to a follower (its WAL fsync included).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		replErrors:    prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replication_errors_total", Help: "Replication requests to followers that failed."}),
+		replResends:   prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replication_resends_total", Help: "Streams resent to a follower from the owner's WAL (catch-up)."}),
+		isrChanges:    prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replication_isr_changes_total", Help: "Replica set writes in etcd (in-sync set shrunk or grown, followers replaced)."}),
+		replicaFrames: prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replica_frames_total", Help: "Stream frames this node stored as a follower."}),
+	}
+}
+
+func (m replicationMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.replWaitSeconds, m.replSeconds, m.replErrors, m.replResends, m.isrChanges, m.replicaFrames}
+}
+
 func (st *streamState) durability(def string) string {
 	if st.info.Durability != "" {
 		return st.info.Durability
@@ -37,6 +71,7 @@ type metrics struct {
 	reserveTxns        prometheus.Counter
 	reserveWaits       prometheus.Counter
 	reserveWaitSeconds prometheus.Counter
+	replicationMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -54,6 +89,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "picomq_flush_duration_seconds", Help: "Time to upload and commit one flush.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
+		replicationMetrics: newReplicationMetrics(),
 	}
 	m.claims = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "picomq_stream_claims_total", Help: "Streams this node took over or adopted.",
@@ -89,6 +125,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds, m.claims, m.claimSeconds, m.handoffs, m.compactions,
 			m.gcRuns, m.gcDeleted, m.gcErrors, m.reserveTxns, m.reserveWaits, m.reserveWaitSeconds)
+		reg.MustRegister(m.replicationMetrics.collectors()...)
 	}
 	return m
 }

@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/PicoMQ/picomq/wal"
 )
@@ -95,6 +96,10 @@ type producerState struct {
 	lastSeq uint64
 	recent  [dedupWindow]sentBatch
 	n       int // number of valid entries in recent (ring, newest at (n-1)%len)
+	// fresh: the epoch came from a transaction marker (the coordinator
+	// fenced older epochs) and no batch of it was written yet, so its
+	// first batch starts a sequence as a new producer's does.
+	fresh bool
 }
 
 func (p *producerState) remember(b sentBatch) {
@@ -124,6 +129,12 @@ const (
 // is fenced; a newer epoch must start at 0; within an epoch seq must be
 // last+1, and anything at or below last is a duplicate.
 func checkProducer(ps *producerState, p *Producer) (producerVerdict, error) {
+	if ps != nil && ps.fresh {
+		if p.Epoch < ps.epoch {
+			return 0, &ProducerError{Err: ErrProducerFenced, CurrentEpoch: ps.epoch}
+		}
+		ps = nil
+	}
 	if ps == nil {
 		if p.Seq != 0 && !p.PerRecord {
 			return 0, &ProducerError{Err: ErrProducerSeqGap, ExpectedSeq: 0, ReceivedSeq: p.Seq}
@@ -154,11 +165,33 @@ func (st *streamState) applyProducer(p Producer, n int, b sentBatch) {
 		st.producers = make(map[string]*producerState)
 	}
 	ps := st.producers[p.ID]
-	if ps == nil || p.Epoch > ps.epoch {
+	if ps == nil || p.Epoch > ps.epoch || ps.fresh {
 		ps = &producerState{epoch: p.Epoch}
 		st.producers[p.ID] = ps
 	}
 	ps.lastSeq = p.Seq + p.span(n) - 1
 	b.seq = p.Seq
 	ps.remember(b)
+}
+
+// KafkaProducerID names a Kafka producer id in the producer state (the
+// Kafka frontend's namespace), so a transaction marker found in a replayed
+// batch header reaches the same producer as the frontend's batches.
+func KafkaProducerID(pid int64) string { return "kafka:" + strconv.FormatInt(pid, 10) }
+
+func kafkaProducerID(pid int64) string { return KafkaProducerID(pid) }
+
+// markerEpochLocked applies a transaction marker's epoch to its producer:
+// a newer epoch (the coordinator bumped it to fence a zombie, or to abort
+// a timed-out transaction) replaces the producer's state, so batches of
+// the older epoch are fenced from now on.
+func (st *streamState) markerEpochLocked(id string, epoch uint64) {
+	ps := st.producers[id]
+	if ps != nil && epoch <= ps.epoch {
+		return
+	}
+	if st.producers == nil {
+		st.producers = make(map[string]*producerState)
+	}
+	st.producers[id] = &producerState{epoch: epoch, fresh: true}
 }

@@ -67,6 +67,7 @@ type reservation struct {
 	err    error  // of the last round, if it failed
 	from   int64  // st.next at the last extension
 	at     time.Time
+	own    bool // started from a reservation of this epoch (a restart)
 }
 
 // startReservation sets where this node's offsets of st begin, from the
@@ -79,6 +80,7 @@ type reservation struct {
 func (st *streamState) startReservation(res meta.Reservation) {
 	st.res = reservation{on: true, rev: res.Rev, wake: make(chan struct{}), at: time.Now()}
 	own := res.Rev != 0 && res.Epoch == st.info.Epoch
+	st.res.own = own
 	floor := st.next
 	switch {
 	case own:
@@ -89,12 +91,23 @@ func (st *streamState) startReservation(res meta.Reservation) {
 	if floor > st.next {
 		st.chunks = append(st.chunks, chunk{base: st.next, next: floor, gap: true})
 		st.next, st.hwm = floor, floor
+		st.checkInvariantsLocked()
 	}
 	st.res.base = floor
 	if own {
 		st.res.base = res.Base
 	}
 	st.res.from = st.next
+}
+
+// lostDisk is res as a node with a fresh WAL (Config.FreshLog) must take
+// it: one of its own epoch was written by an incarnation whose disk is
+// gone, so it is treated as another owner's (its offsets become a gap).
+func (s *Service) lostDisk(res meta.Reservation) meta.Reservation {
+	if s.cfg.FreshLog && res.Rev != 0 {
+		res.Epoch = -1
+	}
+	return res
 }
 
 // reserveNeed notes an append that took offsets up to end: it reports

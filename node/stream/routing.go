@@ -80,6 +80,12 @@ type routing struct {
 	manifests  []meta.Manifest
 	manifestAt time.Time
 	listing    *listing // in-flight manifest listing, shared by concurrent claims
+	// indexed groups the entries of the listing indexedOf by stream, for
+	// history reads of other nodes' streams: built once per listing, not
+	// once per page (a catch-up reads many pages within one listing's
+	// lifetime, and the listing holds every stream's manifests).
+	indexed   map[uint64][]piece
+	indexedOf *meta.Manifest // first element of the listing indexed
 }
 
 type listing struct {
@@ -162,7 +168,13 @@ func (s *Service) route(ctx context.Context, name string) (*streamState, error) 
 	}
 	// The owner's lease is gone. The placement target claims it; anyone
 	// else redirects there, so a stream is never claimed twice at once.
-	target := placement(name, members)
+	// A replicated stream goes only to a live in-sync follower, which
+	// holds every acknowledged record.
+	candidates, err := s.takeoverCandidates(rctx, m, members)
+	if err != nil {
+		return nil, err
+	}
+	target := placement(name, candidates)
 	if target.NodeID == "" {
 		return nil, fmt.Errorf("%w: no live node can take over %s", ErrUnavailable, name)
 	}
@@ -245,22 +257,36 @@ func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error
 		return st, nil
 	}
 	st := s.insertLocked(m)
+	replicated := s.replicatedRecord(m)
+	if replicated {
+		st.moving = true // no append until the copies are in (adoptCopies)
+	}
 	s.mu.Unlock()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if err := st.applyPieces(indexManifests(ms)[m.ID]); err != nil {
-		s.unload(st)
+		s.unloadLocked(st)
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if replicated {
+		st.mu.Unlock()
+		err := s.adoptCopies(ctx, st)
+		st.mu.Lock()
+		st.moving = false
+		if err != nil {
+			s.unloadLocked(st)
+			return nil, err
+		}
 	}
 	if s.resv != nil {
 		// Read after the claim: the previous owner, whose session is
 		// over, can no longer extend it.
 		res, err := s.resv.Reservation(ctx, m.ID)
 		if err != nil {
-			s.unload(st)
+			s.unloadLocked(st)
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
-		st.startReservation(res)
+		st.startReservation(s.lostDisk(res))
 	}
 	return st, nil
 }
@@ -360,6 +386,16 @@ func (st *streamState) wakeUploadWaitersLocked() {
 	}
 }
 
+// unloadLocked is unload for a caller holding st.mu: s.mu is taken only
+// with st.mu released (truncateWAL holds s.mu while it takes each st.mu;
+// the other order deadlocked every lookup of a node whose replicated
+// adopt failed during an object-storage fault).
+func (s *Service) unloadLocked(st *streamState) {
+	st.mu.Unlock()
+	s.unload(st)
+	st.mu.Lock()
+}
+
 // unload drops a stream's local state (ownership moved away).
 func (s *Service) unload(st *streamState) {
 	s.mu.Lock()
@@ -375,7 +411,8 @@ func (s *Service) unload(st *streamState) {
 // infoFromMeta describes a stream this node does not serve.
 func infoFromMeta(m meta.Stream) Info {
 	return Info{Name: m.Name, ID: m.ID, ContentType: m.ContentType, CreatedAt: m.CreatedAt, Owner: m.Owner, Epoch: m.Epoch,
-		StartOffset: m.StartOffset, KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes, MaxBatchBytes: m.MaxBatchBytes}
+		StartOffset: m.StartOffset, KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes, MaxBatchBytes: m.MaxBatchBytes,
+		Durability: m.Durability, Replicas: int(m.Replicas), MinInSync: int(m.MinInSync)}
 }
 
 // readRemote serves a read of a stream owned by another node when the
@@ -395,7 +432,7 @@ func (s *Service) readRemote(ctx context.Context, m meta.Stream, opts ReadOption
 		return ReadResult{}, false, nil
 	}
 	view := &streamState{info: m}
-	if err := view.applyPieces(indexManifests(ms)[m.ID]); err != nil || opts.Offset >= view.uploaded {
+	if err := view.applyPieces(s.remotePieces(ms, m.ID)); err != nil || opts.Offset >= view.uploaded {
 		return ReadResult{}, false, nil
 	}
 	res, err := s.readState(ctx, view, opts)
@@ -406,6 +443,21 @@ func (s *Service) readRemote(ctx context.Context, m meta.Stream, opts ReadOption
 	res.UpToDate, res.Closed = false, false
 	res.ServedRemotely = true
 	return res, true, nil
+}
+
+// remotePieces returns the manifest entries of stream id in the listing
+// ms, indexing the listing on its first use. The result is the caller's
+// (applyPieces sorts it).
+func (s *Service) remotePieces(ms []meta.Manifest, id uint64) []piece {
+	if len(ms) == 0 {
+		return nil
+	}
+	s.routing.mu.Lock()
+	defer s.routing.mu.Unlock()
+	if s.routing.indexedOf != &ms[0] {
+		s.routing.indexed, s.routing.indexedOf = indexManifests(ms), &ms[0]
+	}
+	return slices.Clone(s.routing.indexed[id])
 }
 
 // Drain hands every stream this node owns to other live nodes: appends to a

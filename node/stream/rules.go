@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -9,8 +8,9 @@ import (
 
 // checkRecords applies the stream's content rules to an append, whatever
 // protocol it came on: the records' media type must be the stream's, and a
-// JSON stream (wire.IsJSON) accepts only valid JSON values (a null value is
-// a record without a value and passes). A raw batch (AppendRequest.Batch,
+// JSON stream (wire.IsJSON) accepts only JSON texts, UTF-8 included
+// (wire.IsJSONText, the one JSON predicate of the service and both HTTP
+// protocols; a null value is a record without a value and passes). A raw batch (AppendRequest.Batch,
 // Kafka) is stored as sent: its values are not decoded on the append path,
 // so the JSON rule does not reach them. A closed stream is left to the
 // append itself, which answers every append to it alike.
@@ -28,7 +28,7 @@ func (st *streamState) checkRecords(req AppendRequest) error {
 		return nil
 	}
 	for i := range req.Records {
-		if v := req.Records[i].Value; v != nil && !json.Valid(v) {
+		if v := req.Records[i].Value; v != nil && !wire.IsJSONText(v) {
 			if len(req.Records) == 1 {
 				return fmt.Errorf("%w: body is not valid JSON, but the stream holds %s", ErrInvalidArgument, ct)
 			}

@@ -92,6 +92,14 @@ type Config struct {
 	// (a read always returns at least one record if one is available).
 	DefaultReadBytes int
 	MaxReadBytes     int
+	// Replication configures `replicated` streams (replicate.go).
+	Replication ReplicationConfig
+	// FreshLog: the WAL was created empty at this start (a new node, or
+	// one whose disk was lost). Offsets its earlier incarnation reserved
+	// in the same epoch are then a gap, not its own to continue: the
+	// records it acknowledged there are gone with the disk, and handing
+	// the offsets out again would name other records (reserve.go).
+	FreshLog bool
 	// Jobs sets the periods of the background passes Jobs starts (zero =
 	// each pass's default).
 	Jobs JobIntervals
@@ -123,6 +131,10 @@ func (c *Config) setDefaults() {
 	}
 	defaults.Set(&c.Tier.SealMaxAge, time.Second)
 	defaults.Set(&c.Tier.SealMaxBytes, 8<<20)
+	defaults.Set(&c.Replication.Replicas, 3)
+	defaults.Set(&c.Replication.MinInSync, 2)
+	defaults.Set(&c.Replication.LagTimeout, time.Second)
+	defaults.Set(&c.Replication.RequestTimeout, 5*time.Second)
 }
 
 // Service implements create/append/read/head/delete over the WAL and the
@@ -172,13 +184,24 @@ type Service struct {
 	routing routing
 
 	// resv keeps offset reservations (reserve.go); nil without a cluster.
-	resv      Reservations
-	resKick   chan struct{}
-	resCancel context.CancelFunc
+	resv    Reservations
+	resKick chan struct{}
+
+	// bg owns the goroutines the service starts itself (supervise.go).
+	bg *supervisor
 
 	// lookups counts stream lookups (one per request is the rule; a test
 	// holds the Pico frontend to it).
 	lookups atomic.Int64
+
+	// Replication (replicate.go, replica.go): this node's copies of other
+	// owners' streams, and one shipper per follower node.
+	replicas   replicaStore
+	peersMu    sync.Mutex
+	peers      map[string]*peer
+	replCtx    context.Context
+	replCancel context.CancelFunc
+	deferred   []string // replicated streams Open left to adopt (repltakeover.go)
 }
 
 // streamState is the in-memory state of one stream owned by this node.
@@ -230,6 +253,10 @@ type streamState struct {
 	deleted bool
 	life    lifecycle   // expiry, soft delete, fork references (lifecycle.go)
 	res     reservation // offset reservation (reserve.go)
+	repl    *replState  // `replicated` streams (replicate.go); nil until the first append
+	// txn: Kafka transactions on this stream (txn.go); nil until the
+	// first transactional batch.
+	txn *txnState
 }
 
 // chunk locates offsets [base, next) of a stream: either one batch in the
@@ -267,6 +294,11 @@ type Info struct {
 	// MaxBatchBytes: the Kafka max.message.bytes of the stream (0 = the
 	// frontend's default); kept for the Kafka frontend, not enforced here.
 	MaxBatchBytes int64
+	// Durability is the stream's ack level as created ("" = the node
+	// default); Replicas and MinInSync its R and M when replicated (0 =
+	// the node's defaults). ReplicaNodes says where the copies are.
+	Durability          string
+	Replicas, MinInSync int
 }
 
 // CreateOptions is the configuration a client asks for at create.
@@ -293,6 +325,10 @@ type CreateOptions struct {
 	// MaxBatchBytes: see Info.MaxBatchBytes (not part of the
 	// identical-config check).
 	MaxBatchBytes int64
+	// Replicas (R, owner included) and MinInSync (M) of a `replicated`
+	// stream; 0 = the node's defaults (not part of the identical-config
+	// check).
+	Replicas, MinInSync int
 }
 
 // ReadOptions selects what a read returns.
@@ -327,6 +363,7 @@ type ReadResult struct {
 func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, error) {
 	cfg.setDefaults()
 	s := &Service{
+		bg:       newSupervisor(),
 		cfg:      cfg,
 		log:      log,
 		reg:      reg,
@@ -338,6 +375,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		metrics:  newMetrics(cfg.Registerer),
 		cluster:  cfg.Cluster,
 	}
+	s.replCtx, s.replCancel = context.WithCancel(context.Background())
 	s.registerGauges(cfg.Registerer)
 	if r, ok := cfg.Cluster.(Reservations); ok && cfg.Tier.Session != nil {
 		s.resv, s.resKick = r, make(chan struct{}, 1)
@@ -389,11 +427,19 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 			s.openState(id)
 		}
 		for id, st := range s.byID {
-			st.startReservation(resvs[id])
+			st.startReservation(s.lostDisk(resvs[id]))
 		}
 	}
 	var replayed, skipped int
+	written := map[uint64]bool{} // streams with entries of their own in the WAL
 	err = log.Replay(func(pos wal.Pos, data []byte) error {
+		if len(data) > 0 && data[0] == replicaEntryVersion {
+			replayed++
+			if err := s.replayReplica(pos, data); err != nil {
+				return fmt.Errorf("replica entry at %+v: %w", pos, err)
+			}
+			return nil
+		}
 		e, err := decodeEntry(data)
 		if err != nil {
 			return fmt.Errorf("entry at %+v: %w", pos, err)
@@ -414,6 +460,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		}
 		if applied {
 			st.unflushed += int64(len(data))
+			written[e.streamID] = true
 		}
 		replayed++
 		return nil
@@ -421,6 +468,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 	if err != nil {
 		return nil, fmt.Errorf("stream: replay WAL: %w", err)
 	}
+	s.deferReplicated(written)
 	// Recovered entries not yet in object storage are pending from now:
 	// they are flushed within one seal age even if no append follows.
 	for _, st := range s.byID {
@@ -430,17 +478,17 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		s.pendingSince.Store(time.Now().UnixNano())
 	}
 	for _, st := range s.byID {
-		if s.objectDurable(st) {
-			st.hwm = max(st.uploaded, logStart(st.info)) // the rest when its flush commits
+		if s.objectDurable(st) || s.replicated(st) {
+			// The rest when its flush commits, or (replicated) when an
+			// append's copies cover it.
+			st.hwm = max(st.uploaded, logStart(st.info))
 		}
 	}
 	if s.resv != nil {
 		if err := s.reserveLoaded(ctx); err != nil {
 			return nil, fmt.Errorf("stream: reserve the recovered offsets: %w", err)
 		}
-		rctx, cancel := context.WithCancel(context.Background())
-		s.resCancel = cancel
-		go s.runReserver(rctx)
+		s.bg.Go(s.runReserver)
 	}
 	s.idleIDs = nil
 	cfg.Logger.Info("stream service recovered", "streams", owned, "idle_streams", len(s.idle), "batches", replayed, "skipped_deleted", skipped)
@@ -491,6 +539,12 @@ func (st *streamState) replay(pos wal.Pos, e *entry) (bool, error) {
 		ts = h.MaxTimestamp
 		st.next, st.hwm = next, next
 		st.lastTS = max(st.lastTS, h.MaxTimestamp)
+		if h.Transactional() {
+			st.noteBatchLocked(h, e.batch, h.BaseOffset, next, h.MaxTimestamp)
+			if h.Control() {
+				st.markerEpochLocked(kafkaProducerID(h.ProducerID), uint64(h.ProducerEpoch))
+			}
+		}
 	}
 	if st.walLow == 0 {
 		st.walLow = pos.Segment
@@ -553,6 +607,7 @@ func (s *Service) Jobs() []Job {
 		{"compactor", func(ctx context.Context) error { return s.RunCompactor(ctx, CompactConfig{Interval: iv.Compaction}) }},
 		{"expiry reaper", func(ctx context.Context) error { return s.RunReaper(ctx, LifecycleOptions{}) }},
 		{"retention", func(ctx context.Context) error { return s.RunRetention(ctx, RetentionOptions{Interval: iv.Retention}) }},
+		{"replication", s.RunReplication},
 	}
 }
 
@@ -625,15 +680,15 @@ func (s *Service) Ready() error {
 	return nil
 }
 
-// Close stops accepting appends. Appends already enqueued still complete; the
-// caller closes the WAL afterwards, which syncs them.
+// Close stops accepting appends and stops the goroutines the service
+// started itself, waiting for them. Appends already enqueued still
+// complete; the caller closes the WAL afterwards, which syncs them.
 func (s *Service) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	if s.resCancel != nil {
-		s.resCancel()
-	}
+	s.replCancel()
+	s.bg.stop()
 }
 
 // SameContentType reports whether two content types name the same media
@@ -678,8 +733,23 @@ func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (
 	}
 	switch opts.Durability {
 	case "", DurabilityLocal, DurabilityObject:
+	case DurabilityReplicated:
+		if !s.replicatedRecord(meta.Stream{Durability: DurabilityReplicated}) {
+			return Info{}, false, fmt.Errorf("%w: durability replicated needs a cluster with object storage", ErrInvalidArgument)
+		}
 	default:
-		return Info{}, false, fmt.Errorf("%w: durability %q: want local or object", ErrInvalidArgument, opts.Durability)
+		return Info{}, false, fmt.Errorf("%w: durability %q: want local, replicated or object", ErrInvalidArgument, opts.Durability)
+	}
+	if opts.Replicas < 0 || opts.MinInSync < 0 || (opts.Replicas > 0 && opts.MinInSync > opts.Replicas) || opts.Replicas > 16 {
+		return Info{}, false, fmt.Errorf("%w: %d replicas with a minimum of %d in sync", ErrInvalidArgument, opts.Replicas, opts.MinInSync)
+	}
+	if opts.Durability == DurabilityReplicated || (opts.Durability == "" && s.cfg.DefaultDurability == DurabilityReplicated) {
+		// The record keeps the effective R and M, so every node (and
+		// Kafka's DescribeConfigs) reads the same values.
+		r, m := s.replFactors(meta.Stream{Replicas: int64(opts.Replicas), MinInSync: int64(opts.MinInSync)})
+		opts.Replicas, opts.MinInSync = r, min(m, r)
+	} else {
+		opts.Replicas, opts.MinInSync = 0, 0
 	}
 	if err := s.Ready(); err != nil {
 		return Info{}, false, err
@@ -694,6 +764,8 @@ func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (
 		Owner:       s.cfg.NodeID,
 		Epoch:       1,
 		Durability:  opts.Durability,
+		Replicas:    int64(opts.Replicas),
+		MinInSync:   int64(opts.MinInSync),
 	}), opts)
 	if err != nil {
 		plan.undo(ctx, s)
@@ -771,6 +843,9 @@ func (st *streamState) infoLocked() Info {
 		RetentionMs:    st.info.RetentionMs,
 		RetentionBytes: st.info.RetentionBytes,
 		MaxBatchBytes:  st.info.MaxBatchBytes,
+		Durability:     st.info.Durability,
+		Replicas:       int(st.info.Replicas),
+		MinInSync:      int(st.info.MinInSync),
 	}
 }
 
@@ -856,6 +931,12 @@ type AppendRequest struct {
 	// Close closes the stream atomically with this append: durable and
 	// monotonic; later appends fail with ErrStreamClosed.
 	Close bool
+	// Control: Batch is a Kafka transaction marker (a control batch) that
+	// the transaction coordinator writes; Producer names its producer and
+	// epoch. Only such a request may carry a control batch. A marker is
+	// fenced by a newer epoch of its producer like data, skips the
+	// sequence rules, and a newer epoch fences the producer's older one.
+	Control bool
 	// WriterSeq is the Durable Streams Stream-Seq: if set it must be
 	// bytewise greater than the last one accepted on this stream.
 	WriterSeq string
@@ -911,6 +992,7 @@ type Submitted struct {
 	wrote         bool
 	closes        bool
 	objectDurable bool
+	replicated    bool // wait for the followers' copies (replicate.go)
 	mustReserve   bool // `local`: wait for the offset reservation (reserve.go)
 	end           int64
 	bytes         int
@@ -931,12 +1013,18 @@ func (s *Service) SubmitBatch(ctx context.Context, name string, req AppendReques
 
 func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (Submitted, error) {
 	count := len(req.Records)
+	var bh record.BatchHeader
 	if req.Batch != nil {
 		h, err := record.ParseHeader(req.Batch)
 		if err != nil || len(req.Records) > 0 || h.Size() != len(req.Batch) {
 			return Submitted{}, fmt.Errorf("%w: a raw batch must be one whole, valid batch without records beside it", ErrInvalidArgument)
 		}
-		count = int(h.LastOffsetDelta) + 1
+		if h.Control() != req.Control || (req.Control && (req.Producer == nil || req.Close || !h.Transactional())) {
+			return Submitted{}, fmt.Errorf("%w: a control batch only as a transaction marker (AppendRequest.Control)", ErrInvalidArgument)
+		}
+		count, bh = int(h.LastOffsetDelta)+1, h
+	} else if req.Control {
+		return Submitted{}, fmt.Errorf("%w: a transaction marker needs its control batch", ErrInvalidArgument)
 	}
 	if count == 0 && !req.Close {
 		return Submitted{}, fmt.Errorf("%w: an append needs at least one record", ErrInvalidArgument)
@@ -957,6 +1045,12 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	}
 	if err := st.checkRecords(req); err != nil {
 		return Submitted{}, err
+	}
+	replicated := s.replicated(st)
+	if replicated {
+		if err := s.ensureRepl(ctx, st); err != nil {
+			return Submitted{}, err
+		}
 	}
 
 	bufp, _ := s.bufPool.Get().(*[]byte)
@@ -1003,7 +1097,12 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		st.mu.Unlock()
 		return Submitted{}, &ClosedError{Name: name, NextOffset: next}
 	}
-	if req.Producer != nil {
+	if req.Control {
+		if ps != nil && req.Producer.Epoch < ps.epoch {
+			st.mu.Unlock()
+			return Submitted{}, &ProducerError{Err: ErrProducerFenced, CurrentEpoch: ps.epoch}
+		}
+	} else if req.Producer != nil {
 		verdict, err := checkProducer(ps, req.Producer)
 		if err != nil {
 			st.mu.Unlock()
@@ -1019,7 +1118,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 				// The original may still be in flight: Wait acknowledges
 				// the retry only once the original is durable (WAL, then
 				// its upload or its offset reservation).
-				sub.st, sub.pending, sub.end, sub.objectDurable = st, b.pending, b.next, s.objectDurable(st)
+				sub.st, sub.pending, sub.end, sub.objectDurable, sub.replicated = st, b.pending, b.next, s.objectDurable(st), replicated
 				sub.res.FirstOffset, sub.res.NextOffset, sub.res.Timestamp = b.first, b.next, b.ts
 			}
 			return sub, nil
@@ -1031,10 +1130,20 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		return Submitted{}, fmt.Errorf("%w: %q is not greater than %q", ErrWriterSeq, req.WriterSeq, last)
 	}
 
+	if replicated {
+		if err := s.checkReplicasLocked(st); err != nil {
+			st.mu.Unlock()
+			return Submitted{}, err
+		}
+	}
 	ts := max(s.cfg.Now().UnixMilli(), st.lastTS)
 	base := st.next
 	noBatch := count == 0
-	buf := appendEntryHeader((*bufp)[:0], st.info.ID, req.Producer, req.WriterSeq, req.Close, noBatch)
+	entryProducer := req.Producer
+	if req.Control {
+		entryProducer = nil // a marker's producer and epoch are in its batch header (replay)
+	}
+	buf := appendEntryHeader((*bufp)[:0], st.info.ID, entryProducer, req.WriterSeq, req.Close, noBatch)
 	if req.Batch != nil {
 		n := len(buf)
 		buf = append(buf, req.Batch...)
@@ -1052,6 +1161,11 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		return Submitted{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
 	}
 	end := base + int64(count)
+	if replicated {
+		// The same entry bytes go to the followers, in parallel with
+		// the local fsync (buf goes back to its pool: copy it once).
+		s.shipLocked(st, base, end, append([]byte(nil), buf...))
+	}
 	if !noBatch {
 		st.chunks = append(st.chunks, chunk{base: base, next: end, pos: pending.Pos()})
 		st.lastTS = ts
@@ -1063,13 +1177,21 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	st.lastPending = pending
 	objectDurable := s.objectDurable(st)
 	st.next = end
+	st.checkInvariantsLocked()
 	var mustReserve, kick bool
 	if !objectDurable {
 		mustReserve, kick = s.reserveNeed(st, end)
 	}
-	if req.Producer != nil {
+	switch {
+	case req.Control:
+		st.markerEpochLocked(req.Producer.ID, req.Producer.Epoch)
+		ps = st.producers[req.Producer.ID]
+	case req.Producer != nil:
 		st.applyProducer(*req.Producer, count, sentBatch{first: base, next: end, ts: ts, pending: pending})
 		ps = st.producers[req.Producer.ID]
+	}
+	if bh.Transactional() {
+		st.noteBatchLocked(bh, req.Batch, base, end, ts)
 	}
 	if req.WriterSeq != "" {
 		st.writerSeq = req.WriterSeq
@@ -1090,7 +1212,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		s.kickReserver()
 	}
 	return Submitted{st: st, res: res, pending: pending, wrote: true, closes: req.Close,
-		objectDurable: objectDurable, mustReserve: mustReserve, end: end, bytes: len(buf)}, nil
+		objectDurable: objectDurable, replicated: replicated, mustReserve: mustReserve, end: end, bytes: len(buf)}, nil
 }
 
 // Wait returns the result of the submitted append once it is durable at
@@ -1121,6 +1243,11 @@ func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
 				return AppendResult{}, fmt.Errorf("append to %s: %w", name, err)
 			}
 		}
+		if a.replicated && !a.objectDurable {
+			if err := s.waitReplicated(ctx, st, a.end); err != nil {
+				return AppendResult{}, fmt.Errorf("append to %s: %w", name, err)
+			}
+		}
 		return a.res, nil
 	}
 	pending, end, closes := a.pending, a.end, a.closes
@@ -1128,7 +1255,8 @@ func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
 		if ctx.Err() != nil && !a.objectDurable {
 			// The write still happens; publish it when it does so readers
 			// are not stuck behind a batch whose appender gave up.
-			go s.publishLater(st, pending, end, closes, a.mustReserve)
+			mustReserve, replicated := a.mustReserve, a.replicated
+			s.bg.Go(func(ctx context.Context) { s.publishLater(ctx, st, pending, end, closes, mustReserve, replicated) })
 		}
 		return AppendResult{}, s.waitError(name, err, ctx)
 	}
@@ -1136,9 +1264,17 @@ func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
 		// Nobody may read or be told of an offset before it is reserved.
 		if err := s.waitReserved(ctx, st, end); err != nil {
 			if ctx.Err() != nil {
-				go s.publishLater(st, pending, end, closes, true)
+				replicated := a.replicated
+				s.bg.Go(func(ctx context.Context) { s.publishLater(ctx, st, pending, end, closes, true, replicated) })
 			}
 			return AppendResult{}, fmt.Errorf("append to %s: written but not acknowledged: %w", name, err)
+		}
+	}
+	if a.replicated {
+		// hwm moves past the append only once M copies hold it: nothing
+		// a reader sees is lost with fewer than M machines.
+		if err := s.waitReplicated(ctx, st, end); err != nil {
+			return AppendResult{}, fmt.Errorf("append to %s: written here but not acknowledged: %w", name, err)
 		}
 	}
 	if !a.objectDurable {
@@ -1250,17 +1386,22 @@ func (s *Service) objectDurable(st *streamState) bool {
 }
 
 // publishLater publishes an append whose appender gave up waiting, once it
-// is durable (and reserved), so readers are not stuck behind it.
-func (s *Service) publishLater(st *streamState, pending *wal.Pending, end int64, closes, reserve bool) {
-	if pending.Wait(context.Background()) != nil {
+// is durable (and reserved, and replicated), so readers are not stuck
+// behind it. It runs under the service's supervisor: at Close, ctx ends and
+// nothing is published (nobody reads from a closed service).
+func (s *Service) publishLater(ctx context.Context, st *streamState, pending *wal.Pending, end int64, closes, reserve, replicated bool) {
+	if pending.Wait(ctx) != nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	if reserve {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		if s.waitReserved(ctx, st, end) != nil {
 			return // a later append publishes it with its own
 		}
+	}
+	if replicated && s.waitReplicated(ctx, st, end) != nil {
+		return // a later append (or the flush) publishes it
 	}
 	st.advance(end, closes)
 }
@@ -1275,6 +1416,7 @@ func (st *streamState) advance(end int64, closes bool) {
 			st.closedVisible = true
 		}
 		st.wakeReadersLocked()
+		st.checkInvariantsLocked()
 	}
 	st.mu.Unlock()
 }
@@ -1344,6 +1486,10 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 		st.mu.Unlock()
 		return ReadResult{}, fmt.Errorf("%w: offset %d of %s, readable range is [%d, %d]", ErrOffsetOutOfRange, opts.Offset, name, info.StartOffset, hwm)
 	}
+	// HTTP readers read committed: they stop at the last stable offset and
+	// never see markers or aborted transactions' records (txn.go).
+	hwm = st.lastStableLocked(hwm)
+	aborted := st.abortedLocked(opts.Offset, hwm)
 	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > opts.Offset })
 	// Copy the chunks we may need so the lock is not held during I/O. The
 	// slice grows at the end and is rewritten by flushes, so never alias it.
@@ -1387,6 +1533,12 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 		}
 		err = record.SplitBatches(data, func(batch []byte, h record.BatchHeader) error {
 			if full || h.LastOffset() < res.NextOffset {
+				return nil
+			}
+			if (h.Transactional() && hiddenFromCommitted(h, aborted)) || h.BaseOffset >= hwm {
+				if h.BaseOffset < hwm {
+					res.NextOffset = max(res.NextOffset, h.LastOffset()+1)
+				}
 				return nil
 			}
 			// Decode into a fresh slice: returned records alias data and
@@ -1433,11 +1585,20 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	return res, nil
 }
 
-// prefetchNext starts fetching the next object of a consumer catching up
-// through object chunks when its next read will soon cross into it (it
-// stopped in the last quarter of the current object's range), so the
-// read that crosses the boundary does not wait for a cold GET. Reads
-// within one object already advise the rest of its range.
+// prefetchAhead is how far ahead of a consumer reading through object
+// chunks (in bytes of object ranges) prefetchNext starts on the objects
+// that follow: about the block cache's per-reader read-ahead window, so
+// the window runs on across object boundaries. Objects much smaller than
+// that (L0 objects of a slow stream) are read faster than a GET's round
+// trip, so several are prefetched at once. The node-wide read-ahead
+// budget, not this distance, bounds what is fetched.
+const prefetchAhead = 32 << 20
+
+// prefetchNext starts fetching the objects after the one a consumer is
+// reading, up to prefetchAhead bytes ahead of it, so the read that
+// crosses an object boundary does not wait for a cold GET. Reads within
+// one object already advise the rest of its range (the cache ignores
+// advice it is already following).
 func (s *Service) prefetchNext(refs []chunk, next int64) {
 	pf, ok := s.tier.(Prefetcher)
 	if !ok {
@@ -1448,17 +1609,20 @@ func (s *Service) prefetchNext(refs []chunk, next int64) {
 		return
 	}
 	cur := refs[i].obj
-	if 4*(cur.Next-next) > cur.Next-cur.First {
-		return
-	}
+	// The bytes of the current range still to read, estimated from the
+	// offsets (records are about evenly sized within a flush).
+	ahead := int64(float64(cur.Next-next) / float64(max(cur.Next-cur.First, 1)) * float64(cur.Length))
+	last := cur.Key
 	for _, c := range refs[i+1:] {
-		if c.obj == nil {
-			return // the WAL tail follows
+		if ahead >= prefetchAhead || c.obj == nil {
+			return // far enough, or the WAL tail follows
 		}
-		if c.obj.Key != cur.Key {
-			pf.Prefetch(c.obj)
-			return
+		if c.obj.Key == last {
+			continue
 		}
+		pf.Prefetch(c.obj)
+		ahead += c.obj.Length
+		last = c.obj.Key
 	}
 }
 
@@ -1495,7 +1659,7 @@ func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool,
 	}
 	for {
 		st.mu.Lock()
-		hwm, wake, deleted, closed := st.hwm, st.wakeChanLocked(), st.deleted, st.closedVisible
+		hwm, wake, deleted, closed := st.lastStableLocked(st.hwm), st.wakeChanLocked(), st.deleted, st.closedVisible
 		st.mu.Unlock()
 		if deleted {
 			return false, fmt.Errorf("%w: %s", ErrNotFound, name)

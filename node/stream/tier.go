@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/sdk/retry"
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/wal"
@@ -173,12 +173,14 @@ type stateSnapshot struct {
 	Closed    bool                        `json:"closed,omitempty"`
 	ClosedBy  *Producer                   `json:"closedBy,omitempty"`
 	Producers map[string]producerSnapJSON `json:"producers,omitempty"`
+	Txn       *txnSnapJSON                `json:"txn,omitempty"`
 }
 
 type producerSnapJSON struct {
 	Epoch   uint64     `json:"epoch"`
 	LastSeq uint64     `json:"lastSeq"`
 	Recent  [][4]int64 `json:"recent,omitempty"` // seq, first, next, ts
+	Fresh   bool       `json:"fresh,omitempty"`
 }
 
 func (st *streamState) snapshotLocked() json.RawMessage {
@@ -186,7 +188,7 @@ func (st *streamState) snapshotLocked() json.RawMessage {
 	if len(st.producers) > 0 {
 		snap.Producers = make(map[string]producerSnapJSON, len(st.producers))
 		for id, ps := range st.producers {
-			p := producerSnapJSON{Epoch: ps.epoch, LastSeq: ps.lastSeq}
+			p := producerSnapJSON{Epoch: ps.epoch, LastSeq: ps.lastSeq, Fresh: ps.fresh}
 			for i := 0; i < min(ps.n, dedupWindow); i++ {
 				b := ps.recent[i]
 				p.Recent = append(p.Recent, [4]int64{int64(b.seq), b.first, b.next, b.ts})
@@ -194,6 +196,8 @@ func (st *streamState) snapshotLocked() json.RawMessage {
 			snap.Producers[id] = p
 		}
 	}
+	st.trimAbortedLocked(st.info.StartOffset)
+	snap.Txn = st.txn.snapshot()
 	b, _ := json.Marshal(snap)
 	return b
 }
@@ -209,12 +213,13 @@ func (st *streamState) restoreSnapshot(raw json.RawMessage) error {
 	st.lastTS = max(st.lastTS, snap.LastTS)
 	st.writerSeq = snap.WriterSeq
 	st.closed, st.closedVisible, st.closedBy = snap.Closed, snap.Closed, snap.ClosedBy
+	st.txn = snap.Txn.restore()
 	st.producers = nil
 	for id, p := range snap.Producers {
 		if st.producers == nil {
 			st.producers = make(map[string]*producerState)
 		}
-		ps := &producerState{epoch: p.Epoch, lastSeq: p.LastSeq}
+		ps := &producerState{epoch: p.Epoch, lastSeq: p.LastSeq, fresh: p.Fresh}
 		for _, r := range p.Recent {
 			ps.remember(sentBatch{seq: uint64(r[0]), first: r[1], next: r[2], ts: r[3]})
 		}
@@ -276,6 +281,7 @@ func (st *streamState) applyPieces(ps []piece) error {
 		}
 	}
 	st.hwm, st.uploaded = st.next, st.next
+	st.checkInvariantsLocked()
 	if have {
 		if err := st.restoreSnapshot(latest.state); err != nil {
 			return fmt.Errorf("stream %s: %w", st.info.Name, err)
@@ -343,7 +349,9 @@ func (s *Service) RunFlusher(ctx context.Context) error {
 	age := s.tcfg.SealMaxAge
 	tick := time.NewTicker(max(age/4, 5*time.Millisecond))
 	defer tick.Stop()
-	backoff := time.Duration(0)
+	// Failed flushes back off by the repository's one rule (sdk/retry):
+	// nominal 100 ms doubling to 10 s, each wait drawn from half to all of it.
+	backoff := retry.Policy{Initial: 100 * time.Millisecond, Max: 10 * time.Second}.Backoff()
 	for {
 		if ctx.Err() == nil {
 			select {
@@ -384,16 +392,13 @@ func (s *Service) RunFlusher(ctx context.Context) error {
 			if ctx.Err() != nil {
 				continue
 			}
-			backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
-			s.cfg.Logger.Warn("flush to object storage failed; will retry", "err", err, "retry_in", backoff)
+			wait := backoff.Next()
+			s.cfg.Logger.Warn("flush to object storage failed; will retry", "err", err, "retry_in", wait)
 			s.metrics.flushErrors.Inc()
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff)/2+1))):
-			}
+			_ = retry.Sleep(ctx, wait) // ctx's end is handled at the top of the loop
 			continue
 		}
-		backoff = 0
+		backoff.Reset()
 	}
 }
 
@@ -630,6 +635,7 @@ func (s *Service) applyFlush(items []flushItem, refs []*ObjectRef) int64 {
 				st.hwm = it.end
 				st.wakeReadersLocked()
 			}
+			st.checkInvariantsLocked()
 			switch {
 			case st.lastPending == it.pending:
 				// Nothing was appended since the snapshot.
@@ -642,6 +648,7 @@ func (s *Service) applyFlush(items []flushItem, refs []*ObjectRef) int64 {
 				st.walLow = st.lastPending.Pos().Segment
 			}
 			st.wakeUploadWaitersLocked()
+			s.shipUploadedLocked(st) // followers release their copies
 		}
 		st.mu.Unlock()
 	}
@@ -661,6 +668,9 @@ func (s *Service) truncateWAL() {
 		st.mu.Unlock()
 	}
 	s.mu.RUnlock()
+	if r := s.replicaWALLow(); r != 0 && r < low {
+		low = r // copies of other owners' streams not uploaded yet
+	}
 	if err := w.RemoveSegmentsBefore(low); err != nil {
 		s.cfg.Logger.Warn("WAL truncation failed", "before_segment", low, "err", err)
 	}

@@ -178,6 +178,9 @@ const (
 	CodeProducerEpochSeq    = "producer_epoch_seq"
 	CodeStreamClosed        = "stream_closed"
 	CodeContentTypeMismatch = "content_type_mismatch"
+	// CodeNotEnoughReplicas (503): a `replicated` stream cannot make its
+	// minimum of in-sync copies now; nothing was acknowledged, retry.
+	CodeNotEnoughReplicas = "not_enough_replicas"
 	// Authentication and overload (docs/security.md).
 	CodeUnauthorized = "unauthorized" // 401: no token, or one the server does not know
 	CodeForbidden    = "forbidden"    // 403: the token's scopes do not cover the request

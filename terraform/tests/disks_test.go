@@ -175,8 +175,8 @@ func needDiskTools(t *testing.T) {
 	if len(missing) == 0 {
 		return
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("the per-boot disk test needs %v (.ci/run installs xfsprogs and runs as root)", missing)
+	if required() {
+		t.Fatalf("the per-boot disk test needs %v (.ci/run installs xfsprogs and mdadm and runs as root)", missing)
 	}
 	t.Skipf("the per-boot disk test needs %v", missing)
 }

@@ -305,7 +305,8 @@ func TestPolicyModel(t *testing.T) {
 		{Request{Action: "s3:PutBucketPolicy", Resource: "arn:aws:s3:::b"}, false},
 		// Node 0's role reads its own key and the shared parameters, not node 1's key.
 		{Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-east-1:" + testAccount + ":parameter/test/nodes/test-node-0.key"}, true},
-		{Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-east-1:" + testAccount + ":parameter/test/nodes/etcd-client.key"}, true},
+		{Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-east-1:" + testAccount + ":parameter/test/nodes/test-node-0.etcd-client.key"}, true},
+		{Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-east-1:" + testAccount + ":parameter/test/nodes/test-node-1.etcd-client.key"}, false},
 		{Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-east-1:" + testAccount + ":parameter/test/nodes/test-node-1.key"}, false},
 		{Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-east-1:" + testAccount + ":parameter/test/etcd/test-etcd-0.key"}, false},
 	} {

@@ -20,7 +20,10 @@
 // of a consumer behind the tail) triggers read-ahead: the next ReadAhead
 // blocks are fetched in the background as large runs (FetchBlocks per GET,
 // Parallelism GETs at a time), so a sequential reader pays few per-request
-// costs and finds its next bytes already there. Readers that know
+// costs and finds its next bytes already there. All readers share one
+// read-ahead budget in bytes (ReadAheadBytes): read-ahead that does not fit
+// is not sent, so memory stays bounded however many readers there are,
+// and demand GETs in flight are bounded the same way (FetchBytes). Readers that know
 // what they will read say so with Advise (segment.ReadStream does, for the
 // stream's byte range), which starts read-ahead at once and keeps it inside
 // the range: an L0 object holds many streams, and fetching the neighbours'
@@ -109,18 +112,32 @@ type Options struct {
 	// while a random reader wants small ones.
 	FetchBlocks int
 	// ReadAhead is how many blocks ahead of a sequential reader are kept in
-	// flight or fetched (default 128, i.e. 16 MiB); negative disables
+	// flight or fetched (default 256, i.e. 32 MiB: at 100 ms per GET that
+	// is still a few hundred MB/s for one reader); negative disables
 	// read-ahead. It is refilled when half of it has been consumed, so
-	// read-ahead GETs are large.
+	// read-ahead GETs are large. ReadAheadBytes caps all readers together.
 	ReadAhead int
-	// Parallelism bounds concurrent read-ahead GETs (default 3: 12 MiB in
-	// flight with the default run size). Against remote S3, where one
-	// connection is slower than the network, raise it together with
-	// ReadAhead. Demand reads are not limited by it.
+	// ReadAheadBytes is the node-wide read-ahead budget (default 64 MiB):
+	// the bytes of read-ahead GETs in flight plus those fetched and not
+	// yet read, over every reader of the cache. A reader's window is only
+	// what the budget has room for: read-ahead that does not fit is not
+	// sent (the reader fetches on demand, and read-ahead resumes as the
+	// budget frees), so a thousand catch-up readers share one bounded
+	// amount of memory instead of a window each.
+	ReadAheadBytes int64
+	// FetchBytes bounds the bytes of demand GETs (the blocks a reader
+	// waits for) in flight at once, node-wide (default ReadAheadBytes); a
+	// GET past it waits for an earlier one to land.
+	FetchBytes int64
+	// Parallelism bounds concurrent read-ahead GETs (default 16). The
+	// budget, not this count, bounds memory; the count keeps the number
+	// of connections to the object store reasonable. Against remote S3 a
+	// single reader needs several GETs in flight to cover the latency.
 	Parallelism int
 	// StagingBlocks bounds the FIFO of recently fetched blocks kept besides
-	// ristretto (default ReadAhead + 2*FetchBlocks: the read-ahead window
-	// and the runs in flight beyond it).
+	// ristretto (default ReadAheadBytes/BlockSize + 2*FetchBlocks: all the
+	// read-ahead the budget allows and the runs readers wait for beyond
+	// it), so read-ahead is not evicted before its reader comes.
 	StagingBlocks int
 	// FetchTimeout bounds one GET (default 30s). Fetches run on the cache's
 	// own context, so a block that one reader gave up on still lands for
@@ -133,13 +150,15 @@ func (o *Options) setDefaults() {
 	defaults.Set(&o.BlockSize, 128<<10)
 	defaults.Set(&o.FetchBlocks, 32)
 	if o.ReadAhead == 0 {
-		o.ReadAhead = 128
+		o.ReadAhead = 256
 	}
 	if o.ReadAhead < 0 {
 		o.ReadAhead = 0
 	}
-	defaults.Set(&o.Parallelism, 3)
-	defaults.Set(&o.StagingBlocks, o.ReadAhead+2*o.FetchBlocks)
+	defaults.Set(&o.ReadAheadBytes, 64<<20)
+	defaults.Set(&o.FetchBytes, o.ReadAheadBytes)
+	defaults.Set(&o.Parallelism, 16)
+	defaults.Set(&o.StagingBlocks, int(o.ReadAheadBytes/o.BlockSize)+2*o.FetchBlocks)
 	defaults.Set(&o.FetchTimeout, 30*time.Second)
 }
 
@@ -151,6 +170,13 @@ type Stats struct {
 	Prefetches   int64 // blocks fetched by read-ahead
 	Requests     int64 // GETs sent to the source
 	FetchedBytes int64 // bytes received from the source
+	// ReadAheadBytes is the read-ahead budget in use now (bytes in flight
+	// or fetched and not yet read); ReadAheadSkipped counts blocks of
+	// read-ahead not sent because the budget was spent.
+	ReadAheadBytes   int64
+	ReadAheadSkipped int64
+	// FetchWaits counts demand GETs that waited for FetchBytes.
+	FetchWaits int64
 }
 
 type blockID struct {
@@ -176,6 +202,8 @@ type run struct {
 	staged   bool          // in the staging FIFO
 	cached   bool          // offered to ristretto and not let go of since
 	forgot   bool          // its object was forgotten while it was in flight
+	budget   int64         // read-ahead budget it holds until read or let go of
+	fetching bool          // its buffer is allocated (tests count it)
 }
 
 func (r *run) ready() bool {
@@ -225,6 +253,10 @@ type Cache struct {
 	stagedBlocks int64
 	seq          map[string]*seqState
 	closed       bool
+	cachedBytes  int64         // bytes of runs given to ristretto and not let go of
+	aheadUsed    int64         // read-ahead budget held (Options.ReadAheadBytes)
+	demandUsed   int64         // demand GET bytes in flight (Options.FetchBytes)
+	demandFreed  chan struct{} // closed (and replaced) when demandUsed drops
 
 	// Runs ristretto let go of (evicted, rejected, replaced). Its callback
 	// may run inside calls made under mu, so it only queues them here,
@@ -233,6 +265,7 @@ type Cache struct {
 	exited []*run
 
 	hits, misses, joined, prefetches, requests, fetched atomic.Int64
+	skipped, fetchWaits                                 atomic.Int64
 }
 
 // New returns a cache over src.
@@ -244,6 +277,8 @@ func New(src Source, opts Options) (*Cache, error) {
 		sem:    make(chan struct{}, opts.Parallelism),
 		blocks: map[blockID]*run{},
 		seq:    map[string]*seqState{},
+
+		demandFreed: make(chan struct{}),
 	}
 	rc, err := ristretto.NewCache(&ristretto.Config[string, *run]{
 		NumCounters:        max(10*blocks, 1000),
@@ -289,10 +324,55 @@ func (c *Cache) Close() error {
 
 // Stats returns the counters so far.
 func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	ahead := c.aheadUsed
+	c.mu.Unlock()
 	return Stats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Joined: c.joined.Load(),
 		Prefetches: c.prefetches.Load(), Requests: c.requests.Load(), FetchedBytes: c.fetched.Load(),
+		ReadAheadBytes: ahead, ReadAheadSkipped: c.skipped.Load(), FetchWaits: c.fetchWaits.Load(),
 	}
+}
+
+// releaseLocked returns the read-ahead budget r holds: a reader has come
+// for it, or it left the staging FIFO (what stays is the cache's), or it
+// failed or was forgotten.
+func (c *Cache) releaseLocked(r *run) {
+	c.aheadUsed -= r.budget
+	r.budget = 0
+}
+
+// takeDemand waits until n more bytes of demand GETs fit in FetchBytes
+// (a GET larger than the whole budget goes alone).
+func (c *Cache) takeDemand(n int64) error {
+	waited := false
+	for {
+		c.mu.Lock()
+		if c.demandUsed == 0 || c.demandUsed+n <= c.opts.FetchBytes {
+			c.demandUsed += n
+			c.mu.Unlock()
+			return nil
+		}
+		freed := c.demandFreed
+		c.mu.Unlock()
+		if !waited {
+			waited = true
+			c.fetchWaits.Add(1)
+		}
+		select {
+		case <-freed:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+}
+
+func (c *Cache) giveDemand(n int64) {
+	c.mu.Lock()
+	c.demandUsed -= n
+	close(c.demandFreed)
+	c.demandFreed = make(chan struct{})
+	c.mu.Unlock()
 }
 
 // BlockSize returns the block size in use.
@@ -306,6 +386,9 @@ func (c *Cache) retireExitedLocked() {
 	c.exited = nil
 	c.exitMu.Unlock()
 	for _, r := range exited {
+		if r.cached {
+			c.cachedBytes -= int64(cap(r.buf))
+		}
 		r.cached = false
 		if !r.staged {
 			c.dropLocked(r)
@@ -315,6 +398,7 @@ func (c *Cache) retireExitedLocked() {
 
 // dropLocked removes r's blocks from the map (those still pointing to it).
 func (c *Cache) dropLocked(r *run) {
+	c.releaseLocked(r)
 	for i := range r.count {
 		id := blockID{r.key, r.first + i}
 		if c.blocks[id] == r {
@@ -371,6 +455,7 @@ func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast 
 			continue
 		}
 		c.hits.Add(1)
+		c.releaseLocked(r) // read-ahead that found its reader
 		if r != touched && r.cached {
 			c.rc.Get(r.rcKey) // tells the admission policy the run is in use
 			touched = r
@@ -502,6 +587,10 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 	}
 	c.requests.Add(1)
 	c.wg.Add(1)
+	if prefetch {
+		r.budget = count * c.opts.BlockSize
+		c.aheadUsed += r.budget
+	}
 	go func() {
 		defer c.wg.Done()
 		if prefetch {
@@ -513,7 +602,19 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 				c.finish(r, nil, c.ctx.Err())
 				return
 			}
+		} else {
+			// Demand GETs wait for room: with many readers missing at
+			// once, their buffers are what would exhaust the node.
+			n := count * c.opts.BlockSize
+			if err := c.takeDemand(n); err != nil {
+				c.finish(r, nil, err)
+				return
+			}
+			defer c.giveDemand(n)
 		}
+		c.mu.Lock()
+		r.fetching = true
+		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.FetchTimeout)
 		defer cancel()
 		buf := make([]byte, count*c.opts.BlockSize)
@@ -551,9 +652,15 @@ func (c *Cache) finish(r *run, buf []byte, err error) {
 		r.err = err
 		c.dropLocked(r)
 	case r.forgot:
+		c.releaseLocked(r)
 		r.buf = buf // for the readers already waiting; not kept
 	default:
 		r.buf = buf
+		if !r.prefetch {
+			// A reader waited for it (promoted read-ahead): it is read,
+			// and its bytes are the staging FIFO's to account for now.
+			c.releaseLocked(r)
+		}
 		if int64(len(buf)) < r.count*bs {
 			// The first short block is the object's last.
 			end := r.first + int64(len(buf))/bs + 1
@@ -569,7 +676,16 @@ func (c *Cache) finish(r *run, buf []byte, err error) {
 		if len(buf) > 0 {
 			// The cost is the memory held, not the bytes received: a run
 			// that ended short of its blocks keeps its whole buffer.
-			r.cached = c.rc.Set(r.rcKey, r, int64(cap(buf)))
+			// ristretto admits and evicts asynchronously; the bytes it
+			// has been given and not let go of are counted here, and a
+			// run that would take them past MaxBytes is only staged, so
+			// the cache's memory is bounded at every moment, not just
+			// once ristretto has caught up.
+			if cost := int64(cap(buf)); c.cachedBytes+cost <= c.opts.MaxBytes {
+				if r.cached = c.rc.Set(r.rcKey, r, cost); r.cached {
+					c.cachedBytes += cost
+				}
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -593,7 +709,9 @@ func (c *Cache) Forget(key string) {
 		}
 		forgotten[r] = true
 		r.forgot = true
+		c.releaseLocked(r)
 		if r.cached {
+			c.cachedBytes -= int64(cap(r.buf))
 			r.cached = false
 			c.rc.Del(r.rcKey)
 		}
@@ -625,6 +743,7 @@ func (c *Cache) stageLocked(r *run) {
 		c.staging = c.staging[1:]
 		c.stagedBlocks -= o.blocks
 		o.staged = false
+		c.releaseLocked(o) // unread read-ahead: the cache holds it now, or nobody
 		if !o.cached {
 			c.dropLocked(o)
 		}
@@ -685,13 +804,25 @@ func (c *Cache) readAheadLocked(key string, st *seqState, from int64) {
 		return
 	}
 	runStart := int64(-1)
+	spent := false
+	// flush starts one GET for blocks [runStart, end) if the node-wide
+	// budget has room; otherwise read-ahead stops there, and the next
+	// read of this object tries again from that block.
 	flush := func(end int64) {
-		if runStart >= 0 {
-			c.startRunLocked(key, runStart, end-runStart, true)
-			runStart = -1
+		if runStart < 0 {
+			return
 		}
+		n := end - runStart
+		if c.aheadUsed+n*c.opts.BlockSize > c.opts.ReadAheadBytes {
+			c.skipped.Add(stop - runStart)
+			st.ahead = runStart
+			spent = true
+			return
+		}
+		c.startRunLocked(key, runStart, n, true)
+		runStart = -1
 	}
-	for idx := max(from, st.ahead); idx < stop; idx++ {
+	for idx := max(from, st.ahead); idx < stop && !spent; idx++ {
 		if c.blocks[blockID{key, idx}] != nil {
 			flush(idx)
 			continue
@@ -703,8 +834,12 @@ func (c *Cache) readAheadLocked(key string, st *seqState, from int64) {
 			runStart = idx
 		}
 	}
-	flush(stop)
-	st.ahead = stop
+	if !spent {
+		flush(stop)
+	}
+	if !spent {
+		st.ahead = stop
+	}
 }
 
 // Advise tells the cache that a reader is about to read [off, end) of key

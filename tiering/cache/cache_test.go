@@ -456,3 +456,114 @@ func TestConcurrentReadersForgetAndEviction(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// heldBytes is residentBytes plus the buffers of GETs in flight: all the
+// object bytes the cache holds right now.
+func heldBytes(c *Cache) (n, staged, cached, inflight int64) { // the parts help debugging
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.retireExitedLocked()
+	seen := map[*run]bool{}
+	for _, r := range c.blocks {
+		if seen[r] {
+			continue
+		}
+		seen[r] = true
+		switch {
+		case r.ready():
+			n += int64(cap(r.buf))
+			if r.staged {
+				staged += int64(cap(r.buf))
+			} else {
+				cached += int64(cap(r.buf))
+			}
+		case r.fetching:
+			n += r.count * c.opts.BlockSize
+			inflight += r.count * c.opts.BlockSize
+		}
+	}
+	return n, staged, cached, inflight
+}
+
+// TestManyReadersShareTheBudget: a thousand catch-up readers, each
+// scanning its own object from a slow store at once, never make the cache
+// hold more than its configured memory (the cache, the staging FIFO, the
+// read-ahead budget and the demand GETs' budget) however many readers
+// there are, and every reader still gets all its bytes.
+func TestManyReadersShareTheBudget(t *testing.T) {
+	const (
+		readers = 1000
+		blk     = 2 << 10
+		objSize = 16*blk + 100
+	)
+	store := objstoretest.FileStore(t)
+	data := make([]byte, objSize)
+	for i := range data {
+		data[i] = byte(i*7 + i>>9)
+	}
+	for i := range readers {
+		if err := objstore.Put(t.Context(), store, fmt.Sprintf("o%04d", i), data, objstore.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := Options{MaxBytes: 64 * blk, BlockSize: blk, FetchBlocks: 4, ReadAhead: 8, ReadAheadBytes: 32 * blk, FetchBytes: 16 * blk}
+	src := &counted{Store: store, delay: time.Millisecond}
+	c, err := New(src, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	opts.setDefaults()
+	bound := opts.MaxBytes + int64(opts.StagingBlocks)*blk + opts.ReadAheadBytes + opts.FetchBytes
+
+	var peak, peakAhead atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if h, _, _, _ := heldBytes(c); h > peak.Load() {
+				peak.Store(h)
+			}
+			if a := c.Stats().ReadAheadBytes; a > peakAhead.Load() {
+				peakAhead.Store(a)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Microsecond):
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range readers {
+		wg.Go(func() {
+			key := fmt.Sprintf("o%04d", i)
+			c.Advise(key, 0, objSize) // what segment's scan does
+			for off := int64(0); off < objSize; {
+				s, err := c.Slice(ctx, key, off, 1, 4*blk)
+				if (err != nil && err != io.EOF) || len(s) == 0 || !bytes.Equal(s, data[off:off+int64(len(s))]) {
+					t.Errorf("reader %d at %d: %d bytes, %v or wrong bytes", i, off, len(s), err)
+					return
+				}
+				off += int64(len(s))
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	if p := peak.Load(); p > bound {
+		t.Errorf("%d readers: the cache held up to %d bytes, configured bound %d", readers, p, bound)
+	}
+	if a := peakAhead.Load(); a > opts.ReadAheadBytes {
+		t.Errorf("read-ahead budget in use reached %d, budget %d", a, opts.ReadAheadBytes)
+	}
+	s := c.Stats()
+	if s.FetchedBytes < readers*objSize {
+		t.Errorf("fetched %d bytes for %d readers of %d", s.FetchedBytes, readers, objSize)
+	}
+	t.Logf("peak held %d of bound %d; read-ahead peak %d; %+v", peak.Load(), bound, peakAhead.Load(), s)
+}

@@ -20,8 +20,9 @@ type RangeReader interface {
 
 // Advisor is implemented by RangeReaders that profit from knowing a
 // sequential read's extent in advance (the block cache: read-ahead). Reads
-// of a stream's range advise the rest of the range after their first
-// chunk arrives, so read-ahead never delays the first batch.
+// of a stream's range advise the rest of the range as they ask for their
+// first chunk, so read-ahead GETs run beside that chunk's GET rather than
+// a round trip after it.
 type Advisor interface {
 	Advise(key string, off, end int64)
 }
@@ -150,6 +151,10 @@ type Batches struct {
 	FirstOffset int64 // base offset of the first batch in Data
 	NextOffset  int64 // offset after the last record in Data
 	Count       int   // number of batches
+	// Pos is the byte position of Data in the object: with FirstOffset
+	// (or any batch boundary inside Data) it is where a later read can
+	// resume without the footer's index (ReadStreamAt).
+	Pos int64
 }
 
 // ReadBatches returns the batches of stream holding offset and after it,
@@ -215,6 +220,20 @@ func ReadStream(ctx context.Context, src RangeReader, key string, e extent.Exten
 		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.First, e.Last(), e.StreamID, offset)
 	}
 	b, _, _, err := readRange(ctx, src, key, e, e.Offset, e.First, offset, maxBytes)
+	return b, err
+}
+
+// ReadStreamAt reads like ReadStream from a batch boundary already known:
+// pos is the byte position of a batch of e whose base offset is base (a
+// Batches' Pos and FirstOffset, or a boundary inside its Data), and
+// offset is at or after base. A consumer's next page resumes there with
+// neither the footer nor a re-scan from the start of the range.
+func ReadStreamAt(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int) (Batches, error) {
+	if pos < e.Offset || pos >= e.End() || base < e.First || base > e.Last() || offset < base || offset > e.Last() {
+		return Batches{}, fmt.Errorf("%w: object %q: no batch of stream %d at byte %d with base offset %d for offset %d (range [%d, %d) at bytes [%d, %d))",
+			ErrOffsetOutOfRange, key, e.StreamID, pos, base, offset, e.First, e.Next, e.Offset, e.End())
+	}
+	b, _, _, err := readRange(ctx, src, key, e, pos, base, offset, maxBytes)
 	return b, err
 }
 
@@ -285,8 +304,10 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 	// copy only if they span several (most reads then copy nothing).
 	var parts [][]byte
 	size := 0
+	at := pos // position of the batch fn sees
 	pos, base, err := scan(ctx, src, key, e, pos, base, e.End(), hint, func(b []byte, bi record.BatchHeader) (bool, bool) {
 		if bi.LastOffset() < offset {
+			at += int64(len(b))
 			return true, true
 		}
 		if out.Count > 0 && maxBytes > 0 && size+len(b) > maxBytes {
@@ -294,6 +315,7 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 		}
 		if out.Count == 0 {
 			out.FirstOffset = bi.BaseOffset
+			out.Pos = at
 		}
 		if k := len(parts) - 1; k >= 0 && adjacent(parts[k], b) {
 			parts[k] = parts[k][:len(parts[k])+len(b)]
@@ -351,6 +373,14 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 			return nil, corruptf(key, p, "stream %d: batch of %d bytes crosses the end of its range at %d", e.StreamID, n, end)
 		}
 		want := min(max(n, chunkSize(min(hint, stop-p))), end-p)
+		if adv, ok := src.(Advisor); ok && !advised && p+want < stop {
+			// The rest of the range is advised before this chunk is
+			// waited for: read-ahead GETs then run beside the first one
+			// instead of a round trip after it (against S3 the round
+			// trip, not the bandwidth, is what a reader waits for).
+			adv.Advise(key, p+want, stop)
+			advised = true
+		}
 		var nb []byte
 		if sl, ok := src.(Slicer); ok {
 			var err error
@@ -367,12 +397,7 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 				return nil, err
 			}
 		}
-		want = int64(len(nb))
 		buf, bufPos = nb, p
-		if adv, ok := src.(Advisor); ok && !advised && p+want < stop {
-			adv.Advise(key, p+want, stop)
-			advised = true
-		}
 		return buf[:n], nil
 	}
 	expect := base
@@ -415,9 +440,12 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 }
 
 // chunkSize is how much a scan reads at once: about what the caller
-// wants, at least enough to amortise a request, at most 1 MiB so the first
-// batch of a cold read never waits for a huge transfer.
+// wants, at least enough to amortise a request, at most 4 MiB (the block
+// cache's largest GET) so the first batch of a cold read never waits for
+// a huge transfer. A page up to that size is one GET when cold, not a
+// first chunk and then a wait for the read-ahead behind it: against S3
+// every GET waited for in turn is another round trip.
 func chunkSize(want int64) int64 {
-	const minChunk, maxChunk = 16 << 10, 1 << 20
+	const minChunk, maxChunk = 16 << 10, 4 << 20
 	return min(max(want, minChunk), maxChunk)
 }

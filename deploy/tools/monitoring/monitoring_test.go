@@ -6,13 +6,21 @@
 package monitoring
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -178,11 +186,11 @@ func TestScrapeConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := strings.ReplaceAll(string(b), "/etc/prometheus/secrets/", tmp+"/")
-	for _, f := range []string{"picomq-scrape-token", "picomq-ca.pem"} {
+	for f, content := range map[string][]byte{"picomq-scrape-token": []byte("pmq_scrape\n"), "picomq-ca.pem": selfSignedPEM(t)} {
 		if !strings.Contains(cfg, tmp+"/"+f) {
 			t.Fatalf("prometheus.yml does not name %s", f)
 		}
-		if err := os.WriteFile(filepath.Join(tmp, f), []byte("x\n"), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(tmp, f), content, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -201,6 +209,24 @@ func TestScrapeConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	promtool(t, "check", "config", path)
+}
+
+// selfSignedPEM is a CA certificate, so the CA file parses if promtool
+// reads it.
+func selfSignedPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "picomq test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 func readYAML(t *testing.T, path string, v any) {

@@ -65,6 +65,10 @@ resource "aws_instance" "etcd" {
     backup_interval = var.etcd_backup_interval
     backup_script   = file("${path.module}/../../../deploy/etcd-backup.sh")
     refresh_script  = file("${path.module}/../../../deploy/picomq-refresh.sh")
+    run_auth        = count.index == 0
+    auth_script     = file("${path.module}/../../../deploy/etcd-auth.sh")
+    picomq_nodes    = join(" ", local.node_names)
+    etcd_members    = join(" ", local.etcd_names)
     ca_parameter    = aws_ssm_parameter.ca["etcd"].name
     cert_parameter  = aws_ssm_parameter.etcd_cert[count.index].name
     key_parameter   = aws_ssm_parameter.etcd_key[count.index].name

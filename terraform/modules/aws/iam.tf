@@ -18,9 +18,9 @@ locals {
   binary_s3_arn = var.binary_s3_uri != "" ? "arn:${data.aws_partition.current.partition}:s3:::${trimprefix(var.binary_s3_uri, "s3://")}" : ""
 }
 
-# One role per node: a node reads its own certificate and key in SSM, not
-# its neighbours' (the segment bucket and the shared parameters are the
-# same for all).
+# One role per node: a node reads its own certificates and keys in SSM
+# (listener, etcd client), not its neighbours' (the segment bucket, the CA
+# and the token file are the same for all).
 data "aws_iam_policy_document" "nodes" {
   count = var.node_count
   statement {
@@ -34,11 +34,11 @@ data "aws_iam_policy_document" "nodes" {
     }
   }
   statement {
-    sid       = "ReadWriteSegments"
+    sid = "ReadWriteSegments"
     # No multipart: every object is one PUT (at most seal_max_bytes, 1 GiB,
     # under S3's 5 GiB single-PUT limit), the request that carries the
     # conditional create (tiering/objstore/s3).
-    actions = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
     resources = ["${aws_s3_bucket.segments.arn}/${var.name}/*"]
   }
   dynamic "statement" {
@@ -69,7 +69,7 @@ data "aws_iam_policy_document" "nodes" {
     sid     = "ClusterParameters"
     actions = ["ssm:GetParameter"]
     resources = [for p in concat(
-      [for f in ["${local.node_names[count.index]}.crt", "${local.node_names[count.index]}.key", "ca.crt", "etcd-client.crt", "etcd-client.key"] : "${local.param_prefix}/nodes/${f}"],
+      [for f in ["${local.node_names[count.index]}.crt", "${local.node_names[count.index]}.key", "${local.node_names[count.index]}.etcd-client.crt", "${local.node_names[count.index]}.etcd-client.key", "ca.crt"] : "${local.param_prefix}/nodes/${f}"],
       [local.auth_tokens_parameter]
     ) : "arn:${data.aws_partition.current.partition}:ssm:${local.region}:${data.aws_caller_identity.current.account_id}:parameter${p}"]
   }

@@ -23,7 +23,7 @@ locals {
   bucket_name = var.bucket_name != "" ? var.bucket_name : "${var.name}-segments-${data.aws_caller_identity.current.account_id}"
   # The bucket the nodes write to: the directory bucket when S3 Express
   # One Zone is chosen, else the regional one.
-  data_bucket      = var.express_one_zone_az_id != "" ? aws_s3_directory_bucket.express[0].bucket : aws_s3_bucket.segments.id
+  data_bucket = var.express_one_zone_az_id != "" ? aws_s3_directory_bucket.express[0].bucket : aws_s3_bucket.segments.id
   # A directory bucket encrypts with its own default (SSE-S3): a KMS key
   # header it has no configuration for is a 400 on every PUT, so S3
   # Express gets no sse parameters (kms_key_arn covers the regional bucket).

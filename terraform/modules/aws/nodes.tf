@@ -68,8 +68,8 @@ resource "aws_instance" "node" {
     tls_cert_parameter    = aws_ssm_parameter.node_cert[count.index].name
     tls_key_parameter     = aws_ssm_parameter.node_key[count.index].name
     etcd_ca_parameter     = aws_ssm_parameter.ca["nodes"].name
-    etcd_cert_parameter   = aws_ssm_parameter.etcd_client_cert.name
-    etcd_key_parameter    = aws_ssm_parameter.etcd_client_key.name
+    etcd_cert_parameter   = aws_ssm_parameter.etcd_client_cert[count.index].name
+    etcd_key_parameter    = aws_ssm_parameter.etcd_client_key[count.index].name
 
     unit            = file("${path.module}/../../../deploy/picomq.service")
     disks_script    = file("${path.module}/../../../deploy/picomq-disks.sh")

@@ -43,7 +43,7 @@ resource "aws_s3_bucket_server_side_encryption_configuration" "segments" {
 }
 
 resource "aws_s3_bucket_lifecycle_configuration" "segments" {
-  bucket = aws_s3_bucket.segments.id
+  bucket     = aws_s3_bucket.segments.id
   depends_on = [aws_s3_bucket_versioning.segments]
   rule {
     id     = "abort-incomplete-multipart-uploads"

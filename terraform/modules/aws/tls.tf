@@ -49,21 +49,26 @@ resource "tls_locally_signed_cert" "etcd" {
   allowed_uses          = ["digital_signature", "key_encipherment", "server_auth", "client_auth"]
 }
 
-# The PicoMQ nodes' etcd client certificate (shared by the nodes).
+# Each PicoMQ node's etcd client certificate, its node name as the common
+# name (etcd's user name when etcd authentication is on): a node's identity
+# towards etcd is its own, and one node's key revokes alone.
 resource "tls_private_key" "etcd_client" {
+  count       = var.node_count
   algorithm   = "ECDSA"
   ecdsa_curve = "P256"
 }
 
 resource "tls_cert_request" "etcd_client" {
-  private_key_pem = tls_private_key.etcd_client.private_key_pem
+  count           = var.node_count
+  private_key_pem = tls_private_key.etcd_client[count.index].private_key_pem
   subject {
-    common_name = "${var.name}-picomq"
+    common_name = local.node_names[count.index]
   }
 }
 
 resource "tls_locally_signed_cert" "etcd_client" {
-  cert_request_pem      = tls_cert_request.etcd_client.cert_request_pem
+  count                 = var.node_count
+  cert_request_pem      = tls_cert_request.etcd_client[count.index].cert_request_pem
   ca_private_key_pem    = tls_private_key.ca.private_key_pem
   ca_cert_pem           = tls_self_signed_cert.ca.cert_pem
   validity_period_hours = var.cert_validity_hours
@@ -127,16 +132,18 @@ resource "aws_ssm_parameter" "etcd_key" {
 }
 
 resource "aws_ssm_parameter" "etcd_client_cert" {
-  name  = "${local.param_prefix}/nodes/etcd-client.crt"
+  count = var.node_count
+  name  = "${local.param_prefix}/nodes/${local.node_names[count.index]}.etcd-client.crt"
   type  = "String"
-  value = tls_locally_signed_cert.etcd_client.cert_pem
+  value = tls_locally_signed_cert.etcd_client[count.index].cert_pem
   tags  = local.tags
 }
 
 resource "aws_ssm_parameter" "etcd_client_key" {
-  name  = "${local.param_prefix}/nodes/etcd-client.key"
+  count = var.node_count
+  name  = "${local.param_prefix}/nodes/${local.node_names[count.index]}.etcd-client.key"
   type  = "SecureString"
-  value = tls_private_key.etcd_client.private_key_pem
+  value = tls_private_key.etcd_client[count.index].private_key_pem
   tags  = local.tags
 }
 

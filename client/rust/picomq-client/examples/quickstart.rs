@@ -22,7 +22,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .read("/orders/1042", &client.beginning(), Live::Off, ReadLimits::server_default())
         .await?;
     for record in &page.records {
-        println!("{} {}", record.position, String::from_utf8_lossy(&record.body));
+        println!("{} {}", record.position, record.body_text());
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use picomq_protocol::ds as wire;
+use bytes::Bytes;
 use reqwest::Method;
 use serde_json::value::RawValue;
 
@@ -147,14 +148,15 @@ pub(crate) async fn read(t: &Transport, stream: &str, from: &str, live: Live) ->
 /// Splits a payload into records. The protocol gives no per-record
 /// positions; on PicoMQ, where a position names a record offset, they are
 /// derived from the page's end position.
-fn records(body: Vec<u8>, json: bool, from: &str, next: &str) -> std::result::Result<Vec<Record>, String> {
+pub(crate) fn records(body: Vec<u8>, json: bool, from: &str, next: &str) -> std::result::Result<Vec<Record>, String> {
     if !json {
         if body.is_empty() {
             return Ok(Vec::new());
         }
         let position = if from == POSITION_NOW { String::new() } else { from.to_string() };
-        return Ok(vec![Record { position, body, ..Record::default() }]);
+        return Ok(vec![Record { position, body: Bytes::from(body), ..Record::default() }]);
     }
+    let body = Bytes::from(body);
     let vals: Vec<&RawValue> = serde_json::from_slice(&body).map_err(|e| format!("decoding the JSON page: {}", e))?;
     let n = vals.len() as i64;
     let end = ds_record_offset(next).filter(|end| *end >= n);
@@ -167,7 +169,8 @@ fn records(body: Vec<u8>, json: bool, from: &str, next: &str) -> std::result::Re
                 None if i == 0 && from != POSITION_NOW => from.to_string(),
                 None => String::new(),
             };
-            Record { position, body: v.get().as_bytes().to_vec(), ..Record::default() }
+            // A raw value borrows the page: the record is a view of it.
+            Record { position, body: body.slice_ref(v.get().as_bytes()), ..Record::default() }
         })
         .collect())
 }

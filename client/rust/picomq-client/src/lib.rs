@@ -22,6 +22,7 @@ mod ds;
 mod error;
 mod pico;
 pub mod producer;
+mod sse;
 mod transport;
 
 use std::fmt;
@@ -32,7 +33,10 @@ use std::time::Duration;
 
 use reqwest::{Method, Url};
 
+pub use bytes::Bytes;
+
 pub use error::{ApiError, Error, Kind, Result};
+pub use sse::{Event, EventKind, Subscription};
 pub use picomq_protocol as protocol;
 
 use transport::{Call, Transport};
@@ -140,6 +144,10 @@ pub struct ClientConfig {
     pub http2: bool,
     /// Retries of read-shaped requests.
     pub retry: RetryPolicy,
+    /// PEM certificates (one or more) of the CAs an `https://` node's
+    /// certificate may chain to, e.g. a cluster's private CA, trusted in
+    /// addition to the system's roots.
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 /// A record header. Headers are ordered and may repeat a key (Pico only).
@@ -154,31 +162,39 @@ pub struct Header {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AppendRecord {
     pub key: Option<Vec<u8>>,
-    pub body: Vec<u8>,
+    /// The record's bytes: a `Bytes` is shared, not copied, by clones (a
+    /// producer's retries) and prints as text in `{:?}`.
+    pub body: Bytes,
     pub headers: Vec<Header>,
 }
 
 impl From<&str> for AppendRecord {
     fn from(s: &str) -> AppendRecord {
-        AppendRecord { body: s.as_bytes().to_vec(), ..AppendRecord::default() }
+        AppendRecord { body: Bytes::copy_from_slice(s.as_bytes()), ..AppendRecord::default() }
     }
 }
 
 impl From<String> for AppendRecord {
     fn from(s: String) -> AppendRecord {
-        AppendRecord { body: s.into_bytes(), ..AppendRecord::default() }
+        AppendRecord { body: Bytes::from(s), ..AppendRecord::default() }
     }
 }
 
 impl From<Vec<u8>> for AppendRecord {
     fn from(body: Vec<u8>) -> AppendRecord {
-        AppendRecord { body, ..AppendRecord::default() }
+        AppendRecord { body: Bytes::from(body), ..AppendRecord::default() }
     }
 }
 
 impl From<&[u8]> for AppendRecord {
     fn from(b: &[u8]) -> AppendRecord {
-        AppendRecord { body: b.to_vec(), ..AppendRecord::default() }
+        AppendRecord { body: Bytes::copy_from_slice(b), ..AppendRecord::default() }
+    }
+}
+
+impl From<Bytes> for AppendRecord {
+    fn from(body: Bytes) -> AppendRecord {
+        AppendRecord { body, ..AppendRecord::default() }
     }
 }
 
@@ -191,7 +207,9 @@ pub struct Record {
     pub timestamp: Option<i64>,
     /// `None` when the record has no key (always over Durable Streams).
     pub key: Option<Vec<u8>>,
-    pub body: Vec<u8>,
+    /// The record's bytes: a view of the page's body (no copy per record),
+    /// printed as text by `{:?}` (`b"{\"item\":\"widget\"}"`).
+    pub body: Bytes,
     pub headers: Vec<Header>,
 }
 
@@ -332,12 +350,13 @@ pub fn connect(protocol: Protocol, url: &str) -> Result<Client> {
     connect_with(protocol, url, ClientConfig::default())
 }
 
-/// [`connect`] with a token, HTTP/2 (h2c) and a retry policy.
+/// [`connect`] with a token, HTTP/2, a retry policy and the CA of an
+/// `https://` node.
 pub fn connect_with(protocol: Protocol, url: &str, config: ClientConfig) -> Result<Client> {
     let bad = |why: &str| Error::InvalidArgument(format!("base URL {:?}: {}", url, why));
     let u = Url::parse(url.trim()).map_err(|e| bad(&e.to_string()))?;
-    if u.scheme() != "http" || u.host_str().is_none() {
-        return Err(bad("want http://host[:port] (this version speaks cleartext HTTP only)"));
+    if !(u.scheme() == "http" || u.scheme() == "https") || u.host_str().is_none() {
+        return Err(bad("want http://host[:port] or https://host[:port]"));
     }
     if u.query().is_some() || u.fragment().is_some() || !u.username().is_empty() {
         return Err(bad("no query, fragment or user info allowed"));
@@ -361,6 +380,11 @@ pub fn connect_with(protocol: Protocol, url: &str, config: ClientConfig) -> Resu
     if config.http2 {
         b = b.http2_prior_knowledge();
     }
+    if let Some(pem) = &config.ca_pem {
+        for cert in pem_certificates(pem)? {
+            b = b.add_root_certificate(cert);
+        }
+    }
     let http = b.build().map_err(|e| Error::InvalidArgument(format!("building the HTTP client: {}", e)))?;
     let mut retry = config.retry;
     retry.max_attempts = retry.max_attempts.max(1);
@@ -368,6 +392,24 @@ pub fn connect_with(protocol: Protocol, url: &str, config: ClientConfig) -> Resu
         retry.max_backoff = retry.initial_backoff;
     }
     Ok(Client { t: std::sync::Arc::new(Transport::new(protocol, http, origin, prefix, config.token, retry)) })
+}
+
+/// The certificates of a PEM bundle (reqwest of this version parses one
+/// per call).
+fn pem_certificates(pem: &[u8]) -> Result<Vec<reqwest::Certificate>> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    let text = std::str::from_utf8(pem).map_err(|_| Error::InvalidArgument("ca_pem: not PEM text".into()))?;
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices(BEGIN) {
+        let end = text[i..].find("-----END CERTIFICATE-----").map(|e| i + e + 25).unwrap_or(text.len());
+        let cert = reqwest::Certificate::from_pem(text[i..end].as_bytes())
+            .map_err(|e| Error::InvalidArgument(format!("ca_pem: certificate {}: {}", out.len() + 1, e)))?;
+        out.push(cert);
+    }
+    if out.is_empty() {
+        return Err(Error::InvalidArgument("ca_pem: no PEM certificate in it".into()));
+    }
+    Ok(out)
 }
 
 /// Width of each half of PicoMQ's Durable Streams offsets,
@@ -556,11 +598,22 @@ mod tests {
 
     #[test]
     fn connect_refuses_bad_urls() {
-        for u in ["127.0.0.1:4437", "ftp://x", "http://h/?q=1", "http://u@h/"] {
+        for u in ["127.0.0.1:4437", "ftp://x", "http://h/?q=1", "http://u@h/", "https://u@h/"] {
             assert_eq!(connect(Protocol::Pico, u).unwrap_err().kind(), Kind::InvalidArgument, "{}", u);
         }
         let bad_token = ClientConfig { token: Some("a\nb".into()), ..ClientConfig::default() };
         assert!(connect_with(Protocol::Pico, "http://h", bad_token).is_err());
+        assert!(connect(Protocol::Pico, "https://127.0.0.1:4437").is_ok());
+        let not_pem = ClientConfig { ca_pem: Some(b"no certificate here".to_vec()), ..ClientConfig::default() };
+        assert_eq!(connect_with(Protocol::Pico, "https://h", not_pem).unwrap_err().kind(), Kind::InvalidArgument);
+    }
+
+    #[test]
+    fn bodies_print_as_text() {
+        let r = Record { body: Bytes::from_static(br#"{"item":"widget"}"#), ..Record::default() };
+        assert_eq!(format!("{:?}", r.body), r#"b"{\"item\":\"widget\"}""#);
+        let a: AppendRecord = "abc".into();
+        assert_eq!(a.body, "abc");
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use picomq_protocol::codec::{self, Limits};
 use picomq_protocol::pico as wire;
+use bytes::Bytes;
 use reqwest::Method;
 use serde_json::Value;
 
@@ -84,7 +85,7 @@ pub(crate) fn encode(records: &[AppendRecord]) -> Vec<u8> {
             offset: 0,
             timestamp: 0,
             key: r.key.as_deref(),
-            value: Some(&r.body),
+            value: Some(&r.body[..]),
             headers: r.headers.iter().map(|h| codec::Header { key: h.key.as_bytes(), value: h.value.as_deref() }).collect(),
         })
         .collect();
@@ -167,6 +168,7 @@ pub(crate) async fn read(t: &Transport, stream: &str, from: &str, live: Live, li
         Some(b) => b,
         None => return Ok(page),
     };
+    let body = Bytes::from(body);
     let recs = codec::decode(&body, Limits::default()).map_err(|e| Error::Decode(format!("GET {}: {}", stream, e)))?;
     page.records = recs
         .iter()
@@ -174,7 +176,7 @@ pub(crate) async fn read(t: &Transport, stream: &str, from: &str, live: Live, li
             position: r.offset.to_string(),
             timestamp: Some(r.timestamp),
             key: r.key.map(|k| k.to_vec()),
-            body: r.value.map(|v| v.to_vec()).unwrap_or_default(),
+            body: r.value.map(|v| body.slice_ref(v)).unwrap_or_default(),
             headers: r
                 .headers
                 .iter()

@@ -73,7 +73,7 @@ async fn pico_keys_headers_and_binary_values_round_trip() {
     c.create(&s, "application/octet-stream", None).await.unwrap();
     let rec = AppendRecord {
         key: Some(b"customer-7".to_vec()),
-        body: vec![0, 0xff, 0x80, b'\n'],
+        body: vec![0, 0xff, 0x80, b'\n'].into(),
         headers: vec![
             Header { key: "trace".into(), value: Some(b"abc".to_vec()) },
             Header { key: "null".into(), value: None },

@@ -43,6 +43,10 @@ pub const HEADER_CLOSED: &str = "Pico-Closed";
 pub const HEADER_ERROR_CODE: &str = "Pico-Error-Code";
 /// The node owning the stream (HEAD).
 pub const HEADER_OWNER: &str = "Pico-Owner";
+/// On create: the new stream is a fork of this stream, sharing its records
+/// below `HEADER_FORK_OFFSET` (default: the source's next offset).
+pub const HEADER_FORK_SOURCE: &str = "Pico-Fork-Source";
+pub const HEADER_FORK_OFFSET: &str = "Pico-Fork-Offset";
 
 /// Query parameters of reads.
 pub const QUERY_OFFSET: &str = "offset";

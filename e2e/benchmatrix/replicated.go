@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/PicoMQ/picomq/internal/benchreport"
+	"github.com/PicoMQ/picomq/internal/testproc"
+)
+
+// replicatedRows: `replicated` durability (R=3, M=2) next to `local` on
+// the same 3-node cluster (one etcd daemon, the matrix's MinIO, loopback):
+// single-record 100 B appends at 1 client (p50 latency) and 64 clients
+// (throughput), and the replication bytes (request and answer bodies) per
+// appended payload byte. The streams are created with Pico-Durability
+// before picomq bench appends to them.
+func (m *matrix) replicatedRows(ctx context.Context, run int) error {
+	etcdBin := os.Getenv("PICOMQ_ETCD_BIN")
+	if etcdBin == "" {
+		if p, err := exec.LookPath("etcd"); err == nil {
+			etcdBin = p
+		}
+	}
+	if etcdBin == "" {
+		return fmt.Errorf("no etcd binary: set PICOMQ_ETCD_BIN")
+	}
+	s3, err := m.minio()
+	if err != nil {
+		return err
+	}
+	etcdURL, stopEtcd, err := m.startEtcd(etcdBin, run)
+	if err != nil {
+		return err
+	}
+	defer stopEtcd()
+	var nodes []*node
+	defer func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+	}()
+	for _, id := range []string{"a", "b", "c"} {
+		n, err := m.startNode("pico-repl-"+id, "--node-id", "repl-"+id, "--etcd-endpoints", etcdURL,
+			"--object-store", s3.url(fmt.Sprintf("repl-r%d/", run)), "--lease-ttl", "5s")
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, n)
+	}
+	a := nodes[0]
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, err := httpGet(a.url + "/_sys/cluster")
+		if err == nil && strings.Count(string(b), `"nodeId"`) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the 3 nodes did not join within a minute: %s %v", b, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	const size = 100
+	peer := "local durability, same cluster"
+	for _, c := range []int{1, 64} {
+		var res [2]loadResult
+		var sent [2]float64
+		for k, dur := range []string{"replicated", "local"} {
+			prefix := fmt.Sprintf("/mb/r%d/%s-c%d", run, dur, c)
+			for i := 0; i < c; i++ {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPut, fmt.Sprintf("%s%s/%d", a.url, prefix, i), nil)
+				req.Header.Set("Content-Type", "application/octet-stream")
+				req.Header.Set("Pico-Durability", dur)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return err
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 201 && resp.StatusCode != 200 {
+					return fmt.Errorf("create %s/%d (%s): %s", prefix, i, dur, resp.Status)
+				}
+			}
+			b0 := replBytes(nodes)
+			r, err := m.picoBench(ctx, a.url, "pico", prefix, c, size, "--keep")
+			if err != nil {
+				return fmt.Errorf("%s, %d clients: %w", dur, c, err)
+			}
+			res[k], sent[k] = r, replBytes(nodes)-b0
+		}
+		if c == 1 {
+			id := m.row(benchreport.Row{ID: "repl-p50-c1", What: "replicated (R=3, M=2) single-record append p50 latency, 1 client, 100 B",
+				Unit: "ms", Peer: peer, Pico: "PicoMQ replicated", LowerBetter: true, Note: "target <= 1.5x local"})
+			m.res.Add(id, run, benchreport.SidePico, res[0].Lat.P50, &res[0].Lat)
+			m.res.Add(id, run, benchreport.SidePeer, res[1].Lat.P50, &res[1].Lat)
+		} else {
+			id := m.row(benchreport.Row{ID: "repl-c64", What: "replicated (R=3, M=2) single-record appends, 64 clients, 100 B",
+				Unit: "appends/s", Peer: peer, Pico: "PicoMQ replicated", Note: "target >= 0.7x local"})
+			m.res.Add(id, run, benchreport.SidePico, res[0].RecordsPerSec, &res[0].Lat)
+			m.res.Add(id, run, benchreport.SidePeer, res[1].RecordsPerSec, &res[1].Lat)
+			nb := m.row(benchreport.Row{ID: "repl-net-bytes", What: "replication bytes (request and answer bodies, all nodes) per appended payload byte, 64 clients, 100 B",
+				Unit: "B/B", Pico: "PicoMQ replicated", LowerBetter: true, Note: "R-1 = 2 copies of each WAL entry (100 B record + batch and entry headers) plus framing"})
+			if res[0].Bytes > 0 {
+				m.res.Add(nb, run, benchreport.SidePico, sent[0]/float64(res[0].Bytes), nil)
+			}
+		}
+		logf("  replicated c=%d: %.0f/s p50 %.2f ms; local %.0f/s p50 %.2f ms; replication bytes/appended byte %.2f",
+			c, res[0].RecordsPerSec, res[0].Lat.P50, res[1].RecordsPerSec, res[1].Lat.P50, sent[0]/max(float64(res[0].Bytes), 1))
+	}
+	return nil
+}
+
+// replBytes sums the replication bytes the nodes' /metrics report.
+func replBytes(nodes []*node) float64 {
+	var sum float64
+	for _, n := range nodes {
+		for _, name := range []string{"picomq_replication_sent_bytes_total", "picomq_replication_received_bytes_total"} {
+			if v, err := metric(n.url, name); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// startEtcd starts an etcd daemon on loopback with its data under the work
+// dir and returns its client URL.
+func (m *matrix) startEtcd(bin string, run int) (string, func(), error) {
+	client, err := testproc.FreeAddr()
+	if err != nil {
+		return "", nil, err
+	}
+	peerAddr, err := testproc.FreeAddr()
+	if err != nil {
+		return "", nil, err
+	}
+	dir := filepath.Join(m.cfg.work, fmt.Sprintf("etcd-r%d", run))
+	p, err := start("etcd", bin, []string{"--data-dir", dir, "--name", "bench",
+		"--listen-client-urls", "http://" + client, "--advertise-client-urls", "http://" + client,
+		"--listen-peer-urls", "http://" + peerAddr, "--initial-advertise-peer-urls", "http://" + peerAddr,
+		"--initial-cluster", "bench=http://" + peerAddr, "--log-level", "error"}, "", nil)
+	if err != nil {
+		return "", nil, err
+	}
+	url := "http://" + client
+	if err := testproc.WaitReady(url+"/health", p.done, time.Minute); err != nil {
+		p.stop()
+		return "", nil, fmt.Errorf("etcd: %v\n%s", err, p.tail())
+	}
+	return url, p.stop, nil
+}

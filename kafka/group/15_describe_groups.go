@@ -1,0 +1,53 @@
+package group
+
+import (
+	"context"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// describeGroups handles DescribeGroups. A group this node coordinates
+// but that has neither members nor committed offsets is "Dead", as Kafka
+// reports unknown groups up to v5.
+func (c *Coordinator) describeGroups(ctx context.Context, r *kmsg.DescribeGroupsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, id := range r.Groups {
+		dg := kmsg.NewDescribeGroupsResponseGroup()
+		dg.Group = id
+		dg.AuthorizedOperations = math.MinInt32 // not computed (no ACLs)
+		g, err := c.group(ctx, id)
+		if err != nil {
+			dg.ErrorCode = code(err)
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
+		exists := g.offs.exists()
+		g.mu.Lock()
+		dg.State = g.state.String()
+		if len(g.members) == 0 && !exists {
+			dg.State = stateDead.String()
+		}
+		dg.ProtocolType = g.protocolType
+		stable := g.state == stateStable
+		if stable {
+			dg.Protocol = g.protocol
+		}
+		for _, m := range g.members {
+			dm := kmsg.NewDescribeGroupsResponseGroupMember()
+			dm.MemberID, dm.ClientID, dm.ClientHost = m.id, m.clientID, m.host
+			if m.instanceID != "" {
+				inst := m.instanceID
+				dm.InstanceID = &inst
+			}
+			if stable {
+				dm.ProtocolMetadata = m.metadata(g.protocol)
+				dm.MemberAssignment = m.assignment
+			}
+			dg.Members = append(dg.Members, dm)
+		}
+		g.mu.Unlock()
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return resp
+}

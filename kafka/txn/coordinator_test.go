@@ -1,0 +1,231 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/PicoMQ/picomq/kafka/clock"
+	"github.com/PicoMQ/picomq/kafka/group"
+	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/node/stream/streamtest"
+	"github.com/PicoMQ/picomq/record"
+)
+
+// selfLocator says this node coordinates everything (or nothing).
+type selfLocator struct{ elsewhere atomic.Bool }
+
+func (l *selfLocator) Locate(ctx context.Context, name string) (group.Broker, bool, error) {
+	if l.elsewhere.Load() {
+		return group.Broker{NodeID: 2}, false, nil
+	}
+	return group.Broker{NodeID: 1}, true, nil
+}
+
+// streamMarkers writes markers to one stream per partition ("/<topic>-<p>")
+// of the real stream service, and records them.
+type streamMarkers struct {
+	svc     *stream.Service
+	written []string
+}
+
+func (m *streamMarkers) WriteMarkers(ctx context.Context, pid int64, epoch int16, mk record.Marker, parts []Partition, groups []string) error {
+	for _, p := range parts {
+		name := fmt.Sprintf("/%s-%d", p.Topic, p.Partition)
+		_, err := m.svc.AppendBatch(ctx, name, stream.AppendRequest{Control: true,
+			Producer: &stream.Producer{ID: stream.KafkaProducerID(pid), Epoch: uint64(epoch)},
+			Batch:    record.AppendControlBatch(nil, 0, 1, pid, epoch, 0, mk)})
+		if err != nil && !errors.Is(err, stream.ErrProducerFenced) {
+			return err
+		}
+		m.written = append(m.written, fmt.Sprintf("%s@%d:%v", name, epoch, mk))
+	}
+	return nil
+}
+
+type env struct {
+	t   *testing.T
+	st  *streamtest.Env
+	clk *clock.Fake
+	loc *selfLocator
+	mk  *streamMarkers
+	c   *Coordinator
+	pid int64
+}
+
+func newEnv(t *testing.T) *env {
+	e := &env{t: t, st: streamtest.New(t, stream.Config{}), clk: clock.NewFake(time.Unix(1_700_000_000, 0)), loc: &selfLocator{}}
+	e.mk = &streamMarkers{svc: e.st.Svc}
+	for _, n := range []string{"/t-0", "/t-1"} {
+		if _, _, err := e.st.Svc.Create(context.Background(), n, stream.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.start()
+	return e
+}
+
+func (e *env) start() {
+	e.c = New(Config{Streams: e.st.Svc, Locator: e.loc, Markers: e.mk, Clock: e.clk,
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		NewProducerID: func() int64 { e.pid++; return 1000 + e.pid }})
+	e.t.Cleanup(e.c.Close)
+}
+
+// takeOver is a new coordinator on the same streams (the node that takes
+// the state stream over): it knows only what the stream holds.
+func (e *env) takeOver() {
+	e.c.Close()
+	e.start()
+}
+
+var ctx = stream.WithSystemAccess(context.Background())
+
+func TestInitFenceAndCommit(t *testing.T) {
+	e := newEnv(t)
+	pid, epoch, err := e.c.InitProducerID(ctx, "a", 60_000, -1, -1)
+	if err != nil || epoch != 0 {
+		t.Fatalf("init: %d %d %v", pid, epoch, err)
+	}
+	parts := []Partition{{"t", 0}, {"t", 1}}
+	if err := e.c.AddPartitions(ctx, "a", pid, epoch, parts); err != nil {
+		t.Fatal(err)
+	}
+	// A second producer with the same id fences the first: its open
+	// transaction is aborted with the next epoch, it gets the one after.
+	pid2, epoch2, err := e.c.InitProducerID(ctx, "a", 60_000, -1, -1)
+	if err != nil || pid2 != pid || epoch2 != 2 {
+		t.Fatalf("second init: %d %d %v, want %d 2", pid2, epoch2, err, pid)
+	}
+	if fmt.Sprint(e.mk.written) != "[/t-0@1:abort /t-1@1:abort]" {
+		t.Fatalf("markers %v", e.mk.written)
+	}
+	for _, err := range []error{
+		e.c.AddPartitions(ctx, "a", pid, epoch, parts),
+		e.c.EndTxn(ctx, "a", pid, epoch, true),
+	} {
+		if !errors.Is(err, kerr.ProducerFenced) {
+			t.Fatalf("zombie: %v, want PRODUCER_FENCED", err)
+		}
+	}
+	if err := e.c.EndTxn(ctx, "a", pid+1, epoch2, true); !errors.Is(err, kerr.InvalidProducerIDMapping) {
+		t.Fatalf("wrong producer id: %v", err)
+	}
+	if err := e.c.AddPartitions(ctx, "a", pid, epoch2, parts[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.EndTxn(ctx, "a", pid, epoch2, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.EndTxn(ctx, "a", pid, epoch2, true); err != nil {
+		t.Fatalf("retried commit: %v", err)
+	}
+	if err := e.c.EndTxn(ctx, "a", pid, epoch2, false); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("abort after commit: %v", err)
+	}
+	if m, err := e.c.Describe(ctx, "a"); err != nil || m.State != CompleteCommit {
+		t.Fatalf("describe: %+v %v", m, err)
+	}
+}
+
+// TestTimeoutAbortsAndSurvivesTakeover: an open transaction is aborted at
+// its timeout (not before), also by a coordinator that took the state
+// stream over and counts from the transaction's start.
+func TestTimeoutAbortsAndSurvivesTakeover(t *testing.T) {
+	for _, takeover := range []bool{false, true} {
+		t.Run(fmt.Sprint("takeover=", takeover), func(t *testing.T) {
+			e := newEnv(t)
+			pid, epoch, err := e.c.InitProducerID(ctx, "b", 10_000, -1, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.c.AddPartitions(ctx, "b", pid, epoch, []Partition{{"t", 1}}); err != nil {
+				t.Fatal(err)
+			}
+			e.clk.Advance(6 * time.Second)
+			if takeover {
+				e.takeOver()
+				if err := e.c.Scan(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.clk.Advance(4*time.Second - time.Millisecond)
+			if m, _ := e.c.Describe(ctx, "b"); m.State != Ongoing {
+				t.Fatalf("before the timeout: %s", m.State)
+			}
+			e.clk.Advance(time.Millisecond)
+			m, err := e.c.Describe(ctx, "b")
+			if err != nil || m.State != CompleteAbort || m.Epoch != epoch+1 {
+				t.Fatalf("after the timeout: %+v %v", m, err)
+			}
+			if fmt.Sprint(e.mk.written) != "[/t-1@1:abort]" {
+				t.Fatalf("markers %v", e.mk.written)
+			}
+			if err := e.c.EndTxn(ctx, "b", pid, epoch, true); !errors.Is(err, kerr.ProducerFenced) {
+				t.Fatalf("commit after the timeout: %v, want fenced", err)
+			}
+			// KIP-360: the timed-out producer re-initialises with its
+			// old epoch and continues.
+			_, epoch3, err := e.c.InitProducerID(ctx, "b", 10_000, pid, epoch)
+			if err != nil || epoch3 != epoch+2 {
+				t.Fatalf("re-init after the timeout: %d %v", epoch3, err)
+			}
+		})
+	}
+}
+
+// TestPreparedCommitCompletedByTakeover: a coordinator that made a commit
+// durable and died before its markers is completed by the next one.
+func TestPreparedCommitCompletedByTakeover(t *testing.T) {
+	e := newEnv(t)
+	pid, epoch, err := e.c.InitProducerID(ctx, "c", 10_000, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.AddPartitions(ctx, "c", pid, epoch, []Partition{{"t", 0}}); err != nil {
+		t.Fatal(err)
+	}
+	// Simulate the crash between the two writes: the PrepareCommit record
+	// is durable, no marker is.
+	en, err := e.c.lockedEntry(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := en.m
+	m.State = PrepareCommit
+	if err := e.c.save(ctx, en, m); err != nil {
+		t.Fatal(err)
+	}
+	en.mu.Unlock()
+	e.takeOver()
+	if err := e.c.Scan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.c.Describe(ctx, "c"); err != nil || got.State != CompleteCommit {
+		t.Fatalf("after takeover: %+v %v", got, err)
+	}
+	if fmt.Sprint(e.mk.written) != "[/t-0@0:commit]" {
+		t.Fatalf("markers %v", e.mk.written)
+	}
+	if err := e.c.EndTxn(ctx, "c", pid, epoch, true); err != nil {
+		t.Fatalf("client's retried commit: %v", err)
+	}
+}
+
+func TestNotCoordinator(t *testing.T) {
+	e := newEnv(t)
+	e.loc.elsewhere.Store(true)
+	if _, _, err := e.c.InitProducerID(ctx, "d", 1000, -1, -1); Code(err) != kerr.NotCoordinator.Code {
+		t.Fatalf("init elsewhere: %v", err)
+	}
+	if _, _, err := e.c.InitProducerID(ctx, "d", 0, -1, -1); !errors.Is(err, kerr.InvalidTransactionTimeout) {
+		t.Fatalf("timeout 0: %v", err)
+	}
+}

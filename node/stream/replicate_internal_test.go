@@ -1,0 +1,93 @@
+package stream
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/PicoMQ/picomq/meta"
+)
+
+// Followers go to zones that hold no copy yet first, keep the live ones
+// already chosen, and never include the owner or a node twice.
+func TestChooseFollowersPrefersOtherZones(t *testing.T) {
+	members := []meta.Member{
+		{NodeID: "a", Zone: "z1"}, {NodeID: "b", Zone: "z1"}, {NodeID: "c", Zone: "z1"},
+		{NodeID: "d", Zone: "z2"}, {NodeID: "e", Zone: "z3"},
+	}
+	for _, name := range []string{"/s/1", "/s/2", "/s/3", "/orders/42"} {
+		got := chooseFollowers(name, "a", "z1", members, nil, 2)
+		if !slices.Equal(sorted(got), []string{"d", "e"}) {
+			t.Errorf("%s: followers %v, want the nodes of z2 and z3", name, got)
+		}
+	}
+	got := chooseFollowers("/s/1", "a", "z1", members, []string{"b", "gone", "a"}, 2)
+	if len(got) != 2 || got[0] != "b" || slices.Contains(got, "a") || slices.Contains(got, "gone") {
+		t.Errorf("keeping b: followers %v, want b first, then one other live node, never the owner or a dead node", got)
+	}
+	if got := chooseFollowers("/s/1", "a", "z1", members[:2], nil, 2); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("two nodes: followers %v, want [b]", got)
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// A follower's copy continues its owner's log, is truncated when the owner
+// resends an overlap, starts over only where object storage covers the
+// hole, and a copy of another ownership restarts at the new owner's floor.
+func TestReplicaPlace(t *testing.T) {
+	r := &replica{}
+	if r.place(1, 10, 5) {
+		t.Fatal("a new copy accepted a frame starting past what object storage holds")
+	}
+	if !r.place(1, 5, 5) || r.next != 5 {
+		t.Fatalf("a new copy at the floor: ok=false or next %d", r.next)
+	}
+	r.entries = []replicaEntry{{base: 5, next: 8}, {base: 8, next: 12}}
+	r.next = 12
+	if !r.place(1, 12, 5) || r.next != 12 {
+		t.Fatal("a frame continuing the copy was refused")
+	}
+	if !r.place(1, 8, 5) || r.next != 8 || len(r.entries) != 1 {
+		t.Fatalf("a resend from 8: next %d, entries %v; want the copy cut at 8", r.next, r.entries)
+	}
+	if r.place(1, 20, 8) {
+		t.Fatal("a frame leaving a hole above the floor was accepted")
+	}
+	if !r.place(1, 20, 20) || r.next != 20 || len(r.entries) != 0 {
+		t.Fatalf("a frame at the floor past the copy: next %d, entries %v; want a fresh copy at 20", r.next, r.entries)
+	}
+	r.entries, r.next = []replicaEntry{{base: 20, next: 30}}, 30
+	if r.place(2, 40, 35) {
+		t.Fatal("a new owner's frame above its floor was accepted onto an old owner's copy")
+	}
+	if r.epoch != 2 {
+		t.Fatalf("epoch %d after a frame of epoch 2, want the copy fenced at 2", r.epoch)
+	}
+	if !r.place(2, 35, 35) || r.next != 35 || len(r.entries) != 0 {
+		t.Fatalf("the new owner's frame at its floor: next %d entries %v", r.next, r.entries)
+	}
+}
+
+// BenchmarkReplicaFrames: encoding and decoding one request of 64
+// streams' 100 B appends, the follower's and the owner's per-request cost.
+func BenchmarkReplicaFrames(b *testing.B) {
+	entry := appendEntryHeader(nil, 7, nil, "", false, false)
+	entry = append(entry, make([]byte, 170)...)
+	frames := make([]ReplicaFrame, 64)
+	for i := range frames {
+		frames[i] = ReplicaFrame{StreamID: uint64(i + 1), Name: "/bench/stream", Epoch: 3, Uploaded: 1000, From: 1200, Entries: [][]byte{entry}}
+	}
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendReplicaFrames(buf[:0], frames)
+		if _, err := DecodeReplicaFrames(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(buf)))
+}
