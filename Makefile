@@ -67,6 +67,7 @@ test: lint
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    PICOMQ_MINIO_BIN=$${PICOMQ_MINIO_BIN:-$$(deploy/local-minio.sh bin)} \
 	    $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $$($(GO) list $(PKGS) | grep '/e2e') || status=$$?; \
+	$(MAKE) --no-print-directory console-test || status=$$?; \
 	env $$( [ -n "$$PICOMQ_S3_ENDPOINT" ] || deploy/local-minio.sh env ) \
 	    $(MAKE) --no-print-directory tf-test || status=$$?; \
 	$(MAKE) --no-print-directory k8s-test || status=$$?; \
@@ -162,6 +163,12 @@ test-race:
 
 e2e:
 	$(GO) test -count=1 -v -timeout 20m ./e2e/...
+
+## console-test: the web console's browser tests (own Go module e2e/console, chromedp driving
+## Debian's chromium headless; docs/console.md); screenshots under REPORT_DIR/console
+console-test:
+	cd e2e/console && $(GO) vet ./... && $(MINIO_BIN_ENV) PICOMQ_REPORT_DIR=$(abspath $(REPORT_DIR)) \
+	  $(GO) test -count=1 -v -timeout 15m ./...
 
 ## cluster: 3 nodes + etcd + MinIO on loopback (data in ./cluster-data); prints the URLs
 cluster:

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/PicoMQ/picomq/api/console"
 	"github.com/PicoMQ/picomq/api/ds"
 	"github.com/PicoMQ/picomq/api/h1lane"
 	"github.com/PicoMQ/picomq/api/httpx"
@@ -455,6 +456,8 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 		readyz:  httpx.Allow(http.HandlerFunc(n.readyz), http.MethodGet, http.MethodHead),
 		drain:   httpx.Allow(http.HandlerFunc(n.drain), http.MethodPost),
 		cluster: httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead),
+		groups:  httpx.Allow(http.HandlerFunc(n.kafkaGroups), http.MethodGet, http.MethodHead),
+		console: httpx.Allow(console.Handler(), http.MethodGet, http.MethodHead),
 		replica: n.repl.Route(http.NotFoundHandler()), // serves every /_sys/replica/ path itself
 	}
 	var proto http.Handler

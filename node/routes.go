@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/PicoMQ/picomq/api/console"
 	"github.com/PicoMQ/picomq/api/ds"
 	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -45,8 +46,8 @@ var (
 // nodeHandlers serve the node's own routes; nil ones in tests that only
 // classify.
 type nodeHandlers struct {
-	healthz, readyz, metrics, drain, cluster http.Handler
-	replica                                  http.Handler // /_sys/replica/…, node/replication
+	healthz, readyz, metrics, drain, cluster, groups, console http.Handler
+	replica                                                   http.Handler // /_sys/replica/…, node/replication
 }
 
 // routeTable is the one table of reserved routes, read by routing
@@ -65,6 +66,14 @@ func newRouteTable(protocol string, h nodeHandlers, proto http.Handler) *routeTa
 		{path: "/metrics", need: needMetrics, serve: h.metrics},
 		{path: "/_sys/drain", need: needAdminAll, serve: h.drain},
 		{path: "/_sys/cluster", need: needAnyToken, serve: h.cluster},
+		// The console's pages and assets are static bytes, the same for
+		// everyone; every datum it shows comes from the routes above and
+		// the stream routes, with the operator's token (docs/console.md).
+		// Consumer groups reveal topic names and lag: the same as
+		// listing every stream (read on "/").
+		{path: "/_sys/groups", need: func(*http.Request) access { return access{level: auth.Read, name: "/"} }, serve: h.groups},
+		{path: "/_console", need: needPublic, serve: h.console},
+		{path: console.Prefix, prefix: true, need: needPublic, serve: h.console},
 		// Replication between nodes: the cluster secret, checked by
 		// node/replication itself, not a client token.
 		{path: "/_sys/replica/", prefix: true, need: needPublic, serve: h.replica, direct: true},
@@ -121,14 +130,24 @@ func (t *routeTable) lookup(p string) (route, bool) {
 	return route{}, false
 }
 
-// ServeHTTP serves the node's own routes (exact matches) and hands every
-// other request to the protocol handler: one map lookup per request, no
-// router, no request copy. Paths are never cleaned: stream names are
+// ServeHTTP serves the node's own routes (exact matches, and the prefix
+// routes with a handler, looked at only for paths under "/_") and hands
+// every other request to the protocol handler: one map lookup per stream
+// request, no router, no request copy. Paths are never cleaned: stream names are
 // validated, not silently turned into another name.
 func (t *routeTable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if rt, ok := t.exact[r.URL.Path]; ok && rt.serve != nil {
+	p := r.URL.Path
+	if rt, ok := t.exact[p]; ok && rt.serve != nil {
 		rt.serve.ServeHTTP(w, r)
 		return
+	}
+	if len(p) > 1 && p[1] == '_' { // only reserved paths have prefix routes
+		for _, rt := range t.prefixes {
+			if rt.serve != nil && strings.HasPrefix(p, rt.path) {
+				rt.serve.ServeHTTP(w, r)
+				return
+			}
+		}
 	}
 	t.proto.ServeHTTP(w, r)
 }

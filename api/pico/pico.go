@@ -152,6 +152,9 @@ type streamJSON struct {
 	NextOffset     int64     `json:"nextOffset"`
 	Closed         bool      `json:"closed"`
 	Owner          string    `json:"owner,omitempty"`
+	// Durability is the ack level the stream was created with; omitted
+	// when it follows the node's --durability.
+	Durability string `json:"durability,omitempty"`
 }
 
 func describe(info stream.Info) streamJSON {
@@ -159,6 +162,7 @@ func describe(info stream.Info) streamJSON {
 		Name: info.Name, ID: info.ID, ContentType: info.ContentType, CreatedAt: info.CreatedAt,
 		KafkaTopic: info.KafkaTopic, RetentionMs: info.RetentionMs, RetentionBytes: info.RetentionBytes,
 		StartOffset: info.StartOffset, NextOffset: info.NextOffset, Closed: info.Closed, Owner: info.Owner,
+		Durability: info.Durability,
 	}
 }
 
