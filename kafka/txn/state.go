@@ -116,8 +116,3 @@ func comparePartitions(a, b Partition) int {
 	}
 	return int(a.Partition) - int(b.Partition)
 }
-
-func (m *Meta) hasPartition(p Partition) bool {
-	_, found := slices.BinarySearchFunc(m.Partitions, p, comparePartitions)
-	return found
-}

@@ -64,9 +64,6 @@ type ReplicationConfig struct {
 	RequestTimeout time.Duration
 }
 
-// noNeed: the follower needs no resend.
-const noNeed = math.MinInt64
-
 // replState is the owner's replication state of one stream; fields but
 // setMu are guarded by streamState.mu.
 type replState struct {

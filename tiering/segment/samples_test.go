@@ -11,32 +11,6 @@ import (
 	"github.com/PicoMQ/picomq/tiering/extent"
 )
 
-// sampleBatch is one batch of testdata/formats/object.seg, an object the
-// Writer produced once (samples_gen_test.go): its values are "s<stream>-
-// <offset>", so the test knows every byte it must read back.
-type sampleBatch struct {
-	stream uint64
-	base   int64
-	n      int
-	ts     int64
-}
-
-func (b sampleBatch) records() []record.Record {
-	recs := make([]record.Record, b.n)
-	for i := range recs {
-		recs[i].Value = fmt.Appendf(nil, "s%d-%d", b.stream, b.base+int64(i))
-	}
-	return recs
-}
-
-func sampleBatches() []sampleBatch {
-	return []sampleBatch{
-		{stream: 3, base: 100, n: 2, ts: 1764621000000},
-		{stream: 3, base: 102, n: 1, ts: 1764621000500},
-		{stream: 8, base: 0, n: 3, ts: 1764621000999},
-	}
-}
-
 // TestSampleObject opens the checked-in object with today's reader and
 // compares its footer entries with the numbers below and every record
 // with what was written.
