@@ -432,7 +432,13 @@ func (s *Service) readRemote(ctx context.Context, m meta.Stream, opts ReadOption
 		return ReadResult{}, false, nil
 	}
 	view := &streamState{info: m}
-	if err := view.applyPieces(s.remotePieces(ms, m.ID)); err != nil || opts.Offset >= view.uploaded {
+	if err := view.applyPieces(s.remotePieces(ms, m.ID)); err != nil {
+		// The owner may still serve it from memory; say why this node
+		// cannot, or the redirect hides a broken manifest set.
+		s.cfg.Logger.Warn("history read: cannot build the stream's view from its manifests; redirecting", "stream", m.Name, "err", err)
+		return ReadResult{}, false, nil
+	}
+	if opts.Offset >= view.uploaded {
 		return ReadResult{}, false, nil
 	}
 	res, err := s.readState(ctx, view, opts)
