@@ -432,6 +432,12 @@ func (s *Service) readRemote(ctx context.Context, m meta.Stream, opts ReadOption
 		return ReadResult{}, false, nil
 	}
 	view := &streamState{info: m}
+	if m.Fork != nil {
+		// A fork's own records start at its fork point; below it are
+		// its source's, which readView stitches in. Without this, the
+		// inherited range looked like a gap and was skipped.
+		view.next, view.hwm, view.uploaded = m.Fork.End, m.Fork.End, m.Fork.End
+	}
 	if err := view.applyPieces(s.remotePieces(ms, m.ID)); err != nil {
 		// The owner may still serve it from memory; say why this node
 		// cannot, or the redirect hides a broken manifest set.
@@ -440,6 +446,17 @@ func (s *Service) readRemote(ctx context.Context, m meta.Stream, opts ReadOption
 	}
 	if opts.Offset >= view.uploaded {
 		return ReadResult{}, false, nil
+	}
+	if m.Fork != nil {
+		res, err := s.readView(ctx, view, opts)
+		if err != nil {
+			// The source's history may not be in object storage yet
+			// (or its view cannot be built): the owner serves it.
+			return ReadResult{}, false, nil
+		}
+		res.UpToDate, res.Closed = false, false
+		res.ServedRemotely = true
+		return res, true, nil
 	}
 	res, err := s.readState(ctx, view, opts)
 	if err != nil {
