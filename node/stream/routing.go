@@ -432,8 +432,31 @@ func (s *Service) readRemote(ctx context.Context, m meta.Stream, opts ReadOption
 		return ReadResult{}, false, nil
 	}
 	view := &streamState{info: m}
-	if err := view.applyPieces(s.remotePieces(ms, m.ID)); err != nil || opts.Offset >= view.uploaded {
+	if m.Fork != nil {
+		// A fork's own records start at its fork point; below it are
+		// its source's, which readView stitches in. Without this, the
+		// inherited range looked like a gap and was skipped.
+		view.next, view.hwm, view.uploaded = m.Fork.End, m.Fork.End, m.Fork.End
+	}
+	if err := view.applyPieces(s.remotePieces(ms, m.ID)); err != nil {
+		// The owner may still serve it from memory; say why this node
+		// cannot, or the redirect hides a broken manifest set.
+		s.cfg.Logger.Warn("history read: cannot build the stream's view from its manifests; redirecting", "stream", m.Name, "err", err)
 		return ReadResult{}, false, nil
+	}
+	if opts.Offset >= view.uploaded {
+		return ReadResult{}, false, nil
+	}
+	if m.Fork != nil {
+		res, err := s.readView(ctx, view, opts)
+		if err != nil {
+			// The source's history may not be in object storage yet
+			// (or its view cannot be built): the owner serves it.
+			return ReadResult{}, false, nil
+		}
+		res.UpToDate, res.Closed = false, false
+		res.ServedRemotely = true
+		return res, true, nil
 	}
 	res, err := s.readState(ctx, view, opts)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -264,7 +265,17 @@ func (st *streamState) applyPieces(ps []piece) error {
 				continue // an older copy of a range already covered
 			}
 			if p.first < st.next {
-				return fmt.Errorf("stream: manifests of %s overlap: have [0,%d), next object range is [%d,%d)", st.info.Name, st.next, p.first, p.next)
+				// A longer copy of a range starting where an applied
+				// one starts: a replicated stream's takeover that was
+				// retried (its first upload committed after the retry
+				// listed the manifests) uploads the adopted copy again,
+				// and the retry's copy may hold more of the same log.
+				// The owner serves the longer one; so does every view.
+				i := slices.IndexFunc(st.chunks, func(c chunk) bool { return c.base == p.first })
+				if i < 0 {
+					return fmt.Errorf("stream: manifests of %s overlap: have [0,%d), next object range is [%d,%d)", st.info.Name, st.next, p.first, p.next)
+				}
+				st.chunks, st.next = st.chunks[:i], p.first
 			}
 			if p.first > st.next {
 				// Offsets an owner lost for good had handed out
