@@ -102,6 +102,9 @@ pub const CODE_METHOD_NOT_ALLOWED: &str = "method_not_allowed";
 pub const CODE_TOO_LARGE: &str = "payload_too_large";
 pub const CODE_UNSUPPORTED_MEDIA: &str = "unsupported_media_type";
 pub const CODE_UNAVAILABLE: &str = "unavailable";
+/// (503) a `replicated` stream cannot make its minimum of in-sync copies
+/// now; nothing was acknowledged, retry.
+pub const CODE_NOT_ENOUGH_REPLICAS: &str = "not_enough_replicas";
 pub const CODE_INTERNAL: &str = "internal";
 pub const CODE_RESERVED_NAME: &str = "reserved_name";
 pub const CODE_NOT_FOUND_ROUTE: &str = "not_found";
