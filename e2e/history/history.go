@@ -530,6 +530,15 @@ func (l *Log) trimReaches(stream string, to int64, t time.Time) bool {
 			return true
 		}
 	}
+	// A fork starts where its source started when the fork was created
+	// (docs/durable-streams.md, forks of trimmed sources): a trim or
+	// retention of the source issued before the fork was acknowledged
+	// reaches the fork too. A later one never does.
+	for _, f := range l.forks {
+		if f.Stream == stream && f.Source != stream && l.trimReaches(f.Source, to, f.End) {
+			return true
+		}
+	}
 	return false
 }
 

@@ -256,6 +256,21 @@ func TestCheckDeletion(t *testing.T) {
 			l.AddDelete(Delete{Stream: "s", Start: at(100), End: at(110), Outcome: Failed})
 			return l
 		}, "is missing"},
+		{"fork of a trimmed source starts at the source's start", func() *Log {
+			l := base("object")
+			l.AddTrim(Trim{Stream: "s", To: 1, Start: at(50), End: at(60), Outcome: OK})
+			l.AddFork(Fork{Stream: "f", Source: "s", At: 2, Start: at(70), End: at(71)})
+			l.AddRead(Read{Client: 2, Stream: "f", From: 0, Start: at(200), End: at(201), Outcome: OK, Trimmed: true, StartOffset: 1})
+			finalFrom(l, "s", 1, Record{1, "b"})
+			finalFrom(l, "f", 1, Record{1, "b"})
+			return l
+		}, ""},
+		{"a source trim after the fork does not reach the fork", func() *Log {
+			l := forked()
+			l.AddTrim(Trim{Stream: "s", To: 1, Start: at(100), End: at(110), Outcome: OK})
+			l.AddRead(Read{Client: 2, Stream: "f", From: 0, Start: at(200), End: at(201), Outcome: OK, Trimmed: true, StartOffset: 1})
+			return l
+		}, "refused as trimmed"},
 		{"fork reads its source's prefix, source deleted", func() *Log {
 			l := forked()
 			l.AddDelete(Delete{Stream: "s", Start: at(100), End: at(110), Outcome: OK})
