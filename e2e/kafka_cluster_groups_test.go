@@ -37,17 +37,7 @@ func TestKafkaClusterGroupTakeover(t *testing.T) {
 
 	// Partition streams on every node: partition p is created on node p%3.
 	const topic, parts, group = "takeover", 16, "takeover-group"
-	for p := parts - 1; p >= 0; p-- { // partition 0 (with the alias) last
-		name, alias := "/"+topic, topic
-		if p > 0 {
-			name, alias = name+"/"+strconv.Itoa(p), ""
-		}
-		r := mustSend(t, noRedirect, http.MethodPut, c.nodes[p%3].URL+name, nil,
-			"Content-Type", "application/octet-stream", "Pico-Kafka-Topic", alias)
-		if r.Status != http.StatusCreated {
-			t.Fatalf("create %s on %s: %d %s", name, c.nodes[p%3].ID, r.Status, r.Body)
-		}
-	}
+	createSpreadTopic(t, c, topic, parts)
 	admin := kafkaClient(t, kgo.SeedBrokers(seeds...))
 	defer admin.Close()
 	leaders := partitionLeaders(t, ctx, admin, topic)
@@ -330,4 +320,21 @@ func findCoordinator(ctx context.Context, c *cluster, cl *kgo.Client, group stri
 		}
 	}
 	return nil, fmt.Errorf("coordinator %s is none of the nodes", addr)
+}
+
+// createSpreadTopic creates topic's partition streams over HTTP,
+// partition p on node p%3, partition 0 (the one holding the alias) last.
+func createSpreadTopic(t *testing.T, c *cluster, topic string, parts int) {
+	t.Helper()
+	for p := parts - 1; p >= 0; p-- { // partition 0 (with the alias) last
+		name, alias := "/"+topic, topic
+		if p > 0 {
+			name, alias = name+"/"+strconv.Itoa(p), ""
+		}
+		r := mustSend(t, noRedirect, http.MethodPut, c.nodes[p%3].URL+name, nil,
+			"Content-Type", "application/octet-stream", "Pico-Kafka-Topic", alias)
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create %s on %s: %d %s", name, c.nodes[p%3].ID, r.Status, r.Body)
+		}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,17 +35,7 @@ func TestKafkaClusterTxnCoordinatorKill(t *testing.T) {
 	defer cancel()
 
 	const topic, parts, txnID = "txkill", 6, "txkill-producer"
-	for p := parts - 1; p >= 0; p-- { // partition 0 (with the alias) last
-		name, alias := "/"+topic, topic
-		if p > 0 {
-			name, alias = name+"/"+strconv.Itoa(p), ""
-		}
-		r := mustSend(t, noRedirect, http.MethodPut, c.nodes[p%3].URL+name, nil,
-			"Content-Type", "application/octet-stream", "Pico-Kafka-Topic", alias)
-		if r.Status != http.StatusCreated {
-			t.Fatalf("create %s on %s: %d %s", name, c.nodes[p%3].ID, r.Status, r.Body)
-		}
-	}
+	createSpreadTopic(t, c, topic, parts)
 	admin := kafkaClient(t, kgo.SeedBrokers(seeds...))
 	if owners := distinct(partitionLeaders(t, ctx, admin, topic)); owners != 3 {
 		t.Fatalf("partitions are led by %d brokers, want 3", owners)

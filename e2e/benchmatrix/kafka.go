@@ -37,19 +37,11 @@ var kafkaPoints = []struct {
 // RecordBatches from as many writers; then Kafka consume next to Pico
 // HTTP reads of the same number of records. All on one node, one run.
 func (m *matrix) kafkaRows(ctx context.Context, run int) error {
-	addr, err := testproc.FreeAddr()
-	if err != nil {
-		return err
-	}
-	n, err := m.startNode("pico-kafka", "--kafka-addr", addr)
+	n, addr, admin, err := m.startKafkaNode("pico-kafka")
 	if err != nil {
 		return err
 	}
 	defer n.stop()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		return err
-	}
 	defer admin.Close()
 
 	// The WAL alone, once per producer count: the same entries whatever
@@ -230,4 +222,23 @@ func picoConsume(ctx context.Context, url, prefix string, streams int, want int6
 		return 0, fmt.Errorf("read %d of %d records", got, want)
 	}
 	return float64(got) / time.Since(t0).Seconds(), nil
+}
+
+// startKafkaNode starts a node with a Kafka listener on a free port and
+// an admin client of it; on error nothing is left running.
+func (m *matrix) startKafkaNode(name string) (*node, string, *kgo.Client, error) {
+	addr, err := testproc.FreeAddr()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	n, err := m.startNode(name, "--kafka-addr", addr)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		n.stop()
+		return nil, "", nil, err
+	}
+	return n, addr, admin, nil
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/PicoMQ/picomq/internal/benchreport"
-	"github.com/PicoMQ/picomq/internal/testproc"
 )
 
 // kafkaTxnProduces is how many ProduceSync calls (of kafkaBatch records)
@@ -20,19 +19,11 @@ const kafkaTxnProduces = 10
 // non-transactional rate) next to the same producers without
 // transactions, at 1 partition x 1 producer and 16 partitions x 8.
 func (m *matrix) kafkaTxnRows(ctx context.Context, run int) error {
-	addr, err := testproc.FreeAddr()
-	if err != nil {
-		return err
-	}
-	n, err := m.startNode("pico-kafka-txn", "--kafka-addr", addr)
+	n, addr, admin, err := m.startKafkaNode("pico-kafka-txn")
 	if err != nil {
 		return err
 	}
 	defer n.stop()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		return err
-	}
 	defer admin.Close()
 	for _, p := range []struct {
 		parts int32

@@ -361,35 +361,32 @@ func (c *Coordinator) begin(m *Meta) bool {
 // AddPartitions adds partitions to the producer's transaction, starting
 // one if none is open.
 func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, parts []Partition) error {
-	ctx = stream.WithSystemAccess(ctx)
-	e, err := c.lockedEntry(ctx, id)
-	if err != nil {
-		return err
-	}
-	defer e.mu.Unlock()
-	if err := e.checkProducer(pid, epoch); err != nil {
-		return err
-	}
-	if e.m.State.preparing() {
-		return fmt.Errorf("%w: transaction of %q is %s", kerr.ConcurrentTransactions, id, e.m.State)
-	}
-	m := e.m
-	m.Partitions = append([]Partition(nil), m.Partitions...)
-	started := c.begin(&m)
-	if !m.addPartitions(parts) && !started {
-		return nil
-	}
-	if err := c.save(ctx, e, m); err != nil {
-		return err
-	}
-	if started {
-		c.arm(e)
-	}
-	return nil
+	return c.addToTxn(ctx, id, pid, epoch, nil, func(m *Meta) bool {
+		m.Partitions = append([]Partition(nil), m.Partitions...)
+		return m.addPartitions(parts)
+	})
 }
 
 // AddOffsets adds group's offsets stream to the producer's transaction.
 func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoch int16, groupID string) error {
+	valid := func() error {
+		if _, err := group.StreamName(groupID); err != nil {
+			return fmt.Errorf("%w: %v", kerr.InvalidGroupID, err)
+		}
+		return nil
+	}
+	return c.addToTxn(ctx, id, pid, epoch, valid, func(m *Meta) bool {
+		m.Groups = append([]string(nil), m.Groups...)
+		return m.addGroup(groupID)
+	})
+}
+
+// addToTxn is AddPartitions and AddOffsets: after the producer and state
+// checks and the caller's own (valid, may be nil), add changes a copy of the transaction's state (copying what it
+// appends to, since e.m is only replaced once saved) and reports whether
+// it added anything; the state is saved when it did or when a transaction
+// began, and a new transaction's timeout is armed.
+func (c *Coordinator) addToTxn(ctx context.Context, id string, pid int64, epoch int16, valid func() error, add func(m *Meta) bool) error {
 	ctx = stream.WithSystemAccess(ctx)
 	e, err := c.lockedEntry(ctx, id)
 	if err != nil {
@@ -402,13 +399,14 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoc
 	if e.m.State.preparing() {
 		return fmt.Errorf("%w: transaction of %q is %s", kerr.ConcurrentTransactions, id, e.m.State)
 	}
-	if _, err := group.StreamName(groupID); err != nil {
-		return fmt.Errorf("%w: %v", kerr.InvalidGroupID, err)
+	if valid != nil {
+		if err := valid(); err != nil {
+			return err
+		}
 	}
 	m := e.m
-	m.Groups = append([]string(nil), m.Groups...)
 	started := c.begin(&m)
-	if !m.addGroup(groupID) && !started {
+	if !add(&m) && !started {
 		return nil
 	}
 	if err := c.save(ctx, e, m); err != nil {

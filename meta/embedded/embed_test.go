@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/logtest"
+	"github.com/PicoMQ/picomq/internal/testproc"
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/embedded"
 )
@@ -37,12 +38,8 @@ func startEmbedded(t *testing.T, ctx context.Context, cfg embedded.Config) *embe
 // freeAddr returns a loopback address nothing listens on right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testproc.FreeAddr()
 	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return addr
