@@ -39,7 +39,8 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	if err != nil {
 		return err
 	}
-	n, err := m.startNode("pico-object", "--object-store", s3.url(prefix), "--kafka-addr", kafkaAddr)
+	pprofFlags, pprofAddr := pprofArgs()
+	n, err := m.startNode("pico-object", append([]string{"--object-store", s3.url(prefix), "--kafka-addr", kafkaAddr}, pprofFlags...)...)
 	if err != nil {
 		return err
 	}
@@ -104,6 +105,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	if err := n.restart("picomq", m.cfg.picomq); err != nil {
 		return err
 	}
+	stopProfile := profileRead("cold-read", pprofAddr)
 	t0 := time.Now()
 	it := s.Records(c.Beginning(), picomq.RecordsOptions{})
 	var bytes int64
@@ -111,6 +113,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 		bytes += int64(len(it.Record().Body))
 	}
 	el := time.Since(t0)
+	stopProfile()
 	if err := it.Err(); err != nil || bytes != objectMiB<<20 {
 		return fmt.Errorf("cold read: %d of %d bytes: %v", bytes, objectMiB<<20, err)
 	}
@@ -151,7 +154,10 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	if err := n.restart("picomq", m.cfg.picomq); err != nil {
 		return err
 	}
-	if k, err := kafkaColdRead(ctx, n.kafkaAddr, "mb.object", objectMiB<<10); err != nil {
+	stopProfile = profileRead("cold-read-kafka", pprofAddr)
+	k, err := kafkaColdRead(ctx, n.kafkaAddr, "mb.object", objectMiB<<10)
+	stopProfile()
+	if err != nil {
 		m.fail(kcold, err)
 	} else {
 		m.res.Add(kcold, run, benchreport.SidePico, k, nil)
@@ -188,7 +194,9 @@ func (m *matrix) coldReadSlowStore(ctx context.Context, run int, n *node, s3 min
 		return err
 	}
 	defer c.Close()
+	px.writeLog("proxy-before-read.log")
 	pico, err := coldRead(ctx, c, "/mb/object", objectMiB<<20)
+	px.writeLog("proxy-cold-read-latency.log")
 	if err != nil {
 		return err
 	}

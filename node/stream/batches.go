@@ -113,6 +113,7 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 	st.mu.Unlock()
 
 	res := BatchRead{HighWatermark: hwm, LastStable: lso, Aborted: aborted, Stream: info}
+	s.prefetchNext(refs, offset) // during the first chunk's GET, as Read does
 	next := offset
 	full := false
 	for ci := 0; ci < len(refs) && !full && next < hwm; {

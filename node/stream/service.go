@@ -1503,6 +1503,10 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	st.mu.Unlock()
 
 	res := ReadResult{NextOffset: opts.Offset, Stream: info, StartOffset: info.StartOffset}
+	// The following objects first: on a cold node the first chunk read
+	// waits a GET's round trip, and their GETs should run during it, not
+	// after it (one round trip per object instead of one for all).
+	s.prefetchNext(refs, opts.Offset)
 	bytes := 0
 	// An object chunk can hold far more than one read: chunkBatches returns
 	// about the bytes still wanted, and the chunk is read again from where
