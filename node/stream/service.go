@@ -343,11 +343,30 @@ type ReadOptions struct {
 	// even where this node could serve the history from object storage
 	// (live reads and reads from the start follow the owner).
 	LocalOnly bool
+	// Batches asks for the page as stored batches (ReadResult.Batches)
+	// rather than decoded records, for a frontend that writes them out as
+	// they are. A page whose first batch cannot be handed on as stored
+	// (compressed, or reaching past the readable end) comes as records
+	// all the same, so the caller must look at which one it got.
+	Batches bool
 }
 
 // ReadResult is one page of records.
 type ReadResult struct {
-	Records     []record.Record
+	Records []record.Record
+	// Batches (ReadOptions.Batches) are whole stored RecordBatch v2
+	// batches, uncompressed, with their stream offsets as base offsets,
+	// in order, each aliasing the memory it was read from (the cache's or
+	// the WAL read's; never to be modified). The first may begin before
+	// the read's offset (a reader skips those records); batches of aborted
+	// transactions and markers are left out. BatchRecords counts their
+	// records from the read's offset on.
+	Batches      [][]byte
+	BatchRecords int
+	// From is the offset the page starts at (the read's offset, or the
+	// start offset for FromStart): a reader of Batches skips the records
+	// of the first batch below it.
+	From        int64
 	NextOffset  int64
 	UpToDate    bool
 	StartOffset int64
@@ -1502,12 +1521,13 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	}
 	st.mu.Unlock()
 
-	res := ReadResult{NextOffset: opts.Offset, Stream: info, StartOffset: info.StartOffset}
+	res := ReadResult{NextOffset: opts.Offset, From: opts.Offset, Stream: info, StartOffset: info.StartOffset}
 	// The following objects first: on a cold node the first chunk read
 	// waits a GET's round trip, and their GETs should run during it, not
 	// after it (one round trip per object instead of one for all).
 	s.prefetchNext(refs, opts.Offset)
 	bytes := 0
+	asBatches := opts.Batches
 	// An object chunk can hold far more than one read: chunkBatches returns
 	// about the bytes still wanted, and the chunk is read again from where
 	// that stopped until it is exhausted or the read is full. Moving on to
@@ -1544,6 +1564,27 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 					res.NextOffset = max(res.NextOffset, h.LastOffset()+1)
 				}
 				return nil
+			}
+			if asBatches {
+				if h.Codec() == record.CodecNone && h.LastOffset() < hwm {
+					// Handed on as stored: no decode, no copy. Offsets
+					// are contiguous in a batch (record.ParseHeader).
+					n := int(h.LastOffset() - max(h.BaseOffset, res.NextOffset) + 1)
+					if len(res.Batches) > 0 && (res.BatchRecords+n > limit || bytes+len(batch) > maxBytes) {
+						full = true
+						return nil
+					}
+					res.Batches = append(res.Batches, batch)
+					res.BatchRecords += n
+					bytes += len(batch)
+					res.NextOffset = h.LastOffset() + 1
+					return nil
+				}
+				if len(res.Batches) > 0 {
+					full = true // the next page starts with it
+					return nil
+				}
+				asBatches = false // this page is records
 			}
 			// Decode into a fresh slice: returned records alias data and
 			// their header slices must not be shared with a reused buffer.
