@@ -106,6 +106,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 		return err
 	}
 	stopProfile := profileRead("cold-read", pprofAddr)
+	cpu0 := testproc.CPUSeconds(n.pid)
 	t0 := time.Now()
 	it := s.Records(c.Beginning(), picomq.RecordsOptions{})
 	var bytes int64
@@ -113,6 +114,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 		bytes += int64(len(it.Record().Body))
 	}
 	el := time.Since(t0)
+	nodeCPU := testproc.CPUSeconds(n.pid) - cpu0
 	stopProfile()
 	if err := it.Err(); err != nil || bytes != objectMiB<<20 {
 		return fmt.Errorf("cold read: %d of %d bytes: %v", bytes, objectMiB<<20, err)
@@ -143,8 +145,8 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	}
 	el = time.Since(t0)
 	m.res.Add(cold, run, benchreport.SidePeer, float64(got)/1e6/el.Seconds(), nil)
-	logf("  object: %.0f PUTs/GiB; cold read %.0f MB/s, MinIO GETs %.0f MB/s (%d bytes)", (flushes1-flushes0)/(objectMiB/1024.0),
-		coldMBs, float64(got)/1e6/el.Seconds(), got)
+	logf("  object: %.0f PUTs/GiB; cold read %.0f MB/s (node CPU %.0f ms), MinIO GETs %.0f MB/s (%d bytes)", (flushes1-flushes0)/(objectMiB/1024.0),
+		coldMBs, nodeCPU*1000, float64(got)/1e6/el.Seconds(), got)
 
 	// The same history over Kafka: a consumer reading last week.
 	const kcold = "cold-read-kafka"
