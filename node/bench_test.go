@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -63,7 +64,7 @@ func BenchmarkPUTsPerGiB(b *testing.B) {
 			ctx := context.Background()
 			cli := metatest.StartEtcd(b)
 			reg := meta.NewRegistry(cli, "/bench/")
-			sess, err := reg.Join(ctx, meta.Member{NodeID: "bench"}, 10*time.Second)
+			sess, err := reg.Join(ctx, metadata.Member{NodeID: "bench"}, 10*time.Second)
 			if err != nil {
 				b.Fatal(err)
 			}
