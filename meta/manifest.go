@@ -21,13 +21,14 @@ func (r *Registry) ManifestKey(node string, seq uint64) string {
 }
 
 // CommitManifest stores m and deletes the manifests whose keys are in
-// replaces, atomically, only if sess is still the node's live session and
+// replaces, atomically, only if lease is still the node's live session and
 // every replaced manifest still exists. A node whose lease expired — and
 // which may have been declared dead and had its streams taken over — gets
 // ErrLeaseLost and commits nothing.
-func (r *Registry) CommitManifest(ctx context.Context, sess *Session, m metadata.Manifest, replaces []string) error {
-	if sess == nil {
-		return fmt.Errorf("%w: no session", metadata.ErrLeaseLost)
+func (r *Registry) CommitManifest(ctx context.Context, lease metadata.Lease, m metadata.Manifest, replaces []string) error {
+	sess, err := sessionOf(lease)
+	if err != nil {
+		return err
 	}
 	val, err := json.Marshal(m)
 	if err != nil {

@@ -298,3 +298,26 @@ func (r *Registry) Resume(ctx context.Context, old *Session) (*Session, error) {
 	renewed := asked.Add(time.Duration(ttl.TTL-ttl.GrantedTTL) * time.Second)
 	return r.keepAlive(old.lease, old.key, old.createRev, ttl.GrantedTTL, renewed), nil
 }
+
+// sessionOf is the Session behind a lease that a caller holds as a
+// metadata.Lease (the stream service, which does not link etcd's client):
+// only a Session of this package can fence a write.
+func sessionOf(l metadata.Lease) (*Session, error) {
+	s, ok := l.(*Session)
+	switch {
+	case l == nil || (ok && s == nil):
+		return nil, fmt.Errorf("%w: no session", metadata.ErrLeaseLost)
+	case !ok:
+		return nil, fmt.Errorf("%w: lease %T is not a meta.Session", metadata.ErrInvalid, l)
+	}
+	return s, nil
+}
+
+// LeaseOf is s as a metadata.Lease for the stream service: a nil
+// interface when s is nil, so the service's "no session" checks see it.
+func LeaseOf(s *Session) metadata.Lease {
+	if s == nil {
+		return nil
+	}
+	return s
+}

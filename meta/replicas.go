@@ -33,13 +33,14 @@ func (r *Registry) ReplicaSet(ctx context.Context, id uint64) (metadata.ReplicaS
 	return rs, nil
 }
 
-// PutReplicaSet writes stream id's replica set if sess is still the node's
+// PutReplicaSet writes stream id's replica set if lease is still the node's
 // live session and the key's mod revision is still prev (0: no key), and
 // returns the new revision. ErrLeaseLost: the session is over;
 // ErrConflict: the key changed (another owner wrote it).
-func (r *Registry) PutReplicaSet(ctx context.Context, sess *Session, id uint64, prev int64, rs metadata.ReplicaSet) (int64, error) {
-	if sess == nil {
-		return 0, fmt.Errorf("%w: no session", metadata.ErrLeaseLost)
+func (r *Registry) PutReplicaSet(ctx context.Context, lease metadata.Lease, id uint64, prev int64, rs metadata.ReplicaSet) (int64, error) {
+	sess, err := sessionOf(lease)
+	if err != nil {
+		return 0, err
 	}
 	val, err := json.Marshal(rs)
 	if err != nil {

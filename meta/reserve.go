@@ -65,12 +65,13 @@ func (r *Registry) Reservations(ctx context.Context) (map[uint64]metadata.Reserv
 }
 
 // Reserve writes ops (at most MaxReserveOps) in one transaction,
-// conditioned on sess being the node's live session and on each key's mod
+// conditioned on lease being the node's live session and on each key's mod
 // revision, and returns the revision the keys now have. ErrLeaseLost: the
 // session is over; ErrConflict: a key changed (re-read it).
-func (r *Registry) Reserve(ctx context.Context, sess *Session, ops []metadata.ReserveOp) (int64, error) {
-	if sess == nil {
-		return 0, fmt.Errorf("%w: no session", metadata.ErrLeaseLost)
+func (r *Registry) Reserve(ctx context.Context, lease metadata.Lease, ops []metadata.ReserveOp) (int64, error) {
+	sess, err := sessionOf(lease)
+	if err != nil {
+		return 0, err
 	}
 	if len(ops) > metadata.MaxReserveOps {
 		return 0, fmt.Errorf("%w: %d reservations in one transaction (max %d)", metadata.ErrInvalid, len(ops), metadata.MaxReserveOps)

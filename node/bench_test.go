@@ -80,7 +80,7 @@ func BenchmarkPUTsPerGiB(b *testing.B) {
 			}
 			tier := &countingTier{Tier: ta}
 			svc, err := stream.Open(ctx, stream.Config{NodeID: "bench", Logger: log, Tier: stream.TierConfig{
-				Tier: tier, Manifests: reg, Session: func() *meta.Session { return sess },
+				Tier: tier, Manifests: reg, Session: func() metadata.Lease { return meta.LeaseOf(sess) },
 				SealMaxAge: time.Second, SealMaxBytes: 8 << 20,
 			}}, w, reg)
 			if err != nil {

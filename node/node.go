@@ -388,7 +388,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
 			Manifests:    n.reg,
-			Session:      n.members.sess.Load,
+			Session:      func() metadata.Lease { return meta.LeaseOf(n.members.sess.Load()) },
 			SealMaxAge:   cfg.SealMaxAge,
 			SealMaxBytes: cfg.SealMaxBytes,
 			MaxWALBytes:  cfg.WALMaxBytes,

@@ -29,7 +29,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/wal"
@@ -362,7 +361,7 @@ func (s *Service) replicaWALLow() uint64 {
 // when a copy is no longer needed.
 type ReplicaSets interface {
 	ReplicaSet(ctx context.Context, id uint64) (metadata.ReplicaSet, error)
-	PutReplicaSet(ctx context.Context, sess *meta.Session, id uint64, prev int64, rs metadata.ReplicaSet) (int64, error)
+	PutReplicaSet(ctx context.Context, sess metadata.Lease, id uint64, prev int64, rs metadata.ReplicaSet) (int64, error)
 }
 
 // replicaIdle is how long a copy goes without a frame before the collector

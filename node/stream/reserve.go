@@ -29,7 +29,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
@@ -53,7 +52,7 @@ const (
 type Reservations interface {
 	Reservation(ctx context.Context, id uint64) (metadata.Reservation, error)
 	Reservations(ctx context.Context) (map[uint64]metadata.Reservation, error)
-	Reserve(ctx context.Context, sess *meta.Session, ops []metadata.ReserveOp) (int64, error)
+	Reserve(ctx context.Context, sess metadata.Lease, ops []metadata.ReserveOp) (int64, error)
 }
 
 // reservation is a stream's side of it; guarded by streamState.mu.

@@ -45,7 +45,7 @@ func startClusterNode(t *testing.T, reg *meta.Registry, tier *dirTier, id string
 	n.svc, err = stream.Open(ctx, stream.Config{
 		NodeID: id, Cluster: reg, DefaultDurability: stream.DurabilityObject,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Tier:   stream.TierConfig{Tier: tier, Manifests: reg, Session: func() *meta.Session { return n.sess }, SealMaxAge: 20 * time.Millisecond},
+		Tier:   stream.TierConfig{Tier: tier, Manifests: reg, Session: func() metadata.Lease { return meta.LeaseOf(n.sess) }, SealMaxAge: 20 * time.Millisecond},
 	}, n.w, reg)
 	if err != nil {
 		t.Fatal(err)

@@ -1316,7 +1316,7 @@ func (s *Service) noteUnflushed(n int) {
 }
 
 // leaseHeld fails unless this node's etcd lease is certainly still alive
-// (see meta.Session.Valid); without a cluster session it always succeeds.
+// (see metadata.Lease.Valid); without a cluster session it always succeeds.
 func (s *Service) leaseHeld() error {
 	if s.tcfg.Session == nil {
 		return nil

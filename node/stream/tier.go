@@ -9,7 +9,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/sdk/retry"
 	"github.com/PicoMQ/picomq/tiering"
@@ -83,7 +82,7 @@ func manifestEntry(id uint64, first, next int64, ref *ObjectRef, state json.RawM
 // effort: an orphan only costs space and the collector finds it); if its
 // outcome is unknown the object stays, since a manifest may reference it;
 // a lost lease fences the node.
-func (s *Service) commitObject(ctx context.Context, sess *meta.Session, m metadata.Manifest, replaces []string) error {
+func (s *Service) commitObject(ctx context.Context, sess metadata.Lease, m metadata.Manifest, replaces []string) error {
 	// Once the object is uploaded, the commit is not abandoned halfway
 	// because the flush was cancelled (shutdown): it is one etcd
 	// transaction, bounded on its own.
@@ -102,7 +101,7 @@ func (s *Service) commitObject(ctx context.Context, sess *meta.Session, m metada
 	return fmt.Errorf("commit manifest of %s: %w", m.Object, err)
 }
 
-func (s *Service) session() *meta.Session {
+func (s *Service) session() metadata.Lease {
 	if s.tcfg.Session == nil {
 		return nil
 	}
@@ -118,7 +117,7 @@ func (s *Service) session() *meta.Session {
 // has handed out since, and committing it under the new session would put
 // a second, older copy of those offsets in the manifests. Committed under
 // the old session it fails: that session's member key is gone.
-func (s *Service) commitSession() (*meta.Session, error) {
+func (s *Service) commitSession() (metadata.Lease, error) {
 	sess := s.session()
 	s.mu.RLock()
 	fenced := s.fenced
@@ -140,7 +139,7 @@ func refFromManifest(m *metadata.Manifest, r metadata.ManifestStream) *ObjectRef
 
 // Manifests is what the service needs from the registry for tiering.
 type Manifests interface {
-	CommitManifest(ctx context.Context, sess *meta.Session, m metadata.Manifest, replaces []string) error
+	CommitManifest(ctx context.Context, sess metadata.Lease, m metadata.Manifest, replaces []string) error
 	Manifests(ctx context.Context) ([]metadata.Manifest, error)
 	MaxManifestSeq(ctx context.Context, node string) (uint64, error)
 }
@@ -150,9 +149,11 @@ type Manifests interface {
 type TierConfig struct {
 	Tier      Tier
 	Manifests Manifests
-	// Session is the node's live membership session; flush commits are
-	// fenced on it so a node declared dead commits nothing.
-	Session func() *meta.Session
+	// Session is the node's live membership session (a *meta.Session);
+	// flush commits are fenced on it so a node declared dead commits
+	// nothing. It returns a nil interface, not a nil pointer in one, when
+	// the node has no session.
+	Session func() metadata.Lease
 	// SealMaxAge / SealMaxBytes: a flush runs when the oldest unflushed
 	// append is this old, or this many bytes are pending.
 	SealMaxAge   time.Duration

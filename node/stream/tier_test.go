@@ -181,7 +181,7 @@ func (h *tierHarness) open() {
 		NodeID:            "n1",
 		DefaultDurability: h.durab,
 		Tier: stream.TierConfig{
-			Tier: tier, Manifests: h.reg, Session: func() *meta.Session { return h.sess },
+			Tier: tier, Manifests: h.reg, Session: func() metadata.Lease { return meta.LeaseOf(h.sess) },
 			SealMaxAge: seal, SealMaxBytes: sealB, MaxFlushBytes: h.maxObj,
 		},
 	}, w, h.reg)

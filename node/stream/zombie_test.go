@@ -80,7 +80,7 @@ func (n *sessionNode) open(t *testing.T, reg *meta.Registry, tier stream.Tier) {
 	n.svc, err = stream.Open(ctx, stream.Config{
 		NodeID: n.id, Cluster: reg, DefaultDurability: stream.DurabilityObject,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Tier:   stream.TierConfig{Tier: tier, Manifests: reg, Session: n.sess.Load, SealMaxAge: 20 * time.Millisecond},
+		Tier:   stream.TierConfig{Tier: tier, Manifests: reg, Session: func() metadata.Lease { return meta.LeaseOf(n.sess.Load()) }, SealMaxAge: 20 * time.Millisecond},
 	}, w, reg)
 	if err != nil {
 		t.Fatal(err)
