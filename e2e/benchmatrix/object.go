@@ -106,7 +106,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 		return err
 	}
 	stopProfile := profileRead("cold-read", pprofAddr)
-	cpu0 := testproc.CPUSeconds(n.pid)
+	cpu0, ccpu0 := testproc.CPUSeconds(n.pid), testproc.CPUSeconds(os.Getpid())
 	t0 := time.Now()
 	it := s.Records(c.Beginning(), picomq.RecordsOptions{})
 	var bytes int64
@@ -114,7 +114,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 		bytes += int64(len(it.Record().Body))
 	}
 	el := time.Since(t0)
-	nodeCPU := testproc.CPUSeconds(n.pid) - cpu0
+	nodeCPU, clientCPU := testproc.CPUSeconds(n.pid)-cpu0, testproc.CPUSeconds(os.Getpid())-ccpu0
 	stopProfile()
 	if err := it.Err(); err != nil || bytes != objectMiB<<20 {
 		return fmt.Errorf("cold read: %d of %d bytes: %v", bytes, objectMiB<<20, err)
@@ -145,8 +145,8 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	}
 	el = time.Since(t0)
 	m.res.Add(cold, run, benchreport.SidePeer, float64(got)/1e6/el.Seconds(), nil)
-	logf("  object: %.0f PUTs/GiB; cold read %.0f MB/s (node CPU %.0f ms), MinIO GETs %.0f MB/s (%d bytes)", (flushes1-flushes0)/(objectMiB/1024.0),
-		coldMBs, nodeCPU*1000, float64(got)/1e6/el.Seconds(), got)
+	logf("  object: %.0f PUTs/GiB; cold read %.0f MB/s (CPU: node %.0f ms, client %.0f ms), MinIO GETs %.0f MB/s (%d bytes)", (flushes1-flushes0)/(objectMiB/1024.0),
+		coldMBs, nodeCPU*1000, clientCPU*1000, float64(got)/1e6/el.Seconds(), got)
 
 	// The same history over Kafka: a consumer reading last week.
 	const kcold = "cold-read-kafka"
@@ -244,7 +244,8 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	// before the flag ignores, so before/after runs use the same harness.
 	os.Setenv("PICOMQ_READ_AHEAD_BYTES", fmt.Sprint(manyAheadMiB<<20))
 	defer os.Unsetenv("PICOMQ_READ_AHEAD_BYTES")
-	n, err := m.startNode("pico-many", "--object-store", s3.url(prefix), "--cache-bytes", fmt.Sprint(manyCacheMiB<<20))
+	pprofFlags, pprofAddr := pprofArgs()
+	n, err := m.startNode("pico-many", append([]string{"--object-store", s3.url(prefix), "--cache-bytes", fmt.Sprint(manyCacheMiB<<20)}, pprofFlags...)...)
 	if err != nil {
 		return err
 	}
@@ -305,6 +306,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	}
 	rss0 := testproc.RSSBytes(n.pid)
 	stopRSS := peakRSS(n.pid)
+	stopProfile := profileRead("cold-many", pprofAddr)
 	t0 := time.Now()
 	var total atomic.Int64
 	errs = make(chan error, manyReaders)
@@ -324,6 +326,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	wg.Wait()
 	el := time.Since(t0)
 	peak := stopRSS()
+	stopProfile()
 	close(errs)
 	if err := <-errs; err != nil {
 		return err
