@@ -157,14 +157,16 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 		return err
 	}
 	stopProfile = profileRead("cold-read-kafka", pprofAddr)
+	cpu0 = testproc.CPUSeconds(n.pid)
 	k, err := kafkaColdRead(ctx, n.kafkaAddr, "mb.object", objectMiB<<10)
+	nodeCPU = testproc.CPUSeconds(n.pid) - cpu0
 	stopProfile()
 	if err != nil {
 		m.fail(kcold, err)
 	} else {
 		m.res.Add(kcold, run, benchreport.SidePico, k, nil)
 		m.res.Add(kcold, run, benchreport.SidePeer, coldMBs, nil)
-		logf("  object: Kafka cold %.0f MB/s, HTTP cold %.0f MB/s", k, coldMBs)
+		logf("  object: Kafka cold %.0f MB/s (node CPU %.0f ms), HTTP cold %.0f MB/s", k, nodeCPU*1000, coldMBs)
 	}
 
 	// Object storage across a network: every request to MinIO takes
