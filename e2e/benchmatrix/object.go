@@ -247,7 +247,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	os.Setenv("PICOMQ_READ_AHEAD_BYTES", fmt.Sprint(manyAheadMiB<<20))
 	defer os.Unsetenv("PICOMQ_READ_AHEAD_BYTES")
 	pprofFlags, pprofAddr := pprofArgs()
-	n, err := m.startNode("pico-many", append([]string{"--object-store", s3.url(prefix), "--cache-bytes", fmt.Sprint(manyCacheMiB<<20)}, pprofFlags...)...)
+	n, err := m.startNode("pico-many", append([]string{"--object-store", s3.url(prefix), "--cache-bytes", fmt.Sprint(manyCacheMiB << 20)}, pprofFlags...)...)
 	if err != nil {
 		return err
 	}
