@@ -1726,25 +1726,28 @@ func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool,
 	for {
 		st.mu.Lock()
 		hwm, wake, deleted, closed := st.lastStableLocked(st.hwm), st.wakeChanLocked(), st.deleted, st.closedVisible
+		// A closed stream never grows: waiting at its end is pointless.
+		waits := !deleted && hwm <= offset && !closed
+		if waits {
+			st.waiters++ // counted for the appender's yield (advance)
+		}
 		st.mu.Unlock()
 		if deleted {
 			return false, fmt.Errorf("%w: %s", ErrNotFound, name)
 		}
-		if hwm > offset || closed {
-			// A closed stream never grows: waiting at its end is pointless.
+		if !waits {
 			return hwm > offset, nil
 		}
-		st.mu.Lock()
-		st.waiters++
-		st.mu.Unlock()
+		woke := false
 		select {
 		case <-wake:
+			woke = true
 		case <-ctx.Done():
 		}
 		st.mu.Lock()
 		st.waiters--
 		st.mu.Unlock()
-		if ctx.Err() != nil {
+		if !woke {
 			return false, nil
 		}
 	}
