@@ -307,6 +307,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 		return err
 	}
 	rss0 := testproc.RSSBytes(n.pid)
+	gets0, _ := metric(n.url, "picomq_cache_requests_total")
 	stopRSS := peakRSS(n.pid)
 	stopProfile := profileRead("cold-many", pprofAddr)
 	t0 := time.Now()
@@ -329,6 +330,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	el := time.Since(t0)
 	peak := stopRSS()
 	stopProfile()
+	gets1, _ := metric(n.url, "picomq_cache_requests_total")
 	close(errs)
 	if err := <-errs; err != nil {
 		return err
@@ -352,7 +354,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	m.res.Add(many, run, benchreport.SidePeer, floor, nil)
 	m.res.Add(rss, run, benchreport.SidePico, (peak-rss0)/(1<<20), nil)
 	m.res.Add(rss, run, benchreport.SidePeer, manyCacheMiB+3*manyAheadMiB, nil)
-	logf("  object: %d cold readers %.0f MB/s aggregate, parallel GETs %.0f MB/s; RSS %.0f -> %.0f MiB", manyReaders, agg, floor, rss0/(1<<20), peak/(1<<20))
+	logf("  object: %d cold readers %.0f MB/s aggregate (%.0f GETs, %.2f s), parallel GETs %.0f MB/s; RSS %.0f -> %.0f MiB", manyReaders, agg, gets1-gets0, el.Seconds(), floor, rss0/(1<<20), peak/(1<<20))
 	return nil
 }
 
