@@ -254,10 +254,10 @@ type Cache struct {
 	stagedBlocks int64
 	seq          map[string]*seqState
 	closed       bool
-	cachedBytes  int64           // bytes of runs given to ristretto and not let go of
-	aheadUsed    int64           // read-ahead budget held (Options.ReadAheadBytes)
-	demandUsed   int64           // demand GET bytes in flight (Options.FetchBytes)
-	demandQueue  []*demandWaiter // GETs waiting for room, first come first served
+	cachedBytes  int64         // bytes of runs given to ristretto and not let go of
+	aheadUsed    int64         // read-ahead budget held (Options.ReadAheadBytes)
+	demandUsed   int64         // demand GET bytes in flight (Options.FetchBytes)
+	demandFreed  chan struct{} // closed (and replaced) when demandUsed drops
 
 	// Runs ristretto let go of (evicted, rejected, replaced). Its callback
 	// may run inside calls made under mu, so it only queues them here,
@@ -278,6 +278,8 @@ func New(src Source, opts Options) (*Cache, error) {
 		sem:    make(chan struct{}, opts.Parallelism),
 		blocks: map[blockID]*run{},
 		seq:    map[string]*seqState{},
+
+		demandFreed: make(chan struct{}),
 	}
 	rc, err := ristretto.NewCache(&ristretto.Config[string, *run]{
 		NumCounters:        max(10*blocks, 1000),
@@ -341,73 +343,36 @@ func (c *Cache) releaseLocked(r *run) {
 	r.budget = 0
 }
 
-// demandWaiter is a demand GET of n bytes waiting for room in FetchBytes;
-// ready is closed once it has been given the room.
-type demandWaiter struct {
-	n     int64
-	ready chan struct{}
-}
-
 // takeDemand waits until n more bytes of demand GETs fit in FetchBytes
-// (a GET larger than the whole budget goes alone). Waiters are admitted
-// in arrival order, each woken only when its bytes fit: with a hundred
-// readers missing at once, a finished GET wakes the one or two that can
-// start now, not all of them to race for the cache's lock (measured: that
-// herd cost seconds of scheduling in the 100-reader bench row).
+// (a GET larger than the whole budget goes alone).
 func (c *Cache) takeDemand(n int64) error {
-	c.mu.Lock()
-	if len(c.demandQueue) == 0 && c.demandFits(n) {
-		c.demandUsed += n
-		c.mu.Unlock()
-		return nil
-	}
-	w := &demandWaiter{n: n, ready: make(chan struct{})}
-	c.demandQueue = append(c.demandQueue, w)
-	c.mu.Unlock()
-	c.fetchWaits.Add(1)
-	select {
-	case <-w.ready:
-		return nil
-	case <-c.ctx.Done():
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	select {
-	case <-w.ready: // admitted meanwhile: hand the room on
-		c.demandUsed -= n
-		c.admitDemandLocked()
-	default:
-		for i, q := range c.demandQueue {
-			if q == w {
-				c.demandQueue = append(c.demandQueue[:i], c.demandQueue[i+1:]...)
-				break
-			}
+	waited := false
+	for {
+		c.mu.Lock()
+		if c.demandUsed == 0 || c.demandUsed+n <= c.opts.FetchBytes {
+			c.demandUsed += n
+			c.mu.Unlock()
+			return nil
 		}
-	}
-	return c.ctx.Err()
-}
-
-// demandFits reports whether n more bytes of demand GETs fit now.
-func (c *Cache) demandFits(n int64) bool {
-	return c.demandUsed == 0 || c.demandUsed+n <= c.opts.FetchBytes
-}
-
-// admitDemandLocked gives room to the waiting GETs at the head of the
-// queue while they fit.
-func (c *Cache) admitDemandLocked() {
-	for len(c.demandQueue) > 0 && c.demandFits(c.demandQueue[0].n) {
-		w := c.demandQueue[0]
-		c.demandQueue[0] = nil
-		c.demandQueue = c.demandQueue[1:]
-		c.demandUsed += w.n
-		close(w.ready)
+		freed := c.demandFreed
+		c.mu.Unlock()
+		if !waited {
+			waited = true
+			c.fetchWaits.Add(1)
+		}
+		select {
+		case <-freed:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
 	}
 }
 
 func (c *Cache) giveDemand(n int64) {
 	c.mu.Lock()
 	c.demandUsed -= n
-	c.admitDemandLocked()
+	close(c.demandFreed)
+	c.demandFreed = make(chan struct{})
 	c.mu.Unlock()
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,64 +185,6 @@ func TestReadAheadStaysFull(t *testing.T) {
 	}
 	if got, s := src.reads.Load(), c.Stats(); got != 16 || s.FetchedBytes != 64*bs {
 		t.Errorf("%d GETs of %d bytes for 64 blocks; want 16 GETs of 4 blocks, each block once", got, s.FetchedBytes)
-	}
-}
-
-// TestDemandBudgetIsFIFO: demand GETs waiting for FetchBytes get it in
-// arrival order, and a finished GET admits exactly the waiters that fit
-// (here both), without waking the others.
-func TestDemandBudgetIsFIFO(t *testing.T) {
-	c, _, _ := setup(t, objstoretest.FileStore(t), bs, Options{FetchBytes: 10})
-	if err := c.takeDemand(6); err != nil {
-		t.Fatal(err)
-	}
-	admitted := make(chan int64, 3)
-	wait := func(n int64) {
-		go func() {
-			if err := c.takeDemand(n); err == nil {
-				admitted <- n
-			}
-		}()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			c.mu.Lock()
-			queued := len(c.demandQueue) > 0 && c.demandQueue[len(c.demandQueue)-1].n == n
-			c.mu.Unlock()
-			if queued {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("a GET of %d never queued", n)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	wait(6) // does not fit beside the 6 in flight
-	wait(3) // would fit, but arrived after the 6: it waits its turn
-	wait(5)
-	state := func() (used int64, queued []int64) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, w := range c.demandQueue {
-			queued = append(queued, w.n)
-		}
-		return c.demandUsed, queued
-	}
-	if used, queued := state(); used != 6 || !slices.Equal(queued, []int64{6, 3, 5}) {
-		t.Fatalf("in use %d, queued %v; want 6 in use and 6, 3, 5 waiting in order", used, queued)
-	}
-	c.giveDemand(6)
-	if used, queued := state(); used != 9 || !slices.Equal(queued, []int64{5}) {
-		t.Fatalf("after a GET of 6 finished: in use %d, queued %v; want the 6 and the 3 admitted, the 5 waiting", used, queued)
-	}
-	got := []int64{<-admitted, <-admitted}
-	slices.Sort(got)
-	if !slices.Equal(got, []int64{3, 6}) {
-		t.Fatalf("admitted %v after the first GET finished; want 6 and 3", got)
-	}
-	c.giveDemand(6)
-	if n := <-admitted; n != 5 {
-		t.Fatalf("admitted %d, want 5", n)
 	}
 }
 
