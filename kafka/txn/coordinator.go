@@ -18,10 +18,16 @@ import (
 	"github.com/PicoMQ/picomq/record"
 )
 
-// stateRoot is where the state streams live: one per transactional id,
-// with object durability (a coordinator's decision survives the loss of
-// its node, and the node that takes the stream over takes the
-// coordination over with it).
+// stateRoot is where the state streams live: one per transactional id.
+// The node serving an id's stream coordinates the id, and the node that
+// takes the stream over takes the coordination over with it. The state
+// itself is the stream's state record (stream.Service.PutState: an etcd
+// write conditioned on the stream's ownership, so a coordinator's decision
+// survives the loss of its node and a deposed coordinator cannot overwrite
+// its successor's), not a record appended to the stream: an append with
+// object durability waits for a whole flush to object storage, which under
+// produce load took most of a transaction's time. Records appended by
+// earlier versions are still read when an id has no state record.
 const stateRoot = stream.SystemRoot + "kafka/txn/"
 
 // StreamName is the state stream of transactional id id.
@@ -32,8 +38,11 @@ type Streams interface {
 	Create(ctx context.Context, name string, opts stream.CreateOptions) (stream.Info, bool, error)
 	Head(ctx context.Context, name string) (stream.Info, error)
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error)
-	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error)
 	List(ctx context.Context, prefix, after string, limit int) ([]stream.Info, bool, error)
+	// State and PutState keep a stream's state record, written only by
+	// the stream's owner (stream.Service.PutState).
+	State(ctx context.Context, name string) ([]byte, error)
+	PutState(ctx context.Context, name string, value []byte) error
 }
 
 // Markers writes a transaction's outcome: the marker of producer pid at
@@ -227,27 +236,22 @@ func (c *Coordinator) entry(ctx context.Context, id string) (*entry, error) {
 	return e, nil
 }
 
-// load reads the latest state record and resumes what it left open: an
-// open transaction's timeout (from its start), markers of a decided one.
+// load reads the id's state and resumes what it left open: an open
+// transaction's timeout (from its start), markers of a decided one.
 func (c *Coordinator) load(ctx context.Context, e *entry) error {
-	info, err := c.cfg.Streams.Head(ctx, e.stream)
+	b, err := c.cfg.Streams.State(ctx, e.stream)
 	if errors.Is(err, stream.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("txn %q: state stream: %w", e.id, err)
+		return fmt.Errorf("txn %q: state: %w", e.id, err)
 	}
-	if info.NextOffset <= info.StartOffset {
-		return nil
+	if b == nil {
+		if b, err = c.legacyState(ctx, e); err != nil || b == nil {
+			return err
+		}
 	}
-	res, err := c.cfg.Streams.Read(ctx, e.stream, stream.ReadOptions{Offset: info.NextOffset - 1, MaxRecords: 1})
-	if err != nil {
-		return fmt.Errorf("txn %q: read state: %w", e.id, err)
-	}
-	if len(res.Records) == 0 {
-		return fmt.Errorf("txn %q: state stream ends at %d but its last record is not readable", e.id, info.NextOffset)
-	}
-	m, err := decodeMeta(res.Records[len(res.Records)-1].Value)
+	m, err := decodeMeta(b)
 	if err != nil {
 		return err
 	}
@@ -263,26 +267,59 @@ func (c *Coordinator) load(ctx context.Context, e *entry) error {
 	return nil
 }
 
-// save makes m the durable state of e (object storage: the node that
-// takes the state stream over must know every partition a producer may
-// have written to, or a commit it completes would miss some).
+// legacyState is the last record of e's state stream, where versions
+// before the state record kept the state (nil when it has none).
+func (c *Coordinator) legacyState(ctx context.Context, e *entry) ([]byte, error) {
+	info, err := c.cfg.Streams.Head(ctx, e.stream)
+	if err != nil {
+		return nil, fmt.Errorf("txn %q: state stream: %w", e.id, err)
+	}
+	if info.NextOffset <= info.StartOffset {
+		return nil, nil
+	}
+	res, err := c.cfg.Streams.Read(ctx, e.stream, stream.ReadOptions{Offset: info.NextOffset - 1, MaxRecords: 1})
+	if err != nil {
+		return nil, fmt.Errorf("txn %q: read state: %w", e.id, err)
+	}
+	if len(res.Records) == 0 {
+		return nil, fmt.Errorf("txn %q: state stream ends at %d but its last record is not readable", e.id, info.NextOffset)
+	}
+	return res.Records[len(res.Records)-1].Value, nil
+}
+
+// save makes m the durable state of e: the node that takes the state
+// stream over must know every partition a producer may have written to,
+// or a commit it completes would miss some. A failed save forgets e (the
+// next request loads the state again), since the failure may be a
+// takeover this node has not noticed yet.
 func (c *Coordinator) save(ctx context.Context, e *entry, m Meta) error {
 	m.UpdateMs = c.clk.Now().UnixMilli()
-	req := stream.AppendRequest{Records: []record.Record{{Key: []byte(m.ID), Value: m.encode()}}}
-	_, err := c.cfg.Streams.AppendBatch(ctx, e.stream, req)
+	b := m.encode()
+	err := c.cfg.Streams.PutState(ctx, e.stream, b)
 	if errors.Is(err, stream.ErrNotFound) {
 		none := ""
 		_, _, err = c.cfg.Streams.Create(ctx, e.stream, stream.CreateOptions{
 			ContentType: "application/json", Durability: stream.DurabilityObject, KafkaTopic: &none})
 		if err == nil || errors.Is(err, stream.ErrConflict) {
-			_, err = c.cfg.Streams.AppendBatch(ctx, e.stream, req)
+			err = c.cfg.Streams.PutState(ctx, e.stream, b)
 		}
 	}
 	if err != nil {
+		c.forget(e)
 		return fmt.Errorf("txn %q: save state %s: %w", e.id, m.State, err)
 	}
 	e.m, e.exists = m, true
 	return nil
+}
+
+// forget drops e (locked by the caller) from the coordinator.
+func (c *Coordinator) forget(e *entry) {
+	e.drop()
+	c.mu.Lock()
+	if c.txns[e.id] == e {
+		delete(c.txns, e.id)
+	}
+	c.mu.Unlock()
 }
 
 // checkProducer applies the fencing rules of every request after

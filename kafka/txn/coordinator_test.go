@@ -229,3 +229,37 @@ func TestNotCoordinator(t *testing.T) {
 		t.Fatalf("timeout 0: %v", err)
 	}
 }
+
+// TestLegacyStateRecordLoads: an id whose state earlier versions appended
+// to its state stream (no state record yet) is loaded from the stream's
+// last record, and its next transition is written as a state record.
+func TestLegacyStateRecordLoads(t *testing.T) {
+	e := newEnv(t)
+	name, _ := StreamName("old")
+	if _, _, err := e.st.Svc.Create(ctx, name, stream.CreateOptions{ContentType: "application/json", Durability: stream.DurabilityObject}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []Meta{
+		{ID: "old", ProducerID: 77, Epoch: 3, TimeoutMs: 60_000, State: Empty},
+		{ID: "old", ProducerID: 77, Epoch: 4, TimeoutMs: 60_000, State: Empty},
+	} {
+		if _, err := e.st.Svc.AppendBatch(ctx, name, stream.AppendRequest{Records: []record.Record{{Key: []byte(m.ID), Value: m.encode()}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid, epoch, err := e.c.InitProducerID(ctx, "old", 60_000, -1, -1)
+	if err != nil || pid != 77 || epoch != 5 {
+		t.Fatalf("init over a legacy state: %d %d %v, want 77 5", pid, epoch, err)
+	}
+	b, err := e.st.Svc.State(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := decodeMeta(b); err != nil || m.Epoch != 5 {
+		t.Fatalf("state record after init: %+v %v", m, err)
+	}
+	e.takeOver()
+	if m, err := e.c.Describe(ctx, "old"); err != nil || m.Epoch != 5 {
+		t.Fatalf("after takeover: %+v %v", m, err)
+	}
+}

@@ -64,6 +64,10 @@ type Registry interface {
 	// in memory at a time; start is called first and again whenever the
 	// scan starts over.
 	EachStream(ctx context.Context, start func(), fn func(meta.Stream) error) error
+	// StreamState and PutStreamState keep a stream's state record
+	// (state.go).
+	StreamState(ctx context.Context, id uint64) ([]byte, error)
+	PutStreamState(ctx context.Context, name string, id uint64, owner string, epoch int64, value []byte) error
 }
 
 // Config tunes the service. Zero values get defaults.

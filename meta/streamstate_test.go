@@ -1,0 +1,66 @@
+package meta_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/PicoMQ/picomq/meta"
+)
+
+// TestStreamStateFollowsOwnership: only the owner at the epoch it serves
+// the stream under writes its state record; after a takeover the old
+// owner's write fails and the new owner reads the last value written
+// before; a change of the record that keeps the ownership does not fail a
+// write; the record goes with the stream.
+func TestStreamStateFollowsOwnership(t *testing.T) {
+	t.Parallel()
+	reg, _ := newRegistry(t)
+	ctx := t.Context()
+	mustCreate(t, reg, meta.Stream{Name: "/s"})
+	s, err := reg.UpdateStream(ctx, "/s", func(m *meta.Stream) error { m.Owner = "a"; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := reg.StreamState(ctx, s.ID); err != nil || v != nil {
+		t.Fatalf("state of a new stream: %q %v, want none", v, err)
+	}
+	if err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	// A trim keeps the ownership: the next write re-reads and succeeds.
+	if _, err := reg.UpdateStream(ctx, "/s", func(m *meta.Stream) error { m.StartOffset = 5; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, []byte("two")); err != nil {
+		t.Fatalf("write after a trim: %v", err)
+	}
+	cur, err := reg.GetStream(ctx, "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := reg.TakeOver(ctx, cur, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, []byte("zombie")); !errors.Is(err, meta.ErrConflict) {
+		t.Fatalf("old owner's write after a takeover: %v, want ErrConflict", err)
+	}
+	if v, err := reg.StreamState(ctx, s.ID); err != nil || string(v) != "two" {
+		t.Fatalf("new owner reads %q %v, want two", v, err)
+	}
+	if err := reg.PutStreamState(ctx, "/s", s.ID, "b", taken.Epoch, []byte("three")); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.PutStreamState(ctx, "/s", s.ID+1, "b", taken.Epoch, []byte("other")); !errors.Is(err, meta.ErrConflict) {
+		t.Fatalf("write for another incarnation: %v, want ErrConflict", err)
+	}
+	if err := reg.DeleteStream(ctx, "/s", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := reg.StreamState(ctx, s.ID); err != nil || v != nil {
+		t.Fatalf("state after delete: %q %v, want none", v, err)
+	}
+	if err := reg.PutStreamState(ctx, "/s", s.ID, "b", taken.Epoch, []byte("gone")); !errors.Is(err, meta.ErrNotFound) {
+		t.Fatalf("write to a deleted stream: %v, want ErrNotFound", err)
+	}
+}
