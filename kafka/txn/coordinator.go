@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -465,6 +466,42 @@ func (c *Coordinator) Verify(ctx context.Context, id string, pid int64, epoch in
 	}
 	defer e.mu.Unlock()
 	return e.checkProducer(pid, epoch)
+}
+
+// Includes answers a partition leader verifying a transactional produce
+// (KIP-890 part 1): nil when producer pid/epoch of id has an open
+// transaction that p was added to; INVALID_PRODUCER_EPOCH for an older
+// epoch (a fenced zombie); INVALID_TXN_STATE otherwise.
+func (c *Coordinator) Includes(ctx context.Context, id string, pid int64, epoch int16, p Partition) error {
+	ctx = stream.WithSystemAccess(ctx)
+	e, err := c.lockedEntry(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer e.mu.Unlock()
+	return e.m.includes(pid, epoch, p)
+}
+
+// includes is Includes on a known state (also a peer's, DescribeTransactions).
+func (m *Meta) includes(pid int64, epoch int16, p Partition) error {
+	switch {
+	case m.ProducerID == pid && epoch < m.Epoch:
+		return fmt.Errorf("%w: epoch %d of producer %d is older than %d", kerr.InvalidProducerEpoch, epoch, pid, m.Epoch)
+	case m.ProducerID != pid || epoch != m.Epoch || m.State != Ongoing:
+		return fmt.Errorf("%w: producer %d epoch %d of %q has no open transaction (state %s, producer %d epoch %d)",
+			kerr.InvalidTxnState, pid, epoch, m.ID, m.State, m.ProducerID, m.Epoch)
+	}
+	if _, found := slices.BinarySearchFunc(m.Partitions, p, comparePartitions); !found {
+		return fmt.Errorf("%w: %s/%d was not added to the transaction of %q", kerr.InvalidTxnState, p.Topic, p.Partition, m.ID)
+	}
+	return nil
+}
+
+// Includes is Coordinator.Includes on a state described by its
+// coordinator (DescribeTransactions from another node).
+func Includes(m Meta, pid int64, epoch int16, p Partition) error {
+	slices.SortFunc(m.Partitions, comparePartitions)
+	return m.includes(pid, epoch, p)
 }
 
 // EndTxn commits or aborts the producer's transaction: the outcome is made
