@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -39,45 +40,59 @@ func (r *Registry) StreamState(ctx context.Context, id uint64) ([]byte, error) {
 // still has incarnation id, owner and epoch (the ownership the caller
 // serves it under): in the same transaction as the write, so a takeover
 // (which bumps the epoch) either happened before, and the write fails with
-// ErrConflict, or after, and the new owner reads the value. A change of
-// the record that keeps the ownership (a trim, a setting) is re-read and
-// the write retried.
-func (r *Registry) PutStreamState(ctx context.Context, name string, id uint64, owner string, epoch int64, value []byte) error {
+// ErrConflict, or after, and the new owner reads the value. rev is the
+// stream record's mod revision as last returned (0: unknown, read it
+// first), so a write usually costs one etcd transaction; it returns the
+// revision to pass next time. A change of the record that keeps the
+// ownership (a trim, a setting) is re-read and the write retried.
+func (r *Registry) PutStreamState(ctx context.Context, name string, id uint64, owner string, epoch int64, rev int64, value []byte) (int64, error) {
 	if err := checkName(name); err != nil {
-		return fmt.Errorf("meta: put stream state: %w", err)
+		return 0, fmt.Errorf("meta: put stream state: %w", err)
 	}
 	key := r.streamKey(name)
-	resp, err := r.cli.Get(ctx, key)
-	if err != nil {
-		return fmt.Errorf("meta: put stream state of %q: read: %w", name, err)
+	if rev == 0 {
+		resp, err := r.cli.Get(ctx, key)
+		if err != nil {
+			return 0, fmt.Errorf("meta: put stream state of %q: read: %w", name, err)
+		}
+		if rev, err = r.checkStateOwner(name, resp.Kvs, id, owner, epoch); err != nil {
+			return 0, err
+		}
 	}
-	kvs := resp.Kvs
 	for {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("meta: put stream state of %q: %w", name, err)
-		}
-		if len(kvs) == 0 {
-			return fmt.Errorf("meta: put stream state of %q: %w", name, ErrNotFound)
-		}
-		cur, err := r.decodeStream(kvs[0])
-		if err != nil {
-			return fmt.Errorf("meta: put stream state of %q: %w", name, err)
-		}
-		if cur.ID != id || cur.Owner != owner || cur.Epoch != epoch {
-			return fmt.Errorf("meta: put stream state of %q: %w: served as %d by %q at epoch %d, now %d by %q at epoch %d",
-				name, ErrConflict, id, owner, epoch, cur.ID, cur.Owner, cur.Epoch)
+			return 0, fmt.Errorf("meta: put stream state of %q: %w", name, err)
 		}
 		tresp, err := r.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
 			Then(clientv3.OpPut(r.stateKey(id), string(value))).
 			Else(clientv3.OpGet(key)).
 			Commit()
 		if err != nil {
-			return fmt.Errorf("meta: put stream state of %q: %w", name, err)
+			return 0, fmt.Errorf("meta: put stream state of %q: %w", name, err)
 		}
 		if tresp.Succeeded {
-			return nil
+			return rev, nil
 		}
-		kvs = tresp.Responses[0].GetResponseRange().Kvs
+		if rev, err = r.checkStateOwner(name, tresp.Responses[0].GetResponseRange().Kvs, id, owner, epoch); err != nil {
+			return 0, err
+		}
 	}
+}
+
+// checkStateOwner returns the mod revision of the stream record kvs if it
+// still has incarnation id, owner and epoch.
+func (r *Registry) checkStateOwner(name string, kvs []*mvccpb.KeyValue, id uint64, owner string, epoch int64) (int64, error) {
+	if len(kvs) == 0 {
+		return 0, fmt.Errorf("meta: put stream state of %q: %w", name, ErrNotFound)
+	}
+	cur, err := r.decodeStream(kvs[0])
+	if err != nil {
+		return 0, fmt.Errorf("meta: put stream state of %q: %w", name, err)
+	}
+	if cur.ID != id || cur.Owner != owner || cur.Epoch != epoch {
+		return 0, fmt.Errorf("meta: put stream state of %q: %w: served as %d by %q at epoch %d, now %d by %q at epoch %d",
+			name, ErrConflict, id, owner, epoch, cur.ID, cur.Owner, cur.Epoch)
+	}
+	return kvs[0].ModRevision, nil
 }

@@ -9,9 +9,10 @@ import (
 
 // TestStreamStateFollowsOwnership: only the owner at the epoch it serves
 // the stream under writes its state record; after a takeover the old
-// owner's write fails and the new owner reads the last value written
-// before; a change of the record that keeps the ownership does not fail a
-// write; the record goes with the stream.
+// owner's write fails (with the revision it last saw, and without one) and
+// the new owner reads the last value written before; a change of the
+// record that keeps the ownership does not fail a write; the record goes
+// with the stream.
 func TestStreamStateFollowsOwnership(t *testing.T) {
 	t.Parallel()
 	reg, _ := newRegistry(t)
@@ -24,15 +25,17 @@ func TestStreamStateFollowsOwnership(t *testing.T) {
 	if v, err := reg.StreamState(ctx, s.ID); err != nil || v != nil {
 		t.Fatalf("state of a new stream: %q %v, want none", v, err)
 	}
-	if err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, []byte("one")); err != nil {
-		t.Fatal(err)
+	rev, err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, 0, []byte("one"))
+	if err != nil || rev == 0 {
+		t.Fatalf("first write: rev %d, %v", rev, err)
 	}
 	// A trim keeps the ownership: the next write re-reads and succeeds.
 	if _, err := reg.UpdateStream(ctx, "/s", func(m *meta.Stream) error { m.StartOffset = 5; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, []byte("two")); err != nil {
-		t.Fatalf("write after a trim: %v", err)
+	rev2, err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, rev, []byte("two"))
+	if err != nil || rev2 <= rev {
+		t.Fatalf("write after a trim: rev %d (was %d), %v", rev2, rev, err)
 	}
 	cur, err := reg.GetStream(ctx, "/s")
 	if err != nil {
@@ -42,16 +45,18 @@ func TestStreamStateFollowsOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, []byte("zombie")); !errors.Is(err, meta.ErrConflict) {
-		t.Fatalf("old owner's write after a takeover: %v, want ErrConflict", err)
+	for _, r := range []int64{rev2, 0} {
+		if _, err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, r, []byte("zombie")); !errors.Is(err, meta.ErrConflict) {
+			t.Fatalf("old owner's write after a takeover (rev %d): %v, want ErrConflict", r, err)
+		}
 	}
 	if v, err := reg.StreamState(ctx, s.ID); err != nil || string(v) != "two" {
 		t.Fatalf("new owner reads %q %v, want two", v, err)
 	}
-	if err := reg.PutStreamState(ctx, "/s", s.ID, "b", taken.Epoch, []byte("three")); err != nil {
+	if _, err := reg.PutStreamState(ctx, "/s", s.ID, "b", taken.Epoch, 0, []byte("three")); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.PutStreamState(ctx, "/s", s.ID+1, "b", taken.Epoch, []byte("other")); !errors.Is(err, meta.ErrConflict) {
+	if _, err := reg.PutStreamState(ctx, "/s", s.ID+1, "b", taken.Epoch, 0, []byte("other")); !errors.Is(err, meta.ErrConflict) {
 		t.Fatalf("write for another incarnation: %v, want ErrConflict", err)
 	}
 	if err := reg.DeleteStream(ctx, "/s", s.ID); err != nil {
@@ -60,7 +65,7 @@ func TestStreamStateFollowsOwnership(t *testing.T) {
 	if v, err := reg.StreamState(ctx, s.ID); err != nil || v != nil {
 		t.Fatalf("state after delete: %q %v, want none", v, err)
 	}
-	if err := reg.PutStreamState(ctx, "/s", s.ID, "b", taken.Epoch, []byte("gone")); !errors.Is(err, meta.ErrNotFound) {
+	if _, err := reg.PutStreamState(ctx, "/s", s.ID, "b", taken.Epoch, 0, []byte("gone")); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("write to a deleted stream: %v, want ErrNotFound", err)
 	}
 }

@@ -256,6 +256,7 @@ func (c *Coordinator) load(ctx context.Context, e *entry) error {
 	if err != nil {
 		return err
 	}
+	m = m.loaded()
 	e.m, e.exists = m, true
 	switch {
 	case m.State == Ongoing:
@@ -380,7 +381,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	} else {
 		m.Epoch++
 	}
-	m.State, m.Partitions, m.Groups, m.StartMs, m.TimeoutMs = Empty, nil, nil, 0, timeoutMs
+	m.State, m.Partitions, m.Reserved, m.Groups, m.StartMs, m.TimeoutMs = Empty, nil, nil, nil, 0, timeoutMs
 	if err := c.save(ctx, e, m); err != nil {
 		return -1, -1, err
 	}
@@ -392,16 +393,34 @@ func (c *Coordinator) begin(m *Meta) bool {
 	if m.State == Ongoing {
 		return false
 	}
-	m.State, m.Partitions, m.Groups, m.StartMs = Ongoing, nil, nil, c.clk.Now().UnixMilli()
+	m.State, m.Partitions, m.Reserved, m.Groups, m.StartMs = Ongoing, nil, nil, nil, c.clk.Now().UnixMilli()
 	return true
 }
 
 // AddPartitions adds partitions to the producer's transaction, starting
-// one if none is open.
-func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, parts []Partition) error {
-	return c.addToTxn(ctx, id, pid, epoch, nil, func(m *Meta) bool {
+// one if none is open. reserve (may be nil) are partitions the producer
+// is likely to add later in the same transaction (the Kafka frontend
+// passes the other partitions of the topics added, up to a bound): they
+// are recorded with the same write, and adding one of them later needs
+// none, since the record already names it. A producer spreading records
+// over a topic's partitions adds them a few at a time, one
+// AddPartitionsToTxn per produce: this makes that one durable write per
+// topic rather than one per request. The cost is paid only after a
+// takeover: the next coordinator writes markers to every reserved
+// partition, since it cannot tell which were added.
+func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, parts, reserve []Partition) error {
+	return c.addToTxn(ctx, id, pid, epoch, nil, func(m *Meta) (bool, bool) {
 		m.Partitions = append([]Partition(nil), m.Partitions...)
-		return m.addPartitions(parts)
+		if !m.addPartitions(parts) {
+			return false, false
+		}
+		if m.reserves(parts) {
+			return true, false // added, and durably recorded already
+		}
+		m.Reserved = append([]Partition(nil), m.Reserved...)
+		m.reserve(parts)
+		m.reserve(reserve)
+		return true, true
 	})
 }
 
@@ -413,18 +432,21 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoc
 		}
 		return nil
 	}
-	return c.addToTxn(ctx, id, pid, epoch, valid, func(m *Meta) bool {
+	return c.addToTxn(ctx, id, pid, epoch, valid, func(m *Meta) (bool, bool) {
 		m.Groups = append([]string(nil), m.Groups...)
-		return m.addGroup(groupID)
+		added := m.addGroup(groupID)
+		return added, added
 	})
 }
 
 // addToTxn is AddPartitions and AddOffsets: after the producer and state
-// checks and the caller's own (valid, may be nil), add changes a copy of the transaction's state (copying what it
-// appends to, since e.m is only replaced once saved) and reports whether
-// it added anything; the state is saved when it did or when a transaction
-// began, and a new transaction's timeout is armed.
-func (c *Coordinator) addToTxn(ctx context.Context, id string, pid int64, epoch int16, valid func() error, add func(m *Meta) bool) error {
+// checks and the caller's own (valid, may be nil), add changes a copy of
+// the transaction's state (copying what it appends to, since e.m is only
+// replaced once saved) and reports whether it changed anything and
+// whether the change must be saved (a reserved partition need not be);
+// the state is saved when it must be or when a transaction began, and a
+// new transaction's timeout is armed.
+func (c *Coordinator) addToTxn(ctx context.Context, id string, pid int64, epoch int16, valid func() error, add func(m *Meta) (changed, save bool)) error {
 	ctx = stream.WithSystemAccess(ctx)
 	e, err := c.lockedEntry(ctx, id)
 	if err != nil {
@@ -444,7 +466,11 @@ func (c *Coordinator) addToTxn(ctx context.Context, id string, pid int64, epoch 
 	}
 	m := e.m
 	started := c.begin(&m)
-	if !add(&m) && !started {
+	changed, mustSave := add(&m)
+	if !started && !mustSave {
+		if changed {
+			e.m = m // durably reserved before: nothing to write
+		}
 		return nil
 	}
 	if err := c.save(ctx, e, m); err != nil {
@@ -525,7 +551,7 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 	switch e.m.State {
 	case Ongoing:
 		m := e.m
-		m.State = prepare
+		m.State, m.Reserved = prepare, nil // the partitions are exact now
 		if err := c.save(ctx, e, m); err != nil {
 			return err
 		}
@@ -577,6 +603,7 @@ func (c *Coordinator) abortFenced(ctx context.Context, e *entry) error {
 		m.Epoch++
 		m.State = PrepareAbort
 	}
+	m.Reserved = nil // the partitions are exact now
 	if err := c.save(ctx, e, m); err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ type Registry interface {
 	// StreamState and PutStreamState keep a stream's state record
 	// (state.go).
 	StreamState(ctx context.Context, id uint64) ([]byte, error)
-	PutStreamState(ctx context.Context, name string, id uint64, owner string, epoch int64, value []byte) error
+	PutStreamState(ctx context.Context, name string, id uint64, owner string, epoch int64, rev int64, value []byte) (int64, error)
 }
 
 // Config tunes the service. Zero values get defaults.
@@ -211,6 +211,9 @@ type Service struct {
 // streamState is the in-memory state of one stream owned by this node.
 type streamState struct {
 	info meta.Stream
+	// stateRev is the registry revision of the stream's record as the
+	// last PutState saw it (state.go), so the next costs one etcd write.
+	stateRev int64
 
 	mu     sync.Mutex
 	next   int64 // next offset to assign

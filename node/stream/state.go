@@ -39,13 +39,17 @@ func (s *Service) PutState(ctx context.Context, name string, value []byte) error
 		return err
 	}
 	st.mu.Lock()
-	id, owner, epoch := st.info.ID, st.info.Owner, st.info.Epoch
+	id, owner, epoch, rev := st.info.ID, st.info.Owner, st.info.Epoch, st.stateRev
 	st.mu.Unlock()
-	if err := s.reg.PutStreamState(ctx, name, id, owner, epoch, value); err != nil {
+	rev, err = s.reg.PutStreamState(ctx, name, id, owner, epoch, rev, value)
+	if err != nil {
 		if errors.Is(err, meta.ErrNotFound) {
 			return fmt.Errorf("%w: %s", ErrNotFound, name)
 		}
 		return fmt.Errorf("%w: state of %s: %v", ErrUnavailable, name, err)
 	}
+	st.mu.Lock()
+	st.stateRev = rev
+	st.mu.Unlock()
 	return nil
 }
