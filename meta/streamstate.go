@@ -6,6 +6,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // A stream's state record is a small value kept in etcd beside the stream
@@ -24,7 +26,7 @@ func (r *Registry) stateKey(id uint64) string {
 // it has none).
 func (r *Registry) StreamState(ctx context.Context, id uint64) ([]byte, error) {
 	if id == 0 {
-		return nil, fmt.Errorf("meta: stream state: %w: id 0", ErrInvalid)
+		return nil, fmt.Errorf("meta: stream state: %w: id 0", metadata.ErrInvalid)
 	}
 	resp, err := r.cli.Get(ctx, r.stateKey(id))
 	if err != nil {
@@ -40,7 +42,7 @@ func (r *Registry) StreamState(ctx context.Context, id uint64) ([]byte, error) {
 // still has incarnation id, owner and epoch (the ownership the caller
 // serves it under): in the same transaction as the write, so a takeover
 // (which bumps the epoch) either happened before, and the write fails with
-// ErrConflict, or after, and the new owner reads the value. rev is the
+// metadata.ErrConflict, or after, and the new owner reads the value. rev is the
 // stream record's mod revision as last returned (0: unknown, read it
 // first), so a write usually costs one etcd transaction; it returns the
 // revision to pass next time. A change of the record that keeps the
@@ -84,7 +86,7 @@ func (r *Registry) PutStreamState(ctx context.Context, name string, id uint64, o
 // still has incarnation id, owner and epoch.
 func (r *Registry) checkStateOwner(name string, kvs []*mvccpb.KeyValue, id uint64, owner string, epoch int64) (int64, error) {
 	if len(kvs) == 0 {
-		return 0, fmt.Errorf("meta: put stream state of %q: %w", name, ErrNotFound)
+		return 0, fmt.Errorf("meta: put stream state of %q: %w", name, metadata.ErrNotFound)
 	}
 	cur, err := r.decodeStream(kvs[0])
 	if err != nil {
@@ -92,7 +94,7 @@ func (r *Registry) checkStateOwner(name string, kvs []*mvccpb.KeyValue, id uint6
 	}
 	if cur.ID != id || cur.Owner != owner || cur.Epoch != epoch {
 		return 0, fmt.Errorf("meta: put stream state of %q: %w: served as %d by %q at epoch %d, now %d by %q at epoch %d",
-			name, ErrConflict, id, owner, epoch, cur.ID, cur.Owner, cur.Epoch)
+			name, metadata.ErrConflict, id, owner, epoch, cur.ID, cur.Owner, cur.Epoch)
 	}
 	return kvs[0].ModRevision, nil
 }

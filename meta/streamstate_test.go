@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // TestStreamStateFollowsOwnership: only the owner at the epoch it serves
@@ -17,8 +17,8 @@ func TestStreamStateFollowsOwnership(t *testing.T) {
 	t.Parallel()
 	reg, _ := newRegistry(t)
 	ctx := t.Context()
-	mustCreate(t, reg, meta.Stream{Name: "/s"})
-	s, err := reg.UpdateStream(ctx, "/s", func(m *meta.Stream) error { m.Owner = "a"; return nil })
+	mustCreate(t, reg, metadata.Stream{Name: "/s"})
+	s, err := reg.UpdateStream(ctx, "/s", func(m *metadata.Stream) error { m.Owner = "a"; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestStreamStateFollowsOwnership(t *testing.T) {
 		t.Fatalf("first write: rev %d, %v", rev, err)
 	}
 	// A trim keeps the ownership: the next write re-reads and succeeds.
-	if _, err := reg.UpdateStream(ctx, "/s", func(m *meta.Stream) error { m.StartOffset = 5; return nil }); err != nil {
+	if _, err := reg.UpdateStream(ctx, "/s", func(m *metadata.Stream) error { m.StartOffset = 5; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	rev2, err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, rev, []byte("two"))
@@ -46,7 +46,7 @@ func TestStreamStateFollowsOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range []int64{rev2, 0} {
-		if _, err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, r, []byte("zombie")); !errors.Is(err, meta.ErrConflict) {
+		if _, err := reg.PutStreamState(ctx, "/s", s.ID, "a", s.Epoch, r, []byte("zombie")); !errors.Is(err, metadata.ErrConflict) {
 			t.Fatalf("old owner's write after a takeover (rev %d): %v, want ErrConflict", r, err)
 		}
 	}
@@ -56,7 +56,7 @@ func TestStreamStateFollowsOwnership(t *testing.T) {
 	if _, err := reg.PutStreamState(ctx, "/s", s.ID, "b", taken.Epoch, 0, []byte("three")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.PutStreamState(ctx, "/s", s.ID+1, "b", taken.Epoch, 0, []byte("other")); !errors.Is(err, meta.ErrConflict) {
+	if _, err := reg.PutStreamState(ctx, "/s", s.ID+1, "b", taken.Epoch, 0, []byte("other")); !errors.Is(err, metadata.ErrConflict) {
 		t.Fatalf("write for another incarnation: %v, want ErrConflict", err)
 	}
 	if err := reg.DeleteStream(ctx, "/s", s.ID); err != nil {
@@ -65,7 +65,7 @@ func TestStreamStateFollowsOwnership(t *testing.T) {
 	if v, err := reg.StreamState(ctx, s.ID); err != nil || v != nil {
 		t.Fatalf("state after delete: %q %v, want none", v, err)
 	}
-	if _, err := reg.PutStreamState(ctx, "/s", s.ID, "b", taken.Epoch, 0, []byte("gone")); !errors.Is(err, meta.ErrNotFound) {
+	if _, err := reg.PutStreamState(ctx, "/s", s.ID, "b", taken.Epoch, 0, []byte("gone")); !errors.Is(err, metadata.ErrNotFound) {
 		t.Fatalf("write to a deleted stream: %v, want ErrNotFound", err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // State returns the state record kept beside stream name (nil when it has
@@ -43,7 +43,7 @@ func (s *Service) PutState(ctx context.Context, name string, value []byte) error
 	st.mu.Unlock()
 	rev, err = s.reg.PutStreamState(ctx, name, id, owner, epoch, rev, value)
 	if err != nil {
-		if errors.Is(err, meta.ErrNotFound) {
+		if errors.Is(err, metadata.ErrNotFound) {
 			return fmt.Errorf("%w: %s", ErrNotFound, name)
 		}
 		return fmt.Errorf("%w: state of %s: %v", ErrUnavailable, name, err)
