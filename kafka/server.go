@@ -110,9 +110,11 @@ type Server struct {
 	groups *group.Coordinator
 	txns   *txn.Coordinator
 	peers  peerClients // WriteTxnMarkers to other nodes
-	jobs   sync.WaitGroup
-	log    *slog.Logger
-	topics *topicCache
+	// txnChecks count the KIP-890 checks of transactional produces.
+	txnChecks txnChecks
+	jobs      sync.WaitGroup
+	log       *slog.Logger
+	topics    *topicCache
 
 	ctx    context.Context // cancelled by Close: ends long-polls
 	cancel context.CancelFunc

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,6 +29,38 @@ import (
 // a fenced epoch, NOT_ENOUGH_REPLICAS (retriable for every client) when
 // the coordinator cannot be asked now.
 func (s *Server) verifyTxn(ctx context.Context, id *string, topic string, p int32, pid int64, epoch int16) error {
+	err := s.checkTxn(ctx, id, topic, p, pid, epoch)
+	switch {
+	case err == nil:
+		s.txnChecks.ok.Add(1)
+	case errors.Is(err, kerr.NotEnoughReplicas):
+		s.txnChecks.unavailable.Add(1)
+	default:
+		s.txnChecks.refused.Add(1)
+	}
+	return err
+}
+
+// txnChecks count verifyTxn's outcomes (TxnStats).
+type txnChecks struct{ ok, refused, unavailable atomic.Int64 }
+
+// TxnStats are the Kafka transaction counters of this node's frontend
+// (metrics, docs/operations.md): the partition leader's KIP-890 checks by
+// outcome, the coordinator's state writes and the partition adds that
+// needed none.
+type TxnStats struct {
+	ChecksOK, ChecksRefused, ChecksUnavailable int64
+	StateWrites, ReservedAdds                  int64
+}
+
+// TxnStats reads the counters.
+func (s *Server) TxnStats() TxnStats {
+	w, r := s.txns.Stats()
+	return TxnStats{ChecksOK: s.txnChecks.ok.Load(), ChecksRefused: s.txnChecks.refused.Load(),
+		ChecksUnavailable: s.txnChecks.unavailable.Load(), StateWrites: w, ReservedAdds: r}
+}
+
+func (s *Server) checkTxn(ctx context.Context, id *string, topic string, p int32, pid int64, epoch int16) error {
 	if id == nil || *id == "" {
 		return fmt.Errorf("%w: a transactional batch in a produce request without transactional id", kerr.InvalidTxnState)
 	}

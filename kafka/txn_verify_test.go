@@ -86,6 +86,11 @@ func TestProduceVerifiesTxnPartition(t *testing.T) {
 		t.Fatalf("commit: %v %+v", err, er)
 	}
 	want("partition 0 after the commit, not added again", produce(&id, 0, epoch, 2), kerr.InvalidTxnState)
+	// One check passed (partition 0's first batch; its second needed
+	// none), four were refused.
+	if st := ts.srv.TxnStats(); st.ChecksOK != 1 || st.ChecksRefused != 4 || st.ChecksUnavailable != 0 {
+		t.Fatalf("check counters %+v, want 1 ok, 4 refused", st)
+	}
 
 	// Nothing of the refused batches is in partition 1: its end is 0 and
 	// read_committed consumers are not held back.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -84,6 +85,18 @@ type Coordinator struct {
 	mu     sync.Mutex
 	txns   map[string]*entry
 	closed bool
+
+	// stats: state writes made, and partition adds that needed none
+	// (reserved before); Stats.
+	writes, reservedAdds atomic.Int64
+}
+
+// Stats counts the coordinator's state writes and the AddPartitionsToTxn
+// calls that needed no write because their partitions were reserved
+// (metrics: picomq_kafka_txn_state_writes_total,
+// picomq_kafka_txn_reserved_adds_total).
+func (c *Coordinator) Stats() (writes, reservedAdds int64) {
+	return c.writes.Load(), c.reservedAdds.Load()
 }
 
 // entry is one transactional id this node coordinates. mu serialises
@@ -297,6 +310,7 @@ func (c *Coordinator) legacyState(ctx context.Context, e *entry) ([]byte, error)
 func (c *Coordinator) save(ctx context.Context, e *entry, m Meta) error {
 	m.UpdateMs = c.clk.Now().UnixMilli()
 	b := m.encode()
+	c.writes.Add(1)
 	err := c.cfg.Streams.PutState(ctx, e.stream, b)
 	if errors.Is(err, stream.ErrNotFound) {
 		none := ""
@@ -470,6 +484,7 @@ func (c *Coordinator) addToTxn(ctx context.Context, id string, pid int64, epoch 
 	if !started && !mustSave {
 		if changed {
 			e.m = m // durably reserved before: nothing to write
+			c.reservedAdds.Add(1)
 		}
 		return nil
 	}

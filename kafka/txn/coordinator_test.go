@@ -312,6 +312,9 @@ func TestReservedPartitions(t *testing.T) {
 				if got := saved(); got.UpdateMs != first.UpdateMs || len(got.Partitions) != 1 {
 					t.Fatalf("adding a reserved partition wrote %+v", got)
 				}
+				if w, r := e.c.Stats(); w != 2 || r != 1 {
+					t.Fatalf("stats: %d writes (init, first add), %d reserved adds; want 2 and 1", w, r)
+				}
 				if err := e.c.Includes(ctx, "r", pid, epoch, all[1]); err != nil {
 					t.Fatalf("verify the added partition: %v", err)
 				}
