@@ -15,8 +15,10 @@
 //	  └─ otherwise ─ one ranged GET per stretch of consecutive missing
 //	                 blocks; concurrent readers of one block share one GET
 //
-// A cold read therefore waits for the block(s) it touches, never for the
-// whole object. A reader that moves forward through an object (the catch-up
+// A cold point read therefore waits for the block(s) it touches, never for
+// the whole object; a cold Slice that may take more than a block (a scan)
+// fetches the FetchBlocks-aligned window around its first block, so that
+// scans of neighbouring ranges (streams sharing an L0 object) share a GET. A reader that moves forward through an object (the catch-up
 // of a consumer behind the tail) triggers read-ahead: the next ReadAhead
 // blocks are fetched in the background as large runs (FetchBlocks per GET,
 // Parallelism GETs at a time), so a sequential reader pays few per-request
