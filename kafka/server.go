@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -107,10 +108,12 @@ type Server struct {
 	svc    Streams
 	groups *group.Coordinator
 	txns   *txn.Coordinator
-	peers  peerClients // WriteTxnMarkers to other nodes
-	jobs   sync.WaitGroup
-	log    *slog.Logger
-	topics *topicCache
+	peers  peerClients // WriteTxnMarkers and forwarded produces to other nodes
+	// forwards count forwarded produce partitions (produce_forward.go).
+	forwards struct{ ok, failed atomic.Uint64 }
+	jobs     sync.WaitGroup
+	log      *slog.Logger
+	topics   *topicCache
 
 	ctx    context.Context // cancelled by Close: ends long-polls
 	cancel context.CancelFunc
