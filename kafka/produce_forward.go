@@ -90,8 +90,11 @@ func (pc *produceCall) forwardAll(version int16) {
 }
 
 // settle writes f here if the move it waited for did not happen after
-// all, or forwards it to the stream's new owner; while the stream is
-// still moving it retries every 50 ms, for at most moveWait.
+// all, or forwards it to the stream's new owner. While the stream is still
+// moving here, or the new owner answers with a retriable error (it is
+// still adopting the stream, or its registry view is a moment behind), it
+// tries again every 50 ms, for at most moveWait; then the partition is
+// answered NOT_LEADER, as without forwarding.
 func (s *Server) settle(ctx context.Context, version int16, f *forwardedPartition) {
 	// Not cancelled by the listener's Close: a draining node closes its
 	// listener right after the hand-over, and the request in progress is
@@ -102,14 +105,17 @@ func (s *Server) settle(ctx context.Context, version int16, f *forwardedPartitio
 	for err := f.cause; ; {
 		switch {
 		case errors.As(err, &re):
-			if ferr := s.forwardProduce(ctx, f); ferr != nil {
+			ferr := s.forwardProduce(ctx, f)
+			if ferr == nil {
+				s.forwards.ok.Add(1)
+				return
+			}
+			if !kerr.IsRetriable(ferr) || ctx.Err() != nil {
 				s.forwards.failed.Add(1)
 				s.log.Info("kafka: produce not forwarded; answering NOT_LEADER", "topic", f.topic, "partition", f.rp.Partition, "err", ferr)
 				failPartition(f.op, version, err)
 				return
 			}
-			s.forwards.ok.Add(1)
-			return
 		case !isMoving(err):
 			failPartition(f.op, version, err) // not a move: answered as without forwarding
 			return
@@ -117,6 +123,7 @@ func (s *Server) settle(ctx context.Context, version int16, f *forwardedPartitio
 		select {
 		case <-ctx.Done():
 			s.forwards.failed.Add(1)
+			s.log.Info("kafka: produce not forwarded within the move's time; answering NOT_LEADER", "topic", f.topic, "partition", f.rp.Partition, "err", err)
 			failPartition(f.op, version, err)
 			return
 		case <-time.After(50 * time.Millisecond):
@@ -162,9 +169,9 @@ func (s *Server) writeHere(ctx context.Context, version int16, f *forwardedParti
 // forwardProduce produces f's batches on the node now serving its stream,
 // as one acks=all produce request (acks 1 and all are answered alike), and
 // copies the owner's answer into f.op. Any failure, including an error
-// answer, is returned: the client then gets NOT_LEADER and retries after
-// its metadata refresh; an idempotent batch the owner did write is then
-// recognised as a duplicate.
+// answer, is returned (an error answer as its kerr error): in the end the
+// client gets NOT_LEADER and retries after its metadata refresh; an
+// idempotent batch the owner did write is then recognised as a duplicate.
 func (s *Server) forwardProduce(ctx context.Context, f *forwardedPartition) error {
 	b, self, err := s.Locate(ctx, f.stream)
 	if err != nil {
@@ -207,7 +214,8 @@ func (s *Server) forwardProduce(ctx context.Context, f *forwardedPartition) erro
 				continue
 			}
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return fmt.Errorf("node %d answered the forwarded produce: %w", b.NodeID, err)
+				// Wrapping the kerr error keeps kerr.IsRetriable working.
+				return fmt.Errorf("node %d answered the forwarded produce: %w (%s)", b.NodeID, err, strOr(p.ErrorMessage))
 			}
 			f.op.BaseOffset, f.op.LogAppendTime, f.op.LogStartOffset = p.BaseOffset, p.LogAppendTime, p.LogStartOffset
 			return nil
@@ -221,4 +229,11 @@ func (s *Server) forwardProduce(ctx context.Context, f *forwardedPartition) erro
 // forward (failed), for the metrics.
 func (s *Server) ForwardedProduces() (ok, failed uint64) {
 	return s.forwards.ok.Load(), s.forwards.failed.Load()
+}
+
+func strOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
