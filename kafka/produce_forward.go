@@ -198,11 +198,12 @@ func (s *Server) forwardProduce(ctx context.Context, f *forwardedPartition) erro
 	rt.Topic, rt.Partitions = f.topic, []kmsg.ProduceRequestTopicPartition{f.rp}
 	req.Topics = []kmsg.ProduceRequestTopic{rt}
 	resp, err := req.RequestWith(ctx, seeds[0])
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && idempotent(f.batches) {
 		// Once more on a new connection: the pooled one may be to the
 		// node's previous process (a restart closes it; the first request
-		// on it reads EOF). Nothing was written if the request failed on
-		// the wire; if it was, the idempotent retry is a duplicate.
+		// on it reads EOF). Whether the first try was written is unknown,
+		// so only batches the owner deduplicates are sent again; others
+		// are left to the client's own retry, as without forwarding.
 		resp, err = req.RequestWith(ctx, seeds[0])
 	}
 	if err != nil {
@@ -229,6 +230,17 @@ func (s *Server) forwardProduce(ctx context.Context, f *forwardedPartition) erro
 // forward (failed), for the metrics.
 func (s *Server) ForwardedProduces() (ok, failed uint64) {
 	return s.forwards.ok.Load(), s.forwards.failed.Load()
+}
+
+// idempotent: every batch carries a producer id, so the owner recognises a
+// repeat by its sequence.
+func idempotent(batches []splitBatch) bool {
+	for _, b := range batches {
+		if b.h.ProducerID < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func strOr(s *string) string {

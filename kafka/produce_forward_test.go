@@ -45,6 +45,9 @@ func TestForwardable(t *testing.T) {
 			t.Errorf("%s: forwardable = %v, want %v", c.desc, got, c.want)
 		}
 	}
+	if idempotent(plain) || !idempotent(txnal) {
+		t.Error("idempotent: only batches with a producer id are sent to the owner a second time")
+	}
 	if !errors.Is(moving, stream.ErrUnavailable) || stream.KindOf(moving) != stream.KindUnavailable {
 		t.Error("a MovingError is not ErrUnavailable: the HTTP frontends would stop answering 503 for it")
 	}
