@@ -99,7 +99,11 @@ func (s *Server) settle(ctx context.Context, version int16, f *forwardedPartitio
 	// Not cancelled by the listener's Close: a draining node closes its
 	// listener right after the hand-over, and the request in progress is
 	// still answered (Close waits for it, within the shutdown timeout).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), moveWait)
+	deadline := time.Now().Add(moveWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d // the produce request's own timeout
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	var re *stream.RedirectError
 	for err := f.cause; ; {
