@@ -18,7 +18,7 @@ import (
 // metadata was refreshed just before the drain, so a NOT_LEADER for a
 // moved partition would make it wait out the rest of the 5 s before it
 // could learn the new leader; the drained node forwards those produces to
-// the new leaders instead. Checked: the producer never goes 2 s without an
+// the new leaders instead. Checked: the producer never goes maxKafkaPause without an
 // acknowledgement; the drained node counts forwarded produces
 // (picomq_kafka_produce_forwarded_total{result="ok"}), i.e. the client
 // really sent moved partitions to it; every acknowledged record is read
