@@ -37,6 +37,12 @@ var followHeaders = []string{"Authorization", "Accept", "Last-Event-Id", "If-Non
 func (n *Node) follow(proto http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := followName(r.URL.Path)
+		if strings.HasPrefix(name, "/_") {
+			// Reserved paths (listings, the node's routes) are not
+			// streams: their own routes and checks serve them.
+			httpx.WriteError(w, http.StatusBadRequest, wire.CodeReservedName, "not a stream: "+name)
+			return
+		}
 		local := r.Clone(r.Context())
 		local.URL.Path = name
 		local.URL.RawPath = ""
@@ -58,7 +64,8 @@ func (n *Node) follow(proto http.Handler) http.Handler {
 // its answer to w; it follows up to maxFollowHops redirects, each only to
 // a live member's advertise URL.
 func (n *Node) proxyRead(w http.ResponseWriter, r *http.Request, location string) {
-	ctx := r.Context()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
 	for hop := 0; ; hop++ {
 		if !n.isMemberURL(ctx, location) {
 			httpx.WriteError(w, http.StatusBadGateway, wire.CodeUnavailable, "the stream's owner is not a live node: "+location)
@@ -87,16 +94,24 @@ func (n *Node) proxyRead(w http.ResponseWriter, r *http.Request, location string
 			location = loc
 			continue
 		}
-		copyAnswer(w, resp)
+		copyAnswer(w, resp, cancel)
 		return
 	}
 }
 
+// followIdle ends a followed answer the owner sent nothing of for this
+// long: a live tail gets a keep-alive every 15 s, so only a dead owner or
+// a dead path between the nodes is this quiet.
+const followIdle = 45 * time.Second
+
 // copyAnswer copies an owner's answer: its headers but the hop-by-hop
 // ones, its status, and its body, flushed as it arrives (a live read's
-// events must not wait in a buffer).
-func copyAnswer(w http.ResponseWriter, resp *http.Response) {
+// events must not wait in a buffer). cancel ends the owner's request; it
+// is called when the owner is silent for followIdle.
+func copyAnswer(w http.ResponseWriter, resp *http.Response, cancel context.CancelFunc) {
 	defer resp.Body.Close()
+	idle := time.AfterFunc(followIdle, cancel)
+	defer idle.Stop()
 	h := w.Header()
 	for k, vs := range resp.Header {
 		switch k {
@@ -110,6 +125,7 @@ func copyAnswer(w http.ResponseWriter, resp *http.Response) {
 	buf := make([]byte, 32<<10)
 	for {
 		k, err := resp.Body.Read(buf)
+		idle.Reset(followIdle)
 		if k > 0 {
 			if _, werr := w.Write(buf[:k]); werr != nil {
 				return
