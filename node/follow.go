@@ -99,6 +99,12 @@ func (n *Node) proxyRead(w http.ResponseWriter, r *http.Request, location string
 	}
 }
 
+const (
+	servedByHeader = "Pico-Served-By"
+	// readFromHeader names the node a followed read was served by.
+	readFromHeader = "Pico-Read-From"
+)
+
 // followIdle ends a followed answer the owner sent nothing of for this
 // long: a live tail gets a keep-alive every 15 s, so only a dead owner or
 // a dead path between the nodes is this quiet.
@@ -116,6 +122,10 @@ func copyAnswer(w http.ResponseWriter, resp *http.Response, cancel context.Cance
 	for k, vs := range resp.Header {
 		switch k {
 		case "Connection", "Keep-Alive", "Transfer-Encoding", "Proxy-Connection", "Upgrade", "Trailer":
+			continue
+		case servedByHeader:
+			// This node answered; the owner served the read.
+			h[readFromHeader] = vs
 			continue
 		}
 		h[k] = vs

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +23,10 @@ import (
 //     records and follows it live (a record appended on node-b appears
 //     within 2 s);
 //   - the Kafka page lists the consumer groups of every coordinator, with
-//     the lag of every partition.
+//     the lag of every partition;
+//   - with node-c stopped (SIGSTOP: it accepts connections and answers
+//     nothing), the Cluster page still loads in a few seconds and shows
+//     node-c's last figures with their age and why they are not fresh.
 func TestConsoleClusterViews(t *testing.T) {
 	etcdURL := startEtcd(t)
 	store, env := startMinio(t)
@@ -30,7 +34,10 @@ func TestConsoleClusterViews(t *testing.T) {
 	for _, id := range []string{"node-a", "node-b", "node-c"} {
 		// A long seal age: what a node appends with local durability
 		// stays unflushed, so every node has figures other than 0.
-		nodes = append(nodes, serve(t, id, env, "--etcd-endpoints", etcdURL, "--object-store", store, "--seal-max-age", "1h"))
+		// A long lease: a node stopped for a few seconds (step 4)
+		// stays a member.
+		nodes = append(nodes, serve(t, id, env, "--etcd-endpoints", etcdURL, "--object-store", store, "--seal-max-age", "1h",
+			"--lease-ttl", "30s"))
 	}
 	a, b := nodes[0], nodes[1]
 
@@ -124,6 +131,9 @@ func TestConsoleClusterViews(t *testing.T) {
 		chromedp.Navigate(a.url+"/_console/streams"+stream),
 		waitJS(`(document.querySelector('tr[data-offset="0"]')||{innerText:""}).innerText.includes("in the WAL of `+b.id+`") &&
 			document.getElementById('live').dataset.state === 'following'`, 20*time.Second))
+	if got := eval[string](t, ctx, `document.getElementById('live').innerText`); !strings.Contains(got, "read from "+b.id+" through "+a.id) {
+		t.Errorf("live tail line %q does not say it reads from %s through %s", got, b.id, a.id)
+	}
 	mustStatus(t, 200, "POST", b.url+stream, "", "text/plain", "appended on node-b later")
 	acked := time.Now()
 	do(t, ctx, 10*time.Second, "the live tail shows the new record",
@@ -147,6 +157,38 @@ func TestConsoleClusterViews(t *testing.T) {
 		chromedp.Navigate(a.url+"/_console/kafka"),
 		waitJS(strings.Join(expr, " && "), 30*time.Second))
 	screenshot(t, ctx, "kafka-cluster")
+
+	// 4. A node that does not answer: its row keeps the last figures,
+	// marked with their age, and the page does not wait for it.
+	c := nodes[2]
+	if err := c.proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.proc.Cmd.Process.Signal(syscall.SIGCONT) })
+	start := time.Now()
+	do(t, ctx, 30*time.Second, "open the cluster page with node-c stopped",
+		chromedp.Navigate(a.url+"/_console/cluster"),
+		waitJS(`document.querySelector('#nodes') || document.querySelector('[data-error]')`, 20*time.Second))
+	took := time.Since(start)
+	row := eval[map[string]string](t, ctx, `(() => {
+		const r = document.querySelector('tr[data-node="`+c.id+`"]');
+		if (!r) return {};
+		const e = r.querySelector('[data-figures-error]');
+		return { stale: r.dataset.stale || "", age: r.dataset.figuresAge || "", note: e ? e.innerText : "",
+			unflushed: (r.querySelector('td[data-fig="unflushedBytes"]') || {}).dataset?.value || "" };
+	})()`)
+	ageMs, _ := strconv.Atoi(row["age"])
+	if row["stale"] != "1" || ageMs <= 0 || !strings.Contains(row["note"], "no answer within 2s") || row["unflushed"] == "" {
+		t.Errorf("node-c stopped: its row %v, want stale figures with an age and the reason\npage:\n%s", row, pageText(ctx))
+	}
+	if took > 8*time.Second {
+		t.Errorf("the cluster page took %v with node-c stopped; each node is asked within 2 s", took)
+	}
+	t.Logf("with node-c stopped the cluster page loaded in %v: %q", took.Round(time.Millisecond), row["note"])
+	screenshot(t, ctx, "cluster-node-stopped")
+	if err := c.proc.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // localCoordinators asks every node which groups it coordinates

@@ -93,8 +93,9 @@ export function streamURL(name, query) {
  * within TIMEOUT_MS; after that an idle stream gets a keep-alive every
  * 15 s, so a silent connection beyond 40 s is treated as dead.
  */
-export async function tail(path, onEvent, signal) {
+export async function tail(path, onEvent, signal, onOpen) {
   const resp = await call(path, { headers: { Accept: "text/event-stream" }, signal });
+  if (onOpen) onOpen(resp);
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "", ev = { event: "message", id: "", data: [] };
   for (;;) {

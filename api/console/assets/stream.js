@@ -49,6 +49,10 @@ export function streamPage(name) {
         const head = await call(read(name), { method: "HEAD", signal });
         next = Number(head.headers.get("Pico-Next-Offset"));
         from = Math.max(Number(head.headers.get("Pico-Start-Offset")), next - RECENT);
+        if (info.nextOffset < 0) { // described by a node that does not serve it
+          info.startOffset = Number(head.headers.get("Pico-Start-Offset"));
+          info.nextOffset = next;
+        }
       }
       const resp = await call(read(name, { offset: String(from), limit: String(RECENT) }), { signal });
       addRows(await resp.json(), false);
@@ -122,7 +126,11 @@ async function offsetAt(name, info, t, signal) {
 // from the last event id when the node ends the connection
 // (--sse-timeout) or it drops, with a growing pause after errors.
 async function startTail(name, offset, addRows, live, signal) {
-  let pause = 500;
+  let pause = 500, via = "";
+  const opened = (resp) => {
+    const from = resp.headers.get("Pico-Read-From");
+    via = from ? ` (read from ${from} through ${resp.headers.get("Pico-Served-By") || "this node"})` : "";
+  };
   while (!signal.aborted) {
     try {
       live.textContent = "Live tail: connecting at offset " + offset + "…";
@@ -131,13 +139,13 @@ async function startTail(name, offset, addRows, live, signal) {
         if (ev.event === "data") {
           addRows(JSON.parse(ev.data), true);
         } else if (ev.event === "control") {
-          live.textContent = "Live tail: following, next offset " + JSON.parse(ev.data).nextOffset + ".";
+          live.textContent = "Live tail: following, next offset " + JSON.parse(ev.data).nextOffset + via + ".";
           live.dataset.state = "following";
           pause = 500;
         } else if (ev.event === "error") {
           throw new ApiError(0, "sse", JSON.parse(ev.data).error?.message || ev.data);
         }
-      }, signal);
+      }, signal, opened);
     } catch (e) {
       if (signal.aborted) return;
       live.textContent = "Live tail: " + (e.message || e) + " — retrying.";
