@@ -12,7 +12,7 @@ import (
 
 	"github.com/PicoMQ/picomq/api/httpx"
 	"github.com/PicoMQ/picomq/kafka"
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
@@ -99,11 +99,11 @@ func (c *figuresCache) put(f nodeFigures, at time.Time) {
 
 // get returns the last figures of node and forgets every node not in
 // live (they left the cluster).
-func (c *figuresCache) get(node string, live []meta.Member) (cachedFigures, bool) {
+func (c *figuresCache) get(node string, live []metadata.Member) (cachedFigures, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.last {
-		if !slices.ContainsFunc(live, func(m meta.Member) bool { return m.NodeID == id }) {
+		if !slices.ContainsFunc(live, func(m metadata.Member) bool { return m.NodeID == id }) {
 			delete(c.last, id)
 		}
 	}
@@ -275,7 +275,7 @@ func (n *Node) kafkaGroups(w http.ResponseWriter, r *http.Request) {
 // fillGroupEnds completes the end offset and lag of the partitions whose
 // coordinator could not read them, asking every live node for the heads
 // of those streams (only the one serving a stream answers for it).
-func (n *Node) fillGroupEnds(r *http.Request, ms []meta.Member, gs []clusterGroup) {
+func (n *Node) fillGroupEnds(r *http.Request, ms []metadata.Member, gs []clusterGroup) {
 	var names []string
 	for _, g := range gs {
 		for _, p := range g.Partitions {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // The console's cluster-wide views (docs/console.md) ask the other live
@@ -50,7 +50,7 @@ func newPeerClient(headerTimeout time.Duration) *http.Client {
 // peerAnswer is one node's part of a fan-out: its decoded answer or why
 // there is none.
 type peerAnswer[T any] struct {
-	node    meta.Member
+	node    metadata.Member
 	val     T
 	err     error
 	elapsed time.Duration
@@ -59,7 +59,7 @@ type peerAnswer[T any] struct {
 // fanOut asks every member for path (self answers through local, without
 // HTTP), all at once, each within peerTimeout, forwarding the caller's
 // Authorization header. The answers come in the members' order.
-func fanOut[T any](ctx context.Context, n *Node, r *http.Request, ms []meta.Member, path string, local func(context.Context) (T, error)) []peerAnswer[T] {
+func fanOut[T any](ctx context.Context, n *Node, r *http.Request, ms []metadata.Member, path string, local func(context.Context) (T, error)) []peerAnswer[T] {
 	out := make([]peerAnswer[T], len(ms))
 	var wg sync.WaitGroup
 	for i, m := range ms {
@@ -84,7 +84,7 @@ func fanOut[T any](ctx context.Context, n *Node, r *http.Request, ms []meta.Memb
 }
 
 // getPeerJSON GETs path from member m into v.
-func (n *Node) getPeerJSON(ctx context.Context, r *http.Request, m meta.Member, path string, v any) error {
+func (n *Node) getPeerJSON(ctx context.Context, r *http.Request, m metadata.Member, path string, v any) error {
 	if m.AdvertiseURL == "" {
 		return fmt.Errorf("node %s has no advertise URL", m.NodeID)
 	}
