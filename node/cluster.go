@@ -97,9 +97,17 @@ func (c *figuresCache) put(f nodeFigures, at time.Time) {
 	c.last[f.NodeID] = cachedFigures{f: f, at: at}
 }
 
-// get returns the last figures of node and forgets every node not in
-// live (they left the cluster).
-func (c *figuresCache) get(node string, live []metadata.Member) (cachedFigures, bool) {
+// get returns the last figures of node.
+func (c *figuresCache) get(node string) (cachedFigures, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.last[node]
+	return f, ok
+}
+
+// retain forgets the nodes not in live: they left the cluster, and the
+// cache holds no more entries than there are members.
+func (c *figuresCache) retain(live []metadata.Member) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.last {
@@ -107,8 +115,6 @@ func (c *figuresCache) get(node string, live []metadata.Member) (cachedFigures, 
 			delete(c.last, id)
 		}
 	}
-	f, ok := c.last[node]
-	return f, ok
 }
 
 // clusterInfo lists the live members (GET /_sys/cluster); with
@@ -133,6 +139,7 @@ func (n *Node) clusterInfo(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("figures") == "true" {
 		answers := fanOut(r.Context(), n, r, ms, "/_sys/node", func(context.Context) (nodeFigures, error) { return n.ownFigures(), nil })
 		now := time.Now()
+		n.figures.retain(ms)
 		for i, a := range answers {
 			cn := &out.Nodes[i]
 			if a.err == nil && a.val.NodeID == a.node.NodeID {
@@ -145,7 +152,7 @@ func (n *Node) clusterInfo(w http.ResponseWriter, r *http.Request) {
 				a.err = fmt.Errorf("node %s answered as %q", a.node.NodeID, a.val.NodeID)
 			}
 			cn.FiguresError = a.err.Error()
-			if c, ok := n.figures.get(a.node.NodeID, ms); ok {
+			if c, ok := n.figures.get(a.node.NodeID); ok {
 				f, age := c.f, now.Sub(c.at).Milliseconds()
 				cn.Figures, cn.FiguresAgeMs = &f, &age
 			}
