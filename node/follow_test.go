@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/PicoMQ/picomq/internal/testproc"
+	"github.com/PicoMQ/picomq/meta/metatest"
 )
 
 // TestFollowServesLocalReads: /_sys/follow/{stream} on the node serving the
@@ -199,4 +202,84 @@ func scrapeMetrics(t *testing.T, base string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestClusterViewsAcrossNodes: two nodes on one etcd, auth on. Node a
+// answers a read of a stream node b serves through /_sys/follow (the
+// records, read from b with the caller's token), and the figures of both
+// nodes; a token the other node refuses gets nothing from it.
+func TestClusterViewsAcrossNodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, _ := metatest.StartEmbedded(t)
+	const admin, reader, scraper = "pmq_views_admin", "pmq_views_reader", "pmq_views_scraper"
+	tokens := writeTokenFile(t, admin, reader, "read:/t/", scraper, "metrics")
+	store := "file://" + t.TempDir()
+	start := func(id string) (*Node, string) {
+		addr, err := testproc.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := startTestNode(t, ctx, t.TempDir(), nil, "--node-id", id, "--etcd-endpoints", e.Endpoints()[0],
+			"--object-store", store, "--auth-tokens", tokens, "--http-addr", addr, "--advertise-url", "http://"+addr,
+			"--seal-max-age", "1h") // b's record stays unflushed: its figures are not 0
+		shutdownAtEnd(t, n)
+		return n, "http://" + addr
+	}
+	_, aURL := start("a")
+	_, bURL := start("b")
+	send := func(method, url, token, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if method != http.MethodGet {
+			req.Header.Set("Content-Type", "text/plain")
+		}
+		resp, err := (&http.Client{Timeout: 30 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	if r, b := send("PUT", bURL+"/t/s", admin, ""); r.StatusCode != 201 || r.Header.Get("Pico-Owner") != "b" {
+		t.Fatalf("create on b: %d %s owner %q", r.StatusCode, b, r.Header.Get("Pico-Owner"))
+	}
+	if r, b := send("POST", bURL+"/t/s", admin, "on b"); r.StatusCode != 200 {
+		t.Fatalf("append on b: %d %s", r.StatusCode, b)
+	}
+
+	// The stream's own URL on a redirects; the follow route reads it on b.
+	if r, _ := send("GET", aURL+"/t/s?offset=0", reader, ""); r.StatusCode != http.StatusTemporaryRedirect {
+		t.Fatalf("a read on a non-owner: %d, want 307 (else this test proves nothing)", r.StatusCode)
+	}
+	r, body := send("GET", aURL+"/_sys/follow/t/s?offset=0", reader, "")
+	if r.StatusCode != 200 || !strings.Contains(body, "on b") || r.Header.Get("Pico-Read-From") != "b" || r.Header.Get("Pico-Served-By") != "a" ||
+		r.Header.Get("Pico-Next-Offset") != "1" {
+		t.Fatalf("read through a: %d %s, read from %q served by %q next %q", r.StatusCode, body,
+			r.Header.Get("Pico-Read-From"), r.Header.Get("Pico-Served-By"), r.Header.Get("Pico-Next-Offset"))
+	}
+	if r, b := send("GET", aURL+"/_sys/follow/t/s?offset=0", scraper, ""); r.StatusCode != http.StatusForbidden {
+		t.Errorf("a metrics token through follow: %d %s, want 403", r.StatusCode, b)
+	}
+
+	var c struct {
+		Nodes []clusterNode `json:"nodes"`
+	}
+	r, body = send("GET", aURL+"/_sys/cluster?figures=true", reader, "")
+	if r.StatusCode != 200 || json.Unmarshal([]byte(body), &c) != nil || len(c.Nodes) != 2 {
+		t.Fatalf("cluster with figures: %d %s", r.StatusCode, body)
+	}
+	for _, n := range c.Nodes {
+		if n.Figures == nil || n.FiguresError != "" || n.Figures.NodeID != n.NodeID {
+			t.Errorf("node %s: figures %+v, error %q", n.NodeID, n.Figures, n.FiguresError)
+		}
+		if n.NodeID == "b" && (n.Figures == nil || n.Figures.StreamsOwned != 1 || n.Figures.UnflushedBytes <= 0) {
+			t.Errorf("node b's figures %+v, want its stream and its unflushed bytes", n.Figures)
+		}
+	}
 }
