@@ -105,6 +105,9 @@ var (
 	groupLagDesc = prometheus.NewDesc("picomq_kafka_group_lag",
 		"Messages a Kafka consumer group is behind on a topic (end offset minus committed offset, summed over the partitions this node can answer for), for the groups this node coordinates.",
 		[]string{"group", "topic"}, nil)
+	produceForwardedDesc = prometheus.NewDesc("picomq_kafka_produce_forwarded_total",
+		"Kafka produce partitions that arrived after their partition moved to another node and were forwarded to it (result ok), or answered NOT_LEADER because the forward failed (failed).",
+		[]string{"result"}, nil)
 )
 
 // collectEtcdStatus asks each etcd endpoint for its status; an endpoint
@@ -140,7 +143,10 @@ func (n *Node) registerKafkaMetrics(k *kafka.Server) {
 		for _, l := range k.GroupLags(ctx) {
 			ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(l.Messages), l.Group, l.Topic)
 		}
-	}, groupLagDesc))
+		ok, failed := k.ForwardedProduces()
+		ch <- prometheus.MustNewConstMetric(produceForwardedDesc, prometheus.CounterValue, float64(ok), "ok")
+		ch <- prometheus.MustNewConstMetric(produceForwardedDesc, prometheus.CounterValue, float64(failed), "failed")
+	}, groupLagDesc, produceForwardedDesc))
 	n.metrics.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
 		st := k.TxnStats()
 		for result, v := range map[string]int64{"ok": st.ChecksOK, "refused": st.ChecksRefused, "unavailable": st.ChecksUnavailable} {

@@ -1,6 +1,10 @@
 package stream
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Durability levels of a stream.
 const (
@@ -139,6 +143,19 @@ func (s *Service) registerGauges(reg prometheus.Registerer) {
 		Name: "picomq_unflushed_bytes",
 		Help: "Bytes appended and not yet committed to object storage (the local-durability loss window).",
 	}, func() float64 { return float64(s.pending.Load()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "picomq_flush_lag_seconds",
+		Help: "Age of the oldest append not yet committed to object storage (0 when nothing waits).",
+	}, func() float64 {
+		if t := s.oldestUnflushed(); !t.IsZero() {
+			return time.Since(t).Seconds()
+		}
+		return 0
+	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "picomq_object_bytes",
+		Help: "Bytes in object storage of the ranges the streams this node owns read their history from.",
+	}, func() float64 { return float64(s.Figures().ObjectBytes) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "picomq_streams", Help: "Streams this node owns and holds (idle ones included).",
 	}, func() float64 {

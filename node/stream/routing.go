@@ -45,6 +45,19 @@ func (e *RedirectError) Error() string {
 	return fmt.Sprintf("%v: %s is served by %s (%s)", ErrRedirect, e.Name, e.NodeID, e.URL)
 }
 
+// MovingError: the stream is being handed to another node (a drain or a
+// hand-over): its appends pause for as long as the flush and the registry
+// update take, then requests are redirected. It is ErrUnavailable (retry);
+// the Kafka frontend, whose clients learn a new leader only from a
+// rate-limited metadata refresh, waits it out instead.
+type MovingError struct{ Name string }
+
+func (e *MovingError) Error() string {
+	return fmt.Sprintf("%v: %s is moving to another node; retry", ErrUnavailable, e.Name)
+}
+
+func (e *MovingError) Unwrap() error { return ErrUnavailable }
+
 // Mismatch reports whether the serving node speaks another HTTP protocol.
 func (e *RedirectError) Mismatch() bool {
 	return e.Protocol != "" && e.Self != "" && e.Protocol != e.Self

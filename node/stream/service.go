@@ -1104,7 +1104,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	}
 	if st.moving {
 		st.mu.Unlock()
-		return Submitted{}, fmt.Errorf("%w: %s is moving to another node; retry", ErrUnavailable, name)
+		return Submitted{}, &MovingError{Name: name}
 	}
 	var ps *producerState
 	if req.Producer != nil {
