@@ -299,6 +299,9 @@ type Info struct {
 	// the node's defaults). ReplicaNodes says where the copies are.
 	Durability          string
 	Replicas, MinInSync int
+	// Compaction: the stream is compacted by key (compaction_config.go);
+	// nil: it is not.
+	Compaction *Compaction
 }
 
 // CreateOptions is the configuration a client asks for at create.
@@ -329,6 +332,9 @@ type CreateOptions struct {
 	// stream; 0 = the node's defaults (not part of the identical-config
 	// check).
 	Replicas, MinInSync int
+	// Compaction makes the stream compacted by key (ParseCompaction
+	// builds it); a given value is part of the identical-config check.
+	Compaction *Compaction
 }
 
 // ReadOptions selects what a read returns.
@@ -846,6 +852,7 @@ func (st *streamState) infoLocked() Info {
 		Durability:     st.info.Durability,
 		Replicas:       int(st.info.Replicas),
 		MinInSync:      int(st.info.MinInSync),
+		Compaction:     compactionFromMeta(st.info.Compaction),
 	}
 }
 
