@@ -1023,7 +1023,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	var bh record.BatchHeader
 	if req.Batch != nil {
 		h, err := record.ParseHeader(req.Batch)
-		if err != nil || len(req.Records) > 0 || h.Size() != len(req.Batch) {
+		if err != nil || len(req.Records) > 0 || h.Size() != len(req.Batch) || !h.Dense() {
 			return Submitted{}, fmt.Errorf("%w: a raw batch must be one whole, valid batch without records beside it", ErrInvalidArgument)
 		}
 		if h.Control() != req.Control || (req.Control && (req.Producer == nil || req.Close || !h.Transactional())) {
