@@ -32,9 +32,9 @@ type keyCompactStats struct {
 	// records of aborted transactions dropped.
 	Removed, Tombstones, Aborted int
 	BytesIn, BytesOut            int64
-	// TombstoneDue is when (ms) the earliest tombstone kept becomes
-	// removable; 0 when none was kept.
-	TombstoneDue int64
+	// OldestTombstone is the timestamp (ms) of the oldest tombstone kept;
+	// 0 when none was kept.
+	OldestTombstone int64
 }
 
 // compactBatches keeps, of batches (one stream's contiguous range, in
@@ -105,13 +105,12 @@ func compactBatches(batches [][]byte, p keyCompactParams) ([][]byte, keyCompactS
 				st.Removed++
 				return false
 			case r.Value == nil:
-				due := r.Timestamp + p.DeleteRetentionMs
-				if due <= p.Now {
+				if r.Timestamp+p.DeleteRetentionMs <= p.Now {
 					st.Tombstones++
 					return false
 				}
-				if st.TombstoneDue == 0 || due < st.TombstoneDue {
-					st.TombstoneDue = due
+				if st.OldestTombstone == 0 || r.Timestamp < st.OldestTombstone {
+					st.OldestTombstone = max(r.Timestamp, 1)
 				}
 			}
 			return true

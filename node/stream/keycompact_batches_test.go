@@ -172,14 +172,16 @@ func TestCompactBatchesTransactions(t *testing.T) {
 	}
 }
 
-// TestCompactBatchesTombstoneDue: the earliest time a kept tombstone may
-// go is reported, so the compactor comes back for it.
-func TestCompactBatchesTombstoneDue(t *testing.T) {
-	_, st, err := compactBatches(kvBatches(0, 1000, []kv{{"a", "-"}, {"b", "-"}}), keyCompactParams{Now: 1500, DeleteRetentionMs: 2000})
+// TestCompactBatchesOldestTombstone: the oldest tombstone kept is
+// reported, so the compactor comes back for it once delete.retention.ms
+// is over.
+func TestCompactBatchesOldestTombstone(t *testing.T) {
+	in := append(kvBatches(0, 1200, []kv{{"a", "-"}}), kvBatches(1, 1000, []kv{{"b", "-"}})...)
+	_, st, err := compactBatches(in, keyCompactParams{Now: 1500, DeleteRetentionMs: 2000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.TombstoneDue != 3000 {
-		t.Fatalf("tombstone due %d, want 3000", st.TombstoneDue)
+	if st.OldestTombstone != 1000 {
+		t.Fatalf("oldest tombstone %d, want 1000", st.OldestTombstone)
 	}
 }

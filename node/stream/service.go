@@ -112,7 +112,11 @@ type Config struct {
 type JobIntervals struct {
 	GC         time.Duration // object garbage collection (default 1m)
 	Compaction time.Duration // merging flush objects (default 10s)
-	Retention  time.Duration // retention by age and size (default 10s)
+	// KeyCompaction: how often compacted streams are checked for a key
+	// compaction run (default 1s; a check that finds nothing due reads
+	// memory only).
+	KeyCompaction time.Duration
+	Retention     time.Duration // retention by age and size (default 10s)
 }
 
 func (c *Config) setDefaults() {
@@ -172,6 +176,9 @@ type Service struct {
 	seqMu     sync.Mutex
 	flushSeq  uint64     // last manifest sequence number of this node (flushes and compactions)
 	compactMu sync.Mutex // one compaction at a time
+	// keyStates: key compaction's memory of each stream (keycompact.go),
+	// under compactMu.
+	keyStates map[uint64]*keyCompactState
 	flushNow  chan struct{}
 	pending   atomic.Int64 // bytes appended since the last flush
 	// pendingSince is when the oldest append not yet taken by a flush
@@ -611,6 +618,7 @@ func (s *Service) Jobs() []Job {
 		{"flusher", s.RunFlusher},
 		{"object garbage collector", func(ctx context.Context) error { return s.RunGC(ctx, GCConfig{Interval: iv.GC}) }},
 		{"compactor", func(ctx context.Context) error { return s.RunCompactor(ctx, CompactConfig{Interval: iv.Compaction}) }},
+		{"key compactor", func(ctx context.Context) error { return s.RunKeyCompactor(ctx, iv.KeyCompaction) }},
 		{"expiry reaper", func(ctx context.Context) error { return s.RunReaper(ctx, LifecycleOptions{}) }},
 		{"retention", func(ctx context.Context) error { return s.RunRetention(ctx, RetentionOptions{Interval: iv.Retention}) }},
 		{"replication", s.RunReplication},
