@@ -117,9 +117,11 @@ func (s *Service) CompactKeys(ctx context.Context, cfg CompactConfig) (int, erro
 	s.compactMu.Lock()
 	for _, st := range s.loaded() {
 		st.mu.Lock()
-		c, fork := st.info.Compaction, st.info.Fork
+		c, forked := st.info.Compaction, st.info.Fork != nil || st.info.ForkRefs > 0
 		st.mu.Unlock()
-		if c == nil || fork != nil {
+		if c == nil || forked {
+			// A fork, and a stream forks read, share history that is a
+			// snapshot for the fork: compaction would change it under it.
 			continue
 		}
 		ks := s.keyState(st.info.ID)
