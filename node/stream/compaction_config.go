@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // Kafka's names of the compaction configs.
@@ -190,15 +190,15 @@ func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // compactionToMeta and compactionFromMeta convert between the service's
 // and the registry's forms (the ratio is stored in millionths).
-func compactionToMeta(c *Compaction) *meta.StreamCompaction {
+func compactionToMeta(c *Compaction) *metadata.StreamCompaction {
 	if c == nil {
 		return nil
 	}
-	return &meta.StreamCompaction{Delete: c.Delete, DeleteRetentionMs: c.DeleteRetentionMs, MinLagMs: c.MinLagMs,
+	return &metadata.StreamCompaction{Delete: c.Delete, DeleteRetentionMs: c.DeleteRetentionMs, MinLagMs: c.MinLagMs,
 		MaxLagMs: c.MaxLagMs, SegmentMs: c.SegmentMs, MinDirtyRatioPPM: int64(math.Round(c.MinDirtyRatio * 1e6))}
 }
 
-func compactionFromMeta(m *meta.StreamCompaction) *Compaction {
+func compactionFromMeta(m *metadata.StreamCompaction) *Compaction {
 	if m == nil {
 		return nil
 	}
@@ -208,4 +208,4 @@ func compactionFromMeta(m *meta.StreamCompaction) *Compaction {
 
 // retentionApplies reports whether retention limits delete data of a
 // stream with this setting: always, unless it is compact-only.
-func retentionApplies(m *meta.StreamCompaction) bool { return m == nil || m.Delete }
+func retentionApplies(m *metadata.StreamCompaction) bool { return m == nil || m.Delete }

@@ -33,7 +33,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/tiering"
 )
 
@@ -41,7 +41,7 @@ import (
 // (meta.Registry has it): commit a manifest and rewrite the ones a
 // stream's ranges are taken out of, in one fenced transaction.
 type ManifestSwapper interface {
-	SwapManifests(ctx context.Context, sess *meta.Session, m meta.Manifest, changed []meta.Manifest) error
+	SwapManifests(ctx context.Context, lease metadata.Lease, m metadata.Manifest, changed []metadata.Manifest) error
 }
 
 // maxSwapManifests bounds the manifests one run rewrites: each is a
@@ -177,7 +177,7 @@ func (s *Service) keyState(id uint64) *keyCompactState {
 
 // segmentDue reports whether st has held unflushed data for longer than
 // segment.ms (under compactMu).
-func (s *Service) segmentDue(st *streamState, ks *keyCompactState, c *meta.StreamCompaction, now time.Time) bool {
+func (s *Service) segmentDue(st *streamState, ks *keyCompactState, c *metadata.StreamCompaction, now time.Time) bool {
 	st.mu.Lock()
 	pending := st.uploaded < st.hwm
 	st.mu.Unlock()
@@ -194,7 +194,7 @@ func (s *Service) segmentDue(st *streamState, ks *keyCompactState, c *meta.Strea
 // keyPlan is a run decided from memory: compact [first, cut).
 type keyPlan struct {
 	first, cut, start int64
-	cfg               meta.StreamCompaction
+	cfg               metadata.StreamCompaction
 }
 
 // keyCompactPlan decides from st's index whether a run is due and over
@@ -248,7 +248,7 @@ func (s *Service) keyCompactPlan(st *streamState, ks *keyCompactState, now time.
 // keyRange is one manifest entry of the stream being compacted.
 type keyRange struct {
 	m  int // index into the manifest listing
-	ms meta.ManifestStream
+	ms metadata.ManifestStream
 }
 
 // compactStreamKeys runs one compaction of st; false when it found
@@ -308,17 +308,17 @@ func (s *Service) compactStreamKeys(ctx context.Context, sw ManifestSwapper, st 
 		_ = s.tier.Delete(context.WithoutCancel(ctx), key)
 		return false, fmt.Errorf("compacted range [%d, %d) of %s, want [%d, %d)", ref.First, ref.Next, key, first, cut)
 	}
-	m := meta.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: size, Level: 1, CreatedAt: now.UTC(),
-		Streams: []meta.ManifestStream{manifestEntry(st.info.ID, first, cut, ref, take[len(take)-1].ms.State)}}
+	m := metadata.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: size, Level: 1, CreatedAt: now.UTC(),
+		Streams: []metadata.ManifestStream{manifestEntry(st.info.ID, first, cut, ref, take[len(take)-1].ms.State)}}
 	changed, gone := stripRanges(all, st.info.ID, strip)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	err = sw.SwapManifests(cctx, sess, m, changed)
 	cancel()
 	if err != nil {
-		if !errors.Is(err, meta.ErrCommitUnknown) {
+		if !errors.Is(err, metadata.ErrCommitUnknown) {
 			_ = s.tier.Delete(context.WithoutCancel(ctx), key)
 		}
-		if errors.Is(err, meta.ErrLeaseLost) && sess == s.session() {
+		if errors.Is(err, metadata.ErrLeaseLost) && sess == s.session() {
 			s.fence(err)
 		}
 		return false, fmt.Errorf("commit %s: %w", key, err)
@@ -345,7 +345,7 @@ func (s *Service) compactStreamKeys(ctx context.Context, sw ManifestSwapper, st 
 // (take), and the entries to take out of their manifests: those, the
 // dead ones below the start, and state-only entries before the cut
 // (strip, as manifest index -> entries).
-func chooseKeyRanges(all []meta.Manifest, id uint64, plan keyPlan) (take []keyRange, strip map[int][]meta.ManifestStream) {
+func chooseKeyRanges(all []metadata.Manifest, id uint64, plan keyPlan) (take []keyRange, strip map[int][]metadata.ManifestStream) {
 	var rs []keyRange
 	for i := range all {
 		for _, e := range all[i].Streams {
@@ -360,7 +360,7 @@ func chooseKeyRanges(all []meta.Manifest, id uint64, plan keyPlan) (take []keyRa
 		}
 		return rs[a].ms.Next < rs[b].ms.Next
 	})
-	strip = map[int][]meta.ManifestStream{}
+	strip = map[int][]metadata.ManifestStream{}
 	manifests := map[int]bool{}
 	next := int64(-1)
 	for _, r := range rs {
@@ -405,18 +405,18 @@ func chooseKeyRanges(all []meta.Manifest, id uint64, plan keyPlan) (take []keyRa
 // stripRanges returns the manifests of strip without the stripped
 // entries of stream id, and the objects of those left with none (deleted
 // with their manifest, so nothing references the object any more).
-func stripRanges(all []meta.Manifest, id uint64, strip map[int][]meta.ManifestStream) ([]meta.Manifest, map[string]bool) {
+func stripRanges(all []metadata.Manifest, id uint64, strip map[int][]metadata.ManifestStream) ([]metadata.Manifest, map[string]bool) {
 	idx := make([]int, 0, len(strip))
 	for i := range strip {
 		idx = append(idx, i)
 	}
 	sort.Ints(idx)
 	gone := map[string]bool{}
-	changed := make([]meta.Manifest, 0, len(idx))
+	changed := make([]metadata.Manifest, 0, len(idx))
 	for _, i := range idx {
 		m := all[i]
 		drop := strip[i]
-		kept := make([]meta.ManifestStream, 0, len(m.Streams))
+		kept := make([]metadata.ManifestStream, 0, len(m.Streams))
 		for _, e := range m.Streams {
 			if e.StreamID == id && containsEntry(drop, e) {
 				continue
@@ -432,7 +432,7 @@ func stripRanges(all []meta.Manifest, id uint64, strip map[int][]meta.ManifestSt
 	return changed, gone
 }
 
-func containsEntry(es []meta.ManifestStream, e meta.ManifestStream) bool {
+func containsEntry(es []metadata.ManifestStream, e metadata.ManifestStream) bool {
 	for _, x := range es {
 		if x.First == e.First && x.Next == e.Next && x.Offset == e.Offset && x.Length == e.Length {
 			return true
