@@ -612,3 +612,30 @@ func TestCreateTopicsRefusesUnhonouredConfigs(t *testing.T) {
 		}
 	}
 }
+
+// TestProduceRefusesCompactedShapes: a produced batch must hold one record
+// per offset of its span (the shape compaction leaves is not a client's
+// to send): INVALID_RECORD, nothing stored.
+func TestProduceRefusesCompactedShapes(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("dense", 1)
+	cl := ts.client()
+	ctx := context.Background()
+	full := record.AppendBatch(nil, record.BatchOptions{Timestamp: time.Now().UnixMilli(), ProducerID: -1},
+		[]record.Record{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Value: []byte("2")}})
+	gapped, _, err := record.FilterBatch(nil, full, func(r *record.Record) bool { return r.Offset == 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, batch := range map[string][]byte{"gapped": gapped, "empty": record.AppendEmptyBatch(nil, 0, 3, 1)} {
+		req := produceRequest("dense", -1, -1, -1, 1)
+		req.Topics[0].Partitions[0].Records = batch
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Topics[0].Partitions[0].ErrorCode; got != kerr.InvalidRecord.Code {
+			t.Errorf("%s batch: error code %d, want INVALID_RECORD", name, got)
+		}
+	}
+}
