@@ -50,12 +50,22 @@ type ManifestSwapper interface {
 // runs, oldest ranges first.
 const maxSwapManifests = 64
 
+// maxKeyCompactBytes bounds the bytes of ranges one run reads (they are
+// held in memory with the rewritten copy and the key map): a larger
+// stream is compacted a window from its start at a time, and each run's
+// output, smaller than its input, leaves room for more ranges the next
+// time.
+const maxKeyCompactBytes = 512 << 20
+
 // keyCompactState is what the compactor remembers of a stream between
 // runs (in memory: after a restart every stream is dirty once).
 type keyCompactState struct {
-	cleanTo      int64 // offsets below were compacted by the last run
-	tombstoneTS  int64 // timestamp (ms) of the oldest tombstone kept (0: none)
+	cleanTo     int64 // offsets below were compacted by the last run
+	tombstoneTS int64 // timestamp (ms) of the oldest tombstone kept (0: none)
+	// pendingSince is when the stream was last seen with unflushed data
+	// and uploaded at lastUploaded (segment.ms counts from it).
 	pendingSince time.Time
+	lastUploaded int64
 }
 
 type keyCompactMetrics struct {
@@ -115,6 +125,7 @@ func (s *Service) CompactKeys(ctx context.Context, cfg CompactConfig) (int, erro
 	var due []*streamState
 	flush := false
 	s.compactMu.Lock()
+	seen := map[uint64]bool{}
 	for _, st := range s.loaded() {
 		st.mu.Lock()
 		c, forked := st.info.Compaction, st.info.Fork != nil || st.info.ForkRefs > 0
@@ -124,12 +135,18 @@ func (s *Service) CompactKeys(ctx context.Context, cfg CompactConfig) (int, erro
 			// snapshot for the fork: compaction would change it under it.
 			continue
 		}
+		seen[st.info.ID] = true
 		ks := s.keyState(st.info.ID)
 		if s.segmentDue(st, ks, c, now) {
 			flush = true
 		}
 		if _, ok := s.keyCompactPlan(st, ks, now); ok {
 			due = append(due, st)
+		}
+	}
+	for id := range s.keyStates {
+		if !seen[id] {
+			delete(s.keyStates, id) // deleted, moved away or no longer compacted
 		}
 	}
 	s.compactMu.Unlock()
@@ -179,14 +196,17 @@ func (s *Service) keyState(id uint64) *keyCompactState {
 // segment.ms (under compactMu).
 func (s *Service) segmentDue(st *streamState, ks *keyCompactState, c *metadata.StreamCompaction, now time.Time) bool {
 	st.mu.Lock()
-	pending := st.uploaded < st.hwm
+	uploaded, pending := st.uploaded, st.uploaded < st.hwm
 	st.mu.Unlock()
 	if !pending {
 		ks.pendingSince = time.Time{}
 		return false
 	}
-	if ks.pendingSince.IsZero() {
-		ks.pendingSince = now
+	if ks.pendingSince.IsZero() || uploaded > ks.lastUploaded {
+		// Counted from the last upload progress: a stream written
+		// continuously is not flushed on every pass once segment.ms
+		// has passed.
+		ks.pendingSince, ks.lastUploaded = now, uploaded
 	}
 	return now.Sub(ks.pendingSince) >= time.Duration(c.SegmentMs)*time.Millisecond
 }
@@ -341,7 +361,8 @@ func (s *Service) compactStreamKeys(ctx context.Context, sw ManifestSwapper, st 
 
 // chooseKeyRanges picks, from the manifest listing, stream id's live
 // ranges from its start in offset order while they are contiguous, end
-// at or before plan.cut and span at most maxSwapManifests manifests
+// at or before plan.cut, span at most maxSwapManifests manifests and
+// maxKeyCompactBytes (at least two ranges, so a run always merges)
 // (take), and the entries to take out of their manifests: those, the
 // dead ones below the start, and state-only entries before the cut
 // (strip, as manifest index -> entries).
@@ -363,10 +384,14 @@ func chooseKeyRanges(all []metadata.Manifest, id uint64, plan keyPlan) (take []k
 	strip = map[int][]metadata.ManifestStream{}
 	manifests := map[int]bool{}
 	next := int64(-1)
+	var bytes int64
 	for _, r := range rs {
 		e := r.ms
 		if e.Next == e.First || e.Next <= plan.start {
 			continue // state-only or dead: decided below
+		}
+		if len(take) >= 2 && bytes+e.Length > maxKeyCompactBytes {
+			break
 		}
 		if next < 0 {
 			if e.First != plan.first {
@@ -381,6 +406,7 @@ func chooseKeyRanges(all []metadata.Manifest, id uint64, plan keyPlan) (take []k
 		manifests[r.m] = true
 		take = append(take, r)
 		next = e.Next
+		bytes += e.Length
 	}
 	if len(take) == 0 {
 		return nil, nil
