@@ -185,3 +185,27 @@ func TestCompactBatchesOldestTombstone(t *testing.T) {
 		t.Fatalf("oldest tombstone %d, want 1000", st.OldestTombstone)
 	}
 }
+
+// BenchmarkCompactBatches: one compaction of 1,000 batches of 10 records
+// over 1,000 keys (each key written 10 times), about 100 KB of values.
+func BenchmarkCompactBatches(b *testing.B) {
+	var batches [][]byte
+	for i := 0; i < 1000; i++ {
+		g := make([]kv, 10)
+		for j := range g {
+			g[j] = kv{fmt.Sprintf("key-%04d", (i*10+j)%1000), fmt.Sprintf("value-%d", i)}
+		}
+		batches = append(batches, kvBatches(int64(i*10), 1, g)...)
+	}
+	var in int64
+	for _, x := range batches {
+		in += int64(len(x))
+	}
+	b.SetBytes(in)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := compactBatches(batches, keyCompactParams{Now: 10}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
