@@ -26,6 +26,7 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -290,7 +291,7 @@ func (s *Service) compactStreamKeys(ctx context.Context, sw ManifestSwapper, st 
 	if err != nil {
 		return false, err
 	}
-	take, strip := chooseKeyRanges(all, st.info.ID, plan)
+	take, strip, state := chooseKeyRanges(all, st.info.ID, plan)
 	if len(take) == 0 {
 		return false, nil
 	}
@@ -329,7 +330,7 @@ func (s *Service) compactStreamKeys(ctx context.Context, sw ManifestSwapper, st 
 		return false, fmt.Errorf("compacted range [%d, %d) of %s, want [%d, %d)", ref.First, ref.Next, key, first, cut)
 	}
 	m := metadata.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: size, Level: 1, CreatedAt: now.UTC(),
-		Streams: []metadata.ManifestStream{manifestEntry(st.info.ID, first, cut, ref, take[len(take)-1].ms.State)}}
+		Streams: []metadata.ManifestStream{manifestEntry(st.info.ID, first, cut, ref, state)}}
 	changed, gone := stripRanges(all, st.info.ID, strip)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	err = sw.SwapManifests(cctx, sess, m, changed)
@@ -365,8 +366,9 @@ func (s *Service) compactStreamKeys(ctx context.Context, sw ManifestSwapper, st 
 // maxKeyCompactBytes (at least two ranges, so a run always merges)
 // (take), and the entries to take out of their manifests: those, the
 // dead ones below the start, and state-only entries before the cut
-// (strip, as manifest index -> entries).
-func chooseKeyRanges(all []metadata.Manifest, id uint64, plan keyPlan) (take []keyRange, strip map[int][]metadata.ManifestStream) {
+// (strip, as manifest index -> entries), and the newest state snapshot
+// of those.
+func chooseKeyRanges(all []metadata.Manifest, id uint64, plan keyPlan) (take []keyRange, strip map[int][]metadata.ManifestStream, state json.RawMessage) {
 	var rs []keyRange
 	for i := range all {
 		for _, e := range all[i].Streams {
@@ -409,23 +411,30 @@ func chooseKeyRanges(all []metadata.Manifest, id uint64, plan keyPlan) (take []k
 		bytes += e.Length
 	}
 	if len(take) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	cut := take[len(take)-1].ms.Next
 	for _, r := range take {
 		strip[r.m] = append(strip[r.m], r.ms)
 	}
-	// Dead ranges and older state snapshots go too, within the bound on
-	// manifests (the rest go in a later run, or with the collector).
+	newest := take[len(take)-1]
+	// Dead ranges and state-only entries up to the cut go too, within
+	// the bound on manifests (the rest go in a later run, or with the
+	// collector). A state-only entry at the cut (a close after the last
+	// append) is newer than the data entry there: its snapshot is the one
+	// the compacted entry carries, so a restart still sees it.
 	for _, r := range rs {
 		e := r.ms
 		dead := e.Next <= plan.start && e.Next > e.First
-		stale := e.Next == e.First && e.Next < cut
-		if (dead || stale) && (strip[r.m] != nil || len(strip) < maxSwapManifests) {
+		stateOnly := e.Next == e.First && e.Next <= cut
+		if (dead || stateOnly) && (strip[r.m] != nil || len(strip) < maxSwapManifests) {
 			strip[r.m] = append(strip[r.m], e)
+			if stateOnly && e.Next == cut && r.m > newest.m {
+				newest = r
+			}
 		}
 	}
-	return take, strip
+	return take, strip, newest.ms.State
 }
 
 // stripRanges returns the manifests of strip without the stripped

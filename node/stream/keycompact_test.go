@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -250,5 +251,53 @@ func TestKeyCompactionSegmentMs(t *testing.T) {
 	// segment.ms is an upper bound.
 	if got := len(readAllRecords(t, h.svc, "/seg-default")); got != 4 && got != 1 {
 		t.Fatalf("/seg-default: %d records", got)
+	}
+}
+
+// TestKeyCompactionKeepsClosure: a stream closed after its last append
+// (a state-only manifest entry at the end) is still closed after its
+// compaction and a restart without its WAL: the compacted entry carries
+// the newest state. (The test tier, unlike tiering.Tier, commits a flush
+// that holds only a state change: see the report of this change.)
+func TestKeyCompactionKeepsClosure(t *testing.T) {
+	h := newTierHarness(t, stream.DurabilityObject)
+	ctx := context.Background()
+	if _, _, err := h.svc.Create(ctx, "/closed", compactedOpts(t, map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"})); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		appendKV(t, h.svc, "/closed", "k", fmt.Sprint(i))
+	}
+	if _, err := h.svc.AppendBatch(ctx, "/closed", stream.AppendRequest{Close: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.svc.Flush(ctx); err != nil { // the close: a state-only manifest entry
+		t.Fatal(err)
+	}
+	if n, err := h.svc.CompactKeys(ctx, stream.CompactConfig{DeleteDelay: time.Millisecond}); err != nil || n != 1 {
+		t.Fatalf("CompactKeys = %d, %v", n, err)
+	}
+	ms, err := h.reg.Manifests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := 0
+	for _, m := range ms {
+		entries += len(m.Streams)
+	}
+	if entries != 1 {
+		t.Fatalf("%d manifest entries after compaction, want the compacted one only", entries)
+	}
+	h.close()
+	if err := os.RemoveAll(h.dir); err != nil { // the WAL: state comes from the manifests alone
+		t.Fatal(err)
+	}
+	h.open()
+	info, err := h.svc.Head(ctx, "/closed")
+	if err != nil || !info.Closed {
+		t.Fatalf("after compaction and a restart: closed %v (%v)", info.Closed, err)
+	}
+	if got := readAllRecords(t, h.svc, "/closed"); len(got) != 1 || string(got[0].Value) != "2" {
+		t.Fatalf("records %v", got)
 	}
 }
