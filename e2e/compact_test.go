@@ -16,12 +16,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// startCompactNode runs a node on MinIO with quick flushes, its Kafka
-// listener on, and returns it with the Kafka address.
-func startCompactNode(t *testing.T, m *minioServer, dir string) (*proc, string) {
+// startCompactNode runs a node on MinIO (through store, an object store
+// URL; "" = MinIO directly) with quick flushes, its Kafka listener on,
+// and returns it with the Kafka address.
+func startCompactNode(t *testing.T, m *minioServer, dir, store string) (*proc, string) {
 	t.Helper()
+	if store == "" {
+		store = m.ObjectStoreURL()
+	}
 	addr := freeAddr(t)
-	n := startNodeEnv(t, dir, m.Env(), "--object-store", m.ObjectStoreURL(), "--kafka-addr", addr,
+	n := startNodeEnv(t, dir, m.Env(), "--object-store", store, "--kafka-addr", addr,
 		"--seal-max-age", "50ms", "--key-compaction-interval", "1s")
 	return n, addr
 }
@@ -108,7 +112,7 @@ func checkLatest(records []kafkaRecord, latest map[string]kafkaRecord, tombstone
 // refused with INVALID_RECORD; DescribeConfigs reports the policy.
 func TestKafkaCompactedTopic(t *testing.T) {
 	m := startMinio(t)
-	n, addr := startCompactNode(t, m, t.TempDir())
+	n, addr := startCompactNode(t, m, t.TempDir(), "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const topic = "compacted"
@@ -211,7 +215,7 @@ func TestKafkaCompactedTopic(t *testing.T) {
 // append without a key is a 400.
 func TestHTTPCompactedStream(t *testing.T) {
 	m := startMinio(t)
-	n, _ := startCompactNode(t, m, t.TempDir())
+	n, _ := startCompactNode(t, m, t.TempDir(), "")
 	r := do(t, "PUT", n.URL+"/kv/http", nil, "Content-Type", "text/plain",
 		"Pico-Compaction", "cleanup.policy=compact, min.cleanable.dirty.ratio=0.01, delete.retention.ms=0")
 	wantStatus(t, r, 201, "create")
@@ -249,15 +253,19 @@ func TestHTTPCompactedStream(t *testing.T) {
 	}
 }
 
-// TestCompactionKill9: a node compacting a topic every second while
-// producers overwrite a few keys is killed with SIGKILL at random
-// moments, compaction runs included, and restarted: every key still holds
-// its latest acknowledged value (or a later one whose ack the kill lost),
-// nothing acknowledged as latest is lost, offsets only increase.
+// TestCompactionKill9: a node compacting a stream every second while
+// producers overwrite a few keys is killed with SIGKILL and restarted:
+// every key still holds its latest acknowledged value (or a later one
+// whose ack the kill lost), offsets only increase. Before each kill object
+// storage is made slow (a proxy holds every request 100 ms), so a
+// compaction run, which reads every input object and writes one, lasts
+// long enough that the kill lands inside one: between its reads, its
+// upload and its manifest swap.
 func TestCompactionKill9(t *testing.T) {
 	m := startMinio(t)
+	proxy := startFaultProxy(t, m.URL())
 	dir := t.TempDir()
-	n, _ := startCompactNode(t, m, dir)
+	n, _ := startCompactNode(t, m, dir, m.objectStoreURLVia(proxy.URL()))
 	r := do(t, "PUT", n.URL+"/kv/crash", nil, "Content-Type", "text/plain",
 		"Pico-Compaction", "cleanup.policy=compact, min.cleanable.dirty.ratio=0")
 	wantStatus(t, r, 201, "create")
@@ -273,7 +281,7 @@ func TestCompactionKill9(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(round), uint64(w)))
 				for i := 0; ctx.Err() == nil; i++ {
 					key := fmt.Sprintf("k%d", rng.IntN(keys))
-					val := fmt.Sprintf("r%d-w%d-i%d", round, w, i)
+					val := fmt.Sprintf("r%d-w%d-i%d-%s", round, w, i, strings.Repeat("v", rng.IntN(2000)))
 					r, err := tryDo(ctx, "POST", n.URL+"/kv/crash", []byte(val), "Content-Type", "text/plain", "Pico-Key", key)
 					if err != nil || r.Status != 200 {
 						continue
@@ -289,17 +297,20 @@ func TestCompactionKill9(t *testing.T) {
 			})
 		}
 		// Let a compaction run commit (the counter restarts with the
-		// node); the kill moment in the next pass is random.
+		// node), then slow object storage down so the next runs take
+		// seconds; the kill moment is random within them.
 		before := metric(t, n.URL, "picomq_compaction_runs_total")
 		if !pollUntil(30*time.Second, 50*time.Millisecond, func() bool {
 			return metric(t, n.URL, "picomq_compaction_runs_total") >= before+1
 		}) {
 			t.Fatalf("round %d: no compaction run within 30 s", round)
 		}
-		time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond) // where in the next pass the kill lands, not a wait for a condition
+		proxy.set(proxySlow, 100*time.Millisecond)
+		time.Sleep(time.Duration(1000+rand.IntN(2000)) * time.Millisecond) // where in the slowed runs the kill lands, not a wait for a condition
 		n.Kill()
 		cancel()
 		wg.Wait()
+		proxy.set(proxyPass, 0)
 		n.restart()
 		recs := readAll(t, n.URL, "/kv/crash")
 		byKey := map[string]jsonRecord{}
