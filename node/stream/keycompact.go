@@ -151,16 +151,17 @@ func (s *Service) CompactKeys(ctx context.Context, cfg CompactConfig) (int, erro
 		}
 	}
 	s.compactMu.Unlock()
-	if flush {
-		// segment.ms: a compacted stream's records become compactable
-		// once uploaded; a flush now makes them so.
-		s.metrics.keys.forced.Inc()
-		if err := s.Flush(ctx); err != nil {
-			return 0, err
-		}
-	}
 	n := 0
 	var firstErr error
+	if flush {
+		// segment.ms: a compacted stream's records become compactable
+		// once uploaded; a flush now makes them so. A failed flush does
+		// not hold up the runs that are due (the flusher retries it).
+		s.metrics.keys.forced.Inc()
+		if err := s.Flush(ctx); err != nil {
+			firstErr = fmt.Errorf("flush for segment.ms: %w", err)
+		}
+	}
 	for _, st := range due {
 		if ctx.Err() != nil {
 			return n, ctx.Err()
