@@ -119,6 +119,12 @@ func TestKeyCompaction(t *testing.T) {
 		}
 	}
 	check("after compaction", true)
+	// A read as stored batches gets the compacted (holed) batches as
+	// records: readers of stored batches only see produced shapes.
+	page, err := h.svc.Read(ctx, "/kv", stream.ReadOptions{Offset: 0, Batches: true, MaxRecords: 100})
+	if err != nil || len(page.Batches) != 0 || len(page.Records) == 0 {
+		t.Fatalf("read as batches of a compacted range: %d batches, %d records, %v", len(page.Batches), len(page.Records), err)
+	}
 	if n, err := h.svc.CompactKeys(ctx, stream.CompactConfig{}); err != nil || n != 0 {
 		t.Fatalf("a second pass with nothing dirty compacted %d (%v)", n, err)
 	}

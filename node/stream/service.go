@@ -1602,9 +1602,11 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 				return nil
 			}
 			if asBatches {
-				if h.Codec() == record.CodecNone && h.LastOffset() < hwm {
+				if h.Codec() == record.CodecNone && h.LastOffset() < hwm && h.Dense() {
 					// Handed on as stored: no decode, no copy. Offsets
-					// are contiguous in a batch (record.ParseHeader).
+					// are contiguous in a dense batch; a compacted one
+					// (holes, or no record) goes as records, so readers
+					// of stored batches only ever see produced shapes.
 					n := int(h.LastOffset() - max(h.BaseOffset, res.NextOffset) + 1)
 					if len(res.Batches) > 0 && (res.BatchRecords+n > limit || bytes+len(batch) > maxBytes) {
 						full = true
