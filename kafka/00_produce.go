@@ -178,6 +178,8 @@ func (s *Server) submitPartition(ctx context.Context, cc *connState, pc *produce
 		switch {
 		case h.Control():
 			return fmt.Errorf("%w: clients may not produce control batches", kerr.InvalidRecord)
+		case !h.Dense():
+			return fmt.Errorf("%w: %d records for a span of %d offsets (a produced batch has one record per offset)", kerr.InvalidRecord, h.NumRecords, int64(h.LastOffsetDelta)+1)
 		case h.Transactional() && h.ProducerID < 0:
 			return fmt.Errorf("%w: a transactional batch without producer id", kerr.InvalidRecord)
 		case h.Codec() == record.CodecZstd && version < 7:

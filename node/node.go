@@ -388,7 +388,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 			MinInSync:  cfg.MinInSync,
 			LagTimeout: cfg.ReplicaLagTimeout,
 		},
-		Jobs: stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, Retention: cfg.RetentionInterval},
+		Jobs: stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, KeyCompaction: cfg.KeyCompactionInterval, Retention: cfg.RetentionInterval},
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
 			Manifests:    n.reg,

@@ -76,6 +76,8 @@ type metrics struct {
 	reserveWaits       prometheus.Counter
 	reserveWaitSeconds prometheus.Counter
 	replicationMetrics
+	// keys: key compaction (keycompact.go).
+	keys keyCompactMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -94,6 +96,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 		replicationMetrics: newReplicationMetrics(),
+		keys:               newKeyCompactMetrics(),
 	}
 	m.claims = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "picomq_stream_claims_total", Help: "Streams this node took over or adopted.",
@@ -130,6 +133,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds, m.claims, m.claimSeconds, m.handoffs, m.compactions,
 			m.gcRuns, m.gcDeleted, m.gcErrors, m.reserveTxns, m.reserveWaits, m.reserveWaitSeconds)
 		reg.MustRegister(m.replicationMetrics.collectors()...)
+		reg.MustRegister(m.keys.collectors()...)
 	}
 	return m
 }

@@ -425,7 +425,7 @@ func (s *Service) unload(st *streamState) {
 func infoFromMeta(m metadata.Stream) Info {
 	return Info{Name: m.Name, ID: m.ID, ContentType: m.ContentType, CreatedAt: m.CreatedAt, Owner: m.Owner, Epoch: m.Epoch,
 		StartOffset: m.StartOffset, KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes, MaxBatchBytes: m.MaxBatchBytes,
-		Durability: m.Durability, Replicas: int(m.Replicas), MinInSync: int(m.MinInSync)}
+		Durability: m.Durability, Replicas: int(m.Replicas), MinInSync: int(m.MinInSync), Compaction: compactionFromMeta(m.Compaction)}
 }
 
 // readRemote serves a read of a stream owned by another node when the
