@@ -350,16 +350,22 @@ func TestKafkaReplicatedLeaderLost(t *testing.T) {
 
 // replicaBlocker is a proxy in front of one node through which the other
 // nodes reach it: while blocked, requests to its replication endpoints
-// hang until the sender gives up (packets of a partition between an
-// owner and that follower); everything else passes.
+// hang until the sender gives up, and the replication connections already
+// open through it carry nothing either way (packets of a partition between
+// an owner and that follower); everything else passes.
 type replicaBlocker struct {
 	rp      *httputil.ReverseProxy
+	addr    string
 	blocked atomic.Bool
 	held    atomic.Int64
 }
 
 func (b *replicaBlocker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if b.blocked.Load() && strings.HasPrefix(r.URL.Path, "/_sys/replica/") {
+	if !strings.HasPrefix(r.URL.Path, "/_sys/replica/") {
+		b.rp.ServeHTTP(w, r)
+		return
+	}
+	if b.blocked.Load() {
 		b.held.Add(1)
 		select {
 		case <-r.Context().Done():
@@ -367,7 +373,48 @@ func (b *replicaBlocker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		panic(http.ErrAbortHandler)
 	}
-	b.rp.ServeHTTP(w, r)
+	if r.Header.Get("Upgrade") == "" {
+		b.rp.ServeHTTP(w, r)
+		return
+	}
+	// The replication connection: relayed byte for byte, held while
+	// blocked.
+	up, err := net.DialTimeout("tcp", b.addr, 5*time.Second)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	down, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	if err := r.Write(up); err != nil {
+		up.Close()
+		down.Close()
+		return
+	}
+	relay := func(dst net.Conn, src io.Reader) {
+		defer dst.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			for n > 0 && b.blocked.Load() {
+				time.Sleep(5 * time.Millisecond) // a partition: the bytes wait
+			}
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go relay(up, brw.Reader)
+	relay(down, up)
+	up.Close()
 }
 
 func startReplicaBlocker(t testing.TB, addr string) (*replicaBlocker, string) {
@@ -376,7 +423,7 @@ func startReplicaBlocker(t testing.TB, addr string) (*replicaBlocker, string) {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse("http://" + addr)
-	b := &replicaBlocker{rp: httputil.NewSingleHostReverseProxy(u)}
+	b := &replicaBlocker{rp: httputil.NewSingleHostReverseProxy(u), addr: addr}
 	b.rp.ErrorLog = log.New(io.Discard, "", 0)
 	srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()

@@ -1161,10 +1161,11 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		return Submitted{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
 	}
 	end := base + int64(count)
+	var followers []string
 	if replicated {
 		// The same entry bytes go to the followers, in parallel with
 		// the local fsync (buf goes back to its pool: copy it once).
-		s.shipLocked(st, base, end, append([]byte(nil), buf...))
+		followers = s.shipLocked(st, base, end, append([]byte(nil), buf...))
 	}
 	if !noBatch {
 		st.chunks = append(st.chunks, chunk{base: base, next: end, pos: pending.Pos()})
@@ -1210,6 +1211,9 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	st.mu.Unlock()
 	if kick {
 		s.kickReserver()
+	}
+	if followers != nil {
+		s.sendNow(followers)
 	}
 	return Submitted{st: st, res: res, pending: pending, wrote: true, closes: req.Close,
 		objectDurable: objectDurable, replicated: replicated, mustReserve: mustReserve, end: end, bytes: len(buf)}, nil
