@@ -20,6 +20,7 @@ type replicationMetrics struct {
 	replResends     prometheus.Counter
 	isrChanges      prometheus.Counter
 	replicaFrames   prometheus.Counter
+	replicaSetReads prometheus.Counter
 }
 
 func newReplicationMetrics() replicationMetrics {
@@ -38,11 +39,13 @@ func newReplicationMetrics() replicationMetrics {
 		replResends:   prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replication_resends_total", Help: "Streams resent to a follower from the owner's WAL (catch-up)."}),
 		isrChanges:    prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replication_isr_changes_total", Help: "Replica set writes in etcd (in-sync set shrunk or grown, followers replaced)."}),
 		replicaFrames: prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replica_frames_total", Help: "Stream frames this node stored as a follower."}),
+		replicaSetReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replica_set_reads_total",
+			Help: "Replica sets of streams other nodes own read from etcd to report replicas (Kafka Metadata); cached for a second."}),
 	}
 }
 
 func (m replicationMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.replWaitSeconds, m.replSeconds, m.replErrors, m.replResends, m.isrChanges, m.replicaFrames}
+	return []prometheus.Collector{m.replWaitSeconds, m.replSeconds, m.replErrors, m.replResends, m.isrChanges, m.replicaFrames, m.replicaSetReads}
 }
 
 func (st *streamState) durability(def string) string {

@@ -1042,14 +1042,8 @@ func (s *Service) ReplicaNodes(ctx context.Context, info Info) (replicas, inSync
 		st.mu.Unlock()
 	}
 	if set.Owner == "" {
-		rsets, ok := s.reg.(ReplicaSets)
-		if !ok {
-			return []string{info.Owner}, []string{info.Owner}, nil
-		}
-		rctx, cancel := context.WithTimeout(ctx, routeTimeout)
-		defer cancel()
-		if set, err = rsets.ReplicaSet(rctx, info.ID); err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		if set, err = s.cachedReplicaSet(ctx, info.ID); err != nil {
+			return nil, nil, err
 		}
 	}
 	if set.Owner == "" || set.Epoch < info.Epoch {
@@ -1060,4 +1054,44 @@ func (s *Service) ReplicaNodes(ctx context.Context, info Info) (replicas, inSync
 	replicas = append([]string{set.Owner}, set.Followers...)
 	inSync = append([]string{set.Owner}, set.InSync...)
 	return replicas, inSync, nil
+}
+
+// replicaSetTTL is how long ReplicaNodes reuses a replica set it read from
+// etcd for a stream another node owns: Kafka clients ask for Metadata
+// often and for many partitions at once, and a set changes only when a
+// follower falls behind, catches up or is replaced.
+const replicaSetTTL = time.Second
+
+type cachedSet struct {
+	set meta.ReplicaSet
+	at  time.Time
+}
+
+// cachedReplicaSet is the replica set of stream id, read from etcd at most
+// once per replicaSetTTL.
+func (s *Service) cachedReplicaSet(ctx context.Context, id uint64) (meta.ReplicaSet, error) {
+	s.setCacheMu.Lock()
+	c, ok := s.setCache[id]
+	s.setCacheMu.Unlock()
+	if ok && time.Since(c.at) < replicaSetTTL {
+		return c.set, nil
+	}
+	rsets, ok := s.reg.(ReplicaSets)
+	if !ok {
+		return meta.ReplicaSet{}, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	set, err := rsets.ReplicaSet(rctx, id)
+	if err != nil {
+		return meta.ReplicaSet{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	s.metrics.replicaSetReads.Inc()
+	s.setCacheMu.Lock()
+	if s.setCache == nil || len(s.setCache) > 100000 {
+		s.setCache = map[uint64]cachedSet{} // deleted streams' entries go with the rest
+	}
+	s.setCache[id] = cachedSet{set: set, at: time.Now()}
+	s.setCacheMu.Unlock()
+	return set, nil
 }
