@@ -16,7 +16,9 @@ package replication
 // stream.AppendReplicaFrames) numbered 1, 2, 3...; the follower answers
 // each, in order, with kindResults (stream.AppendReplicaResults) or
 // kindError (body: the error text), carrying the request's seq. A
-// follower enqueues each request in its WAL as soon as it has read it and
+// frame names its stream only the first time the connection carries it
+// (the follower remembers the name per connection). A follower enqueues
+// each request in its WAL as soon as it has read it and
 // answers once the entries are fsynced, so several requests can be in
 // flight. Either side closes the connection on any error; the owner
 // reconnects and resends what was not answered.
@@ -166,9 +168,11 @@ type clientConn struct {
 	nc   net.Conn
 	br   *bufio.Reader
 
-	wmu  sync.Mutex
-	wbuf []byte
-	seq  uint64 // last sent
+	wmu   sync.Mutex
+	wbuf  []byte
+	seq   uint64              // last sent
+	named map[uint64]struct{} // streams whose name this connection carried
+	send  []stream.ReplicaFrame
 
 	dmu      sync.Mutex // orders read-deadline updates with the in-flight count
 	inFlight int
@@ -186,8 +190,22 @@ func (c *clientConn) Send(frames []stream.ReplicaFrame) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.seq++
+	// A stream's name goes once per connection: it is most of a frame's
+	// framing.
+	c.send = append(c.send[:0], frames...)
+	for i := range c.send {
+		if _, ok := c.named[c.send[i].StreamID]; ok {
+			c.send[i].Name = ""
+		} else if c.send[i].Name != "" {
+			if c.named == nil {
+				c.named = map[uint64]struct{}{}
+			}
+			c.named[c.send[i].StreamID] = struct{}{}
+		}
+	}
 	c.wbuf = appendMessage(c.wbuf[:0], kindAppend, c.seq, nil)
-	c.wbuf = stream.AppendReplicaFrames(c.wbuf, frames)
+	c.wbuf = stream.AppendReplicaFrames(c.wbuf, c.send)
+	clear(c.send)
 	binary.BigEndian.PutUint32(c.wbuf, uint32(len(c.wbuf)-4))
 	if len(c.wbuf)-msgHeader > MaxBody {
 		return fmt.Errorf("replication: a request of %d bytes to %s is over the limit of %d", len(c.wbuf)-msgHeader, c.node, MaxBody)
@@ -296,6 +314,7 @@ type serverConn struct {
 	// be answered, in order; pending counts them (and one answered inline).
 	queue   chan answer
 	pending atomic.Int32
+	named   map[uint64]string // stream names this connection carried (readLoop only)
 	wmu     sync.Mutex
 	wbuf    []byte
 	failed  atomic.Bool
@@ -328,6 +347,9 @@ func (sc *serverConn) readLoop(ctx context.Context, br *bufio.Reader) error {
 		a := answer{seq: seq}
 		frames, err := stream.DecodeReplicaFrames(body)
 		if err == nil {
+			err = sc.names(frames)
+		}
+		if err == nil {
 			a.res, a.wait, err = sc.svc.StartReplica(frames)
 		}
 		a.err = err
@@ -344,6 +366,27 @@ func (sc *serverConn) readLoop(ctx context.Context, br *bufio.Reader) error {
 			buf = nil
 		}
 	}
+}
+
+// names fills in the names the owner sent earlier on this connection and
+// remembers new ones.
+func (sc *serverConn) names(frames []stream.ReplicaFrame) error {
+	for i := range frames {
+		f := &frames[i]
+		if f.Name != "" {
+			if sc.named == nil {
+				sc.named = map[uint64]string{}
+			}
+			sc.named[f.StreamID] = f.Name
+			continue
+		}
+		name, ok := sc.named[f.StreamID]
+		if !ok {
+			return fmt.Errorf("%w: a frame of stream %d without a name, never named on this connection", errMessage, f.StreamID)
+		}
+		f.Name = name
+	}
+	return nil
 }
 
 func (sc *serverConn) answerLoop(ctx context.Context) {
