@@ -186,6 +186,18 @@ func (s *Service) view(ctx context.Context, st *streamState, hi int64) ([]segmen
 			if src, err = s.remoteSource(ctx, f); err != nil {
 				return nil, nil, fmt.Errorf("%w: fork source %s (id %d) of %s is missing: %v", ErrUnavailable, f.Source, f.SourceID, cur.info.Name, err)
 			}
+			if src.next < hi {
+				// Object storage does not hold all the source's records
+				// below the fork point yet. A live owner uploads them
+				// with its next flush; an owner that is gone left them
+				// to whoever serves the source next, which takes over
+				// what the copies hold and makes the rest a gap. Nobody
+				// may ask for the source itself, so if this node is to
+				// serve it, it does so now.
+				if own, err := s.route(ctx, f.Source); err == nil && own.info.ID == f.SourceID {
+					src = own
+				}
+			}
 		}
 		cur = src
 	}

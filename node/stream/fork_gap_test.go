@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metatest"
@@ -75,5 +76,37 @@ func TestForkReadsASourceAnotherNodeServes(t *testing.T) {
 	page, err := b.svc.Read(ctx, "/f", stream.ReadOptions{Offset: 0})
 	if err != nil || fmt.Sprint(vals(page.Records)) != "[s0 s1 f2 f3]" || !page.UpToDate {
 		t.Fatalf("fork on b, its source served by no node: %v up to date %v, err %v; want [s0 s1 f2 f3]", vals(page.Records), page.UpToDate, err)
+	}
+}
+
+// TestForkOfALostSourceOnAnotherNode: a `local` source whose owner is lost
+// with records it never uploaded, and a fork of it (point past those
+// records) that another node takes over on its own. Reading the fork there
+// must not fail forever because nobody serves the source: the node serves
+// the source itself (it is the takeover target), which records the lost
+// records as a gap, and the fork reads past it to its own records. Found
+// by the 10-minute soak: "no record of /soak/churn/s-43 holds offset 7"
+// for the 3 minutes of its final reads, on every node.
+func TestForkOfALostSourceOnAnotherNode(t *testing.T) {
+	cli := metatest.StartEtcd(t)
+	reg := meta.NewRegistry(cli, "/rl/")
+	shared := &dirTier{dir: t.TempDir()}
+	a := startSessionNode(t, reg, &dirTier{dir: t.TempDir(), fail: true}, "a")
+	b := startSessionNode(t, reg, shared, "b")
+	ctx := context.Background()
+	mustCreate(t, a.svc, "/src", stream.CreateOptions{Durability: stream.DurabilityLocal, Initial: recs("s0", "s1", "s2")})
+	mustCreate(t, a.svc, "/f", stream.CreateOptions{Fork: fork("/src", -1, 0), Durability: stream.DurabilityLocal})
+	if _, err := loseLeaseAndAppend(t, cli, a, b, "/f", "f3"); err != nil {
+		t.Fatalf("append to the fork on b after the takeover: %v", err)
+	}
+	var page stream.ReadResult
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if page, err = b.svc.Read(ctx, "/f", stream.ReadOptions{Offset: 0}); err == nil {
+			break
+		}
+	}
+	if err != nil || fmt.Sprint(vals(page.Records)) != "[f3]" || page.Records[0].Offset != 3 || !page.UpToDate {
+		t.Fatalf("fork on b, its `local` source lost with a: %v up to date %v, err %v; want [f3] at 3 (s0-s2 lost with a)", vals(page.Records), page.UpToDate, err)
 	}
 }
