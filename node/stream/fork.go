@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/record"
@@ -226,18 +227,27 @@ func (s *Service) remoteSource(ctx context.Context, f *meta.StreamFork) (*stream
 	if m.ID != f.SourceID {
 		return nil, fmt.Errorf("the name now belongs to stream id %d", m.ID)
 	}
-	ms, err := s.manifestsFresh(rctx)
-	if err != nil {
-		return nil, fmt.Errorf("manifests: %w", err)
+	// A source's records below a fork point are usually long uploaded: a
+	// listing a few seconds old holds them, and a fresh one is needed
+	// only when it does not reach the fork point.
+	var st *streamState
+	for _, age := range []time.Duration{5 * time.Second, 0} {
+		ms, err := s.manifestsFresh(rctx, age)
+		if err != nil {
+			return nil, fmt.Errorf("manifests: %w", err)
+		}
+		st = &streamState{info: m}
+		if m.Fork != nil {
+			st.next, st.hwm, st.uploaded = m.Fork.End, m.Fork.End, m.Fork.End
+		}
+		if err := st.applyPieces(indexManifests(ms)[m.ID]); err != nil {
+			return nil, err
+		}
+		st.hwm = max(st.hwm, st.uploaded, st.next)
+		if st.next >= f.End {
+			break
+		}
 	}
-	st := &streamState{info: m}
-	if m.Fork != nil {
-		st.next, st.hwm, st.uploaded = m.Fork.End, m.Fork.End, m.Fork.End
-	}
-	if err := st.applyPieces(indexManifests(ms)[m.ID]); err != nil {
-		return nil, err
-	}
-	st.hwm = max(st.hwm, st.uploaded, st.next)
 	return st, nil
 }
 

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,5 +109,61 @@ func TestForkOfALostSourceOnAnotherNode(t *testing.T) {
 	}
 	if err != nil || fmt.Sprint(vals(page.Records)) != "[f3]" || page.Records[0].Offset != 3 || !page.UpToDate {
 		t.Fatalf("fork on b, its `local` source lost with a: %v up to date %v, err %v; want [f3] at 3 (s0-s2 lost with a)", vals(page.Records), page.UpToDate, err)
+	}
+}
+
+// slowManifests is a registry whose manifest listing takes longer than a
+// history read waits for it (thousands of manifests on a loaded node).
+type slowManifests struct {
+	*meta.Registry
+	delay *atomic.Int64 // nanoseconds
+}
+
+func (m slowManifests) Manifests(ctx context.Context) ([]meta.Manifest, error) {
+	select {
+	case <-time.After(time.Duration(m.delay.Load())):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return m.Registry.Manifests(ctx)
+}
+
+// TestForkReadWithASlowManifestListing: a fork whose source another node
+// serves reads the inherited records from object storage, through a
+// listing of every manifest. When that listing takes longer than a read
+// waits (routeTimeout), the read fails, but the listing goes on and the
+// next reads use it. Before, each read cancelled its own listing at its
+// deadline: the soak's fork of /soak/replicated/2 answered "fork source ...
+// is missing: manifests: meta: list manifests: context deadline exceeded"
+// for the 3 minutes of its final reads.
+func TestForkReadWithASlowManifestListing(t *testing.T) {
+	cli := metatest.StartEtcd(t)
+	reg := meta.NewRegistry(cli, "/rm/")
+	shared := &dirTier{dir: t.TempDir()}
+	a := startSessionNode(t, reg, shared, "a")
+	delay := new(atomic.Int64)
+	b := &sessionNode{id: "b", manifests: slowManifests{reg, delay}}
+	b.join(t, reg)
+	b.dir = t.TempDir()
+	b.open(t, reg, shared)
+	ctx := context.Background()
+	mustCreate(t, a.svc, "/src", stream.CreateOptions{Durability: stream.DurabilityObject, Initial: recs("s0", "s1")})
+	mustCreate(t, a.svc, "/f", stream.CreateOptions{Fork: fork("/src", -1, 0), Durability: stream.DurabilityObject})
+	// b takes the fork over (a's lease lost); a is not serving the source.
+	if _, err := loseLeaseAndAppend(t, cli, a, b, "/f", "f2"); err != nil {
+		t.Fatalf("append to the fork on b after the takeover: %v", err)
+	}
+	a.stop()
+	delay.Store(int64(4 * time.Second))
+	stream.ForgetManifests(b.svc)
+	var page stream.ReadResult
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if page, err = b.svc.Read(ctx, "/f", stream.ReadOptions{Offset: 0}); err == nil {
+			break
+		}
+	}
+	if err != nil || fmt.Sprint(vals(page.Records)) != "[s0 s1 f2]" {
+		t.Fatalf("fork on b with a 4 s manifest listing: %v, err %v; want [s0 s1 f2]", vals(page.Records), err)
 	}
 }
