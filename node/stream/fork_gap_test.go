@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -119,7 +120,7 @@ type slowManifests struct {
 	delay *atomic.Int64 // nanoseconds
 }
 
-func (m slowManifests) Manifests(ctx context.Context) ([]meta.Manifest, error) {
+func (m slowManifests) Manifests(ctx context.Context) ([]metadata.Manifest, error) {
 	select {
 	case <-time.After(time.Duration(m.delay.Load())):
 	case <-ctx.Done():
