@@ -28,12 +28,12 @@ func newReplicationMetrics() replicationMetrics {
 		replWaitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "picomq_replication_wait_seconds",
 			Help:    "Time a replicated append waited for its followers after its own WAL write.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 18), // 50 µs .. 6.5 s: a loopback round trip is well under 1 ms
 		}),
 		replSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "picomq_replication_request_seconds",
-			Help:    "Duration of one replication request to a follower (its WAL fsync included).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+			Help:    "Duration of one replication request to a follower, sent to answered (its WAL fsync included).",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 18),
 		}),
 		replErrors:    prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replication_errors_total", Help: "Replication requests to followers that failed."}),
 		replResends:   prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replication_resends_total", Help: "Streams resent to a follower from the owner's WAL (catch-up)."}),
