@@ -159,16 +159,22 @@ func (s *Service) chooseRun(mine []metadata.Manifest, startOf map[uint64]int64, 
 				ok = false // another node serves it: leave this object alone
 				break
 			}
+			end, seen := ends[r.StreamID]
+			if !seen {
+				end, seen = lastNext[r.StreamID]
+			}
 			if r.Next > r.First {
-				end, seen := ends[r.StreamID]
-				if !seen {
-					end, seen = lastNext[r.StreamID]
-				}
 				if seen && end != r.First {
 					ok = false // a gap (ownership moved away and back): stop the run here
 					break
 				}
 				ends[r.StreamID] = r.Next
+			} else if seen && r.First > end {
+				// A state-only entry past the data: it records a gap
+				// (snapshotFlush), which a merge ending at the data
+				// would drop.
+				ok = false
+				break
 			}
 			add[r.StreamID] = append(add[r.StreamID], compactRange{ref: refFromManifest(&m, r), state: r.State, order: i})
 		}

@@ -168,3 +168,41 @@ func TestForkReadWithASlowManifestListing(t *testing.T) {
 		t.Fatalf("fork on b with a 4 s manifest listing: %v, err %v; want [s0 s1 f2]", vals(page.Records), err)
 	}
 }
+
+// TestForkOfASourceWhoseOwnerLostItsDisk: a `local` source's owner loses
+// its disk with records it never uploaded and comes back (same node id, a
+// fresh WAL): it owns the source again, with those offsets as a gap it
+// knows of in memory only. A fork of the source served by another node
+// must read past them. Before, nothing recorded the gap where that node
+// looks (the manifests), so the fork answered "no record of /src holds
+// offset 0" for as long as the source got no new appends: the soak's
+// "no record of /soak/churn/s-43 holds offset 7", on every node, for the
+// 9 minutes of its final reads.
+func TestForkOfASourceWhoseOwnerLostItsDisk(t *testing.T) {
+	cli := metatest.StartEtcd(t)
+	reg := meta.NewRegistry(cli, "/rd/")
+	shared := &dirTier{dir: t.TempDir()}
+	a := startSessionNode(t, reg, &dirTier{dir: t.TempDir(), fail: true}, "a")
+	b := startSessionNode(t, reg, shared, "b")
+	ctx := context.Background()
+	mustCreate(t, a.svc, "/src", stream.CreateOptions{Durability: stream.DurabilityLocal, Initial: recs("s0", "s1", "s2")})
+	mustCreate(t, a.svc, "/f", stream.CreateOptions{Fork: fork("/src", -1, 0), Durability: stream.DurabilityLocal})
+	if _, err := loseLeaseAndAppend(t, cli, a, b, "/f", "f3"); err != nil {
+		t.Fatalf("append to the fork on b after the takeover: %v", err)
+	}
+	a.stop()
+	a2 := &sessionNode{id: "a", fresh: true}
+	a2.join(t, reg)
+	a2.dir = t.TempDir()
+	a2.open(t, reg, shared)
+	var page stream.ReadResult
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if page, err = b.svc.Read(ctx, "/f", stream.ReadOptions{Offset: 0}); err == nil {
+			break
+		}
+	}
+	if err != nil || fmt.Sprint(vals(page.Records)) != "[f3]" || page.Records[0].Offset != 3 || !page.UpToDate {
+		t.Fatalf("fork on b, its source's owner back with an empty disk: %v up to date %v, err %v; want [f3] at 3", vals(page.Records), page.UpToDate, err)
+	}
+}

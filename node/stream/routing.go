@@ -287,6 +287,9 @@ func (s *Service) adopt(ctx context.Context, m metadata.Stream) (*streamState, e
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		st.startReservation(s.lostDisk(res))
+		if st.gapTailLocked() {
+			s.requestFlush(true) // record the gap in object storage (snapshotFlush)
+		}
 	}
 	return st, nil
 }

@@ -430,6 +430,9 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		}
 		for id, st := range s.byID {
 			st.startReservation(s.lostDisk(resvs[id]))
+			if st.gapTailLocked() {
+				s.requestFlush(true) // record the gap in object storage (snapshotFlush)
+			}
 		}
 	}
 	var replayed, skipped int

@@ -60,6 +60,7 @@ type sessionNode struct {
 	// manifests, if set, stands between the service and the registry's
 	// manifests (a slow etcd).
 	manifests stream.Manifests
+	fresh     bool // the WAL is new: the node's disk was lost (Config.FreshLog)
 }
 
 func startSessionNode(t *testing.T, reg *meta.Registry, tier stream.Tier, id string) *sessionNode {
@@ -81,7 +82,7 @@ func (n *sessionNode) open(t *testing.T, reg *meta.Registry, tier stream.Tier) {
 		t.Fatal(err)
 	}
 	n.svc, err = stream.Open(ctx, stream.Config{
-		NodeID: n.id, Cluster: reg, DefaultDurability: stream.DurabilityObject,
+		NodeID: n.id, Cluster: reg, DefaultDurability: stream.DurabilityObject, FreshLog: n.fresh,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Tier:   stream.TierConfig{Tier: tier, Manifests: n.manifestsOr(reg), Session: func() metadata.Lease { return meta.LeaseOf(n.sess.Load()) }, SealMaxAge: 20 * time.Millisecond},
 	}, w, reg)
