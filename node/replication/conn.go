@@ -301,7 +301,7 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	close(sc.queue)
 	<-done
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		t.logf("replication connection from %s closed: %v", r.RemoteAddr, err)
 	}
 }
@@ -329,7 +329,8 @@ type answer struct {
 
 // readLoop reads requests, enqueues each in the WAL and hands it to
 // answerLoop, or answers it itself when nothing is pending and no other
-// request is buffered (a lone request then costs no goroutine hand-off).
+// request is buffered (a lone request then costs no goroutine hand-off),
+// until the connection fails or ends: it returns why.
 func (sc *serverConn) readLoop(ctx context.Context, br *bufio.Reader) error {
 	var buf []byte
 	var last uint64
