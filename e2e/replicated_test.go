@@ -202,6 +202,7 @@ func TestKafkaReplicatedLeaderLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const topic = "replicated"
+	waitBrokers(t, ctx, c.nodes[0].KafkaAddr, 3)
 	admin := kafkaClient(t, kgo.SeedBrokers(c.nodes[0].KafkaAddr))
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -569,6 +570,7 @@ func TestKafkaReplicatedAcks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const topic, parts = "acks", 6
+	waitBrokers(t, ctx, c.nodes[0].KafkaAddr, 3)
 	admin := kafkaClient(t, kgo.SeedBrokers(c.nodes[0].KafkaAddr))
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -693,5 +695,19 @@ func TestKafkaReplicatedAcks(t *testing.T) {
 	}
 	if read == nil || read.Offset != rec.Offset || string(read.Value) != "one" {
 		t.Fatalf("read %+v at the acks=1 record's offset %d, want \"one\"", read, rec.Offset)
+	}
+}
+
+// waitBrokers waits until the broker at addr reports n brokers: a
+// replication factor is checked against the live nodes that broker sees,
+// and a node that has just started may not see the others yet.
+func waitBrokers(t *testing.T, ctx context.Context, addr string, n int) {
+	t.Helper()
+	var got int
+	if !pollUntil(30*time.Second, 50*time.Millisecond, func() bool {
+		got = len(metadataAt(t, ctx, addr, "").Brokers)
+		return got >= n
+	}) {
+		t.Fatalf("the broker at %s reports %d brokers after 30 s, want %d", addr, got, n)
 	}
 }
