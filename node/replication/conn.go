@@ -153,6 +153,11 @@ func (t *Transport) Dial(ctx context.Context, node string) (stream.ReplicaConn, 
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
 		nc.Close()
+		if resp.StatusCode == http.StatusMethodNotAllowed {
+			// A node of the previous release: its replication endpoints
+			// take POST only, and it has no replication connection.
+			return newPostConn(t, node), nil
+		}
 		return nil, fmt.Errorf("replication: upgrade to %s: %s: %s", node, resp.Status, strings.TrimSpace(string(body)))
 	}
 	_ = nc.SetDeadline(time.Time{})
@@ -451,4 +456,75 @@ func (t *Transport) Close() {
 	for nc := range conns {
 		_ = nc.Close()
 	}
+}
+
+// postConn ships to a follower of the previous release, which has no
+// replication connection: each request is a POST to /_sys/replica/append,
+// one at a time in order (that node applies concurrent requests in any
+// order), so a rolling upgrade can update owners before followers.
+type postConn struct {
+	t      *Transport
+	node   string
+	ctx    context.Context
+	cancel context.CancelFunc
+	reqs   chan *postCall // sent, in order; the worker takes them one by one
+	done   chan *postCall // answered, in order
+}
+
+type postCall struct {
+	body []byte
+	res  []stream.ReplicaResult
+	err  error
+}
+
+func newPostConn(t *Transport, node string) *postConn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &postConn{t: t, node: node, ctx: ctx, cancel: cancel, reqs: make(chan *postCall, 64), done: make(chan *postCall, 64)}
+	go c.work()
+	return c
+}
+
+func (c *postConn) work() {
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case call := <-c.reqs:
+			rctx, cancel := context.WithTimeout(c.ctx, RequestTimeout)
+			data, err := c.t.post(rctx, c.node, PathAppend, call.body)
+			cancel()
+			if err == nil {
+				call.res, err = stream.DecodeReplicaResults(data)
+			}
+			call.err = err
+			select {
+			case c.done <- call:
+			case <-c.ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (c *postConn) Send(frames []stream.ReplicaFrame) error {
+	select {
+	case c.reqs <- &postCall{body: stream.AppendReplicaFrames(nil, frames)}:
+		return nil
+	case <-c.ctx.Done():
+		return fmt.Errorf("replication: connection to %s closed", c.node)
+	}
+}
+
+func (c *postConn) Recv() ([]stream.ReplicaResult, error) {
+	select {
+	case call := <-c.done:
+		return call.res, call.err
+	case <-c.ctx.Done():
+		return nil, fmt.Errorf("replication: connection to %s closed", c.node)
+	}
+}
+
+func (c *postConn) Close() error {
+	c.cancel()
+	return nil
 }

@@ -217,3 +217,46 @@ func FuzzReplicaMessage(f *testing.F) {
 		}
 	})
 }
+
+// An owner shipping to a follower of the previous release (no replication
+// connection: GET /_sys/replica/stream is 405 there, as its endpoints took
+// POST only) falls back to one POST per request, in order.
+func TestConnFallsBackToPostForAnOldFollower(t *testing.T) {
+	rec := &recorder{}
+	tr := New("s3cret")
+	old := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "replication endpoints take POST", http.StatusMethodNotAllowed)
+			return
+		}
+		tr.Route(http.NotFoundHandler()).ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(old)
+	t.Cleanup(func() { tr.Close(); srv.Close() })
+	rec.url = srv.URL
+	tr.SetService(rec)
+	owner := New("s3cret")
+	owner.SetService(rec)
+	c, err := owner.Dial(context.Background(), "f")
+	if err != nil {
+		t.Fatalf("dial an old follower: %v", err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		f := stream.ReplicaFrame{StreamID: 4, Name: "/old", Epoch: 1, From: int64(i), Entries: [][]byte{entry(i)}}
+		if err := c.Send([]stream.ReplicaFrame{f}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		res, err := c.Recv()
+		if err != nil || len(res) != 1 || res[0].Next != int64(i)+1 {
+			t.Fatalf("answer %d from an old follower: %+v %v", i, res, err)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.got) != 3 {
+		t.Fatalf("the old follower applied %d frames, want 3", len(rec.got))
+	}
+}
