@@ -22,14 +22,16 @@ type topicConfig struct {
 	// minInSync is min.insync.replicas (0 = the node's --min-insync);
 	// replicas the replication factor asked for (0 or 1: one copy).
 	minInSync, replicas int64
+	// compaction: cleanup.policy=compact and its tuning configs
+	// (stream.ParseCompaction); nil: delete.
+	compaction *stream.Compaction
 }
 
 // fixedConfigs are the topic configs PicoMQ honours only at one value: its
 // own fixed behaviour. A different value is refused (INVALID_CONFIG), never
-// accepted and ignored: a Kafka Connect worker that asks for
-// cleanup.policy=compact must learn that it does not get compaction.
+// accepted and ignored. cleanup.policy and the compaction configs are
+// applied (stream.ParseCompaction).
 var fixedConfigs = map[string]string{
-	"cleanup.policy":                 "delete",
 	"compression.type":               "producer",
 	"message.timestamp.type":         "CreateTime",
 	"unclean.leader.election.enable": "false", // nothing acknowledged is ever given up
@@ -44,9 +46,14 @@ var fixedConfigs = map[string]string{
 func parseTopicConfig(get func(yield func(name string, value *string) bool)) (topicConfig, error) {
 	var tc topicConfig
 	var err error
+	compaction := map[string]string{}
 	get(func(name string, value *string) bool {
 		if value == nil {
 			return true // a null value asks for the default
+		}
+		if stream.IsCompactionConfig(name) {
+			compaction[name] = *value
+			return true
 		}
 		var dst *int64
 		switch name {
@@ -81,6 +88,11 @@ func parseTopicConfig(get func(yield func(name string, value *string) bool)) (to
 		*dst = max(v, 0)
 		return true
 	})
+	if err == nil {
+		if tc.compaction, err = stream.ParseCompaction(nil, compaction); err != nil {
+			err = fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+		}
+	}
 	if err == nil && tc.minInSync > 16 {
 		err = fmt.Errorf("%w: min.insync.replicas %d", kerr.InvalidConfig, tc.minInSync)
 	}
@@ -150,6 +162,7 @@ func (s *Server) createPartition(ctx context.Context, name string, alias *string
 	opts := stream.CreateOptions{
 		ContentType: kafkaContentType, KafkaTopic: alias,
 		RetentionMs: tc.retentionMs, RetentionBytes: tc.retentionBytes, MaxBatchBytes: tc.maxBatchBytes,
+		Compaction: tc.compaction,
 	}
 	if tc.replicas >= 2 {
 		// replication.factor >= 2: copies on that many nodes, acks=all

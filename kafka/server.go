@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -40,6 +41,8 @@ type Streams interface {
 	SubmitBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.Submitted, error)
 	ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (stream.BatchRead, error)
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error) // group offsets
+	State(ctx context.Context, name string) ([]byte, error)                                    // transaction state
+	PutState(ctx context.Context, name string, value []byte) error
 	Members(ctx context.Context) ([]stream.Member, error)
 	ServingNode(info stream.Info, members []stream.Member) string
 	// ReplicaNodes: where a partition's copies are (Metadata replicas, ISR).
@@ -107,10 +110,14 @@ type Server struct {
 	svc    Streams
 	groups *group.Coordinator
 	txns   *txn.Coordinator
-	peers  peerClients // WriteTxnMarkers to other nodes
-	jobs   sync.WaitGroup
-	log    *slog.Logger
-	topics *topicCache
+	peers  peerClients // WriteTxnMarkers and forwarded produces to other nodes
+	// txnChecks count the KIP-890 checks of transactional produces.
+	txnChecks txnChecks
+	// forwards count forwarded produce partitions (produce_forward.go).
+	forwards struct{ ok, failed atomic.Uint64 }
+	jobs     sync.WaitGroup
+	log      *slog.Logger
+	topics   *topicCache
 
 	ctx    context.Context // cancelled by Close: ends long-polls
 	cancel context.CancelFunc

@@ -177,7 +177,7 @@ func (s *Server) markerTarget(ctx context.Context, name string) (string, int32, 
 }
 
 // peerClients are connections to the other nodes' Kafka listeners, for
-// WriteTxnMarkers.
+// WriteTxnMarkers and forwarded produces.
 type peerClients struct {
 	mu sync.Mutex
 	m  map[string]*kgo.Client
@@ -189,7 +189,7 @@ func (pc *peerClients) client(addr string) (*kgo.Client, error) {
 	if cl := pc.m[addr]; cl != nil {
 		return cl, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(2), kgo.RequestTimeoutOverhead(10*time.Second))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(peerClientID), kgo.RequestRetries(2), kgo.RequestTimeoutOverhead(10*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("%w: client for %s: %v", stream.ErrUnavailable, addr, err)
 	}

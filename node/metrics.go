@@ -105,6 +105,9 @@ var (
 	groupLagDesc = prometheus.NewDesc("picomq_kafka_group_lag",
 		"Messages a Kafka consumer group is behind on a topic (end offset minus committed offset, summed over the partitions this node can answer for), for the groups this node coordinates.",
 		[]string{"group", "topic"}, nil)
+	produceForwardedDesc = prometheus.NewDesc("picomq_kafka_produce_forwarded_total",
+		"Kafka produce partitions that arrived after their partition moved to another node and were forwarded to it (result ok), or answered NOT_LEADER because the forward failed (failed).",
+		[]string{"result"}, nil)
 )
 
 // collectEtcdStatus asks each etcd endpoint for its status; an endpoint
@@ -140,8 +143,29 @@ func (n *Node) registerKafkaMetrics(k *kafka.Server) {
 		for _, l := range k.GroupLags(ctx) {
 			ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(l.Messages), l.Group, l.Topic)
 		}
-	}, groupLagDesc))
+		ok, failed := k.ForwardedProduces()
+		ch <- prometheus.MustNewConstMetric(produceForwardedDesc, prometheus.CounterValue, float64(ok), "ok")
+		ch <- prometheus.MustNewConstMetric(produceForwardedDesc, prometheus.CounterValue, float64(failed), "failed")
+	}, groupLagDesc, produceForwardedDesc))
+	n.metrics.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
+		st := k.TxnStats()
+		for result, v := range map[string]int64{"ok": st.ChecksOK, "refused": st.ChecksRefused, "unavailable": st.ChecksUnavailable} {
+			ch <- prometheus.MustNewConstMetric(txnChecksDesc, prometheus.CounterValue, float64(v), result)
+		}
+		ch <- prometheus.MustNewConstMetric(txnWritesDesc, prometheus.CounterValue, float64(st.StateWrites))
+		ch <- prometheus.MustNewConstMetric(txnReservedDesc, prometheus.CounterValue, float64(st.ReservedAdds))
+	}, txnChecksDesc, txnWritesDesc, txnReservedDesc))
 }
+
+var (
+	txnChecksDesc = prometheus.NewDesc("picomq_kafka_txn_checks_total",
+		"Transactional produces verified with the transaction coordinator (KIP-890) by outcome: ok, refused (INVALID_TXN_STATE or a fenced epoch), unavailable (coordinator not reachable; retried by the client).",
+		[]string{"result"}, nil)
+	txnWritesDesc = prometheus.NewDesc("picomq_kafka_txn_state_writes_total",
+		"Transaction state records this node's transaction coordinator wrote to etcd.", nil, nil)
+	txnReservedDesc = prometheus.NewDesc("picomq_kafka_txn_reserved_adds_total",
+		"AddPartitionsToTxn calls that needed no state write because their partitions were reserved by an earlier add of the transaction.", nil, nil)
+)
 
 // funcCollector is a collector whose samples a function produces at scrape
 // time.

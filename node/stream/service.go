@@ -65,6 +65,10 @@ type Registry interface {
 	// in memory at a time; start is called first and again whenever the
 	// scan starts over.
 	EachStream(ctx context.Context, start func(), fn func(metadata.Stream) error) error
+	// StreamState and PutStreamState keep a stream's state record
+	// (state.go).
+	StreamState(ctx context.Context, id uint64) ([]byte, error)
+	PutStreamState(ctx context.Context, name string, id uint64, owner string, epoch int64, rev int64, value []byte) (int64, error)
 }
 
 // Config tunes the service. Zero values get defaults.
@@ -113,7 +117,11 @@ type Config struct {
 type JobIntervals struct {
 	GC         time.Duration // object garbage collection (default 1m)
 	Compaction time.Duration // merging flush objects (default 10s)
-	Retention  time.Duration // retention by age and size (default 10s)
+	// KeyCompaction: how often compacted streams are checked for a key
+	// compaction run (default 1s; a check that finds nothing due reads
+	// memory only).
+	KeyCompaction time.Duration
+	Retention     time.Duration // retention by age and size (default 10s)
 }
 
 func (c *Config) setDefaults() {
@@ -173,6 +181,9 @@ type Service struct {
 	seqMu     sync.Mutex
 	flushSeq  uint64     // last manifest sequence number of this node (flushes and compactions)
 	compactMu sync.Mutex // one compaction at a time
+	// keyStates: key compaction's memory of each stream (keycompact.go),
+	// under compactMu.
+	keyStates map[uint64]*keyCompactState
 	flushNow  chan struct{}
 	pending   atomic.Int64 // bytes appended since the last flush
 	// pendingSince is when the oldest append not yet taken by a flush
@@ -210,6 +221,9 @@ type Service struct {
 // streamState is the in-memory state of one stream owned by this node.
 type streamState struct {
 	info metadata.Stream
+	// stateRev is the registry revision of the stream's record as the
+	// last PutState saw it (state.go), so the next costs one etcd write.
+	stateRev int64
 
 	mu     sync.Mutex
 	next   int64 // next offset to assign
@@ -304,6 +318,9 @@ type Info struct {
 	// the node's defaults). ReplicaNodes says where the copies are.
 	Durability          string
 	Replicas, MinInSync int
+	// Compaction: the stream is compacted by key (compaction_config.go);
+	// nil: it is not.
+	Compaction *Compaction
 }
 
 // CreateOptions is the configuration a client asks for at create.
@@ -334,6 +351,9 @@ type CreateOptions struct {
 	// stream; 0 = the node's defaults (not part of the identical-config
 	// check).
 	Replicas, MinInSync int
+	// Compaction makes the stream compacted by key (ParseCompaction
+	// builds it); a given value is part of the identical-config check.
+	Compaction *Compaction
 }
 
 // ReadOptions selects what a read returns.
@@ -632,6 +652,7 @@ func (s *Service) Jobs() []Job {
 		{"flusher", s.RunFlusher},
 		{"object garbage collector", func(ctx context.Context) error { return s.RunGC(ctx, GCConfig{Interval: iv.GC}) }},
 		{"compactor", func(ctx context.Context) error { return s.RunCompactor(ctx, CompactConfig{Interval: iv.Compaction}) }},
+		{"key compactor", func(ctx context.Context) error { return s.RunKeyCompactor(ctx, iv.KeyCompaction) }},
 		{"expiry reaper", func(ctx context.Context) error { return s.RunReaper(ctx, LifecycleOptions{}) }},
 		{"retention", func(ctx context.Context) error { return s.RunRetention(ctx, RetentionOptions{Interval: iv.Retention}) }},
 		{"replication", s.RunReplication},
@@ -873,6 +894,7 @@ func (st *streamState) infoLocked() Info {
 		Durability:     st.info.Durability,
 		Replicas:       int(st.info.Replicas),
 		MinInSync:      int(st.info.MinInSync),
+		Compaction:     compactionFromMeta(st.info.Compaction),
 	}
 }
 
@@ -964,6 +986,13 @@ type AppendRequest struct {
 	// fenced by a newer epoch of its producer like data, skips the
 	// sequence rules, and a newer epoch fences the producer's older one.
 	Control bool
+	// VerifyTxn (a Kafka produce, KIP-890): a transactional batch that
+	// would open its producer's transaction on this stream is not
+	// written; Submitted.Unverified says so, and the caller asks the
+	// transaction coordinator whether the partition belongs to the
+	// producer's open transaction before submitting it again without
+	// VerifyTxn. Batches of a transaction already open here pass at once.
+	VerifyTxn bool
 	// WriterSeq is the Durable Streams Stream-Seq: if set it must be
 	// bytewise greater than the last one accepted on this stream.
 	WriterSeq string
@@ -1017,6 +1046,7 @@ type Submitted struct {
 	// its original); then end, closes and bytes describe what it wrote
 	// (a duplicate: end is its original's).
 	wrote         bool
+	unverified    bool // VerifyTxn: nothing written, the transaction is not open here
 	closes        bool
 	objectDurable bool
 	replicated    bool // wait for the followers' copies (replicate.go)
@@ -1043,7 +1073,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	var bh record.BatchHeader
 	if req.Batch != nil {
 		h, err := record.ParseHeader(req.Batch)
-		if err != nil || len(req.Records) > 0 || h.Size() != len(req.Batch) {
+		if err != nil || len(req.Records) > 0 || h.Size() != len(req.Batch) || !h.Dense() {
 			return Submitted{}, fmt.Errorf("%w: a raw batch must be one whole, valid batch without records beside it", ErrInvalidArgument)
 		}
 		if h.Control() != req.Control || (req.Control && (req.Producer == nil || req.Close || !h.Transactional())) {
@@ -1094,7 +1124,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	}
 	if st.moving {
 		st.mu.Unlock()
-		return Submitted{}, fmt.Errorf("%w: %s is moving to another node; retry", ErrUnavailable, name)
+		return Submitted{}, &MovingError{Name: name}
 	}
 	var ps *producerState
 	if req.Producer != nil {
@@ -1150,6 +1180,10 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 			}
 			return sub, nil
 		}
+	}
+	if req.VerifyTxn && bh.Transactional() && !bh.Control() && !st.txnOpenLocked(bh.ProducerID) {
+		st.mu.Unlock()
+		return Submitted{unverified: true}, nil
 	}
 	if req.WriterSeq != "" && req.WriterSeq <= st.writerSeq {
 		last := st.writerSeq
@@ -1245,6 +1279,11 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	return Submitted{st: st, res: res, pending: pending, wrote: true, closes: req.Close,
 		objectDurable: objectDurable, replicated: replicated, mustReserve: mustReserve, end: end, bytes: len(buf)}, nil
 }
+
+// Unverified reports that nothing was written because the request asked
+// to verify the transaction its batch would open (AppendRequest.VerifyTxn);
+// such a result must not be awaited.
+func (sub Submitted) Unverified() bool { return sub.unverified }
 
 // Wait returns the result of the submitted append once it is durable at
 // the stream's durability level (after the WAL fdatasync, and for
@@ -1643,9 +1682,11 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 				return nil
 			}
 			if asBatches {
-				if h.Codec() == record.CodecNone && h.LastOffset() < hwm {
+				if h.Codec() == record.CodecNone && h.LastOffset() < hwm && h.Dense() {
 					// Handed on as stored: no decode, no copy. Offsets
-					// are contiguous in a batch (record.ParseHeader).
+					// are contiguous in a dense batch; a compacted one
+					// (holes, or no record) goes as records, so readers
+					// of stored batches only ever see produced shapes.
 					n := int(h.LastOffset() - max(h.BaseOffset, res.NextOffset) + 1)
 					if len(res.Batches) > 0 && (res.BatchRecords+n > limit || bytes+len(batch) > maxBytes) {
 						full = true
