@@ -176,17 +176,23 @@ func (s *Service) chooseRun(mine []metadata.Manifest, startOf map[uint64]int64, 
 				ok = false // another node serves it: leave this object alone
 				break
 			}
+			sp, seen := ends[r.StreamID]
+			if !seen {
+				sp, seen = lastNext[r.StreamID]
+			}
 			if r.Next > r.First {
-				sp, seen := ends[r.StreamID]
-				if !seen {
-					sp, seen = lastNext[r.StreamID]
-				}
 				if !seen {
 					sp = span{r.First, r.Next}
 				} else if sp, ok = sp.extend(r.First, r.Next); !ok {
 					break // a gap (ownership moved away and back): stop the run here
 				}
 				ends[r.StreamID] = sp
+			} else if seen && r.First > sp.hi {
+				// A state-only entry past the data: it records a gap
+				// (snapshotFlush), which a merge ending at the data
+				// would drop.
+				ok = false
+				break
 			}
 			add[r.StreamID] = append(add[r.StreamID], compactRange{ref: refFromManifest(&m, r), state: r.State, order: i})
 		}

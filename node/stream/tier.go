@@ -286,6 +286,12 @@ func (st *streamState) applyPieces(ps []piece) error {
 			}
 			st.chunks = append(st.chunks, chunk{base: p.first, next: p.next, obj: p.ref})
 			st.next = p.next
+		} else if p.next > st.next {
+			// A state-only entry past the ranges: its owner had nothing
+			// below it to upload, so what is missing below it is a gap
+			// (snapshotFlush records a lost tail this way).
+			st.chunks = append(st.chunks, chunk{base: st.next, next: p.next, gap: true})
+			st.next = p.next
 		}
 		// The newest state is the one with the highest end offset; among
 		// equal ends (state-only flushes, e.g. a close) the later commit.
@@ -503,7 +509,7 @@ func (s *Service) snapshotFlush() []flushItem {
 	var items []flushItem
 	for _, st := range streams {
 		st.mu.Lock()
-		if st.walLow == 0 || st.deleted {
+		if st.deleted || (st.walLow == 0 && !st.gapTailLocked()) {
 			st.mu.Unlock()
 			continue
 		}
@@ -520,6 +526,28 @@ func (s *Service) snapshotFlush() []flushItem {
 		items = append(items, it)
 	}
 	return items
+}
+
+// gapTailLocked reports whether everything st holds past what object
+// storage holds is a gap (a takeover's, or a lost disk's: reserve.go).
+// Such a stream has nothing to upload, but a flush records the gap as a
+// state-only entry at its end, so that other nodes' views of the stream
+// (a fork's source, a history read) know nothing will ever fill it,
+// rather than wait for records no owner holds. st.mu held.
+func (st *streamState) gapTailLocked() bool {
+	if st.uploaded >= st.next {
+		return false
+	}
+	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > st.uploaded })
+	if i == len(st.chunks) {
+		return false
+	}
+	for ; i < len(st.chunks); i++ {
+		if !st.chunks[i].gap {
+			return false
+		}
+	}
+	return true
 }
 
 // maxFlushBuf bounds the read buffer a service keeps between flushes.
