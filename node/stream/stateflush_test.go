@@ -1,0 +1,39 @@
+package stream_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/PicoMQ/picomq/node/stream"
+)
+
+// TestStateOnlyFlushCommitsClose: a close after the last append leaves a
+// flush with a state change and no bytes. On the real object tier (which
+// refuses an object without batches) that flush must still commit the
+// closure, so a node restarted without its WAL sees the stream closed.
+func TestStateOnlyFlushCommitsClose(t *testing.T) {
+	eachRealStore(t, func(t *testing.T, h *tierHarness) {
+		ctx := context.Background()
+		mustCreate(t, h.svc, "/c", stream.CreateOptions{Initial: recs("a", "b")})
+		if err := h.svc.Flush(ctx); err != nil {
+			t.Fatalf("flush of the data: %v", err)
+		}
+		if _, err := h.svc.AppendBatch(ctx, "/c", stream.AppendRequest{Close: true}); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		if err := h.svc.Flush(ctx); err != nil {
+			t.Fatalf("flush holding only the close: %v", err)
+		}
+		h.restartWithoutWAL()
+		info, err := h.svc.Head(ctx, "/c")
+		if err != nil {
+			t.Fatalf("head after a restart without the WAL: %v", err)
+		}
+		if !info.Closed {
+			t.Fatalf("closure lost after a state-only flush and a restart without the WAL: %+v", info)
+		}
+		if got := readFrom(t, h.svc, "/c", 0); got != "a|b" {
+			t.Fatalf("records after restart: %q, want a|b", got)
+		}
+	})
+}
