@@ -71,9 +71,16 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 	}
 	seq := s.nextSeq()
 	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
-	refs, objSize, err := s.tier.Upload(ctx, key, withBatches(ups))
-	if err != nil {
-		return 0, fmt.Errorf("compact: upload %s: %w", key, err)
+	// A run of state-only manifests (streams closed with nothing new to
+	// flush, see Flush) merges into a state-only manifest: like such a
+	// flush, it uploads nothing (the format has no empty object).
+	var refs []ObjectRef
+	var objSize int64
+	if batches := withBatches(ups); len(batches) > 0 {
+		refs, objSize, err = s.tier.Upload(ctx, key, batches)
+		if err != nil {
+			return 0, fmt.Errorf("compact: upload %s: %w", key, err)
+		}
 	}
 	byID := map[uint64]*ObjectRef{}
 	for i := range refs {

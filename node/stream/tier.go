@@ -469,10 +469,24 @@ func (s *Service) Flush(ctx context.Context) error {
 	seq := s.nextSeq()
 	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
 	start := time.Now()
-	ranges, objSize, err := s.tier.Upload(ctx, key, withBatches(ups))
-	if err != nil {
-		return fmt.Errorf("flush: upload %s: %w", key, err)
+	var ranges []ObjectRef
+	var objSize int64
+	if size > 0 {
+		ranges, objSize, err = s.tier.Upload(ctx, key, withBatches(ups))
+		if err != nil {
+			return fmt.Errorf("flush: upload %s: %w", key, err)
+		}
 	}
+	// A flush of state changes only (a close after the last append) has
+	// no bytes, and the object format has no empty object: it commits a
+	// manifest of state-only entries whose key is never written. That is
+	// the same entry a mixed flush already commits for such a stream, so
+	// a new owner or a restart without the WAL rebuilds the state the
+	// usual way, and every consumer of manifests stays as it is: readers
+	// and compaction skip empty ranges, garbage collection's delete of a
+	// missing object is a no-op, and the orphan sweep only looks at
+	// objects that exist. Without it the close stayed in the WAL until
+	// the next flush with data, and a takeover in between lost it.
 	m := metadata.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, CreatedAt: time.Now().UTC()}
 	refs, err := flushRefs(&m, items, ranges)
 	if err != nil {
