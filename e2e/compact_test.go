@@ -189,10 +189,7 @@ func TestKafkaCompactedTopic(t *testing.T) {
 	// librdkafka reads the compacted partition too: the same offsets.
 	bin := needTool(t, "kcat")
 	out := kcat(t, bin, "", "-b", addr, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q", "-f", "%o %k %s\n")
-	var got []string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		got = append(got, line)
-	}
+	got := strings.Split(strings.TrimSpace(out), "\n")
 	var want []string
 	for _, r := range consumeCompacted(t, addr, topic) {
 		want = append(want, fmt.Sprintf("%d %s %s", r.offset, r.key, r.value))
