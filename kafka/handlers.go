@@ -50,6 +50,9 @@ func init() {
 		kmsg.DescribeProducers.Int16():    {0, 0, handleDescribeProducers, false},
 		kmsg.DescribeTransactions.Int16(): {0, 0, handleDescribeTransactions, false},
 		kmsg.ListTransactions.Int16():     {0, 1, handleListTransactions, false},
+		// SCRAM credentials (50_, 51_)
+		kmsg.DescribeUserSCRAMCredentials.Int16(): {0, 0, handleDescribeUserSCRAMCredentials, false},
+		kmsg.AlterUserSCRAMCredentials.Int16():    {0, 0, handleAlterUserSCRAMCredentials, false},
 	}
 	// The consumer-group keys are the group coordinator's, with the
 	// versions it implements.

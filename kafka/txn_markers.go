@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/PicoMQ/picomq/kafka/group"
 	"github.com/PicoMQ/picomq/kafka/txn"
@@ -177,10 +178,12 @@ func (s *Server) markerTarget(ctx context.Context, name string) (string, int32, 
 }
 
 // peerClients are connections to the other nodes' Kafka listeners, for
-// WriteTxnMarkers.
+// WriteTxnMarkers. With a cluster secret they log in as the internal
+// SCRAM user (scram.go), so markers reach listeners that require SASL.
 type peerClients struct {
-	mu sync.Mutex
-	m  map[string]*kgo.Client
+	secret string
+	mu     sync.Mutex
+	m      map[string]*kgo.Client
 }
 
 func (pc *peerClients) client(addr string) (*kgo.Client, error) {
@@ -189,7 +192,11 @@ func (pc *peerClients) client(addr string) (*kgo.Client, error) {
 	if cl := pc.m[addr]; cl != nil {
 		return cl, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(2), kgo.RequestTimeoutOverhead(10*time.Second))
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestRetries(2), kgo.RequestTimeoutOverhead(10 * time.Second)}
+	if pc.secret != "" {
+		opts = append(opts, kgo.SASL(scram.Auth{User: internalUser, Pass: pc.secret}.AsSha512Mechanism()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: client for %s: %v", stream.ErrUnavailable, addr, err)
 	}

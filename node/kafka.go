@@ -9,6 +9,7 @@ import (
 
 	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/kafka"
+	"github.com/PicoMQ/picomq/meta"
 )
 
 // listenKafka binds the Kafka listener (unless --kafka-addr off) and
@@ -52,12 +53,22 @@ func (n *Node) serveKafka(ctx context.Context) error {
 		return err
 	}
 	var checker auth.Checker
+	var users kafka.ScramUsers
 	if n.tokens != nil { // a nil *auth.Store must not become a non-nil Checker
-		checker = n.tokens
+		checker, users = n.tokens, n.tokens
+	}
+	// The cluster secret is the password of the internal SCRAM identity
+	// nodes use with each other's Kafka listeners (transaction markers).
+	secret, err := n.reg.ClusterSecret(ctx)
+	if err != nil {
+		return fmt.Errorf("kafka: cluster secret: %w", err)
 	}
 	n.kafka = kafka.New(n.svc, kafka.Config{
 		ClusterID:        id,
 		Auth:             checker,
+		Scram:            scramCredentials{meta.NewScramStore(n.etcd, registryPrefix)},
+		Users:            users,
+		ClusterSecret:    secret,
 		MaxFrameBytes:    int32(n.cfg.KafkaMaxFrameBytes),
 		MaxMessageBytes:  int32(n.cfg.KafkaMaxMessageBytes),
 		AutoCreateTopics: n.cfg.KafkaAutoCreate,
