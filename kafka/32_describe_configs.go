@@ -17,6 +17,7 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 		or := kmsg.NewDescribeConfigsResponseResource()
 		or.ResourceType, or.ResourceName = rr.ResourceType, rr.ResourceName
 		var configs [][2]string
+		set := map[string]bool{} // set on the topic, not a default
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			t, err := s.resolveTopic(ctx, rr.ResourceName)
@@ -25,6 +26,7 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 				break
 			}
 			base := t.partitions[0]
+			set["retention.ms"], set["retention.bytes"], set["max.message.bytes"] = base.RetentionMs > 0, base.RetentionBytes > 0, base.MaxBatchBytes > 0
 			configs = [][2]string{
 				{"retention.ms", limit(base.RetentionMs)},
 				{"retention.bytes", limit(base.RetentionBytes)},
@@ -55,6 +57,9 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 			oc.Value = &v
 			oc.Source = kmsg.ConfigSourceDefaultConfig
 			oc.IsDefault = true
+			if set[c[0]] {
+				oc.Source, oc.IsDefault = kmsg.ConfigSourceDynamicTopicConfig, false
+			}
 			or.Configs = append(or.Configs, oc)
 		}
 		resp.Resources = append(resp.Resources, or)

@@ -50,6 +50,7 @@ type Streams interface {
 	StaleTransactions(olderThan time.Duration) []stream.StaleTxn                     // abortStale
 	NodeID() string
 	HandOver(ctx context.Context, name, nodeID string) (stream.Info, error) // spread new partitions
+	LocalBytes(name string) (int64, bool)                                   // DescribeLogDirs
 }
 
 // Config configures the frontend.
@@ -82,6 +83,9 @@ type Config struct {
 	// present to each other (WriteTxnMarkers to a listener that requires
 	// SASL); "" = none.
 	ClusterSecret string
+	// LogDir is the directory DescribeLogDirs names (the node's data
+	// directory).
+	LogDir string
 	// MaxMessageBytes bounds one produced record batch (Kafka's
 	// max.message.bytes; default 1 MiB + 12, Kafka's default).
 	MaxMessageBytes int32

@@ -69,6 +69,7 @@ func (n *Node) serveKafka(ctx context.Context) error {
 		Scram:            scramCredentials{meta.NewScramStore(n.etcd, registryPrefix)},
 		Users:            users,
 		ClusterSecret:    secret,
+		LogDir:           n.cfg.DataDir,
 		MaxFrameBytes:    int32(n.cfg.KafkaMaxFrameBytes),
 		MaxMessageBytes:  int32(n.cfg.KafkaMaxMessageBytes),
 		AutoCreateTopics: n.cfg.KafkaAutoCreate,

@@ -39,6 +39,8 @@ type ConfigChange struct {
 	// RetentionMs and RetentionBytes set retention limits; 0 removes one.
 	RetentionMs    *int64
 	RetentionBytes *int64
+	// MaxBatchBytes sets the Kafka max.message.bytes; 0 = the node default.
+	MaxBatchBytes *int64
 	// TrimBefore moves the start offset forward to this offset (at most
 	// the next offset); a value at or below the current start is a no-op.
 	TrimBefore *int64
@@ -71,7 +73,7 @@ func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (
 			return Info{}, err
 		}
 	}
-	for _, v := range []*int64{ch.RetentionMs, ch.RetentionBytes, ch.TrimBefore} {
+	for _, v := range []*int64{ch.RetentionMs, ch.RetentionBytes, ch.MaxBatchBytes, ch.TrimBefore} {
 		if v != nil && *v < 0 {
 			return Info{}, fmt.Errorf("%w: negative value %d", ErrInvalidArgument, *v)
 		}
@@ -98,6 +100,9 @@ func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (
 		if ch.RetentionBytes != nil {
 			m.RetentionBytes = *ch.RetentionBytes
 		}
+		if ch.MaxBatchBytes != nil {
+			m.MaxBatchBytes = *ch.MaxBatchBytes
+		}
 		if ch.TrimBefore != nil {
 			if floor := s.forkFloor(m.ID); *ch.TrimBefore > floor {
 				return fmt.Errorf("%w: trimBefore %d would cut below offset %d, where a fork of %s still reads", ErrConflict, *ch.TrimBefore, floor, m.Name)
@@ -121,6 +126,7 @@ func (st *streamState) applyConfig(m meta.Stream) {
 	st.info.KafkaTopic = m.KafkaTopic
 	st.info.RetentionMs = m.RetentionMs
 	st.info.RetentionBytes = m.RetentionBytes
+	st.info.MaxBatchBytes = m.MaxBatchBytes
 	st.info.StartOffset = max(st.info.StartOffset, m.StartOffset)
 	st.mu.Unlock()
 }

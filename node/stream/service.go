@@ -1144,14 +1144,21 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		entryProducer = nil // a marker's producer and epoch are in its batch header (replay)
 	}
 	buf := appendEntryHeader((*bufp)[:0], st.info.ID, entryProducer, req.WriterSeq, req.Close, noBatch)
+	n := len(buf)
 	if req.Batch != nil {
-		n := len(buf)
 		buf = append(buf, req.Batch...)
 		record.SetBaseOffset(buf[n:], base)
 	} else if !noBatch {
 		buf = record.AppendBatch(buf, record.BatchOptions{
 			BaseOffset: base, Timestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
 		}, req.Records)
+	}
+	if len(buf) > n {
+		// The two header fields a Kafka broker writes into every batch,
+		// both outside the CRC: the base offset (above) and the
+		// partition leader epoch, the stream's fencing epoch, from which
+		// OffsetForLeaderEpoch answers where each epoch ended.
+		record.SetPartitionLeaderEpoch(buf[n:], int32(st.info.Epoch))
 	}
 	*bufp = buf
 	pending, err := s.log.EnqueueForWait(buf)
