@@ -35,6 +35,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // DefaultMaxTxnOps is etcd's default --max-txn-ops: the most comparisons,
@@ -63,10 +65,10 @@ const maxBatchBytes = 512 << 10
 // createCall is one CreateStream waiting for its batch.
 type createCall struct {
 	ctx       context.Context
-	s         Stream // ID assigned when its batch is taken
-	key, tkey string // tkey "" when no topic is asked for
-	size      int    // bytes of keys and values, an upper bound
-	need      int    // operations per transaction branch: 1 to 3
+	s         metadata.Stream // ID assigned when its batch is taken
+	key, tkey string          // tkey "" when no topic is asked for
+	size      int             // bytes of keys and values, an upper bound
+	need      int             // operations per transaction branch: 1 to 3
 
 	// A topic claimed with an index entry (not keylessTopic) also compares
 	// the record at aliasHolder(topic): hkey, as last seen at hrev (0:
@@ -74,7 +76,7 @@ type createCall struct {
 	hkey string
 	hrev int64
 
-	out     Stream
+	out     metadata.Stream
 	created bool
 	err     error
 	done    chan struct{}
@@ -113,7 +115,7 @@ type createQueue struct {
 // outcome or ctx. A create whose ctx ends while it is still queued is never
 // sent; one that is already in a transaction may be committed all the same,
 // as with any etcd request whose answer is not awaited.
-func (q *createQueue) create(ctx context.Context, r *Registry, s Stream) (Stream, bool, error) {
+func (q *createQueue) create(ctx context.Context, r *Registry, s metadata.Stream) (metadata.Stream, bool, error) {
 	c := &createCall{ctx: ctx, s: s, key: r.streamKey(s.Name), done: make(chan struct{})}
 	if s.KafkaTopic != "" {
 		c.tkey = r.topicKey(s.KafkaTopic)
@@ -121,7 +123,7 @@ func (q *createQueue) create(ctx context.Context, r *Registry, s Stream) (Stream
 			c.hkey = r.streamKey(aliasHolder(s.KafkaTopic))
 		}
 	}
-	c.size = 2*len(c.key) + 2*len(c.tkey) + len(c.hkey) + len(encodeStream(s)) + 64
+	c.size = 2*len(c.key) + 2*len(c.tkey) + len(c.hkey) + len(metadata.EncodeStream(s)) + 64
 	c.need = 1 // per branch: compares, puts and reads
 	if c.tkey != "" {
 		c.need++
@@ -140,7 +142,7 @@ func (q *createQueue) create(ctx context.Context, r *Registry, s Stream) (Stream
 	case <-c.done:
 		return c.out, c.created, c.err
 	case <-ctx.Done():
-		return Stream{}, false, context.Cause(ctx)
+		return metadata.Stream{}, false, context.Cause(ctx)
 	}
 }
 
@@ -305,7 +307,7 @@ func (q *createQueue) takeLocked(maxOps int) []*createCall {
 	)
 	for i, c := range q.calls {
 		if err := c.ctx.Err(); err != nil {
-			c.finish(Stream{}, false, context.Cause(c.ctx))
+			c.finish(metadata.Stream{}, false, context.Cause(c.ctx))
 			q.waitOps, q.waitBytes = q.waitOps-c.need, q.waitBytes-c.size
 			continue
 		}
@@ -332,7 +334,7 @@ func (q *createQueue) takeLocked(maxOps int) []*createCall {
 	return batch
 }
 
-func (c *createCall) finish(out Stream, created bool, err error) {
+func (c *createCall) finish(out metadata.Stream, created bool, err error) {
 	c.out, c.created, c.err = out, created, err
 	close(c.done)
 }
@@ -368,7 +370,7 @@ func (q *createQueue) commit(r *Registry, batch []*createCall) {
 	ids := make([]uint64, len(batch))
 	if err := q.ids.take(ctx, r, ids); err != nil {
 		for _, c := range batch {
-			c.finish(Stream{}, false, err)
+			c.finish(metadata.Stream{}, false, err)
 		}
 		return
 	}
@@ -379,7 +381,7 @@ func (q *createQueue) commit(r *Registry, batch []*createCall) {
 		live := batch[:0]
 		for _, c := range batch {
 			if err := c.ctx.Err(); err != nil {
-				c.finish(Stream{}, false, context.Cause(c.ctx))
+				c.finish(metadata.Stream{}, false, context.Cause(c.ctx))
 				continue
 			}
 			live = append(live, c)
@@ -391,7 +393,7 @@ func (q *createQueue) commit(r *Registry, batch []*createCall) {
 		var err error
 		if batch, err = q.commitOnce(ctx, r, batch); err != nil {
 			for _, c := range batch {
-				c.finish(Stream{}, false, err)
+				c.finish(metadata.Stream{}, false, err)
 			}
 			return
 		}
@@ -404,7 +406,7 @@ func (q *createQueue) commitOnce(ctx context.Context, r *Registry, batch []*crea
 	ops := make([]clientv3.Op, 0, 2*len(batch))
 	for _, c := range batch {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0))
-		ops = append(ops, clientv3.OpPut(c.key, string(encodeStream(c.s))))
+		ops = append(ops, clientv3.OpPut(c.key, string(metadata.EncodeStream(c.s))))
 		if c.tkey != "" {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.tkey), "=", 0))
 		}
@@ -464,15 +466,15 @@ func (q *createQueue) commitOnce(ctx context.Context, r *Registry, batch []*crea
 			existing, err := r.decodeStream(streamKVs[0])
 			c.finish(existing, false, err)
 		case len(topicKVs) > 0:
-			owner, _ := decodeTopicEntry(topicKVs[0].Value)
-			c.finish(Stream{}, false, fmt.Errorf("%w: %q belongs to %s", ErrTopicTaken, c.s.KafkaTopic, owner.Stream))
+			owner, _ := metadata.DecodeTopicEntry(topicKVs[0].Value)
+			c.finish(metadata.Stream{}, false, fmt.Errorf("%w: %q belongs to %s", metadata.ErrTopicTaken, c.s.KafkaTopic, owner.Stream))
 		case c.hkey != "":
 			holder, held, rev, err := r.holdsTopic(holderKVs, c.s.KafkaTopic)
 			switch {
 			case err != nil:
-				c.finish(Stream{}, false, fmt.Errorf("alias holder: %w", err))
+				c.finish(metadata.Stream{}, false, fmt.Errorf("alias holder: %w", err))
 			case held:
-				c.finish(Stream{}, false, fmt.Errorf("%w: %q belongs to %s", ErrTopicTaken, c.s.KafkaTopic, holder.Name))
+				c.finish(metadata.Stream{}, false, fmt.Errorf("%w: %q belongs to %s", metadata.ErrTopicTaken, c.s.KafkaTopic, holder.Name))
 			default:
 				c.hrev = rev // go round comparing the holder as it is now
 				rest = append(rest, c)

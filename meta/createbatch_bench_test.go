@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 )
 
@@ -74,7 +75,7 @@ func benchCreates(b *testing.B, regs []*meta.Registry) {
 						return
 					}
 					name := fmt.Sprintf("/b/%d", i)
-					if _, _, err := reg.CreateStream(ctx, meta.Stream{Name: name, KafkaTopic: fmt.Sprintf("b.%d", i)}); err != nil {
+					if _, _, err := reg.CreateStream(ctx, metadata.Stream{Name: name, KafkaTopic: fmt.Sprintf("b.%d", i)}); err != nil {
 						b.Error(err)
 						return
 					}

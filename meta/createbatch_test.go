@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 )
 
@@ -24,12 +25,12 @@ func TestConcurrentCreatesShareTransactions(t *testing.T) {
 	ctx := testCtx(t)
 	reg, cli := newRegistry(t)
 	meta.SetMaxTxnOps(reg, 32) // batches of up to 15 creates with a topic
-	mustCreate(t, reg, meta.Stream{Name: "/first"})
+	mustCreate(t, reg, metadata.Stream{Name: "/first"})
 	rev0 := currentRevision(t, cli)
 
 	const n = 300
-	ids := createAtOnce(ctx, t, reg, n, func(i int) meta.Stream {
-		return meta.Stream{Name: fmt.Sprintf("/b/%d", i), KafkaTopic: fmt.Sprintf("b.%d", i)}
+	ids := createAtOnce(ctx, t, reg, n, func(i int) metadata.Stream {
+		return metadata.Stream{Name: fmt.Sprintf("/b/%d", i), KafkaTopic: fmt.Sprintf("b.%d", i)}
 	})
 	sorted := slices.Sorted(slices.Values(ids))
 	if len(slices.Compact(sorted)) != n || sorted[0] <= 1 {
@@ -81,15 +82,15 @@ func testBatchedCreateConflictsFailAlone(t *testing.T, txns int, inProcess bool)
 	}
 	meta.SetMaxCreateTxns(reg, txns)
 	meta.SetMaxTxnOps(reg, 16) // several batches, in flight together when txns > 1
-	existing := mustCreate(t, reg, meta.Stream{Name: "/taken", ContentType: "text/plain"})
-	mustCreate(t, reg, meta.Stream{Name: "/holder", KafkaTopic: "hot"})
+	existing := mustCreate(t, reg, metadata.Stream{Name: "/taken", ContentType: "text/plain"})
+	mustCreate(t, reg, metadata.Stream{Name: "/holder", KafkaTopic: "hot"})
 
 	type outcome struct {
-		s       meta.Stream
+		s       metadata.Stream
 		created bool
 		err     error
 	}
-	reqs := []meta.Stream{
+	reqs := []metadata.Stream{
 		{Name: "/taken", ContentType: "application/json"},
 		{Name: "/wants-hot", KafkaTopic: "hot"},
 		{Name: "/dup", ContentType: "a/1"},
@@ -98,7 +99,7 @@ func testBatchedCreateConflictsFailAlone(t *testing.T, txns int, inProcess bool)
 		{Name: "/shared-2", KafkaTopic: "shared"},
 	}
 	for i := range 40 {
-		reqs = append(reqs, meta.Stream{Name: fmt.Sprintf("/ok/%d", i)})
+		reqs = append(reqs, metadata.Stream{Name: fmt.Sprintf("/ok/%d", i)})
 	}
 	out := make([]outcome, len(reqs))
 	var wg sync.WaitGroup
@@ -116,10 +117,10 @@ func testBatchedCreateConflictsFailAlone(t *testing.T, txns int, inProcess bool)
 	if o := out[0]; o.err != nil || o.created || o.s != existing {
 		t.Errorf("create of an existing name: %+v, want the existing record", o)
 	}
-	if o := out[1]; !errors.Is(o.err, meta.ErrTopicTaken) {
+	if o := out[1]; !errors.Is(o.err, metadata.ErrTopicTaken) {
 		t.Errorf("create claiming a held topic: %+v, want ErrTopicTaken", o)
 	}
-	if _, err := reg.GetStream(ctx, "/wants-hot"); !errors.Is(err, meta.ErrNotFound) {
+	if _, err := reg.GetStream(ctx, "/wants-hot"); !errors.Is(err, metadata.ErrNotFound) {
 		t.Errorf("a create refused for its topic left a record: %v", err)
 	}
 	if a, b := out[2], out[3]; a.err != nil || b.err != nil || a.created == b.created || a.s != b.s {
@@ -127,7 +128,7 @@ func testBatchedCreateConflictsFailAlone(t *testing.T, txns int, inProcess bool)
 	}
 	if a, b := out[4], out[5]; (a.err == nil) == (b.err == nil) {
 		t.Errorf("two creates claiming one new topic: %+v and %+v, want exactly one to succeed", a, b)
-	} else if loser := map[bool]outcome{true: b, false: a}[a.err == nil]; !errors.Is(loser.err, meta.ErrTopicTaken) {
+	} else if loser := map[bool]outcome{true: b, false: a}[a.err == nil]; !errors.Is(loser.err, metadata.ErrTopicTaken) {
 		t.Errorf("losing topic claim: %v, want ErrTopicTaken", loser.err)
 	}
 	for i := 6; i < len(reqs); i++ {
@@ -144,13 +145,13 @@ func TestCreateHonoursContextWhileQueued(t *testing.T) {
 	reg, _ := newRegistry(t)
 	ctx, cancel := context.WithCancel(testCtx(t))
 	cancel()
-	if _, _, err := reg.CreateStream(ctx, meta.Stream{Name: "/late"}); !errors.Is(err, context.Canceled) {
+	if _, _, err := reg.CreateStream(ctx, metadata.Stream{Name: "/late"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	if _, err := reg.GetStream(testCtx(t), "/late"); !errors.Is(err, meta.ErrNotFound) {
+	if _, err := reg.GetStream(testCtx(t), "/late"); !errors.Is(err, metadata.ErrNotFound) {
 		t.Fatalf("a cancelled create left a record: %v", err)
 	}
-	mustCreate(t, reg, meta.Stream{Name: "/after"}) // the queue still works
+	mustCreate(t, reg, metadata.Stream{Name: "/after"}) // the queue still works
 }
 
 // TestRecordsOfEarlierVersionsStillRead: JSON records and topic entries
@@ -182,18 +183,18 @@ func TestRecordsOfEarlierVersionsStillRead(t *testing.T) {
 	if list, _, err := reg.ListStreams(ctx, "/old/", "", 10); err != nil || len(list) != 1 || list[0] != s {
 		t.Fatalf("ListStreams = %+v, %v", list, err)
 	}
-	if _, created, err := reg.CreateStream(ctx, meta.Stream{Name: "/old/1"}); err != nil || created {
+	if _, created, err := reg.CreateStream(ctx, metadata.Stream{Name: "/old/1"}); err != nil || created {
 		t.Fatalf("create over a JSON record: created=%v err=%v", created, err)
 	}
-	if _, _, err := reg.CreateStream(ctx, meta.Stream{Name: "/new", KafkaTopic: "legacy"}); !errors.Is(err, meta.ErrTopicTaken) {
+	if _, _, err := reg.CreateStream(ctx, metadata.Stream{Name: "/new", KafkaTopic: "legacy"}); !errors.Is(err, metadata.ErrTopicTaken) {
 		t.Fatalf("a JSON topic entry does not hold its alias: %v", err)
 	}
 	// IDs taken by the two refused creates above are not reused, but every
 	// ID is above the counter an earlier version left.
-	if n := mustCreate(t, reg, meta.Stream{Name: "/new"}); n.ID <= 5 {
+	if n := mustCreate(t, reg, metadata.Stream{Name: "/new"}); n.ID <= 5 {
 		t.Fatalf("new stream after the JSON counter got ID %d, want > 5", n.ID)
 	}
-	up, err := reg.UpdateStream(ctx, "/old/1", func(m *meta.Stream) error { m.Epoch = 3; return nil })
+	up, err := reg.UpdateStream(ctx, "/old/1", func(m *metadata.Stream) error { m.Epoch = 3; return nil })
 	if err != nil || up.Epoch != 3 {
 		t.Fatalf("update: %+v, %v", up, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // DialOption adjusts the etcd client configuration of Dial.
@@ -40,7 +42,7 @@ const DialTimeout = 5 * time.Second
 // anyway.
 func Dial(ctx context.Context, endpoints []string, opts ...DialOption) (*clientv3.Client, error) {
 	if len(endpoints) == 0 {
-		return nil, fmt.Errorf("meta: dial etcd: %w: no endpoints", ErrInvalid)
+		return nil, fmt.Errorf("meta: dial etcd: %w: no endpoints", metadata.ErrInvalid)
 	}
 	cfg := clientv3.Config{
 		Endpoints:            endpoints,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -46,7 +47,7 @@ func TestDialFailsFastWithoutServer(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("Dial took %v despite a 2s context", d)
 	}
-	if _, err := meta.Dial(context.Background(), nil); !errors.Is(err, meta.ErrInvalid) {
+	if _, err := meta.Dial(context.Background(), nil); !errors.Is(err, metadata.ErrInvalid) {
 		t.Fatalf("Dial(nil endpoints): err = %v, want ErrInvalid", err)
 	}
 }

@@ -1,7 +1,10 @@
 // Package meta is PicoMQ's metadata layer on etcd: it dials etcd clusters
 // and keeps the stream registry. The embedded etcd server of the
 // zero-config single node (and of tests) is package meta/embedded, so that
-// importing meta does not link etcd's server.
+// importing meta does not link etcd's server; the records it stores, their
+// encodings and its sentinel errors are package meta/metadata, so that code
+// which only reads records (the stream service, the frontends) does not
+// link etcd's client either.
 //
 // etcd is the only shared state between nodes, so everything here is written
 // with conditional transactions (compare-and-swap on revisions) rather than
@@ -14,7 +17,7 @@
 // Every key lives under the registry prefix P (default "/picomq/"; see
 // [NewRegistry]), so several PicoMQ clusters or test cases can share one etcd:
 //
-//	P + "streams/" + name     JSON [Stream] record, one per live stream.
+//	P + "streams/" + name     [metadata.Stream] record, one per live stream.
 //	                          The name keeps its leading "/", so the stream
 //	                          "/orders/1042" is stored at
 //	                          "/picomq/streams//orders/1042". Keeping the name
@@ -30,5 +33,6 @@
 //
 // Cluster membership (node leases), ownership transfers, topic aliases and
 // segment watermarks will be added beside these keys under the same prefix;
-// the [Stream] record already carries the owner and fencing epoch they need.
+// the [metadata.Stream] record already carries the owner and fencing epoch
+// they need.
 package meta

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // idBlockSize is the number of IDs one reservation takes. A reservation is
@@ -142,7 +144,7 @@ func (r *Registry) reserveIDs(ctx context.Context, seen uint64, rev int64) (firs
 		}
 		id, err := strconv.ParseUint(string(kvs[0].Value), 10, 64)
 		if err != nil {
-			return 0, 0, 0, fmt.Errorf("%w: id counter %q = %q", ErrCorrupt, r.idKey, kvs[0].Value)
+			return 0, 0, 0, fmt.Errorf("%w: id counter %q = %q", metadata.ErrCorrupt, r.idKey, kvs[0].Value)
 		}
 		seen, rev = id, kvs[0].ModRevision
 	}

@@ -9,20 +9,21 @@ import (
 	"testing"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 )
 
 type createOutcome struct {
 	reg     int
-	want    meta.Stream
-	s       meta.Stream
+	want    metadata.Stream
+	s       metadata.Stream
 	created bool
 	err     error
 }
 
 // createAllAtOnce sends every request (regs[i] creates reqs[i]'s streams)
 // at once and returns the outcomes, in the order of the requests.
-func createAllAtOnce(ctx context.Context, regs []*meta.Registry, reqs [][]meta.Stream) []createOutcome {
+func createAllAtOnce(ctx context.Context, regs []*meta.Registry, reqs [][]metadata.Stream) []createOutcome {
 	var (
 		out   []createOutcome
 		wg    sync.WaitGroup
@@ -115,19 +116,19 @@ func TestTwoRegistriesCreateConcurrently(t *testing.T) {
 	}
 	regA, regB := regs[0], regs[1]
 	const names, topics = 150, 40
-	reqs := make([][]meta.Stream, 2)
+	reqs := make([][]metadata.Stream, 2)
 	for i := range names {
 		for r := range regs {
-			reqs[r] = append(reqs[r], meta.Stream{Name: fmt.Sprintf("/n/%d", i)})
+			reqs[r] = append(reqs[r], metadata.Stream{Name: fmt.Sprintf("/n/%d", i)})
 		}
-		reqs[0] = append(reqs[0], meta.Stream{Name: fmt.Sprintf("/a/%d", i)})
-		reqs[1] = append(reqs[1], meta.Stream{Name: fmt.Sprintf("/b/%d", i)})
+		reqs[0] = append(reqs[0], metadata.Stream{Name: fmt.Sprintf("/a/%d", i)})
+		reqs[1] = append(reqs[1], metadata.Stream{Name: fmt.Sprintf("/b/%d", i)})
 	}
 	for i := range topics {
-		reqs[0] = append(reqs[0], meta.Stream{Name: fmt.Sprintf("/ta/%d", i), KafkaTopic: fmt.Sprintf("t.%d", i)},
-			meta.Stream{Name: fmt.Sprintf("/h/%d", i), KafkaTopic: fmt.Sprintf("h.%d", i)})
-		reqs[1] = append(reqs[1], meta.Stream{Name: fmt.Sprintf("/tb/%d", i), KafkaTopic: fmt.Sprintf("t.%d", i)},
-			meta.Stream{Name: fmt.Sprintf("/hx/%d", i), KafkaTopic: fmt.Sprintf("h.%d", i)})
+		reqs[0] = append(reqs[0], metadata.Stream{Name: fmt.Sprintf("/ta/%d", i), KafkaTopic: fmt.Sprintf("t.%d", i)},
+			metadata.Stream{Name: fmt.Sprintf("/h/%d", i), KafkaTopic: fmt.Sprintf("h.%d", i)})
+		reqs[1] = append(reqs[1], metadata.Stream{Name: fmt.Sprintf("/tb/%d", i), KafkaTopic: fmt.Sprintf("t.%d", i)},
+			metadata.Stream{Name: fmt.Sprintf("/hx/%d", i), KafkaTopic: fmt.Sprintf("h.%d", i)})
 	}
 	out := createAllAtOnce(ctx, regs, reqs)
 
@@ -138,7 +139,7 @@ func TestTwoRegistriesCreateConcurrently(t *testing.T) {
 		switch {
 		case o.err == nil && o.created && o.want.KafkaTopic != "":
 			winners[o.want.KafkaTopic] = append(winners[o.want.KafkaTopic], o.want.Name)
-		case o.err != nil && !errors.Is(o.err, meta.ErrTopicTaken):
+		case o.err != nil && !errors.Is(o.err, metadata.ErrTopicTaken):
 			t.Errorf("create %s: %v", o.want.Name, o.err)
 		case o.err != nil && o.want.KafkaTopic == "":
 			t.Errorf("create %s without a topic: %v", o.want.Name, o.err)
@@ -170,11 +171,11 @@ func TestCollidingCreatesInOverlappingTransactions(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	regs := twoRegistries(t, 1, 4)
-	reqs := make([][]meta.Stream, 2)
+	reqs := make([][]metadata.Stream, 2)
 	for i := range 40 {
 		for r := range regs {
 			for range 4 {
-				reqs[r] = append(reqs[r], meta.Stream{Name: fmt.Sprintf("/c/%d", i)})
+				reqs[r] = append(reqs[r], metadata.Stream{Name: fmt.Sprintf("/c/%d", i)})
 			}
 		}
 	}
@@ -202,14 +203,14 @@ func TestRestartedRegistryNeverReusesIDs(t *testing.T) {
 	seen := make(map[uint64]string)
 	var maxOld uint64
 	for i := range 7 { // into the second block: the third is reserved ahead
-		s := mustCreate(t, old, meta.Stream{Name: fmt.Sprintf("/old/%d", i)})
+		s := mustCreate(t, old, metadata.Stream{Name: fmt.Sprintf("/old/%d", i)})
 		if s.ID <= maxOld {
 			t.Fatalf("IDs of one registry not increasing: %d after %d", s.ID, maxOld)
 		}
 		maxOld = s.ID
 		seen[s.ID] = s.Name
 	}
-	if _, created, err := old.CreateStream(ctx, meta.Stream{Name: "/old/0"}); err != nil || created {
+	if _, created, err := old.CreateStream(ctx, metadata.Stream{Name: "/old/0"}); err != nil || created {
 		t.Fatalf("create of an existing name: created=%v err=%v", created, err)
 	}
 	for gen := range 3 {
@@ -224,7 +225,7 @@ func TestRestartedRegistryNeverReusesIDs(t *testing.T) {
 		restarted := meta.NewRegistry(cli, testPrefix)
 		meta.SetIDBlockSize(restarted, 4)
 		for i := range 3 {
-			s := mustCreate(t, restarted, meta.Stream{Name: fmt.Sprintf("/new/%d/%d", gen, i)})
+			s := mustCreate(t, restarted, metadata.Stream{Name: fmt.Sprintf("/new/%d/%d", gen, i)})
 			if s.ID <= reserved {
 				t.Fatalf("restarted registry got ID %d, not above the %d reserved before it", s.ID, reserved)
 			}
@@ -234,7 +235,7 @@ func TestRestartedRegistryNeverReusesIDs(t *testing.T) {
 			seen[s.ID] = s.Name
 		}
 		// The first registry goes on beside it, from its own blocks.
-		out := createAllAtOnce(ctx, []*meta.Registry{old}, [][]meta.Stream{{
+		out := createAllAtOnce(ctx, []*meta.Registry{old}, [][]metadata.Stream{{
 			{Name: fmt.Sprintf("/old/more/%d/1", gen)}, {Name: fmt.Sprintf("/old/more/%d/2", gen)},
 		}})
 		for _, o := range out {

@@ -8,38 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/PicoMQ/picomq/tiering/extent"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// Manifest records one object in object storage that holds stream data: which
-// streams it holds, which offsets, and where in the object. A node commits
-// one manifest per flush (not per stream, not per append), so etcd writes do
-// not grow with the number of streams or appends. Compaction replaces many
-// manifests by one in a single transaction.
-type Manifest struct {
-	// Key is the manifest's etcd key (set by Manifests; ignored on commit).
-	Key       string           `json:"-"`
-	Node      string           `json:"node"`
-	Seq       uint64           `json:"seq"`
-	Object    string           `json:"object"`
-	Size      int64            `json:"size"`
-	Level     int              `json:"level"`
-	CreatedAt time.Time        `json:"createdAt"`
-	Streams   []ManifestStream `json:"streams"`
-}
-
-// ManifestStream is one stream's range inside a manifest's object.
-type ManifestStream struct {
-	// Extent is the stream's range in the object (its JSON fields are
-	// inlined: "id", "first", "next", "off", "len", ...).
-	extent.Extent
-	// State is the stream service's snapshot of the stream as of Next
-	// (producer state, closure, writer sequence): once the WAL that held
-	// those facts is truncated, this is where they are rebuilt from. Opaque
-	// to meta.
-	State json.RawMessage `json:"state,omitempty"`
-}
 
 func (r *Registry) manifestPrefix() string { return r.prefix + "manifests/" }
 
@@ -50,13 +21,14 @@ func (r *Registry) ManifestKey(node string, seq uint64) string {
 }
 
 // CommitManifest stores m and deletes the manifests whose keys are in
-// replaces, atomically, only if sess is still the node's live session and
+// replaces, atomically, only if lease is still the node's live session and
 // every replaced manifest still exists. A node whose lease expired — and
 // which may have been declared dead and had its streams taken over — gets
 // ErrLeaseLost and commits nothing.
-func (r *Registry) CommitManifest(ctx context.Context, sess *Session, m Manifest, replaces []string) error {
-	if sess == nil {
-		return fmt.Errorf("%w: no session", ErrLeaseLost)
+func (r *Registry) CommitManifest(ctx context.Context, lease metadata.Lease, m metadata.Manifest, replaces []string) error {
+	sess, err := sessionOf(lease)
+	if err != nil {
+		return err
 	}
 	val, err := json.Marshal(m)
 	if err != nil {
@@ -82,18 +54,18 @@ func (r *Registry) CommitManifest(ctx context.Context, sess *Session, m Manifest
 		if gerr == nil && len(g.Kvs) == 1 && string(g.Kvs[0].Value) == string(val) {
 			return nil
 		}
-		return fmt.Errorf("%w: manifest %s: %v", ErrCommitUnknown, key, err)
+		return fmt.Errorf("%w: manifest %s: %v", metadata.ErrCommitUnknown, key, err)
 	}
 	if !resp.Succeeded {
 		if sess.Lost() {
-			return ErrLeaseLost
+			return metadata.ErrLeaseLost
 		}
 		// Find out which condition failed, to say it plainly.
 		g, gerr := r.cli.Get(ctx, sess.key)
 		if gerr == nil && (len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != sess.createRev) {
-			return ErrLeaseLost
+			return metadata.ErrLeaseLost
 		}
-		return fmt.Errorf("%w: manifest %s exists or a replaced manifest is gone", ErrConflict, key)
+		return fmt.Errorf("%w: manifest %s exists or a replaced manifest is gone", metadata.ErrConflict, key)
 	}
 	return nil
 }
@@ -116,8 +88,8 @@ func (r *Registry) DeleteManifests(ctx context.Context, keys []string) error {
 }
 
 // Manifests returns every manifest, in key order (per node, commit order).
-func (r *Registry) Manifests(ctx context.Context) ([]Manifest, error) {
-	var out []Manifest
+func (r *Registry) Manifests(ctx context.Context) ([]metadata.Manifest, error) {
+	var out []metadata.Manifest
 	key := r.manifestPrefix()
 	end := clientv3.GetPrefixRangeEnd(key)
 	for {
@@ -126,9 +98,9 @@ func (r *Registry) Manifests(ctx context.Context) ([]Manifest, error) {
 			return nil, fmt.Errorf("meta: list manifests: %w", err)
 		}
 		for _, kv := range resp.Kvs {
-			m, err := decodeManifest(kv.Value)
+			m, err := metadata.DecodeManifest(kv.Value)
 			if err != nil {
-				return nil, fmt.Errorf("%w: manifest %s: %v", ErrCorrupt, kv.Key, err)
+				return nil, fmt.Errorf("%w: manifest %s: %v", metadata.ErrCorrupt, kv.Key, err)
 			}
 			m.Key = string(kv.Key)
 			out = append(out, m)
@@ -138,14 +110,6 @@ func (r *Registry) Manifests(ctx context.Context) ([]Manifest, error) {
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-}
-
-// decodeManifest reads a manifest value (JSON; the names are pinned by
-// testdata/formats/manifest.json).
-func decodeManifest(value []byte) (Manifest, error) {
-	var m Manifest
-	err := json.Unmarshal(value, &m)
-	return m, err
 }
 
 // MaxManifestSeq returns the highest manifest sequence number node has
@@ -162,7 +126,7 @@ func (r *Registry) MaxManifestSeq(ctx context.Context, node string) (uint64, err
 	}
 	seq, err := strconv.ParseUint(strings.TrimPrefix(string(resp.Kvs[0].Key), prefix), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: manifest key %s", ErrCorrupt, resp.Kvs[0].Key)
+		return 0, fmt.Errorf("%w: manifest key %s", metadata.ErrCorrupt, resp.Kvs[0].Key)
 	}
 	return seq, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/tiering/extent"
 )
@@ -15,11 +16,11 @@ func TestJoinRejectsDuplicateLiveNode(t *testing.T) {
 	cli := metatest.StartEtcd(t)
 	reg := meta.NewRegistry(cli, "/t/")
 	ctx := context.Background()
-	s1, err := reg.Join(ctx, meta.Member{NodeID: "n1", AdvertiseURL: "http://a"}, 5*time.Second)
+	s1, err := reg.Join(ctx, metadata.Member{NodeID: "n1", AdvertiseURL: "http://a"}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.Join(ctx, meta.Member{NodeID: "n1"}, 5*time.Second); !errors.Is(err, meta.ErrConflict) {
+	if _, err := reg.Join(ctx, metadata.Member{NodeID: "n1"}, 5*time.Second); !errors.Is(err, metadata.ErrConflict) {
 		t.Fatalf("second live n1: %v, want ErrConflict", err)
 	}
 	ms, err := reg.Members(ctx)
@@ -35,7 +36,7 @@ func TestJoinRejectsDuplicateLiveNode(t *testing.T) {
 	if ms, _ := reg.Members(ctx); len(ms) != 0 {
 		t.Fatalf("member still listed after Close: %+v", ms)
 	}
-	if _, err := reg.Join(ctx, meta.Member{NodeID: "n1"}, 5*time.Second); err != nil {
+	if _, err := reg.Join(ctx, metadata.Member{NodeID: "n1"}, 5*time.Second); err != nil {
 		t.Fatalf("rejoin after close: %v", err)
 	}
 }
@@ -46,15 +47,15 @@ func TestCommitManifestFencedByLease(t *testing.T) {
 	cli := metatest.StartEtcd(t)
 	reg := meta.NewRegistry(cli, "/t/")
 	ctx := context.Background()
-	old, err := reg.Join(ctx, meta.Member{NodeID: "n1"}, 2*time.Second)
+	old, err := reg.Join(ctx, metadata.Member{NodeID: "n1"}, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := meta.Manifest{Node: "n1", Seq: 1, Object: "l0/n1/1", Streams: []meta.ManifestStream{{Extent: extent.Extent{StreamID: 7, First: 0, Next: 10, Length: 100}}}}
+	m := metadata.Manifest{Node: "n1", Seq: 1, Object: "l0/n1/1", Streams: []metadata.ManifestStream{{Extent: extent.Extent{StreamID: 7, First: 0, Next: 10, Length: 100}}}}
 	if err := reg.CommitManifest(ctx, old, m, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.CommitManifest(ctx, old, m, nil); !errors.Is(err, meta.ErrConflict) {
+	if err := reg.CommitManifest(ctx, old, m, nil); !errors.Is(err, metadata.ErrConflict) {
 		t.Fatalf("same seq twice: %v", err)
 	}
 	// Simulate the lease expiring while the node is paused: revoke it
@@ -62,12 +63,12 @@ func TestCommitManifestFencedByLease(t *testing.T) {
 	if _, err := cli.Revoke(ctx, old.LeaseID()); err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := reg.Join(ctx, meta.Member{NodeID: "n1"}, 5*time.Second)
+	fresh, err := reg.Join(ctx, metadata.Member{NodeID: "n1"}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Seq = 2
-	if err := reg.CommitManifest(ctx, old, m, nil); !errors.Is(err, meta.ErrLeaseLost) {
+	if err := reg.CommitManifest(ctx, old, m, nil); !errors.Is(err, metadata.ErrLeaseLost) {
 		t.Fatalf("commit with the expired session: %v, want ErrLeaseLost", err)
 	}
 	if err := reg.CommitManifest(ctx, fresh, m, []string{reg.ManifestKey("n1", 1)}); err != nil {
@@ -97,14 +98,14 @@ func TestCommitManifestOutcomeUnknown(t *testing.T) {
 	cli := metatest.StartEtcd(t)
 	reg := meta.NewRegistry(cli, "/u/")
 	ctx := context.Background()
-	sess, err := reg.Join(ctx, meta.Member{NodeID: "n1"}, 5*time.Second)
+	sess, err := reg.Join(ctx, metadata.Member{NodeID: "n1"}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	m := meta.Manifest{Node: "n1", Seq: 1, Object: "l0/n1/1", Streams: []meta.ManifestStream{{Extent: extent.Extent{StreamID: 7, First: 0, Next: 10, Length: 100}}}}
-	if err := reg.CommitManifest(cancelled, sess, m, nil); !errors.Is(err, meta.ErrCommitUnknown) {
+	m := metadata.Manifest{Node: "n1", Seq: 1, Object: "l0/n1/1", Streams: []metadata.ManifestStream{{Extent: extent.Extent{StreamID: 7, First: 0, Next: 10, Length: 100}}}}
+	if err := reg.CommitManifest(cancelled, sess, m, nil); !errors.Is(err, metadata.ErrCommitUnknown) {
 		t.Fatalf("commit that never left: %v, want ErrCommitUnknown", err)
 	}
 	if err := reg.CommitManifest(ctx, sess, m, nil); err != nil {
@@ -117,7 +118,7 @@ func TestCommitManifestOutcomeUnknown(t *testing.T) {
 	}
 	// A different manifest under that key is no proof of anything.
 	m.Object = "l0/n1/other"
-	if err := reg.CommitManifest(cancelled, sess, m, nil); !errors.Is(err, meta.ErrCommitUnknown) {
+	if err := reg.CommitManifest(cancelled, sess, m, nil); !errors.Is(err, metadata.ErrCommitUnknown) {
 		t.Fatalf("different manifest there: %v, want ErrCommitUnknown", err)
 	}
 }

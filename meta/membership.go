@@ -11,27 +11,9 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
-
-// Member is a node's entry in the membership list. It lives under a lease,
-// so it disappears by itself when the node stops renewing it.
-type Member struct {
-	NodeID       string `json:"nodeId"`
-	AdvertiseURL string `json:"advertiseUrl"`
-	KafkaAddr    string `json:"kafkaAddr,omitempty"`
-	// Protocol is the node's HTTP stream protocol (pico or
-	// durable-streams); empty in records of nodes that predate it.
-	Protocol string `json:"protocol,omitempty"`
-	// Zone is the node's failure-domain label (--zone); replicated
-	// streams put their copies in other zones first.
-	Zone      string    `json:"zone,omitempty"`
-	StartedAt time.Time `json:"startedAt"`
-}
-
-// ErrLeaseLost is returned by commits attempted after a node's lease expired:
-// the node may have been declared dead and its streams taken over, so it must
-// not write anything until it has rejoined.
-var ErrLeaseLost = errors.New("meta: node lease lost")
 
 // Session is a node's live membership: a lease kept alive in the background
 // and the member key attached to it. Commits that must be fenced against a
@@ -66,9 +48,9 @@ func (r *Registry) memberKey(id string) string { return r.prefix + "members/" + 
 // Join registers m under a fresh lease of ttl and keeps it alive. It fails
 // with ErrConflict if another live session holds the same node id (two
 // processes configured with one --node-id must not both run).
-func (r *Registry) Join(ctx context.Context, m Member, ttl time.Duration) (*Session, error) {
+func (r *Registry) Join(ctx context.Context, m metadata.Member, ttl time.Duration) (*Session, error) {
 	if m.NodeID == "" {
-		return nil, fmt.Errorf("%w: empty node id", ErrInvalid)
+		return nil, fmt.Errorf("%w: empty node id", metadata.ErrInvalid)
 	}
 	secs := int64(ttl / time.Second)
 	if secs < 1 {
@@ -94,7 +76,7 @@ func (r *Registry) Join(ctx context.Context, m Member, ttl time.Duration) (*Sess
 	}
 	if !resp.Succeeded {
 		_, _ = r.cli.Revoke(context.WithoutCancel(ctx), grant.ID)
-		return nil, fmt.Errorf("%w: node id %q is already registered by a live node", ErrConflict, m.NodeID)
+		return nil, fmt.Errorf("%w: node id %q is already registered by a live node", metadata.ErrConflict, m.NodeID)
 	}
 	return r.keepAlive(grant.ID, key, resp.Header.Revision, grant.TTL, asked), nil
 }
@@ -268,16 +250,16 @@ func (s *Session) Close(ctx context.Context) error {
 }
 
 // Members lists the live members.
-func (r *Registry) Members(ctx context.Context) ([]Member, error) {
+func (r *Registry) Members(ctx context.Context) ([]metadata.Member, error) {
 	resp, err := r.cli.Get(ctx, r.prefix+"members/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("meta: list members: %w", err)
 	}
-	out := make([]Member, 0, len(resp.Kvs))
+	out := make([]metadata.Member, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		m, err := decodeMember(kv.Value)
+		m, err := metadata.DecodeMember(kv.Value)
 		if err != nil {
-			return nil, fmt.Errorf("%w: member %s: %v", ErrCorrupt, kv.Key, err)
+			return nil, fmt.Errorf("%w: member %s: %v", metadata.ErrCorrupt, kv.Key, err)
 		}
 		out = append(out, m)
 	}
@@ -302,14 +284,14 @@ func (r *Registry) Resume(ctx context.Context, old *Session) (*Session, error) {
 		return nil, fmt.Errorf("meta: lease time-to-live: %w", err)
 	}
 	if ttl.TTL <= 0 {
-		return nil, ErrLeaseLost
+		return nil, metadata.ErrLeaseLost
 	}
 	g, err := r.cli.Get(ctx, old.key)
 	if err != nil {
 		return nil, fmt.Errorf("meta: read member key: %w", err)
 	}
 	if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != old.createRev || clientv3.LeaseID(g.Kvs[0].Lease) != old.lease {
-		return nil, ErrLeaseLost
+		return nil, metadata.ErrLeaseLost
 	}
 	// The lease had ttl.TTL seconds left when asked (or later): count it
 	// as renewed that much less than a full TTL before then.
@@ -317,10 +299,25 @@ func (r *Registry) Resume(ctx context.Context, old *Session) (*Session, error) {
 	return r.keepAlive(old.lease, old.key, old.createRev, ttl.GrantedTTL, renewed), nil
 }
 
-// decodeMember reads a membership value (JSON; the names are pinned by
-// testdata/formats/member.json).
-func decodeMember(value []byte) (Member, error) {
-	var m Member
-	err := json.Unmarshal(value, &m)
-	return m, err
+// sessionOf is the Session behind a lease that a caller holds as a
+// metadata.Lease (the stream service, which does not link etcd's client):
+// only a Session of this package can fence a write.
+func sessionOf(l metadata.Lease) (*Session, error) {
+	s, ok := l.(*Session)
+	switch {
+	case l == nil || (ok && s == nil):
+		return nil, fmt.Errorf("%w: no session", metadata.ErrLeaseLost)
+	case !ok:
+		return nil, fmt.Errorf("%w: lease %T is not a meta.Session", metadata.ErrInvalid, l)
+	}
+	return s, nil
+}
+
+// LeaseOf is s as a metadata.Lease for the stream service: a nil
+// interface when s is nil, so the service's "no session" checks see it.
+func LeaseOf(s *Session) metadata.Lease {
+	if s == nil {
+		return nil
+	}
+	return s
 }

@@ -11,6 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // DefaultPrefix is the key prefix NewRegistry uses when given "".
@@ -40,89 +42,6 @@ const (
 	bulkPageSize   = 10_000
 	bulkPageGrowth = 8
 )
-
-// Stream is the registry record of one stream. It is stored in a compact
-// binary form (record.go) in which new optional fields can be added without
-// a migration; the JSON tags describe the records of earlier versions,
-// which are still read.
-type Stream struct {
-	// Name is the stream's URL path, e.g. "/orders/1042". It always starts
-	// with "/"; the full grammar is checked by the caller.
-	Name string `json:"name"`
-	// ID identifies this incarnation of the stream and names its data in
-	// the WAL and object storage. It is unique forever, across nodes and
-	// restarts: deleting a stream and creating one with the same name
-	// yields a new ID. IDs increase create after create on one node (one
-	// Registry), but not across nodes: each takes them from its own block
-	// (idblock.go), so a later create elsewhere may get a smaller one.
-	ID          uint64    `json:"id"`
-	ContentType string    `json:"contentType"`
-	CreatedAt   time.Time `json:"createdAt"`
-	// Owner is the node id serving the stream's writes; empty when unowned.
-	Owner string `json:"owner,omitempty"`
-	// Epoch is the fencing epoch, 1 at create, incremented by every
-	// ownership change. Commits by an owner are conditioned on it.
-	Epoch int64 `json:"epoch"`
-	// KafkaTopic is the Kafka topic alias, if any.
-	KafkaTopic string `json:"kafkaTopic,omitempty"`
-	// RetentionMs and RetentionBytes bound the stream's history; 0 means no
-	// limit of that kind.
-	RetentionMs    int64 `json:"retentionMs,omitempty"`
-	RetentionBytes int64 `json:"retentionBytes,omitempty"`
-	// MaxBatchBytes bounds one Kafka-produced batch (the topic's
-	// max.message.bytes); 0 means the node default.
-	MaxBatchBytes int64 `json:"maxBatchBytes,omitempty"`
-	// Durability is the ack level ("local" or "object"); empty means the
-	// node default.
-	Durability string `json:"durability,omitempty"`
-	// StartOffset is the trim point: offsets below it are gone (trimmed
-	// explicitly or by retention).
-	StartOffset int64 `json:"startOffset,omitempty"`
-	// Replicas (R, owner included) and MinInSync (M) configure a
-	// `replicated` stream: its owner acknowledges an append once M copies
-	// are fsynced. Which nodes hold the copies, and which of them are in
-	// sync, changes with the membership and is kept beside (ReplicaSet,
-	// replicas.go), so this record stays stable.
-	Replicas  int64 `json:"replicas,omitempty"`
-	MinInSync int64 `json:"minInSync,omitempty"`
-
-	// Lifecycle (node/stream/lifecycle.go). TTLSeconds is a sliding
-	// time-to-live reset by reads and appends; ExpiresAt an absolute expiry.
-	// At most one is set. An expired stream behaves as absent.
-	TTLSeconds int64      `json:"ttlSeconds,omitempty"`
-	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
-	// Fork makes this stream a fork (node/stream/fork.go): offsets below
-	// Fork.End are served from the source's log, shared rather than copied.
-	Fork *StreamFork `json:"fork,omitempty"`
-	// ForkRefs counts the live forks that read this stream's history. A
-	// stream deleted while ForkRefs > 0 is only SoftDeleted: gone for
-	// clients, its data kept until the last fork goes.
-	ForkRefs    int64 `json:"forkRefs,omitempty"`
-	SoftDeleted bool  `json:"softDeleted,omitempty"`
-	// Deleting marks a delete in progress. It is set in the same
-	// conditional write that saw ForkRefs == 0, and a new fork may only
-	// take a reference on a stream that is neither SoftDeleted nor
-	// Deleting, so a fork can never reference a stream being removed.
-	Deleting bool `json:"deleting,omitempty"`
-}
-
-// StreamFork is where a fork's inherited history comes from.
-type StreamFork struct {
-	// Source and SourceID name the source stream's incarnation.
-	Source   string `json:"source"`
-	SourceID uint64 `json:"sourceId"`
-	// Offset is the fork point in the source and SubOffset the position
-	// past it that the client asked for (values for JSON streams, bytes
-	// otherwise); both are kept to compare a repeated create.
-	Offset    int64 `json:"offset"`
-	SubOffset int64 `json:"subOffset,omitempty"`
-	// End is the first offset of the fork's own log: offsets below it are
-	// read from the source.
-	End int64 `json:"end"`
-	// LastBytes > 0 means the inherited record at End-1 is cut to its
-	// first LastBytes bytes (a byte sub-offset inside one record).
-	LastBytes int64 `json:"lastBytes,omitempty"`
-}
 
 // Registry is the set of streams, stored in etcd under one key prefix. It is
 // safe for concurrent use by many goroutines and many nodes: every write is a
@@ -199,8 +118,8 @@ func (r *Registry) topicKey(topic string) string { return r.topicsKey + topic }
 // keylessTopic reports whether s holds its KafkaTopic without an index
 // entry: the alias is derived from a name without '.', so aliasHolder maps
 // it back to s.Name.
-func keylessTopic(s Stream) bool {
-	return s.KafkaTopic != "" && !strings.Contains(s.Name, ".") && s.KafkaTopic == derivedTopic(s.Name)
+func keylessTopic(s metadata.Stream) bool {
+	return s.KafkaTopic != "" && !strings.Contains(s.Name, ".") && s.KafkaTopic == metadata.DerivedTopic(s.Name)
 }
 
 // aliasHolder is the one stream name that may hold topic without an index
@@ -210,29 +129,23 @@ func aliasHolder(topic string) string { return "/" + strings.ReplaceAll(topic, "
 // holdsTopic decodes kvs (a read of aliasHolder(topic), possibly empty)
 // and reports whether that record holds topic, and its ModRevision (0 when
 // absent) for a claim to compare against.
-func (r *Registry) holdsTopic(kvs []*mvccpb.KeyValue, topic string) (s Stream, held bool, rev int64, err error) {
+func (r *Registry) holdsTopic(kvs []*mvccpb.KeyValue, topic string) (s metadata.Stream, held bool, rev int64, err error) {
 	if len(kvs) == 0 {
-		return Stream{}, false, 0, nil
+		return metadata.Stream{}, false, 0, nil
 	}
 	if s, err = r.decodeStream(kvs[0]); err != nil {
-		return Stream{}, false, 0, err
+		return metadata.Stream{}, false, 0, err
 	}
 	return s, s.KafkaTopic == topic, kvs[0].ModRevision, nil
 }
 
-// topicEntry is the value of a topic index key.
-type topicEntry struct {
-	Stream string `json:"stream"`
-	ID     uint64 `json:"id"`
-}
-
-func (r *Registry) topicValue(s Stream) string {
-	return string(encodeTopicEntry(topicEntry{Stream: s.Name, ID: s.ID}))
+func (r *Registry) topicValue(s metadata.Stream) string {
+	return string(metadata.EncodeTopicEntry(metadata.TopicEntry{Stream: s.Name, ID: s.ID}))
 }
 
 func checkName(name string) error {
 	if name == "" || name[0] != '/' {
-		return fmt.Errorf("%w: stream name %q must start with \"/\"", ErrInvalid, name)
+		return fmt.Errorf("%w: stream name %q must start with \"/\"", metadata.ErrInvalid, name)
 	}
 	return nil
 }
@@ -259,9 +172,9 @@ func checkName(name string) error {
 // stream holds that alias, nothing is created and the error wraps
 // ErrTopicTaken (an existing stream of the same name still wins: it is
 // returned with created=false whatever topic was asked for).
-func (r *Registry) CreateStream(ctx context.Context, s Stream) (Stream, bool, error) {
+func (r *Registry) CreateStream(ctx context.Context, s metadata.Stream) (metadata.Stream, bool, error) {
 	if err := checkName(s.Name); err != nil {
-		return Stream{}, false, fmt.Errorf("meta: create stream: %w", err)
+		return metadata.Stream{}, false, fmt.Errorf("meta: create stream: %w", err)
 	}
 	s.ID = 0
 	s.Epoch = 1
@@ -271,23 +184,23 @@ func (r *Registry) CreateStream(ctx context.Context, s Stream) (Stream, bool, er
 	s.CreatedAt = s.CreatedAt.UTC().Round(0)
 	out, created, err := r.creates.create(ctx, r, s)
 	if err != nil {
-		return Stream{}, false, fmt.Errorf("meta: create stream %q: %w", s.Name, err)
+		return metadata.Stream{}, false, fmt.Errorf("meta: create stream %q: %w", s.Name, err)
 	}
 	return out, created, nil
 }
 
 // GetStream returns the stream called name, or ErrNotFound.
-func (r *Registry) GetStream(ctx context.Context, name string) (Stream, error) {
+func (r *Registry) GetStream(ctx context.Context, name string) (metadata.Stream, error) {
 	if err := checkName(name); err != nil {
-		return Stream{}, fmt.Errorf("meta: get stream: %w", err)
+		return metadata.Stream{}, fmt.Errorf("meta: get stream: %w", err)
 	}
 	resp, err := r.getExisting(ctx, r.streamKey(name))
 	if err != nil {
-		return Stream{}, fmt.Errorf("meta: get stream %q: %w", name, err)
+		return metadata.Stream{}, fmt.Errorf("meta: get stream %q: %w", name, err)
 	}
 	s, err := r.decodeStream(resp.Kvs[0])
 	if err != nil {
-		return Stream{}, fmt.Errorf("meta: get stream %q: %w", name, err)
+		return metadata.Stream{}, fmt.Errorf("meta: get stream %q: %w", name, err)
 	}
 	return s, nil
 }
@@ -299,7 +212,7 @@ func (r *Registry) getExisting(ctx context.Context, key string) (*clientv3.GetRe
 		return nil, err
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, ErrNotFound
+		return nil, metadata.ErrNotFound
 	}
 	return resp, nil
 }
@@ -315,7 +228,7 @@ func (r *Registry) DeleteStream(ctx context.Context, name string, id uint64) err
 		return fmt.Errorf("meta: delete stream: %w", err)
 	}
 	if id == 0 {
-		return fmt.Errorf("meta: delete stream %q: %w: id 0", name, ErrInvalid)
+		return fmt.Errorf("meta: delete stream %q: %w: id 0", name, metadata.ErrInvalid)
 	}
 	key := r.streamKey(name)
 	resp, err := r.cli.Get(ctx, key)
@@ -325,14 +238,14 @@ func (r *Registry) DeleteStream(ctx context.Context, name string, id uint64) err
 	kvs := resp.Kvs
 	for {
 		if len(kvs) == 0 {
-			return fmt.Errorf("meta: delete stream %q: %w", name, ErrNotFound)
+			return fmt.Errorf("meta: delete stream %q: %w", name, metadata.ErrNotFound)
 		}
 		cur, err := r.decodeStream(kvs[0])
 		if err != nil {
 			return fmt.Errorf("meta: delete stream %q: %w", name, err)
 		}
 		if cur.ID != id {
-			return fmt.Errorf("meta: delete stream %q: %w: id is %d, not %d", name, ErrConflict, cur.ID, id)
+			return fmt.Errorf("meta: delete stream %q: %w: id is %d, not %d", name, metadata.ErrConflict, cur.ID, id)
 		}
 		// Conditioned on the exact revision read, so an update racing with
 		// the delete is re-checked rather than lost silently.
@@ -367,7 +280,7 @@ func (r *Registry) DeleteStream(ctx context.Context, name string, id uint64) err
 // A change of KafkaTopic moves the stream's entry in the topic index in the
 // same transaction; if the new alias belongs to another stream, nothing is
 // written and the error wraps ErrTopicTaken.
-func (r *Registry) UpdateStream(ctx context.Context, name string, fn func(*Stream) error) (Stream, error) {
+func (r *Registry) UpdateStream(ctx context.Context, name string, fn func(*metadata.Stream) error) (metadata.Stream, error) {
 	return r.updateStream(ctx, name, "", fn)
 }
 
@@ -380,14 +293,14 @@ func (r *Registry) UpdateStream(ctx context.Context, name string, fn func(*Strea
 // they were prepared under, an owner whose session lives on is the only
 // node that can commit the stream's data. A live owner (or any change of
 // the record) is ErrConflict.
-func (r *Registry) TakeOver(ctx context.Context, m Stream, node string) (Stream, error) {
+func (r *Registry) TakeOver(ctx context.Context, m metadata.Stream, node string) (metadata.Stream, error) {
 	absent := ""
 	if m.Owner != "" {
 		absent = r.memberKey(m.Owner)
 	}
-	return r.updateStream(ctx, m.Name, absent, func(cur *Stream) error {
+	return r.updateStream(ctx, m.Name, absent, func(cur *metadata.Stream) error {
 		if cur.ID != m.ID || cur.Owner != m.Owner || cur.Epoch != m.Epoch {
-			return fmt.Errorf("%w: %s changed owner while being taken over", ErrConflict, m.Name)
+			return fmt.Errorf("%w: %s changed owner while being taken over", metadata.ErrConflict, m.Name)
 		}
 		cur.Owner = node
 		cur.Epoch++
@@ -397,38 +310,38 @@ func (r *Registry) TakeOver(ctx context.Context, m Stream, node string) (Stream,
 
 // updateStream is UpdateStream, also conditioned on absentKey (if set)
 // not existing: if it exists the update fails with ErrConflict.
-func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn func(*Stream) error) (Stream, error) {
+func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn func(*metadata.Stream) error) (metadata.Stream, error) {
 	if err := checkName(name); err != nil {
-		return Stream{}, fmt.Errorf("meta: update stream: %w", err)
+		return metadata.Stream{}, fmt.Errorf("meta: update stream: %w", err)
 	}
 	key := r.streamKey(name)
 	resp, err := r.cli.Get(ctx, key)
 	if err != nil {
-		return Stream{}, fmt.Errorf("meta: update stream %q: read: %w", name, err)
+		return metadata.Stream{}, fmt.Errorf("meta: update stream %q: read: %w", name, err)
 	}
 	kvs := resp.Kvs
 	var holderRev int64 // ModRevision of a new alias's holder record, as last seen (0: absent)
 	for {
 		if err := ctx.Err(); err != nil {
-			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
+			return metadata.Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
 		}
 		if len(kvs) == 0 {
-			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, ErrNotFound)
+			return metadata.Stream{}, fmt.Errorf("meta: update stream %q: %w", name, metadata.ErrNotFound)
 		}
 		cur, err := r.decodeStream(kvs[0])
 		if err != nil {
-			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
+			return metadata.Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
 		}
 		next := cur // Stream holds no references, so this is a deep copy
 		if err := fn(&next); err != nil {
-			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
+			return metadata.Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
 		}
 		if next.Name != cur.Name || next.ID != cur.ID {
-			return Stream{}, fmt.Errorf("meta: update stream %q: %w: name/id are immutable (got %q/%d, stored %q/%d)",
-				name, ErrInvalid, next.Name, next.ID, cur.Name, cur.ID)
+			return metadata.Stream{}, fmt.Errorf("meta: update stream %q: %w: name/id are immutable (got %q/%d, stored %q/%d)",
+				name, metadata.ErrInvalid, next.Name, next.ID, cur.Name, cur.ID)
 		}
 		next.CreatedAt = next.CreatedAt.UTC().Round(0)
-		data := encodeStream(next)
+		data := metadata.EncodeStream(next)
 		if bytes.Equal(data, kvs[0].Value) {
 			return cur, nil
 		}
@@ -466,28 +379,28 @@ func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn 
 			Else(elses...).
 			Commit()
 		if err != nil {
-			return Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
+			return metadata.Stream{}, fmt.Errorf("meta: update stream %q: %w", name, err)
 		}
 		if tresp.Succeeded {
 			return next, nil
 		}
 		if absentKey != "" && len(tresp.Responses[2].GetResponseRange().Kvs) > 0 {
-			return Stream{}, fmt.Errorf("meta: update stream %q: %w: %s exists", name, ErrConflict, absentKey)
+			return metadata.Stream{}, fmt.Errorf("meta: update stream %q: %w: %s exists", name, metadata.ErrConflict, absentKey)
 		}
 		reread := tresp.Responses[0].GetResponseRange().Kvs
 		unchanged := len(reread) > 0 && reread[0].ModRevision == kvs[0].ModRevision
 		if claim && unchanged && len(tresp.Responses[1].GetResponseRange().Kvs) > 0 {
 			// The record did not change: the topic compare failed.
-			owner, _ := decodeTopicEntry(tresp.Responses[1].GetResponseRange().Kvs[0].Value)
-			return Stream{}, fmt.Errorf("meta: update stream %q: %w: %q belongs to %s", name, ErrTopicTaken, next.KafkaTopic, owner.Stream)
+			owner, _ := metadata.DecodeTopicEntry(tresp.Responses[1].GetResponseRange().Kvs[0].Value)
+			return metadata.Stream{}, fmt.Errorf("meta: update stream %q: %w: %q belongs to %s", name, metadata.ErrTopicTaken, next.KafkaTopic, owner.Stream)
 		}
 		if keyed {
 			_, held, rev, err := r.holdsTopic(tresp.Responses[len(tresp.Responses)-1].GetResponseRange().Kvs, next.KafkaTopic)
 			if err != nil {
-				return Stream{}, fmt.Errorf("meta: update stream %q: alias holder: %w", name, err)
+				return metadata.Stream{}, fmt.Errorf("meta: update stream %q: alias holder: %w", name, err)
 			}
 			if held {
-				return Stream{}, fmt.Errorf("meta: update stream %q: %w: %q belongs to %s", name, ErrTopicTaken, next.KafkaTopic, aliasHolder(next.KafkaTopic))
+				return metadata.Stream{}, fmt.Errorf("meta: update stream %q: %w: %q belongs to %s", name, metadata.ErrTopicTaken, next.KafkaTopic, aliasHolder(next.KafkaTopic))
 			}
 			holderRev = rev
 		}
@@ -498,44 +411,44 @@ func (r *Registry) updateStream(ctx context.Context, name, absentKey string, fn 
 // LookupTopic returns the stream whose Kafka topic alias is topic, or
 // ErrNotFound. It reads the index entry and the record at one revision, so it
 // never returns a stream that no longer carries the alias.
-func (r *Registry) LookupTopic(ctx context.Context, topic string) (Stream, error) {
+func (r *Registry) LookupTopic(ctx context.Context, topic string) (metadata.Stream, error) {
 	if topic == "" {
-		return Stream{}, fmt.Errorf("meta: lookup topic: %w: empty topic", ErrInvalid)
+		return metadata.Stream{}, fmt.Errorf("meta: lookup topic: %w: empty topic", metadata.ErrInvalid)
 	}
 	// The index entry and the one record that may hold topic without one,
 	// at one revision.
 	tresp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(r.topicKey(topic)), clientv3.OpGet(r.streamKey(aliasHolder(topic)))).Commit()
 	if err != nil {
-		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
+		return metadata.Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
 	}
 	index := tresp.Responses[0].GetResponseRange().Kvs
 	if len(index) == 0 {
 		s, held, _, err := r.holdsTopic(tresp.Responses[1].GetResponseRange().Kvs, topic)
 		if err != nil {
-			return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
+			return metadata.Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
 		}
 		if !held {
-			return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, ErrNotFound)
+			return metadata.Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, metadata.ErrNotFound)
 		}
 		return s, nil
 	}
-	e, err := decodeTopicEntry(index[0].Value)
+	e, err := metadata.DecodeTopicEntry(index[0].Value)
 	if err != nil || e.Stream == "" {
-		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index value %q", topic, ErrCorrupt, index[0].Value)
+		return metadata.Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index value %q", topic, metadata.ErrCorrupt, index[0].Value)
 	}
 	sresp, err := r.cli.Get(ctx, r.streamKey(e.Stream), clientv3.WithRev(tresp.Header.Revision))
 	if err != nil {
-		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
+		return metadata.Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
 	}
 	if len(sresp.Kvs) == 0 {
-		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index names %s, which does not exist", topic, ErrCorrupt, e.Stream)
+		return metadata.Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index names %s, which does not exist", topic, metadata.ErrCorrupt, e.Stream)
 	}
 	s, err := r.decodeStream(sresp.Kvs[0])
 	if err != nil {
-		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
+		return metadata.Stream{}, fmt.Errorf("meta: lookup topic %q: %w", topic, err)
 	}
 	if s.ID != e.ID || s.KafkaTopic != topic {
-		return Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index names %s #%d, record is #%d with topic %q", topic, ErrCorrupt, e.Stream, e.ID, s.ID, s.KafkaTopic)
+		return metadata.Stream{}, fmt.Errorf("meta: lookup topic %q: %w: index names %s #%d, record is #%d with topic %q", topic, metadata.ErrCorrupt, e.Stream, e.ID, s.ID, s.KafkaTopic)
 	}
 	return s, nil
 }
@@ -546,7 +459,7 @@ func (r *Registry) LookupTopic(ctx context.Context, topic string) (Stream, error
 // listing APIs: "/a" matches "/a/1" and also "/ab/2"; pass "/a/" for the
 // streams "inside" /a. To page, pass the last name of one page as after for
 // the next. limit must be positive and is capped at MaxListLimit.
-func (r *Registry) ListStreams(ctx context.Context, prefix, after string, limit int) ([]Stream, bool, error) {
+func (r *Registry) ListStreams(ctx context.Context, prefix, after string, limit int) ([]metadata.Stream, bool, error) {
 	streams, more, _, err := r.list(ctx, prefix, after, limit, 0)
 	if err != nil {
 		return nil, false, fmt.Errorf("meta: list streams (prefix %q, after %q): %w", prefix, after, err)
@@ -556,15 +469,15 @@ func (r *Registry) ListStreams(ctx context.Context, prefix, after string, limit 
 
 // list reads one page at revision rev (0 = latest) and also returns the
 // revision it read at.
-func (r *Registry) list(ctx context.Context, prefix, after string, limit int, rev int64) ([]Stream, bool, int64, error) {
+func (r *Registry) list(ctx context.Context, prefix, after string, limit int, rev int64) ([]metadata.Stream, bool, int64, error) {
 	if limit <= 0 {
-		return nil, false, 0, fmt.Errorf("%w: limit %d", ErrInvalid, limit)
+		return nil, false, 0, fmt.Errorf("%w: limit %d", metadata.ErrInvalid, limit)
 	}
 	resp, err := r.page(ctx, prefix, after, min(limit, MaxListLimit), rev)
 	if err != nil || resp == nil {
 		return nil, false, rev, err
 	}
-	streams := make([]Stream, 0, len(resp.Kvs))
+	streams := make([]metadata.Stream, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		s, err := r.decodeStream(kv)
 		if err != nil {
@@ -608,9 +521,9 @@ func (r *Registry) page(ctx context.Context, prefix, after string, limit int, re
 // concurrent delete+create is seen exactly once or not at all, never twice
 // or half-updated. If etcd compacts that revision away mid-scan, the scan
 // starts over. EachStream does the same without holding every record.
-func (r *Registry) AllStreams(ctx context.Context) ([]Stream, error) {
-	var all []Stream
-	err := r.EachStream(ctx, func() { all = all[:0] }, func(s Stream) error {
+func (r *Registry) AllStreams(ctx context.Context) ([]metadata.Stream, error) {
+	var all []metadata.Stream
+	err := r.EachStream(ctx, func() { all = all[:0] }, func(s metadata.Stream) error {
 		all = append(all, s)
 		return nil
 	})
@@ -626,7 +539,7 @@ func (r *Registry) AllStreams(ctx context.Context) ([]Stream, error) {
 // over (the revision was compacted away mid-scan), so the caller can drop
 // what it gathered. An error of fn ends the scan and is returned. Used at
 // node start to rebuild in-memory state.
-func (r *Registry) EachStream(ctx context.Context, start func(), fn func(Stream) error) error {
+func (r *Registry) EachStream(ctx context.Context, start func(), fn func(metadata.Stream) error) error {
 	for restart := 0; ; restart++ {
 		start()
 		err := r.eachAtOneRevision(ctx, fn)
@@ -640,7 +553,7 @@ func (r *Registry) EachStream(ctx context.Context, start func(), fn func(Stream)
 	}
 }
 
-func (r *Registry) eachAtOneRevision(ctx context.Context, fn func(Stream) error) error {
+func (r *Registry) eachAtOneRevision(ctx context.Context, fn func(metadata.Stream) error) error {
 	var (
 		after string
 		rev   int64
@@ -668,14 +581,14 @@ func (r *Registry) eachAtOneRevision(ctx context.Context, fn func(Stream) error)
 	}
 }
 
-func (r *Registry) decodeStream(kv *mvccpb.KeyValue) (Stream, error) {
+func (r *Registry) decodeStream(kv *mvccpb.KeyValue) (metadata.Stream, error) {
 	name, ok := strings.CutPrefix(string(kv.Key), r.streamsKey)
 	if !ok {
-		return Stream{}, fmt.Errorf("%w: key %q is not a stream key", ErrCorrupt, kv.Key)
+		return metadata.Stream{}, fmt.Errorf("%w: key %q is not a stream key", metadata.ErrCorrupt, kv.Key)
 	}
-	s, err := decodeStreamValue(name, kv.Value)
+	s, err := metadata.DecodeStream(name, kv.Value)
 	if err != nil {
-		return Stream{}, fmt.Errorf("%w: key %q: %v", ErrCorrupt, kv.Key, err)
+		return metadata.Stream{}, fmt.Errorf("%w: key %q: %v", metadata.ErrCorrupt, kv.Key, err)
 	}
 	return s, nil
 }

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 )
 
@@ -25,7 +26,7 @@ func newRegistry(t *testing.T) (*meta.Registry, *clientv3.Client) {
 	return meta.NewRegistry(cli, testPrefix), cli
 }
 
-func mustCreate(t *testing.T, reg *meta.Registry, s meta.Stream) meta.Stream {
+func mustCreate(t *testing.T, reg *meta.Registry, s metadata.Stream) metadata.Stream {
 	t.Helper()
 	got, created, err := reg.CreateStream(testCtx(t), s)
 	if err != nil {
@@ -43,7 +44,7 @@ func TestCreateThenGetStream(t *testing.T) {
 	reg, _ := newRegistry(t)
 
 	before := time.Now()
-	in := meta.Stream{
+	in := metadata.Stream{
 		Name:        "/orders/1042",
 		ContentType: "application/json",
 		Owner:       "node-1",
@@ -82,7 +83,7 @@ func TestCreateKeepsGivenCreatedAt(t *testing.T) {
 	t.Parallel()
 	reg, _ := newRegistry(t)
 	at := time.Date(2024, 5, 1, 12, 0, 0, 123, time.FixedZone("X", 3600))
-	got := mustCreate(t, reg, meta.Stream{Name: "/imported", CreatedAt: at})
+	got := mustCreate(t, reg, metadata.Stream{Name: "/imported", CreatedAt: at})
 	if !got.CreatedAt.Equal(at) || got.CreatedAt.Location() != time.UTC {
 		t.Fatalf("CreatedAt = %v, want %v in UTC", got.CreatedAt, at)
 	}
@@ -93,8 +94,8 @@ func TestCreateExistingReturnsExistingUnchanged(t *testing.T) {
 	ctx := testCtx(t)
 	reg, _ := newRegistry(t)
 
-	first := mustCreate(t, reg, meta.Stream{Name: "/s", ContentType: "text/plain"})
-	again, created, err := reg.CreateStream(ctx, meta.Stream{Name: "/s", ContentType: "application/json"})
+	first := mustCreate(t, reg, metadata.Stream{Name: "/s", ContentType: "text/plain"})
+	again, created, err := reg.CreateStream(ctx, metadata.Stream{Name: "/s", ContentType: "application/json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestGetMissingStreamIsNotFound(t *testing.T) {
 	t.Parallel()
 	reg, _ := newRegistry(t)
 	_, err := reg.GetStream(testCtx(t), "/nope")
-	if !errors.Is(err, meta.ErrNotFound) {
+	if !errors.Is(err, metadata.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
 }
@@ -123,10 +124,10 @@ func TestStreamNamesMustBeAbsolute(t *testing.T) {
 	ctx := testCtx(t)
 	reg, _ := newRegistry(t)
 	for _, name := range []string{"", "orders"} {
-		if _, _, err := reg.CreateStream(ctx, meta.Stream{Name: name}); !errors.Is(err, meta.ErrInvalid) {
+		if _, _, err := reg.CreateStream(ctx, metadata.Stream{Name: name}); !errors.Is(err, metadata.ErrInvalid) {
 			t.Errorf("CreateStream(%q): err = %v, want ErrInvalid", name, err)
 		}
-		if _, err := reg.GetStream(ctx, name); !errors.Is(err, meta.ErrInvalid) {
+		if _, err := reg.GetStream(ctx, name); !errors.Is(err, metadata.ErrInvalid) {
 			t.Errorf("GetStream(%q): err = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -137,15 +138,15 @@ func TestIDsUniqueAndIncreasingAcrossDeleteAndRecreate(t *testing.T) {
 	ctx := testCtx(t)
 	reg, _ := newRegistry(t)
 
-	a1 := mustCreate(t, reg, meta.Stream{Name: "/a"})
-	b := mustCreate(t, reg, meta.Stream{Name: "/b"})
+	a1 := mustCreate(t, reg, metadata.Stream{Name: "/a"})
+	b := mustCreate(t, reg, metadata.Stream{Name: "/b"})
 	if b.ID <= a1.ID {
 		t.Fatalf("IDs not increasing: /a=%d /b=%d", a1.ID, b.ID)
 	}
 	if err := reg.DeleteStream(ctx, "/a", a1.ID); err != nil {
 		t.Fatal(err)
 	}
-	a2 := mustCreate(t, reg, meta.Stream{Name: "/a"})
+	a2 := mustCreate(t, reg, metadata.Stream{Name: "/a"})
 	if a2.ID <= b.ID {
 		t.Fatalf("recreated /a got ID %d, want > %d (never reuse an ID)", a2.ID, b.ID)
 	}
@@ -153,7 +154,7 @@ func TestIDsUniqueAndIncreasingAcrossDeleteAndRecreate(t *testing.T) {
 	if err := reg.DeleteStream(ctx, "/a", a2.ID); err != nil {
 		t.Fatal(err)
 	}
-	a3 := mustCreate(t, reg, meta.Stream{Name: "/a"})
+	a3 := mustCreate(t, reg, metadata.Stream{Name: "/a"})
 	if a3.ID <= a2.ID {
 		t.Fatalf("third /a got ID %d, want > %d", a3.ID, a2.ID)
 	}
@@ -163,24 +164,24 @@ func TestDeleteStreamChecksID(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	reg, _ := newRegistry(t)
-	s := mustCreate(t, reg, meta.Stream{Name: "/d"})
+	s := mustCreate(t, reg, metadata.Stream{Name: "/d"})
 
-	if err := reg.DeleteStream(ctx, "/d", s.ID+1); !errors.Is(err, meta.ErrConflict) {
+	if err := reg.DeleteStream(ctx, "/d", s.ID+1); !errors.Is(err, metadata.ErrConflict) {
 		t.Fatalf("delete with wrong id: err = %v, want ErrConflict", err)
 	}
 	if _, err := reg.GetStream(ctx, "/d"); err != nil {
 		t.Fatalf("stream gone after a conflicting delete: %v", err)
 	}
-	if err := reg.DeleteStream(ctx, "/d", 0); !errors.Is(err, meta.ErrInvalid) {
+	if err := reg.DeleteStream(ctx, "/d", 0); !errors.Is(err, metadata.ErrInvalid) {
 		t.Fatalf("delete with id 0: err = %v, want ErrInvalid", err)
 	}
 	if err := reg.DeleteStream(ctx, "/d", s.ID); err != nil {
 		t.Fatalf("delete with the right id: %v", err)
 	}
-	if _, err := reg.GetStream(ctx, "/d"); !errors.Is(err, meta.ErrNotFound) {
+	if _, err := reg.GetStream(ctx, "/d"); !errors.Is(err, metadata.ErrNotFound) {
 		t.Fatalf("GetStream after delete: err = %v, want ErrNotFound", err)
 	}
-	if err := reg.DeleteStream(ctx, "/d", s.ID); !errors.Is(err, meta.ErrNotFound) {
+	if err := reg.DeleteStream(ctx, "/d", s.ID); !errors.Is(err, metadata.ErrNotFound) {
 		t.Fatalf("second delete: err = %v, want ErrNotFound", err)
 	}
 }
@@ -189,7 +190,7 @@ func TestDeleteStreamSurvivesConcurrentUpdate(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	reg, _ := newRegistry(t)
-	s := mustCreate(t, reg, meta.Stream{Name: "/busy"})
+	s := mustCreate(t, reg, metadata.Stream{Name: "/busy"})
 
 	// Updates racing with the delete change the key's ModRevision; the
 	// delete must re-check and still succeed, and the updates must then see
@@ -200,8 +201,8 @@ func TestDeleteStreamSurvivesConcurrentUpdate(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for range 5 {
-				_, err := reg.UpdateStream(ctx, "/busy", func(s *meta.Stream) error { s.StartOffset++; return nil })
-				if errors.Is(err, meta.ErrNotFound) {
+				_, err := reg.UpdateStream(ctx, "/busy", func(s *metadata.Stream) error { s.StartOffset++; return nil })
+				if errors.Is(err, metadata.ErrNotFound) {
 					return
 				}
 				if err != nil {
@@ -216,7 +217,7 @@ func TestDeleteStreamSurvivesConcurrentUpdate(t *testing.T) {
 		t.Fatalf("DeleteStream during updates: %v", err)
 	}
 	wg.Wait()
-	if _, err := reg.GetStream(ctx, "/busy"); !errors.Is(err, meta.ErrNotFound) {
+	if _, err := reg.GetStream(ctx, "/busy"); !errors.Is(err, metadata.ErrNotFound) {
 		t.Fatalf("GetStream after delete: err = %v, want ErrNotFound", err)
 	}
 }
@@ -230,13 +231,13 @@ func TestConcurrentCreatesOfSameNameExactlyOneWins(t *testing.T) {
 	var (
 		wg      sync.WaitGroup
 		start   = make(chan struct{})
-		results [n]meta.Stream
+		results [n]metadata.Stream
 		created [n]bool
 	)
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			s, ok, err := reg.CreateStream(ctx, meta.Stream{Name: "/race", ContentType: fmt.Sprintf("type/%d", i)})
+			s, ok, err := reg.CreateStream(ctx, metadata.Stream{Name: "/race", ContentType: fmt.Sprintf("type/%d", i)})
 			if err != nil {
 				t.Errorf("goroutine %d: %v", i, err)
 			}
@@ -247,7 +248,7 @@ func TestConcurrentCreatesOfSameNameExactlyOneWins(t *testing.T) {
 	wg.Wait()
 
 	winners := 0
-	var winner meta.Stream
+	var winner metadata.Stream
 	for i := range n {
 		if created[i] {
 			winners++
@@ -271,7 +272,7 @@ func TestConcurrentCreatesOfDistinctNamesGetDistinctIDs(t *testing.T) {
 
 	// Every create contends on the ID counter; all must still succeed.
 	const n = 8
-	ids := createAtOnce(ctx, t, reg, n, func(i int) meta.Stream { return meta.Stream{Name: fmt.Sprintf("/p/%d", i)} })
+	ids := createAtOnce(ctx, t, reg, n, func(i int) metadata.Stream { return metadata.Stream{Name: fmt.Sprintf("/p/%d", i)} })
 	sorted := slices.Sorted(slices.Values(ids))
 	if len(slices.Compact(sorted)) != n {
 		t.Fatalf("IDs %v are not distinct", ids)
@@ -283,7 +284,7 @@ func TestConcurrentCreatesOfDistinctNamesGetDistinctIDs(t *testing.T) {
 
 // createAtOnce creates stream(0..n-1) from n goroutines released together
 // and returns their IDs by i. Every create must succeed.
-func createAtOnce(ctx context.Context, t *testing.T, reg *meta.Registry, n int, stream func(i int) meta.Stream) []uint64 {
+func createAtOnce(ctx context.Context, t *testing.T, reg *meta.Registry, n int, stream func(i int) metadata.Stream) []uint64 {
 	t.Helper()
 	var (
 		wg    sync.WaitGroup
@@ -310,7 +311,7 @@ func TestUpdateStreamCASUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	reg, _ := newRegistry(t)
-	orig := mustCreate(t, reg, meta.Stream{Name: "/counter"})
+	orig := mustCreate(t, reg, metadata.Stream{Name: "/counter"})
 
 	const goroutines, perGoroutine = 8, 10
 	var (
@@ -322,7 +323,7 @@ func TestUpdateStreamCASUnderConcurrency(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for range perGoroutine {
-				_, err := reg.UpdateStream(ctx, "/counter", func(s *meta.Stream) error {
+				_, err := reg.UpdateStream(ctx, "/counter", func(s *metadata.Stream) error {
 					calls.Add(1)
 					s.StartOffset++
 					return nil
@@ -354,13 +355,13 @@ func TestUpdateStreamReturnsStoredRecord(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	reg, _ := newRegistry(t)
-	mustCreate(t, reg, meta.Stream{Name: "/own"})
+	mustCreate(t, reg, metadata.Stream{Name: "/own"})
 
 	// The shape of an ownership claim: conditioned on the epoch read.
-	claim := func(node string, fromEpoch int64) (meta.Stream, error) {
-		return reg.UpdateStream(ctx, "/own", func(s *meta.Stream) error {
+	claim := func(node string, fromEpoch int64) (metadata.Stream, error) {
+		return reg.UpdateStream(ctx, "/own", func(s *metadata.Stream) error {
 			if s.Epoch != fromEpoch {
-				return fmt.Errorf("epoch is %d, not %d: %w", s.Epoch, fromEpoch, meta.ErrConflict)
+				return fmt.Errorf("epoch is %d, not %d: %w", s.Epoch, fromEpoch, metadata.ErrConflict)
 			}
 			s.Owner, s.Epoch = node, s.Epoch+1
 			return nil
@@ -376,7 +377,7 @@ func TestUpdateStreamReturnsStoredRecord(t *testing.T) {
 	if got, _ := reg.GetStream(ctx, "/own"); got != updated {
 		t.Fatalf("GetStream = %+v, want what UpdateStream returned %+v", got, updated)
 	}
-	if _, err := claim("node-3", 1); !errors.Is(err, meta.ErrConflict) {
+	if _, err := claim("node-3", 1); !errors.Is(err, metadata.ErrConflict) {
 		t.Fatalf("stale claim: err = %v, want the fn's ErrConflict", err)
 	}
 }
@@ -385,17 +386,17 @@ func TestUpdateStreamFnErrorWritesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	reg, cli := newRegistry(t)
-	mustCreate(t, reg, meta.Stream{Name: "/u"})
+	mustCreate(t, reg, metadata.Stream{Name: "/u"})
 	key := testPrefix + "streams//u"
 	before := modRevision(t, cli, key)
 
 	boom := errors.New("boom")
-	_, err := reg.UpdateStream(ctx, "/u", func(s *meta.Stream) error { s.Owner = "x"; return boom })
+	_, err := reg.UpdateStream(ctx, "/u", func(s *metadata.Stream) error { s.Owner = "x"; return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want fn's error", err)
 	}
 	// A no-op fn writes nothing either.
-	if _, err := reg.UpdateStream(ctx, "/u", func(*meta.Stream) error { return nil }); err != nil {
+	if _, err := reg.UpdateStream(ctx, "/u", func(*metadata.Stream) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if after := modRevision(t, cli, key); after != before {
@@ -407,13 +408,13 @@ func TestUpdateStreamIdentityIsImmutable(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	reg, _ := newRegistry(t)
-	orig := mustCreate(t, reg, meta.Stream{Name: "/fixed"})
+	orig := mustCreate(t, reg, metadata.Stream{Name: "/fixed"})
 
-	for what, fn := range map[string]func(*meta.Stream) error{
-		"name": func(s *meta.Stream) error { s.Name = "/other"; return nil },
-		"id":   func(s *meta.Stream) error { s.ID++; return nil },
+	for what, fn := range map[string]func(*metadata.Stream) error{
+		"name": func(s *metadata.Stream) error { s.Name = "/other"; return nil },
+		"id":   func(s *metadata.Stream) error { s.ID++; return nil },
 	} {
-		if _, err := reg.UpdateStream(ctx, "/fixed", fn); !errors.Is(err, meta.ErrInvalid) {
+		if _, err := reg.UpdateStream(ctx, "/fixed", fn); !errors.Is(err, metadata.ErrInvalid) {
 			t.Errorf("changing %s: err = %v, want ErrInvalid", what, err)
 		}
 	}
@@ -426,8 +427,8 @@ func TestUpdateMissingStreamIsNotFound(t *testing.T) {
 	t.Parallel()
 	reg, _ := newRegistry(t)
 	called := false
-	_, err := reg.UpdateStream(testCtx(t), "/ghost", func(*meta.Stream) error { called = true; return nil })
-	if !errors.Is(err, meta.ErrNotFound) {
+	_, err := reg.UpdateStream(testCtx(t), "/ghost", func(*metadata.Stream) error { called = true; return nil })
+	if !errors.Is(err, metadata.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
 	if called {
@@ -449,12 +450,12 @@ func listingFixture(t *testing.T, reg *meta.Registry) (a, ab, b []string) {
 	all := slices.Concat(b, ab, a)
 	slices.Reverse(all)
 	for _, n := range all {
-		mustCreate(t, reg, meta.Stream{Name: n})
+		mustCreate(t, reg, metadata.Stream{Name: n})
 	}
 	return a, ab, b
 }
 
-func names(ss []meta.Stream) []string {
+func names(ss []metadata.Stream) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = s.Name
@@ -523,7 +524,7 @@ func TestListStreamsPagination(t *testing.T) {
 	}
 
 	for _, limit := range []int{0, -1} {
-		if _, _, err := reg.ListStreams(ctx, "", "", limit); !errors.Is(err, meta.ErrInvalid) {
+		if _, _, err := reg.ListStreams(ctx, "", "", limit); !errors.Is(err, metadata.ErrInvalid) {
 			t.Errorf("limit %d: err = %v, want ErrInvalid", limit, err)
 		}
 	}
@@ -612,11 +613,11 @@ func TestRegistriesWithDifferentPrefixesAreIsolated(t *testing.T) {
 		t.Fatalf("Prefix = %q, want /one/", r1.Prefix())
 	}
 
-	s1 := mustCreate(t, r1, meta.Stream{Name: "/x"})
-	if _, err := r2.GetStream(ctx, "/x"); !errors.Is(err, meta.ErrNotFound) {
+	s1 := mustCreate(t, r1, metadata.Stream{Name: "/x"})
+	if _, err := r2.GetStream(ctx, "/x"); !errors.Is(err, metadata.ErrNotFound) {
 		t.Fatalf("r2 sees r1's stream: err = %v", err)
 	}
-	s2 := mustCreate(t, r2, meta.Stream{Name: "/x"})
+	s2 := mustCreate(t, r2, metadata.Stream{Name: "/x"})
 	if s1.ID != 1 || s2.ID != 1 {
 		t.Fatalf("IDs = %d, %d; want each registry's own counter to start at 1", s1.ID, s2.ID)
 	}
@@ -635,7 +636,7 @@ func TestKeyLayoutAndCorruptRecords(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	reg, cli := newRegistry(t)
-	s := mustCreate(t, reg, meta.Stream{Name: "/orders/1"})
+	s := mustCreate(t, reg, metadata.Stream{Name: "/orders/1"})
 
 	// The documented layout: <prefix>streams/<name>, name verbatim.
 	resp, err := cli.Get(ctx, testPrefix+"streams//orders/1")
@@ -654,10 +655,10 @@ func TestKeyLayoutAndCorruptRecords(t *testing.T) {
 	if _, err := cli.Put(ctx, testPrefix+"streams//orders/1", "{not json"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.GetStream(ctx, "/orders/1"); !errors.Is(err, meta.ErrCorrupt) {
+	if _, err := reg.GetStream(ctx, "/orders/1"); !errors.Is(err, metadata.ErrCorrupt) {
 		t.Fatalf("GetStream of garbage: err = %v, want ErrCorrupt", err)
 	}
-	if _, _, err := reg.ListStreams(ctx, "", "", 10); !errors.Is(err, meta.ErrCorrupt) {
+	if _, _, err := reg.ListStreams(ctx, "", "", 10); !errors.Is(err, metadata.ErrCorrupt) {
 		t.Fatalf("ListStreams over garbage: err = %v, want ErrCorrupt", err)
 	}
 	if _, err := cli.Put(ctx, testPrefix+"counters/stream-id", "x"); err != nil {
@@ -666,7 +667,7 @@ func TestKeyLayoutAndCorruptRecords(t *testing.T) {
 	// A registry reads the counter when it reserves a block: at its first
 	// create.
 	fresh := meta.NewRegistry(cli, testPrefix)
-	if _, _, err := fresh.CreateStream(ctx, meta.Stream{Name: "/new"}); !errors.Is(err, meta.ErrCorrupt) {
+	if _, _, err := fresh.CreateStream(ctx, metadata.Stream{Name: "/new"}); !errors.Is(err, metadata.ErrCorrupt) {
 		t.Fatalf("CreateStream with a garbage counter: err = %v, want ErrCorrupt", err)
 	}
 }
@@ -687,16 +688,16 @@ func TestTakeOverOnlyFromAnAbsentOwner(t *testing.T) {
 	t.Parallel()
 	reg, cli := newRegistry(t)
 	ctx := t.Context()
-	mustCreate(t, reg, meta.Stream{Name: "/t"})
-	s, err := reg.UpdateStream(ctx, "/t", func(m *meta.Stream) error { m.Owner = "a"; return nil })
+	mustCreate(t, reg, metadata.Stream{Name: "/t"})
+	s, err := reg.UpdateStream(ctx, "/t", func(m *metadata.Stream) error { m.Owner = "a"; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := reg.Join(ctx, meta.Member{NodeID: "a"}, 30*time.Second)
+	sess, err := reg.Join(ctx, metadata.Member{NodeID: "a"}, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.TakeOver(ctx, s, "b"); !errors.Is(err, meta.ErrConflict) {
+	if _, err := reg.TakeOver(ctx, s, "b"); !errors.Is(err, metadata.ErrConflict) {
 		t.Fatalf("take over from a live owner: %v, want ErrConflict", err)
 	}
 	if _, err := cli.Revoke(ctx, sess.LeaseID()); err != nil {
@@ -706,7 +707,7 @@ func TestTakeOverOnlyFromAnAbsentOwner(t *testing.T) {
 	if err != nil || got.Owner != "b" || got.Epoch != s.Epoch+1 {
 		t.Fatalf("take over from a gone owner: %+v %v", got, err)
 	}
-	if _, err := reg.TakeOver(ctx, s, "c"); !errors.Is(err, meta.ErrConflict) {
+	if _, err := reg.TakeOver(ctx, s, "c"); !errors.Is(err, metadata.ErrConflict) {
 		t.Fatalf("second take over with the old record: %v, want ErrConflict", err)
 	}
 }
@@ -723,11 +724,11 @@ func TestEachStreamStartsOverAfterCompaction(t *testing.T) {
 
 	var got []string
 	starts, compacted := 0, false
-	err := reg.EachStream(ctx, func() { starts++; got = got[:0] }, func(s meta.Stream) error {
+	err := reg.EachStream(ctx, func() { starts++; got = got[:0] }, func(s metadata.Stream) error {
 		got = append(got, s.Name)
 		if len(got) == 4 && !compacted {
 			compacted = true
-			mustCreate(t, reg, meta.Stream{Name: "/zz"})
+			mustCreate(t, reg, metadata.Stream{Name: "/zz"})
 			resp, err := cli.Get(ctx, "any")
 			if err != nil {
 				return err
@@ -747,7 +748,7 @@ func TestEachStreamStartsOverAfterCompaction(t *testing.T) {
 
 	stop := errors.New("stop")
 	n := 0
-	err = reg.EachStream(ctx, func() {}, func(meta.Stream) error { n++; return stop })
+	err = reg.EachStream(ctx, func() {}, func(metadata.Stream) error { n++; return stop })
 	if !errors.Is(err, stop) || n != 1 {
 		t.Fatalf("EachStream with a failing fn: %v after %d records", err, n)
 	}

@@ -8,55 +8,39 @@ import (
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-)
 
-// ReplicaSet is where a `replicated` stream's copies live and which of
-// them are in sync (docs/durability.md, "replicated"). The owner writes it
-// (conditioned on its live session and the key's revision) whenever it
-// changes a follower or the in-sync set, and before it acknowledges an
-// append without a follower that fell behind; a node taking the stream
-// over must be one of InSync, because every acknowledged record is on
-// every member of InSync.
-type ReplicaSet struct {
-	// Epoch and Owner: the ownership the set was written under.
-	Epoch int64  `json:"epoch"`
-	Owner string `json:"owner"`
-	// Followers are the nodes the owner ships the stream's WAL entries
-	// to; InSync is the subset that holds every acknowledged record.
-	Followers []string `json:"followers,omitempty"`
-	InSync    []string `json:"inSync,omitempty"`
-	// Rev is the key's etcd mod revision (0: no key), for the next write.
-	Rev int64 `json:"-"`
-}
+	"github.com/PicoMQ/picomq/meta/metadata"
+)
 
 func (r *Registry) replicaKey(id uint64) string {
 	return fmt.Sprintf("%sreplicas/%020d", r.prefix, id)
 }
 
 // ReplicaSet returns stream id's replica set (Rev 0 if it has none).
-func (r *Registry) ReplicaSet(ctx context.Context, id uint64) (ReplicaSet, error) {
+func (r *Registry) ReplicaSet(ctx context.Context, id uint64) (metadata.ReplicaSet, error) {
 	resp, err := r.cli.Get(ctx, r.replicaKey(id))
 	if err != nil {
-		return ReplicaSet{}, fmt.Errorf("meta: replica set of stream %d: %w", id, err)
+		return metadata.ReplicaSet{}, fmt.Errorf("meta: replica set of stream %d: %w", id, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return ReplicaSet{}, nil
+		return metadata.ReplicaSet{}, nil
 	}
-	var rs ReplicaSet
+	var rs metadata.ReplicaSet
 	if err := json.Unmarshal(resp.Kvs[0].Value, &rs); err != nil {
-		return ReplicaSet{}, fmt.Errorf("%w: replica set %s: %v", ErrCorrupt, resp.Kvs[0].Key, err)
+		return metadata.ReplicaSet{}, fmt.Errorf("%w: replica set %s: %v", metadata.ErrCorrupt, resp.Kvs[0].Key, err)
 	}
 	rs.Rev = resp.Kvs[0].ModRevision
 	return rs, nil
 }
 
-// PutReplicaSet writes stream id's replica set if sess is still the node's
+// PutReplicaSet writes stream id's replica set if lease is still the node's
 // live session and the key's mod revision is still prev (0: no key), and
 // returns the new revision. ErrLeaseLost: the session is over;
 // ErrConflict: the key changed (another owner wrote it).
-func (r *Registry) PutReplicaSet(ctx context.Context, sess *Session, id uint64, prev int64, rs ReplicaSet) (int64, error) {
-	if sess == nil {
-		return 0, fmt.Errorf("%w: no session", ErrLeaseLost)
+func (r *Registry) PutReplicaSet(ctx context.Context, lease metadata.Lease, id uint64, prev int64, rs metadata.ReplicaSet) (int64, error) {
+	sess, err := sessionOf(lease)
+	if err != nil {
+		return 0, err
 	}
 	val, err := json.Marshal(rs)
 	if err != nil {
@@ -72,9 +56,9 @@ func (r *Registry) PutReplicaSet(ctx context.Context, sess *Session, id uint64, 
 	}
 	if !resp.Succeeded {
 		if sess.Lost() {
-			return 0, ErrLeaseLost
+			return 0, metadata.ErrLeaseLost
 		}
-		return 0, fmt.Errorf("%w: replica set of stream %d changed since it was read (or this node's session is over)", ErrConflict, id)
+		return 0, fmt.Errorf("%w: replica set of stream %d changed since it was read (or this node's session is over)", metadata.ErrConflict, id)
 	}
 	return resp.Header.Revision, nil
 }
@@ -103,7 +87,7 @@ func (r *Registry) ClusterSecret(ctx context.Context) (string, error) {
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 || len(kvs[0].Value) < 32 {
-		return "", fmt.Errorf("%w: cluster secret", ErrCorrupt)
+		return "", fmt.Errorf("%w: cluster secret", metadata.ErrCorrupt)
 	}
 	return string(kvs[0].Value), nil
 }

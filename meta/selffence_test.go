@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 )
 
@@ -132,7 +133,7 @@ func sessionThroughFreezer(t *testing.T, ttl time.Duration) (context.Context, *m
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	sess, err := meta.NewRegistry(cli, "/"+t.Name()+"/").Join(ctx, meta.Member{NodeID: "a"}, ttl)
+	sess, err := meta.NewRegistry(cli, "/"+t.Name()+"/").Join(ctx, metadata.Member{NodeID: "a"}, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // hasTopicKey reports whether the topic index holds an entry for topic.
@@ -31,7 +31,7 @@ func TestDerivedAliasWithoutIndexKey(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	reg, cli := newRegistry(t)
-	ab := mustCreate(t, reg, meta.Stream{Name: "/a/b", KafkaTopic: "a.b"})
+	ab := mustCreate(t, reg, metadata.Stream{Name: "/a/b", KafkaTopic: "a.b"})
 	if hasTopicKey(t, cli, "a.b") {
 		t.Fatal("a derived alias of a name without '.' got an index entry")
 	}
@@ -41,54 +41,54 @@ func TestDerivedAliasWithoutIndexKey(t *testing.T) {
 	// Every other way to claim a.b is refused: an explicit alias, the
 	// dotted name that derives the same alias, an update.
 	for _, name := range []string{"/x", "/a.b"} {
-		if _, created, err := reg.CreateStream(ctx, meta.Stream{Name: name, KafkaTopic: "a.b"}); !errors.Is(err, meta.ErrTopicTaken) || created {
+		if _, created, err := reg.CreateStream(ctx, metadata.Stream{Name: name, KafkaTopic: "a.b"}); !errors.Is(err, metadata.ErrTopicTaken) || created {
 			t.Fatalf("create %s claiming a.b: created=%v err=%v, want ErrTopicTaken", name, created, err)
 		}
-		if _, err := reg.GetStream(ctx, name); !errors.Is(err, meta.ErrNotFound) {
+		if _, err := reg.GetStream(ctx, name); !errors.Is(err, metadata.ErrNotFound) {
 			t.Fatalf("%s exists after its claim failed: %v", name, err)
 		}
 	}
-	mustCreate(t, reg, meta.Stream{Name: "/y"})
-	if _, err := reg.UpdateStream(ctx, "/y", func(s *meta.Stream) error { s.KafkaTopic = "a.b"; return nil }); !errors.Is(err, meta.ErrTopicTaken) {
+	mustCreate(t, reg, metadata.Stream{Name: "/y"})
+	if _, err := reg.UpdateStream(ctx, "/y", func(s *metadata.Stream) error { s.KafkaTopic = "a.b"; return nil }); !errors.Is(err, metadata.ErrTopicTaken) {
 		t.Fatalf("update claiming a.b: %v, want ErrTopicTaken", err)
 	}
 
 	// Explicit, and derived from a dotted name: index entries as before.
-	mustCreate(t, reg, meta.Stream{Name: "/c", KafkaTopic: "c.d"})
-	mustCreate(t, reg, meta.Stream{Name: "/e.f", KafkaTopic: "e.f"})
+	mustCreate(t, reg, metadata.Stream{Name: "/c", KafkaTopic: "c.d"})
+	mustCreate(t, reg, metadata.Stream{Name: "/e.f", KafkaTopic: "e.f"})
 	if !hasTopicKey(t, cli, "c.d") || !hasTopicKey(t, cli, "e.f") {
 		t.Fatal("an explicit or dotted-name alias has no index entry")
 	}
 	// ... and they hold their alias against the name that would derive it.
 	for _, name := range []string{"/c/d", "/e/f"} {
 		topic := name[1:2] + "." + name[3:]
-		if _, _, err := reg.CreateStream(ctx, meta.Stream{Name: name, KafkaTopic: topic}); !errors.Is(err, meta.ErrTopicTaken) {
+		if _, _, err := reg.CreateStream(ctx, metadata.Stream{Name: name, KafkaTopic: topic}); !errors.Is(err, metadata.ErrTopicTaken) {
 			t.Fatalf("create %s claiming %s: %v, want ErrTopicTaken", name, topic, err)
 		}
 	}
 
 	// A name that could hold g.h keylessly but does not: an explicit claim
 	// of g.h elsewhere succeeds, after which that name cannot take it.
-	mustCreate(t, reg, meta.Stream{Name: "/g/h"})
-	z := mustCreate(t, reg, meta.Stream{Name: "/z", KafkaTopic: "g.h"})
+	mustCreate(t, reg, metadata.Stream{Name: "/g/h"})
+	z := mustCreate(t, reg, metadata.Stream{Name: "/z", KafkaTopic: "g.h"})
 	if got, err := reg.LookupTopic(ctx, "g.h"); err != nil || got.ID != z.ID {
 		t.Fatalf("LookupTopic(g.h) = %+v, %v; want /z", got, err)
 	}
-	if _, err := reg.UpdateStream(ctx, "/g/h", func(s *meta.Stream) error { s.KafkaTopic = "g.h"; return nil }); !errors.Is(err, meta.ErrTopicTaken) {
+	if _, err := reg.UpdateStream(ctx, "/g/h", func(s *metadata.Stream) error { s.KafkaTopic = "g.h"; return nil }); !errors.Is(err, metadata.ErrTopicTaken) {
 		t.Fatalf("/g/h taking g.h held by /z: %v, want ErrTopicTaken", err)
 	}
 
 	// Moving a keyless alias away and back, and deleting, free it.
-	if _, err := reg.UpdateStream(ctx, "/a/b", func(s *meta.Stream) error { s.KafkaTopic = "other"; return nil }); err != nil {
+	if _, err := reg.UpdateStream(ctx, "/a/b", func(s *metadata.Stream) error { s.KafkaTopic = "other"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.LookupTopic(ctx, "a.b"); !errors.Is(err, meta.ErrNotFound) {
+	if _, err := reg.LookupTopic(ctx, "a.b"); !errors.Is(err, metadata.ErrNotFound) {
 		t.Fatalf("a.b after /a/b dropped it: %v, want ErrNotFound", err)
 	}
 	if !hasTopicKey(t, cli, "other") {
 		t.Fatal("an explicit alias set by an update has no index entry")
 	}
-	if _, err := reg.UpdateStream(ctx, "/a/b", func(s *meta.Stream) error { s.KafkaTopic = "a.b"; return nil }); err != nil {
+	if _, err := reg.UpdateStream(ctx, "/a/b", func(s *metadata.Stream) error { s.KafkaTopic = "a.b"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if hasTopicKey(t, cli, "a.b") || hasTopicKey(t, cli, "other") {
@@ -123,10 +123,10 @@ func TestDerivedAliasIndexEntryOfEarlierVersions(t *testing.T) {
 	if got, err := reg.LookupTopic(ctx, "old.t"); err != nil || got.ID != 7 {
 		t.Fatalf("LookupTopic through an earlier version's entry = %+v, %v", got, err)
 	}
-	if _, _, err := reg.CreateStream(ctx, meta.Stream{Name: "/n", KafkaTopic: "old.t"}); !errors.Is(err, meta.ErrTopicTaken) {
+	if _, _, err := reg.CreateStream(ctx, metadata.Stream{Name: "/n", KafkaTopic: "old.t"}); !errors.Is(err, metadata.ErrTopicTaken) {
 		t.Fatalf("claim of old.t: %v, want ErrTopicTaken", err)
 	}
-	if _, err := reg.UpdateStream(ctx, "/old/t", func(s *meta.Stream) error { s.KafkaTopic = "new.t"; return nil }); err != nil {
+	if _, err := reg.UpdateStream(ctx, "/old/t", func(s *metadata.Stream) error { s.KafkaTopic = "new.t"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if hasTopicKey(t, cli, "old.t") {
@@ -152,32 +152,32 @@ func TestConcurrentKeylessAndIndexedClaims(t *testing.T) {
 			reg, _ := newRegistry(t)
 			const n = 4
 			for i := 0; i < n; i++ {
-				mustCreate(t, reg, meta.Stream{Name: fmt.Sprintf("/u%d", i)})
+				mustCreate(t, reg, metadata.Stream{Name: fmt.Sprintf("/u%d", i)})
 			}
 			claims := []func() (bool, error){
 				func() (bool, error) {
-					_, created, err := reg.CreateStream(ctx, meta.Stream{Name: "/a.b", KafkaTopic: "a.b"})
+					_, created, err := reg.CreateStream(ctx, metadata.Stream{Name: "/a.b", KafkaTopic: "a.b"})
 					return created, err
 				},
 			}
 			if holderExists {
-				mustCreate(t, reg, meta.Stream{Name: "/a/b"})
+				mustCreate(t, reg, metadata.Stream{Name: "/a/b"})
 				claims = append(claims, func() (bool, error) {
-					_, err := reg.UpdateStream(ctx, "/a/b", func(s *meta.Stream) error { s.KafkaTopic = "a.b"; return nil })
+					_, err := reg.UpdateStream(ctx, "/a/b", func(s *metadata.Stream) error { s.KafkaTopic = "a.b"; return nil })
 					return err == nil, err
 				})
 			} else {
 				claims = append(claims, func() (bool, error) {
-					_, created, err := reg.CreateStream(ctx, meta.Stream{Name: "/a/b", KafkaTopic: "a.b"})
+					_, created, err := reg.CreateStream(ctx, metadata.Stream{Name: "/a/b", KafkaTopic: "a.b"})
 					return created, err
 				})
 			}
 			for i := 0; i < n; i++ {
 				claims = append(claims, func() (bool, error) {
-					_, created, err := reg.CreateStream(ctx, meta.Stream{Name: fmt.Sprintf("/c%d", i), KafkaTopic: "a.b"})
+					_, created, err := reg.CreateStream(ctx, metadata.Stream{Name: fmt.Sprintf("/c%d", i), KafkaTopic: "a.b"})
 					return created, err
 				}, func() (bool, error) {
-					_, err := reg.UpdateStream(ctx, fmt.Sprintf("/u%d", i), func(s *meta.Stream) error { s.KafkaTopic = "a.b"; return nil })
+					_, err := reg.UpdateStream(ctx, fmt.Sprintf("/u%d", i), func(s *metadata.Stream) error { s.KafkaTopic = "a.b"; return nil })
 					return err == nil, err
 				})
 			}
@@ -191,7 +191,7 @@ func TestConcurrentKeylessAndIndexedClaims(t *testing.T) {
 					switch {
 					case won:
 						wins.Add(1)
-					case !errors.Is(err, meta.ErrTopicTaken):
+					case !errors.Is(err, metadata.ErrTopicTaken):
 						t.Errorf("claim: %v", err)
 					}
 				}()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -63,7 +64,7 @@ func BenchmarkPUTsPerGiB(b *testing.B) {
 			ctx := context.Background()
 			cli := metatest.StartEtcd(b)
 			reg := meta.NewRegistry(cli, "/bench/")
-			sess, err := reg.Join(ctx, meta.Member{NodeID: "bench"}, 10*time.Second)
+			sess, err := reg.Join(ctx, metadata.Member{NodeID: "bench"}, 10*time.Second)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -79,7 +80,7 @@ func BenchmarkPUTsPerGiB(b *testing.B) {
 			}
 			tier := &countingTier{Tier: ta}
 			svc, err := stream.Open(ctx, stream.Config{NodeID: "bench", Logger: log, Tier: stream.TierConfig{
-				Tier: tier, Manifests: reg, Session: func() *meta.Session { return sess },
+				Tier: tier, Manifests: reg, Session: func() metadata.Lease { return meta.LeaseOf(sess) },
 				SealMaxAge: time.Second, SealMaxBytes: 8 << 20,
 			}}, w, reg)
 			if err != nil {

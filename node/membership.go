@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/sdk/retry"
 )
 
@@ -24,7 +25,7 @@ import (
 type membership struct {
 	reg       *meta.Registry
 	cli       *clientv3.Client
-	member    meta.Member
+	member    metadata.Member
 	ttl       time.Duration
 	leaseLog  string // file remembering our lease, so a restart can revoke it
 	log       *slog.Logger
@@ -62,7 +63,7 @@ func (m *membership) join(ctx context.Context) error {
 			}
 			return nil
 		}
-		if !errors.Is(err, meta.ErrConflict) || time.Now().After(deadline) {
+		if !errors.Is(err, metadata.ErrConflict) || time.Now().After(deadline) {
 			return err
 		}
 		m.log.Warn("node id still registered by a live lease; waiting for it to expire", "node_id", m.member.NodeID)
@@ -92,7 +93,7 @@ func (m *membership) run(ctx context.Context) error {
 		}
 		m.lost.Store(true)
 		m.losses.Add(1)
-		m.onLost(meta.ErrLeaseLost)
+		m.onLost(metadata.ErrLeaseLost)
 		// Rejoin attempts back off by the repository's one rule (sdk/retry).
 		backoff := retry.Policy{Initial: 200 * time.Millisecond, Max: 2 * time.Second}.Backoff()
 		for ctx.Err() == nil {
@@ -107,7 +108,7 @@ func (m *membership) run(ctx context.Context) error {
 				m.onResumed()
 				break
 			}
-			if errors.Is(err, meta.ErrLeaseLost) {
+			if errors.Is(err, metadata.ErrLeaseLost) {
 				if err := m.join(ctx); err == nil {
 					m.log.Info("rejoined the cluster with a new lease")
 					m.onJoined()

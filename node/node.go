@@ -37,6 +37,7 @@ import (
 	"github.com/PicoMQ/picomq/kafka"
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/embedded"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/node/replication"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -300,7 +301,7 @@ func (n *Node) connectEtcd(ctx context.Context) (err error) {
 	if len(cfg.EtcdEndpoints) > 0 {
 		// An external cluster may not answer yet (peers booting, DNS, a
 		// security group): retry. The embedded one is this process.
-		err = n.untilAvailable(ctx, "etcd", func(err error) bool { return !errors.Is(err, meta.ErrInvalid) }, dial)
+		err = n.untilAvailable(ctx, "etcd", func(err error) bool { return !errors.Is(err, metadata.ErrInvalid) }, dial)
 	} else {
 		err = dial(ctx)
 	}
@@ -341,7 +342,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	cfg := n.cfg
 	n.members = &membership{
 		reg: n.reg, cli: n.etcd, ttl: cfg.LeaseTTL, log: n.log,
-		member:   meta.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, Zone: cfg.Zone, StartedAt: time.Now().UTC()},
+		member:   metadata.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, Zone: cfg.Zone, StartedAt: time.Now().UTC()},
 		leaseLog: filepath.Join(cfg.DataDir, "node-lease"),
 	}
 	if err := n.untilAvailable(ctx, "cluster membership", func(error) bool { return true }, n.members.join); err != nil {
@@ -387,7 +388,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
 			Manifests:    n.reg,
-			Session:      n.members.sess.Load,
+			Session:      func() metadata.Lease { return meta.LeaseOf(n.members.sess.Load()) },
 			SealMaxAge:   cfg.SealMaxAge,
 			SealMaxBytes: cfg.SealMaxBytes,
 			MaxWALBytes:  cfg.WALMaxBytes,

@@ -25,7 +25,7 @@ import (
 	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // DefaultName is the etcd member name used when Config.Name is empty.
@@ -112,7 +112,7 @@ type Server struct {
 // never needs to reach its own peer URL.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
-		return nil, fmt.Errorf("meta: start embedded etcd: %w: no data dir", meta.ErrInvalid)
+		return nil, fmt.Errorf("meta: start embedded etcd: %w: no data dir", metadata.ErrInvalid)
 	}
 	if cfg.Name == "" {
 		cfg.Name = DefaultName
@@ -125,7 +125,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return nil, fmt.Errorf("meta: start embedded etcd: %w: address %q: %v", meta.ErrInvalid, a, err)
+			return nil, fmt.Errorf("meta: start embedded etcd: %w: address %q: %v", metadata.ErrInvalid, a, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/PicoMQ/picomq/internal/testproc"
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/embedded"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -54,7 +55,7 @@ func TestEmbeddedRestartOnSameDirKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	created, ok, err := meta.NewRegistry(cli1, "").CreateStream(ctx, meta.Stream{Name: "/orders/1", ContentType: "application/json"})
+	created, ok, err := meta.NewRegistry(cli1, "").CreateStream(ctx, metadata.Stream{Name: "/orders/1", ContentType: "application/json"})
 	if err != nil || !ok {
 		t.Fatalf("CreateStream = %v, %v", ok, err)
 	}
@@ -84,7 +85,7 @@ func TestEmbeddedRestartOnSameDirKeepsData(t *testing.T) {
 		t.Fatalf("after restart got %+v, want %+v", got, created)
 	}
 	// The ID counter survived too: a new stream does not reuse the old ID.
-	next, ok, err := reg.CreateStream(ctx, meta.Stream{Name: "/orders/2"})
+	next, ok, err := reg.CreateStream(ctx, metadata.Stream{Name: "/orders/2"})
 	if err != nil || !ok {
 		t.Fatalf("CreateStream after restart = %v, %v", ok, err)
 	}
@@ -164,10 +165,10 @@ func TestStartEmbeddedFixedAddressInUseFails(t *testing.T) {
 
 func TestStartEmbeddedRejectsBadConfig(t *testing.T) {
 	ctx := testCtx(t)
-	if _, err := embedded.Start(ctx, embedded.Config{Fast: true}); !errors.Is(err, meta.ErrInvalid) {
+	if _, err := embedded.Start(ctx, embedded.Config{Fast: true}); !errors.Is(err, metadata.ErrInvalid) {
 		t.Errorf("no Dir: err = %v, want ErrInvalid", err)
 	}
-	if _, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), ClientAddr: "nohostport"}); !errors.Is(err, meta.ErrInvalid) {
+	if _, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), ClientAddr: "nohostport"}); !errors.Is(err, metadata.ErrInvalid) {
 		t.Errorf("bad ClientAddr: err = %v, want ErrInvalid", err)
 	}
 }

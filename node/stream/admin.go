@@ -11,7 +11,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // ErrOffsetTrimmed: the offset is below the stream's start offset (trimmed
@@ -87,7 +87,7 @@ func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (
 		}
 	}
 	id := st.info.ID
-	stored, err := s.updateRecord(ctx, name, func(m *meta.Stream) error {
+	stored, err := s.updateRecord(ctx, name, func(m *metadata.Stream) error {
 		if m.ID != id {
 			return fmt.Errorf("%w: %s was replaced by a newer stream of the same name", ErrNotFound, name)
 		}
@@ -121,7 +121,7 @@ func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (
 // applyConfig copies the administrable fields of a stored record into
 // memory. The start offset only moves forward, whatever order concurrent
 // trims finish in.
-func (st *streamState) applyConfig(m meta.Stream) {
+func (st *streamState) applyConfig(m metadata.Stream) {
 	st.mu.Lock()
 	st.info.KafkaTopic = m.KafkaTopic
 	st.info.RetentionMs = m.RetentionMs
@@ -138,7 +138,7 @@ func (st *streamState) applyConfig(m meta.Stream) {
 // here). Streams that are deleted, being deleted or expired are left out.
 func (s *Service) List(ctx context.Context, prefix, after string, limit int) ([]Info, bool, error) {
 	l, ok := s.reg.(interface {
-		ListStreams(ctx context.Context, prefix, after string, limit int) ([]meta.Stream, bool, error)
+		ListStreams(ctx context.Context, prefix, after string, limit int) ([]metadata.Stream, bool, error)
 	})
 	if !ok {
 		return nil, false, fmt.Errorf("%w: the registry cannot list streams", ErrUnavailable)
@@ -181,6 +181,6 @@ func (s *Service) List(ctx context.Context, prefix, after string, limit int) ([]
 }
 
 // listHidden: records of streams that are gone for clients.
-func listHidden(m meta.Stream) bool {
+func listHidden(m metadata.Stream) bool {
 	return m.SoftDeleted || m.Deleting
 }

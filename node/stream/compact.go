@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/defaults"
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/tiering"
 )
@@ -79,7 +79,7 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 	for i := range refs {
 		byID[refs[i].StreamID] = &refs[i]
 	}
-	m := meta.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, Level: 1, CreatedAt: time.Now().UTC()}
+	m := metadata.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, Level: 1, CreatedAt: time.Now().UTC()}
 	for i, id := range ids {
 		m.Streams = append(m.Streams, manifestEntry(id, ups[i].First, ups[i].Next, byID[id], states[i]))
 	}
@@ -102,12 +102,12 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 // compactCandidates returns this node's manifests in commit order, or nil
 // when there are not more than cfg.MaxManifests of them, and every
 // registered stream's start offset (ranges below it are dead).
-func (s *Service) compactCandidates(ctx context.Context, cfg CompactConfig) ([]meta.Manifest, map[uint64]int64, error) {
+func (s *Service) compactCandidates(ctx context.Context, cfg CompactConfig) ([]metadata.Manifest, map[uint64]int64, error) {
 	all, err := s.tcfg.Manifests.Manifests(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	var mine []meta.Manifest
+	var mine []metadata.Manifest
 	for _, m := range all {
 		if m.Node == s.cfg.NodeID {
 			mine = append(mine, m)
@@ -135,10 +135,10 @@ type compactRange struct {
 // chooseRun picks the oldest run of mine whose live streams are all served
 // here and contiguous per stream within the run, bounded by cfg.MaxRun and
 // cfg.TargetBytes, and returns it with its live ranges per stream.
-func (s *Service) chooseRun(mine []meta.Manifest, startOf map[uint64]int64, cfg CompactConfig) ([]meta.Manifest, map[uint64][]compactRange) {
+func (s *Service) chooseRun(mine []metadata.Manifest, startOf map[uint64]int64, cfg CompactConfig) ([]metadata.Manifest, map[uint64][]compactRange) {
 	per := map[uint64][]compactRange{}
 	lastNext := map[uint64]int64{} // end of the last data range taken per stream
-	var run []meta.Manifest
+	var run []metadata.Manifest
 	var size int64
 	for i, m := range mine {
 		if len(run) >= cfg.MaxRun || (len(run) >= 2 && size+m.Size > cfg.TargetBytes) {

@@ -3,7 +3,7 @@ package stream
 // Forks. A fork is a stream whose history up to a fork point is its
 // source's: it shares the source's stored batches instead of copying them,
 // and only its own appends go to its own log, which starts at the fork
-// point (meta.StreamFork.End). The fork uses the source's offsets for the
+// point (metadata.StreamFork.End). The fork uses the source's offsets for the
 // inherited part, so an offset means the same record in both up to the fork
 // point. Forks of forks chain; reads walk the chain.
 //
@@ -16,7 +16,7 @@ package stream
 // Either way nothing is copied: the cut is applied when the record is read.
 //
 // The source's data must outlive the fork: each fork holds a reference on
-// its source (meta.Stream.ForkRefs, see lifecycle.go), and a source deleted
+// its source (metadata.Stream.ForkRefs, see lifecycle.go), and a source deleted
 // while referenced is only soft-deleted.
 
 import (
@@ -26,7 +26,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
@@ -44,7 +44,7 @@ type ForkOptions struct {
 
 // logStart is the first offset of a stream's own log: 0, or a fork's fork
 // point (End).
-func logStart(m meta.Stream) int64 {
+func logStart(m metadata.Stream) int64 {
 	if m.Fork != nil {
 		return m.Fork.End
 	}
@@ -102,7 +102,7 @@ func (s *Service) resolveFork(ctx context.Context, opts *CreateOptions, plan *cr
 	if off > tail {
 		return fmt.Errorf("%w: fork offset %d is beyond the end (%d) of %s", ErrInvalidArgument, off, tail, fo.Source)
 	}
-	fork := &meta.StreamFork{Source: src.info.Name, SourceID: src.info.ID, Offset: off, SubOffset: fo.SubOffset, End: off}
+	fork := &metadata.StreamFork{Source: src.info.Name, SourceID: src.info.ID, Offset: off, SubOffset: fo.SubOffset, End: off}
 	if sub := fo.SubOffset; sub > 0 {
 		count, first, err := s.messageAt(ctx, src, off)
 		if err != nil {
@@ -201,7 +201,7 @@ func (s *Service) view(ctx context.Context, st *streamState, hi int64) ([]segmen
 // source may be served by another node (or by none yet). Records the
 // source's owner has not uploaded yet are not in the view; a read that
 // needs them fails (ErrUnavailable) until they are.
-func (s *Service) remoteSource(ctx context.Context, f *meta.StreamFork) (*streamState, error) {
+func (s *Service) remoteSource(ctx context.Context, f *metadata.StreamFork) (*streamState, error) {
 	if s.tier == nil || s.tcfg.Manifests == nil {
 		return nil, errors.New("not served here and no object storage to read it from")
 	}

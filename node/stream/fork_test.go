@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
 )
@@ -214,7 +215,7 @@ func TestSoftDeleteAndCascadingGC(t *testing.T) {
 		if _, err := h.svc.Head(ctx, name); !errors.Is(err, stream.ErrNotFound) || errors.Is(err, stream.ErrGone) {
 			t.Errorf("head %s after cascade: %v, want ErrNotFound", name, err)
 		}
-		if _, err := registryRecord(t, h, name); !errors.Is(err, meta.ErrNotFound) {
+		if _, err := registryRecord(t, h, name); !errors.Is(err, metadata.ErrNotFound) {
 			t.Errorf("registry record %s after cascade: %v", name, err)
 		}
 	}
@@ -249,7 +250,7 @@ func TestStartRepairsLeakedReferences(t *testing.T) {
 	mustCreate(t, h.svc, "/src", stream.CreateOptions{Initial: recs("d")})
 	// Simulate a crash between taking a reference and creating the fork.
 	reg := meta.NewRegistry(h.cli, "/test/")
-	if _, err := reg.UpdateStream(ctx, "/src", func(m *meta.Stream) error { m.ForkRefs += 2; return nil }); err != nil {
+	if _, err := reg.UpdateStream(ctx, "/src", func(m *metadata.Stream) error { m.ForkRefs += 2; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	h.reopen()
@@ -293,7 +294,7 @@ func TestForkExpiryInheritanceAndExpiredSource(t *testing.T) {
 	waitFor(t, func() bool {
 		m, err := registryRecord(t, h, "/src")
 		_, ferr := registryRecord(t, h, "/inherit")
-		return err == nil && m.SoftDeleted && m.ForkRefs == 1 && errors.Is(ferr, meta.ErrNotFound)
+		return err == nil && m.SoftDeleted && m.ForkRefs == 1 && errors.Is(ferr, metadata.ErrNotFound)
 	})
 	if got := join(readValues(t, h.svc, "/own", 0)); got != "a" {
 		t.Fatalf("fork of an expired source reads %q", got)
@@ -301,7 +302,7 @@ func TestForkExpiryInheritanceAndExpiredSource(t *testing.T) {
 	if err := h.svc.Delete(ctx, "/own"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := registryRecord(t, h, "/src"); !errors.Is(err, meta.ErrNotFound) {
+	if _, err := registryRecord(t, h, "/src"); !errors.Is(err, metadata.ErrNotFound) {
 		t.Fatalf("expired source after its last fork went: %v", err)
 	}
 }

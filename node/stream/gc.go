@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/defaults"
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/tiering"
 )
 
@@ -160,7 +160,7 @@ func (s *Service) startOffsets(ctx context.Context) (map[uint64]int64, error) {
 		end          int64
 	}
 	var forks []edge
-	err := s.reg.EachStream(ctx, func() { start, forks = make(map[uint64]int64), nil }, func(m meta.Stream) error {
+	err := s.reg.EachStream(ctx, func() { start, forks = make(map[uint64]int64), nil }, func(m metadata.Stream) error {
 		start[m.ID] = m.StartOffset
 		if m.Fork != nil {
 			forks = append(forks, edge{m.ID, m.Fork.SourceID, m.Fork.End})

@@ -27,11 +27,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // idle maps a stream name to its flags byte followed by its registry
-// record (meta.EncodeStream), with the two most repeated strings left out.
+// record (metadata.EncodeStream), with the two most repeated strings left out.
 type idleSet map[string]string
 
 const (
@@ -43,7 +43,7 @@ const (
 // plain reports whether m, owned by this node, may be kept idle. The
 // caller checks what the record does not show: WAL entries, object
 // storage, reservations and forks reading it.
-func (s *Service) plain(m meta.Stream) bool {
+func (s *Service) plain(m metadata.Stream) bool {
 	return (m.Owner == s.cfg.NodeID || m.Owner == "") &&
 		m.TTLSeconds == 0 && m.ExpiresAt == nil && m.Fork == nil && m.ForkRefs == 0 &&
 		!m.SoftDeleted && !m.Deleting && m.RetentionMs == 0 && m.RetentionBytes == 0 &&
@@ -51,7 +51,7 @@ func (s *Service) plain(m meta.Stream) bool {
 }
 
 // objectDurableRecord is objectDurable for a record.
-func (s *Service) objectDurableRecord(m meta.Stream) bool {
+func (s *Service) objectDurableRecord(m metadata.Stream) bool {
 	d := m.Durability
 	if d == "" {
 		d = s.cfg.DefaultDurability
@@ -61,7 +61,7 @@ func (s *Service) objectDurableRecord(m meta.Stream) bool {
 
 // putIdleLocked keeps m idle. s.mu held for writing; m is plain and has no
 // streamState.
-func (s *Service) putIdleLocked(m meta.Stream) {
+func (s *Service) putIdleLocked(m metadata.Stream) {
 	var flags byte
 	if m.Owner == s.cfg.NodeID && m.Owner != "" {
 		flags |= idleOwnerSelf
@@ -73,7 +73,7 @@ func (s *Service) putIdleLocked(m meta.Stream) {
 	}
 	rec := make([]byte, 1, 40)
 	rec[0] = flags
-	rec = append(rec, meta.EncodeStream(m)...)
+	rec = append(rec, metadata.EncodeStream(m)...)
 	if s.idle == nil {
 		s.idle = make(idleSet)
 	}
@@ -82,12 +82,12 @@ func (s *Service) putIdleLocked(m meta.Stream) {
 }
 
 // idleLocked returns the record of the idle stream name. s.mu held.
-func (s *Service) idleLocked(name string) (meta.Stream, bool) {
+func (s *Service) idleLocked(name string) (metadata.Stream, bool) {
 	rec, ok := s.idle[name]
 	if !ok {
-		return meta.Stream{}, false
+		return metadata.Stream{}, false
 	}
-	m, err := meta.DecodeStream(name, []byte(rec[1:]))
+	m, err := metadata.DecodeStream(name, []byte(rec[1:]))
 	if err != nil {
 		// It was encoded by this process: a bug, never bad input.
 		panic(fmt.Sprintf("stream: idle record of %s: %v", name, err))
@@ -102,7 +102,7 @@ func (s *Service) idleLocked(name string) (meta.Stream, bool) {
 }
 
 // idleInfo describes an idle stream: its record, no records yet.
-func idleInfo(m meta.Stream) Info {
+func idleInfo(m metadata.Stream) Info {
 	info := infoFromMeta(m)
 	info.NextOffset = 0
 	return info
@@ -130,7 +130,7 @@ func (s *Service) localLocked(name string) *streamState {
 	if st != nil && s.resv != nil {
 		// An idle stream never had offsets handed out: its
 		// reservation starts empty, as at create.
-		st.startReservation(meta.Reservation{})
+		st.startReservation(metadata.Reservation{})
 	}
 	return st
 }
@@ -159,7 +159,7 @@ func (s *Service) describeLocal(name string) (Info, bool) {
 	s.mu.RLock()
 	st := s.byName[name]
 	var (
-		m    meta.Stream
+		m    metadata.Stream
 		idle bool
 	)
 	if st == nil {
@@ -210,7 +210,7 @@ func (s *Service) recheckIdle(ctx context.Context) error {
 		return nil
 	}
 	var still map[string]bool // idle streams the registry still gives this node
-	err := s.reg.EachStream(ctx, func() { still = make(map[string]bool) }, func(m meta.Stream) error {
+	err := s.reg.EachStream(ctx, func() { still = make(map[string]bool) }, func(m metadata.Stream) error {
 		if was, ok := before[m.Name]; ok && m.ID == was.id && m.Owner == s.cfg.NodeID && m.Epoch == was.epoch {
 			still[m.Name] = true
 		}

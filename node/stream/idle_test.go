@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -147,7 +148,7 @@ func TestIdleStreamTakenOverWhileLeaseLost(t *testing.T) {
 	if res, err := loseLeaseAndAppend(t, cli, a, b, "/moved", "b0"); err != nil || res.FirstOffset != 0 {
 		t.Fatalf("append on b after the takeover: %+v %v", res, err)
 	}
-	a.svc.Fence(meta.ErrLeaseLost)
+	a.svc.Fence(metadata.ErrLeaseLost)
 	a.join(t, reg)
 	if err := a.svc.Rejoined(ctx); err != nil {
 		t.Fatal(err)

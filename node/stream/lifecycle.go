@@ -8,7 +8,7 @@ package stream
 //
 // What is stored where:
 //   - the TTL window, Expires-At, fork link, ForkRefs, SoftDeleted and
-//     Deleting live in the stream's registry record (meta.Stream), written
+//     Deleting live in the stream's registry record (metadata.Stream), written
 //     only at create, delete, fork create/delete and expiry — never per
 //     read or append;
 //   - the sliding TTL's last access is kept in memory only. After a restart
@@ -28,7 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // ErrGone is returned for a stream that was deleted (or expired) while forks
@@ -56,7 +56,7 @@ type lifecycle struct {
 	mu          sync.Mutex
 	softDeleted bool
 	deleting    bool
-	refs        int64 // mirror of meta.Stream.ForkRefs
+	refs        int64 // mirror of metadata.Stream.ForkRefs
 }
 
 // expiry is the absolute expiry, zero if none.
@@ -173,7 +173,7 @@ func (s *Service) Touch(ctx context.Context, name string) (Info, error) {
 type createPlan struct {
 	ttlSeconds int64
 	expiresAt  *time.Time
-	fork       *meta.StreamFork
+	fork       *metadata.StreamFork
 	// forkOffsetGiven: the client named the fork point; a repeated create
 	// that omits it matches whatever point the first one resolved.
 	forkOffsetGiven bool
@@ -234,7 +234,7 @@ func (p *createPlan) begin(ctx context.Context, s *Service) error {
 }
 
 // apply adds the plan's lifecycle fields to the record about to be created.
-func (p *createPlan) apply(m meta.Stream) meta.Stream {
+func (p *createPlan) apply(m metadata.Stream) metadata.Stream {
 	m.TTLSeconds = p.ttlSeconds
 	m.ExpiresAt = p.expiresAt
 	m.Fork = p.fork
@@ -260,7 +260,7 @@ func (p *createPlan) undo(ctx context.Context, s *Service) {
 
 // sameConfig decides whether an existing stream matches a create: content
 // type, TTL or expiry, closure, and fork parameters.
-func (s *Service) sameConfig(stored meta.Stream, ct string, opts CreateOptions, plan *createPlan) error {
+func (s *Service) sameConfig(stored metadata.Stream, ct string, opts CreateOptions, plan *createPlan) error {
 	conflict := func(what string) error {
 		return fmt.Errorf("%w: %s exists with a different %s", ErrConflict, stored.Name, what)
 	}
@@ -324,7 +324,7 @@ func (s *Service) finishCreate(ctx context.Context, name string, opts CreateOpti
 func (s *Service) takeRef(ctx context.Context, src *streamState) error {
 	s.refChanges.Add(1)
 	name, id := src.info.Name, src.info.ID
-	stored, err := s.updateRecord(ctx, name, func(m *meta.Stream) error {
+	stored, err := s.updateRecord(ctx, name, func(m *metadata.Stream) error {
 		switch {
 		case m.ID != id:
 			return fmt.Errorf("%w: fork source %s was replaced", ErrNotFound, name)
@@ -350,7 +350,7 @@ func (s *Service) takeRef(ctx context.Context, src *streamState) error {
 // for real, which in turn releases its own source (cascading GC).
 func (s *Service) releaseRef(ctx context.Context, name string, id uint64) error {
 	s.refChanges.Add(1)
-	stored, err := s.updateRecord(ctx, name, func(m *meta.Stream) error {
+	stored, err := s.updateRecord(ctx, name, func(m *metadata.Stream) error {
 		if m.ID != id {
 			return errStale
 		}
@@ -385,15 +385,15 @@ var errStale = errors.New("stream: registry record belongs to another incarnatio
 // updateRecord is a conditional read-modify-write of a registry record.
 // An error from fn is returned as is; a topic alias taken by another
 // stream is ErrTopicConflict.
-func (s *Service) updateRecord(ctx context.Context, name string, fn func(*meta.Stream) error) (meta.Stream, error) {
+func (s *Service) updateRecord(ctx context.Context, name string, fn func(*metadata.Stream) error) (metadata.Stream, error) {
 	u, ok := s.reg.(interface {
-		UpdateStream(ctx context.Context, name string, fn func(*meta.Stream) error) (meta.Stream, error)
+		UpdateStream(ctx context.Context, name string, fn func(*metadata.Stream) error) (metadata.Stream, error)
 	})
 	if !ok {
-		return meta.Stream{}, fmt.Errorf("%w: the registry cannot update streams", ErrUnavailable)
+		return metadata.Stream{}, fmt.Errorf("%w: the registry cannot update streams", ErrUnavailable)
 	}
 	var fnErr error
-	stored, err := u.UpdateStream(ctx, name, func(m *meta.Stream) error {
+	stored, err := u.UpdateStream(ctx, name, func(m *metadata.Stream) error {
 		fnErr = fn(m)
 		return fnErr
 	})
@@ -401,13 +401,13 @@ func (s *Service) updateRecord(ctx context.Context, name string, fn func(*meta.S
 	case err == nil:
 		return stored, nil
 	case fnErr != nil:
-		return meta.Stream{}, fnErr
-	case errors.Is(err, meta.ErrTopicTaken):
-		return meta.Stream{}, fmt.Errorf("%w: %v", ErrTopicConflict, err)
-	case errors.Is(err, meta.ErrNotFound):
-		return meta.Stream{}, fmt.Errorf("%w: %s", ErrNotFound, name)
+		return metadata.Stream{}, fnErr
+	case errors.Is(err, metadata.ErrTopicTaken):
+		return metadata.Stream{}, fmt.Errorf("%w: %v", ErrTopicConflict, err)
+	case errors.Is(err, metadata.ErrNotFound):
+		return metadata.Stream{}, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
-	return meta.Stream{}, fmt.Errorf("%w: registry update %q: %v", ErrUnavailable, name, err)
+	return metadata.Stream{}, fmt.Errorf("%w: registry update %q: %v", ErrUnavailable, name, err)
 }
 
 // beginDelete is the first step of every delete: one conditional registry
@@ -416,7 +416,7 @@ func (s *Service) updateRecord(ctx context.Context, name string, fn func(*meta.S
 // soft=true means the stream is now soft-deleted and nothing else is to do.
 func (s *Service) beginDelete(ctx context.Context, st *streamState) (soft bool, err error) {
 	name, id := st.info.Name, st.info.ID
-	stored, err := s.updateRecord(ctx, name, func(m *meta.Stream) error {
+	stored, err := s.updateRecord(ctx, name, func(m *metadata.Stream) error {
 		if m.ID != id {
 			return fmt.Errorf("%w: %s was replaced by a newer stream of the same name", ErrConflict, name)
 		}
@@ -471,8 +471,8 @@ func (s *Service) remove(ctx context.Context, st *streamState) error {
 // skips, as for any deleted stream.
 func (s *Service) purge(ctx context.Context, st *streamState) error {
 	name, id := st.info.Name, st.info.ID
-	if err := s.reg.DeleteStream(ctx, name, id); err != nil && !errors.Is(err, meta.ErrNotFound) {
-		if errors.Is(err, meta.ErrConflict) {
+	if err := s.reg.DeleteStream(ctx, name, id); err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		if errors.Is(err, metadata.ErrConflict) {
 			return nil // a newer incarnation owns the name; ours is gone
 		}
 		return fmt.Errorf("%w: registry delete %q: %v", ErrUnavailable, name, err)
@@ -561,7 +561,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 	actual := s.openForks
 	s.openForks = nil
 	if actual == nil || s.refChanges.Load() != 0 {
-		err := s.reg.EachStream(ctx, func() { actual = make(map[uint64]int64) }, func(m meta.Stream) error {
+		err := s.reg.EachStream(ctx, func() { actual = make(map[uint64]int64) }, func(m metadata.Stream) error {
 			if m.Fork != nil {
 				actual[m.Fork.SourceID]++
 			}
@@ -582,7 +582,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 		}
 		s.cfg.Logger.Warn("repairing fork reference count", "stream", st.info.Name, "stored", have, "actual", want)
 		id := st.info.ID
-		stored, err := s.updateRecord(ctx, st.info.Name, func(m *meta.Stream) error {
+		stored, err := s.updateRecord(ctx, st.info.Name, func(m *metadata.Stream) error {
 			if m.ID != id {
 				return errStale
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -64,7 +65,7 @@ func readValues(t *testing.T, svc *stream.Service, name string, from int64) []st
 	}
 }
 
-func registryRecord(t *testing.T, h *harness, name string) (meta.Stream, error) {
+func registryRecord(t *testing.T, h *harness, name string) (metadata.Stream, error) {
 	t.Helper()
 	return meta.NewRegistry(h.cli, "/test/").GetStream(context.Background(), name)
 }
@@ -132,7 +133,7 @@ func TestExpiresAtIsAbsoluteAndDurable(t *testing.T) {
 	defer startReaper(t, h.svc, stream.LifecycleOptions{ReapInterval: 10 * time.Millisecond})()
 	waitFor(t, func() bool {
 		_, err := registryRecord(t, h, "/exp")
-		return errors.Is(err, meta.ErrNotFound)
+		return errors.Is(err, metadata.ErrNotFound)
 	})
 }
 

@@ -10,7 +10,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // Member is a live node of the cluster.
@@ -57,9 +57,9 @@ func (s *Service) ServingNode(info Info, members []Member) string {
 	if info.Owner == "" && s.cluster == nil {
 		return s.cfg.NodeID
 	}
-	ms := make([]meta.Member, len(members))
+	ms := make([]metadata.Member, len(members))
 	for i, m := range members {
-		ms[i] = meta.Member{NodeID: m.NodeID}
+		ms[i] = metadata.Member{NodeID: m.NodeID}
 	}
 	return placement(info.Name, ms).NodeID
 }
@@ -69,7 +69,7 @@ func (s *Service) ServingNode(info Info, members []Member) string {
 // ErrNotFound.
 func (s *Service) LookupTopic(ctx context.Context, topic string) (Info, error) {
 	l, ok := s.reg.(interface {
-		LookupTopic(ctx context.Context, topic string) (meta.Stream, error)
+		LookupTopic(ctx context.Context, topic string) (metadata.Stream, error)
 	})
 	if !ok {
 		return Info{}, fmt.Errorf("%w: the registry has no topic index", ErrUnavailable)
@@ -78,7 +78,7 @@ func (s *Service) LookupTopic(ctx context.Context, topic string) (Info, error) {
 	defer cancel()
 	m, err := l.LookupTopic(rctx, topic)
 	switch {
-	case errors.Is(err, meta.ErrNotFound):
+	case errors.Is(err, metadata.ErrNotFound):
 		return Info{}, fmt.Errorf("%w: kafka topic %q", ErrNotFound, topic)
 	case err != nil:
 		return Info{}, fmt.Errorf("%w: registry: %v", ErrUnavailable, err)

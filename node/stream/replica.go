@@ -29,7 +29,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/wal"
 )
@@ -360,8 +360,8 @@ func (s *Service) replicaWALLow() uint64 {
 // ReplicaSets is what the follower side needs from the registry to know
 // when a copy is no longer needed.
 type ReplicaSets interface {
-	ReplicaSet(ctx context.Context, id uint64) (meta.ReplicaSet, error)
-	PutReplicaSet(ctx context.Context, sess *meta.Session, id uint64, prev int64, rs meta.ReplicaSet) (int64, error)
+	ReplicaSet(ctx context.Context, id uint64) (metadata.ReplicaSet, error)
+	PutReplicaSet(ctx context.Context, sess metadata.Lease, id uint64, prev int64, rs metadata.ReplicaSet) (int64, error)
 }
 
 // replicaIdle is how long a copy goes without a frame before the collector
@@ -415,4 +415,4 @@ func (s *Service) collectReplicas(ctx context.Context) {
 	}
 }
 
-func isNotFound(err error) bool { return errors.Is(err, meta.ErrNotFound) }
+func isNotFound(err error) bool { return errors.Is(err, metadata.ErrNotFound) }

@@ -30,7 +30,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // DurabilityReplicated acknowledges after the owner's WAL fsync and enough
@@ -50,7 +50,7 @@ type Transport interface {
 type ReplicationConfig struct {
 	Transport Transport // nil: replicated streams cannot be created
 	// Zone is this node's failure-domain label; followers are chosen in
-	// other zones first (meta.Member.Zone).
+	// other zones first (metadata.Member.Zone).
 	Zone string
 	// Replicas (R, owner included) and MinInSync (M) are the defaults of
 	// a replicated stream that names none.
@@ -69,7 +69,7 @@ type ReplicationConfig struct {
 type replState struct {
 	setMu  sync.Mutex // one replica-set load or write at a time
 	ready  bool
-	set    meta.ReplicaSet
+	set    metadata.ReplicaSet
 	follow map[string]*followerState
 	wake   chan struct{}
 	// fenced: a follower has seen a newer epoch, or the set was written
@@ -156,7 +156,7 @@ func (s *Service) replicated(st *streamState) bool {
 	return s.replicatedRecord(st.info)
 }
 
-func (s *Service) replicatedRecord(m meta.Stream) bool {
+func (s *Service) replicatedRecord(m metadata.Stream) bool {
 	d := m.Durability
 	if d == "" {
 		d = s.cfg.DefaultDurability
@@ -165,7 +165,7 @@ func (s *Service) replicatedRecord(m meta.Stream) bool {
 }
 
 // replFactors is the stream's R and M.
-func (s *Service) replFactors(m meta.Stream) (r, minISR int) {
+func (s *Service) replFactors(m metadata.Stream) (r, minISR int) {
 	r, minISR = int(m.Replicas), int(m.MinInSync)
 	if r == 0 {
 		r = s.cfg.Replication.Replicas
@@ -195,8 +195,8 @@ func (s *Service) peerFor(node string) *peer {
 // members until there are n followers: nodes of zones no copy is in yet
 // first, then by a rendezvous score of the stream name (so streams spread
 // over the cluster and every node picks alike).
-func chooseFollowers(name, self, selfZone string, members []meta.Member, keep []string, n int) []string {
-	live := map[string]meta.Member{}
+func chooseFollowers(name, self, selfZone string, members []metadata.Member, keep []string, n int) []string {
+	live := map[string]metadata.Member{}
 	for _, m := range members {
 		live[m.NodeID] = m
 	}
@@ -209,7 +209,7 @@ func chooseFollowers(name, self, selfZone string, members []meta.Member, keep []
 		}
 	}
 	type cand struct {
-		m     meta.Member
+		m     metadata.Member
 		score uint64
 	}
 	var cands []cand
@@ -275,7 +275,7 @@ func (s *Service) ensureRepl(ctx context.Context, st *streamState) error {
 		}
 		r, _ := s.replFactors(st.info)
 		keep := append(slices.Clone(set.InSync), set.Followers...)
-		next := meta.ReplicaSet{Epoch: epoch, Owner: s.cfg.NodeID,
+		next := metadata.ReplicaSet{Epoch: epoch, Owner: s.cfg.NodeID,
 			Followers: chooseFollowers(st.info.Name, s.cfg.NodeID, s.cfg.Replication.Zone, members, keep, r-1)}
 		if clean {
 			// Everything this owner holds is in object storage: every
@@ -408,7 +408,7 @@ func (s *Service) waitReplicated(ctx context.Context, st *streamState, end int64
 // updateSet writes st's replica set changed by fn (conditioned on the
 // node's session and the set's revision). A set written by anyone else
 // fences this owner.
-func (s *Service) updateSet(ctx context.Context, st *streamState, why string, fn func(*meta.ReplicaSet) bool) error {
+func (s *Service) updateSet(ctx context.Context, st *streamState, why string, fn func(*metadata.ReplicaSet) bool) error {
 	rsets, ok := s.reg.(ReplicaSets)
 	if !ok {
 		return fmt.Errorf("%w: the registry keeps no replica sets", ErrUnavailable)
@@ -428,7 +428,7 @@ func (s *Service) updateSet(ctx context.Context, st *streamState, why string, fn
 	rev, err := rsets.PutReplicaSet(wctx, s.session(), st.info.ID, next.Rev, next)
 	if err != nil {
 		err = fmt.Errorf("%w: %s: %s: %v", ErrUnavailable, st.info.Name, why, err)
-		if errors.Is(err, meta.ErrConflict) || errors.Is(err, meta.ErrLeaseLost) {
+		if errors.Is(err, metadata.ErrConflict) || errors.Is(err, metadata.ErrLeaseLost) {
 			st.mu.Lock()
 			rp.fenced = err
 			rp.wakeLocked()
@@ -447,7 +447,7 @@ func (s *Service) updateSet(ctx context.Context, st *streamState, why string, fn
 }
 
 func (s *Service) shrinkISR(ctx context.Context, st *streamState, out []string) error {
-	return s.updateSet(ctx, st, fmt.Sprintf("%v fell behind", out), func(set *meta.ReplicaSet) bool {
+	return s.updateSet(ctx, st, fmt.Sprintf("%v fell behind", out), func(set *metadata.ReplicaSet) bool {
 		n := len(set.InSync)
 		set.InSync = slices.DeleteFunc(set.InSync, func(f string) bool { return slices.Contains(out, f) })
 		return len(set.InSync) != n
@@ -456,7 +456,7 @@ func (s *Service) shrinkISR(ctx context.Context, st *streamState, out []string) 
 
 // growISR adds a follower that holds everything written to the in-sync set.
 func (s *Service) growISR(st *streamState, node string) {
-	err := s.updateSet(s.replCtx, st, node+" caught up", func(set *meta.ReplicaSet) bool {
+	err := s.updateSet(s.replCtx, st, node+" caught up", func(set *metadata.ReplicaSet) bool {
 		if slices.Contains(set.InSync, node) || !slices.Contains(set.Followers, node) {
 			return false
 		}
@@ -721,7 +721,7 @@ func (s *Service) repairReplicas(ctx context.Context) {
 		}
 		var added []string
 		_, minISR := s.replFactors(st.info)
-		err := s.updateSet(ctx, st, "follower repair", func(next *meta.ReplicaSet) bool {
+		err := s.updateSet(ctx, st, "follower repair", func(next *metadata.ReplicaSet) bool {
 			inSync := slices.DeleteFunc(slices.Clone(next.InSync), func(f string) bool { return !live[f] })
 			if 1+len(inSync) < minISR && len(inSync) < len(next.InSync) {
 				// A dead in-sync follower holds acknowledged records no
@@ -774,11 +774,11 @@ func (s *Service) RunReplication(ctx context.Context) error {
 // owner). A stream that is not replicated has one copy, its owner's.
 // The Kafka frontend reports them in Metadata.
 func (s *Service) ReplicaNodes(ctx context.Context, info Info) (replicas, inSync []string, err error) {
-	m := meta.Stream{Durability: info.Durability}
+	m := metadata.Stream{Durability: info.Durability}
 	if !s.replicatedRecord(m) {
 		return []string{info.Owner}, []string{info.Owner}, nil
 	}
-	var set meta.ReplicaSet
+	var set metadata.ReplicaSet
 	if st := s.local(info.Name); st != nil && st.info.ID == info.ID {
 		st.mu.Lock()
 		if st.repl != nil && st.repl.ready {

@@ -4,13 +4,13 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // Followers go to zones that hold no copy yet first, keep the live ones
 // already chosen, and never include the owner or a node twice.
 func TestChooseFollowersPrefersOtherZones(t *testing.T) {
-	members := []meta.Member{
+	members := []metadata.Member{
 		{NodeID: "a", Zone: "z1"}, {NodeID: "b", Zone: "z1"}, {NodeID: "c", Zone: "z1"},
 		{NodeID: "d", Zone: "z2"}, {NodeID: "e", Zone: "z3"},
 	}

@@ -11,13 +11,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/wal"
 )
 
 // takeoverCandidates narrows the live members that may take m over: for a
 // replicated stream, the live members of its in-sync set.
-func (s *Service) takeoverCandidates(ctx context.Context, m meta.Stream, members []meta.Member) ([]meta.Member, error) {
+func (s *Service) takeoverCandidates(ctx context.Context, m metadata.Stream, members []metadata.Member) ([]metadata.Member, error) {
 	if !s.replicatedRecord(m) {
 		return members, nil
 	}
@@ -32,7 +32,7 @@ func (s *Service) takeoverCandidates(ctx context.Context, m meta.Stream, members
 	if set.Rev == 0 {
 		return members, nil // never replicated anything: nothing to lose
 	}
-	var out []meta.Member
+	var out []metadata.Member
 	for _, mb := range members {
 		if slices.Contains(set.InSync, mb.NodeID) {
 			out = append(out, mb)

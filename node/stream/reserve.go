@@ -3,7 +3,7 @@ package stream
 // Offset reservations: an offset, once handed out, never names another
 // record (docs/durability.md, "Offsets are never reused").
 //
-// An owner writes a reservation (meta.Reservation) in etcd before any
+// An owner writes a reservation (metadata.Reservation) in etcd before any
 // record at an offset at or above the previous one is acknowledged or
 // readable, and a node that takes the stream over starts at the end of the
 // reservation instead of at the end of what object storage holds. With
@@ -29,7 +29,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 const (
@@ -50,9 +50,9 @@ const (
 // Reservations is what offset reservations need from the registry
 // (meta.Registry).
 type Reservations interface {
-	Reservation(ctx context.Context, id uint64) (meta.Reservation, error)
-	Reservations(ctx context.Context) (map[uint64]meta.Reservation, error)
-	Reserve(ctx context.Context, sess *meta.Session, ops []meta.ReserveOp) (int64, error)
+	Reservation(ctx context.Context, id uint64) (metadata.Reservation, error)
+	Reservations(ctx context.Context) (map[uint64]metadata.Reservation, error)
+	Reserve(ctx context.Context, sess metadata.Lease, ops []metadata.ReserveOp) (int64, error)
 }
 
 // reservation is a stream's side of it; guarded by streamState.mu.
@@ -77,7 +77,7 @@ type reservation struct {
 // there and [st.next, End) becomes a gap; one of this epoch is this node's
 // own (it restarted), and its base is where the epoch began. st.mu held or
 // st not shared yet; before the WAL is replayed on top.
-func (st *streamState) startReservation(res meta.Reservation) {
+func (st *streamState) startReservation(res metadata.Reservation) {
 	st.res = reservation{on: true, rev: res.Rev, wake: make(chan struct{}), at: time.Now()}
 	own := res.Rev != 0 && res.Epoch == st.info.Epoch
 	st.res.own = own
@@ -103,7 +103,7 @@ func (st *streamState) startReservation(res meta.Reservation) {
 // lostDisk is res as a node with a fresh WAL (Config.FreshLog) must take
 // it: one of its own epoch was written by an incarnation whose disk is
 // gone, so it is treated as another owner's (its offsets become a gap).
-func (s *Service) lostDisk(res meta.Reservation) meta.Reservation {
+func (s *Service) lostDisk(res metadata.Reservation) metadata.Reservation {
 	if s.cfg.FreshLog && res.Rev != 0 {
 		res.Epoch = -1
 	}
@@ -228,7 +228,7 @@ func (s *Service) reserveInTxns(ctx context.Context, streams []*streamState, kee
 	sort.Slice(streams, func(i, j int) bool { return streams[i].info.ID < streams[j].info.ID })
 	var errs []error
 	for len(streams) > 0 {
-		n := min(len(streams), meta.MaxReserveOps)
+		n := min(len(streams), metadata.MaxReserveOps)
 		if err := s.reserve(ctx, streams[:n], false); err != nil {
 			if !keepGoing {
 				return err
@@ -246,7 +246,7 @@ func (s *Service) reserveInTxns(ctx context.Context, streams []*streamState, kee
 // without a gap). Waiters are woken either way.
 func (s *Service) reserve(ctx context.Context, streams []*streamState, release bool) error {
 	now := time.Now()
-	ops := make([]meta.ReserveOp, len(streams))
+	ops := make([]metadata.ReserveOp, len(streams))
 	for i, st := range streams {
 		st.mu.Lock()
 		end := st.next
@@ -261,22 +261,22 @@ func (s *Service) reserve(ctx context.Context, streams []*streamState, release b
 			}
 			end = max(st.next+ahead, st.res.end)
 		}
-		ops[i] = meta.ReserveOp{StreamID: st.info.ID, Prev: st.res.rev,
-			Res: meta.Reservation{Epoch: st.info.Epoch, Base: st.res.base, End: end}}
+		ops[i] = metadata.ReserveOp{StreamID: st.info.ID, Prev: st.res.rev,
+			Res: metadata.Reservation{Epoch: st.info.Epoch, Base: st.res.base, End: end}}
 		st.mu.Unlock()
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rev, err := s.resv.Reserve(rctx, s.session(), ops)
 	s.metrics.reserveTxns.Inc()
-	if errors.Is(err, meta.ErrLeaseLost) && s.session() != nil && s.session().Lost() {
+	if errors.Is(err, metadata.ErrLeaseLost) && s.session() != nil && s.session().Lost() {
 		s.fence(err)
 	}
-	var reread map[uint64]meta.Reservation
-	if err != nil && !errors.Is(err, meta.ErrLeaseLost) {
+	var reread map[uint64]metadata.Reservation
+	if err != nil && !errors.Is(err, metadata.ErrLeaseLost) {
 		// A key changed under us, or the outcome is unknown (it may have
 		// been applied): read them back before the next try.
-		reread = map[uint64]meta.Reservation{}
+		reread = map[uint64]metadata.Reservation{}
 		for _, st := range streams {
 			if r, gerr := s.resv.Reservation(rctx, st.info.ID); gerr == nil {
 				reread[st.info.ID] = r
@@ -297,7 +297,7 @@ func (s *Service) reserve(ctx context.Context, streams []*streamState, release b
 				} else if r.Epoch < st.info.Epoch {
 					st.res.rev = r.Rev // a predecessor's: ours replaces it
 				} else {
-					st.res.err = fmt.Errorf("%w: stream %s was taken over (epoch %d)", meta.ErrConflict, st.info.Name, r.Epoch)
+					st.res.err = fmt.Errorf("%w: stream %s was taken over (epoch %d)", metadata.ErrConflict, st.info.Name, r.Epoch)
 				}
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -115,7 +116,7 @@ func TestBusyStreamsShareReservationTransactions(t *testing.T) {
 			}
 		}
 	}
-	res := func(name string) meta.Reservation {
+	res := func(name string) metadata.Reservation {
 		t.Helper()
 		r, err := reg.Reservation(ctx, ids[name])
 		if err != nil {
@@ -135,7 +136,7 @@ func TestBusyStreamsShareReservationTransactions(t *testing.T) {
 	// a passes half of its reservation: it asks for more, and b's
 	// reservation is extended in the same transaction; idle's is not.
 	appendN("/a", (int(a0.End)+100)/2/100)
-	var a1 meta.Reservation
+	var a1 metadata.Reservation
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if a1 = res("/a"); a1.Rev != a0.Rev {
 			break

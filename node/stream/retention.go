@@ -28,7 +28,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/record"
 )
 
@@ -101,7 +101,7 @@ func (s *Service) retain(ctx context.Context, st *streamState, now time.Time) er
 	if target <= start {
 		return nil
 	}
-	stored, err := s.updateRecord(ctx, name, func(m *meta.Stream) error {
+	stored, err := s.updateRecord(ctx, name, func(m *metadata.Stream) error {
 		if m.ID != id {
 			return ErrNotFound // replaced; its successor has its own retention
 		}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 // ErrRedirect: the stream is served by another node; errors.As gives
@@ -34,7 +34,7 @@ type RedirectError struct {
 	Protocol string // the node's HTTP protocol ("" if it did not say)
 	Self     string // this node's HTTP protocol ("" if not configured)
 
-	stream meta.Stream // the registry record routing decided on
+	stream metadata.Stream // the registry record routing decided on
 }
 
 func (e *RedirectError) Error() string {
@@ -59,9 +59,9 @@ func (e *RedirectError) Unwrap() []error {
 
 // Cluster is what routing needs from the registry beyond Registry.
 type Cluster interface {
-	Members(ctx context.Context) ([]meta.Member, error)
-	UpdateStream(ctx context.Context, name string, fn func(*meta.Stream) error) (meta.Stream, error)
-	TakeOver(ctx context.Context, m meta.Stream, node string) (meta.Stream, error)
+	Members(ctx context.Context) ([]metadata.Member, error)
+	UpdateStream(ctx context.Context, name string, fn func(*metadata.Stream) error) (metadata.Stream, error)
+	TakeOver(ctx context.Context, m metadata.Stream, node string) (metadata.Stream, error)
 }
 
 // routeTimeout bounds the registry calls of one routing decision: a client
@@ -74,10 +74,10 @@ const membersTTL = 300 * time.Millisecond
 
 type routing struct {
 	mu         sync.Mutex
-	members    []meta.Member
+	members    []metadata.Member
 	membersAt  time.Time
 	inflight   map[string]*claimCall // per stream name: one claim at a time
-	manifests  []meta.Manifest
+	manifests  []metadata.Manifest
 	manifestAt time.Time
 	listing    *listing // in-flight manifest listing, shared by concurrent claims
 	// indexed groups the entries of the listing indexedOf by stream, for
@@ -85,13 +85,13 @@ type routing struct {
 	// once per page (a catch-up reads many pages within one listing's
 	// lifetime, and the listing holds every stream's manifests).
 	indexed   map[uint64][]piece
-	indexedOf *meta.Manifest // first element of the listing indexed
+	indexedOf *metadata.Manifest // first element of the listing indexed
 }
 
 type listing struct {
 	started time.Time
 	done    chan struct{}
-	ms      []meta.Manifest
+	ms      []metadata.Manifest
 	err     error
 }
 
@@ -101,7 +101,7 @@ type claimCall struct {
 	err  error
 }
 
-func (s *Service) liveMembers(ctx context.Context) ([]meta.Member, error) {
+func (s *Service) liveMembers(ctx context.Context) ([]metadata.Member, error) {
 	s.routing.mu.Lock()
 	if time.Since(s.routing.membersAt) < membersTTL {
 		ms := s.routing.members
@@ -123,8 +123,8 @@ func (s *Service) liveMembers(ctx context.Context) ([]meta.Member, error) {
 // placement picks the node that should take over a stream whose owner is
 // gone: rendezvous hashing over the live members, so orphaned streams spread
 // evenly and every node computes the same answer without talking.
-func placement(name string, members []meta.Member) meta.Member {
-	var best meta.Member
+func placement(name string, members []metadata.Member) metadata.Member {
+	var best metadata.Member
 	var bestScore uint64
 	for _, m := range members {
 		// SHA-256 mixes every input bit into the score; FNV alone left
@@ -148,7 +148,7 @@ func (s *Service) route(ctx context.Context, name string) (*streamState, error) 
 	rctx, cancel := context.WithTimeout(ctx, routeTimeout)
 	defer cancel()
 	m, err := s.reg.GetStream(rctx, name)
-	if errors.Is(err, meta.ErrNotFound) {
+	if errors.Is(err, metadata.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
 	if err != nil {
@@ -187,7 +187,7 @@ func (s *Service) route(ctx context.Context, name string) (*streamState, error) 
 // claim takes ownership of m (bumping its epoch, conditioned on the record
 // not having changed) when takeover is set, then rebuilds the stream's state
 // from object storage. Concurrent requests for one stream share one claim.
-func (s *Service) claim(ctx context.Context, m meta.Stream, takeover bool) (*streamState, error) {
+func (s *Service) claim(ctx context.Context, m metadata.Stream, takeover bool) (*streamState, error) {
 	s.routing.mu.Lock()
 	if c, ok := s.routing.inflight[m.Name]; ok {
 		s.routing.mu.Unlock()
@@ -214,7 +214,7 @@ func (s *Service) claim(ctx context.Context, m meta.Stream, takeover bool) (*str
 	return c.st, c.err
 }
 
-func (s *Service) doClaim(ctx context.Context, m meta.Stream, takeover bool) (*streamState, error) {
+func (s *Service) doClaim(ctx context.Context, m metadata.Stream, takeover bool) (*streamState, error) {
 	start := time.Now()
 	if takeover {
 		prevOwner := m.Owner
@@ -222,7 +222,7 @@ func (s *Service) doClaim(ctx context.Context, m meta.Stream, takeover bool) (*s
 		// view of the membership may be stale): see meta.TakeOver.
 		updated, err := s.cluster.TakeOver(ctx, m, s.cfg.NodeID)
 		if err != nil {
-			if errors.Is(err, meta.ErrConflict) || errors.Is(err, meta.ErrNotFound) {
+			if errors.Is(err, metadata.ErrConflict) || errors.Is(err, metadata.ErrNotFound) {
 				// Someone else won, the owner is back, or it was
 				// deleted: route again.
 				return nil, fmt.Errorf("%w: ownership of %s changed; retry", ErrUnavailable, m.Name)
@@ -244,7 +244,7 @@ func (s *Service) doClaim(ctx context.Context, m meta.Stream, takeover bool) (*s
 // adopt builds local state for a stream this node owns but has not loaded:
 // everything it holds is in object storage (a drained or dead previous
 // owner), so the manifests are the whole truth.
-func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error) {
+func (s *Service) adopt(ctx context.Context, m metadata.Stream) (*streamState, error) {
 	// The listing must start after ownership came here: a cached one could
 	// miss the previous owner's last flush (a drain's, say) and lose data.
 	ms, err := s.manifestsSince(ctx, time.Now())
@@ -294,7 +294,7 @@ func (s *Service) adopt(ctx context.Context, m meta.Stream) (*streamState, error
 // manifestsSince lists manifests with a listing that started at or after
 // since, sharing one listing between the claims of a burst (a node death
 // orphans many streams at once).
-func (s *Service) manifestsSince(ctx context.Context, since time.Time) ([]meta.Manifest, error) {
+func (s *Service) manifestsSince(ctx context.Context, since time.Time) ([]metadata.Manifest, error) {
 	if s.tcfg.Manifests == nil {
 		return nil, nil
 	}
@@ -325,7 +325,7 @@ func (s *Service) manifestsSince(ctx context.Context, since time.Time) ([]meta.M
 
 // manifestsFresh lists manifests for reads of history: a listing up to
 // 200 ms old is fine there (at worst the read is redirected).
-func (s *Service) manifestsFresh(ctx context.Context) ([]meta.Manifest, error) {
+func (s *Service) manifestsFresh(ctx context.Context) ([]metadata.Manifest, error) {
 	s.routing.mu.Lock()
 	if s.routing.manifests != nil && time.Since(s.routing.manifestAt) < 200*time.Millisecond {
 		ms := s.routing.manifests
@@ -409,7 +409,7 @@ func (s *Service) unload(st *streamState) {
 }
 
 // infoFromMeta describes a stream this node does not serve.
-func infoFromMeta(m meta.Stream) Info {
+func infoFromMeta(m metadata.Stream) Info {
 	return Info{Name: m.Name, ID: m.ID, ContentType: m.ContentType, CreatedAt: m.CreatedAt, Owner: m.Owner, Epoch: m.Epoch,
 		StartOffset: m.StartOffset, KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes, MaxBatchBytes: m.MaxBatchBytes,
 		Durability: m.Durability, Replicas: int(m.Replicas), MinInSync: int(m.MinInSync)}
@@ -418,7 +418,7 @@ func infoFromMeta(m meta.Stream) Info {
 // readRemote serves a read of a stream owned by another node when the
 // offset is already in object storage: a history read needs no redirect.
 // ok=false means the offset is not uploaded yet (the caller redirects).
-func (s *Service) readRemote(ctx context.Context, m meta.Stream, opts ReadOptions) (ReadResult, bool, error) {
+func (s *Service) readRemote(ctx context.Context, m metadata.Stream, opts ReadOptions) (ReadResult, bool, error) {
 	if s.tier == nil || s.tcfg.Manifests == nil {
 		return ReadResult{}, false, nil
 	}
@@ -471,7 +471,7 @@ func (s *Service) readRemote(ctx context.Context, m meta.Stream, opts ReadOption
 // remotePieces returns the manifest entries of stream id in the listing
 // ms, indexing the listing on its first use. The result is the caller's
 // (applyPieces sorts it).
-func (s *Service) remotePieces(ms []meta.Manifest, id uint64) []piece {
+func (s *Service) remotePieces(ms []metadata.Manifest, id uint64) []piece {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -500,7 +500,7 @@ func (s *Service) Drain(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	var others []meta.Member
+	var others []metadata.Member
 	for _, m := range members {
 		if m.NodeID != s.cfg.NodeID {
 			others = append(others, m)
@@ -532,7 +532,7 @@ func (s *Service) Drain(ctx context.Context) (int, error) {
 		// each reservation at the stream's end, so the next owner
 		// continues without a gap. If this fails it leaves one.
 		for rest := streams; len(rest) > 0; {
-			n := min(len(rest), meta.MaxReserveOps)
+			n := min(len(rest), metadata.MaxReserveOps)
 			if err := s.reserve(ctx, rest[:n], true); err != nil {
 				s.cfg.Logger.Warn("drain: releasing offset reservations failed; the next owners leave gaps", "err", err)
 			}
@@ -567,17 +567,17 @@ func (s *Service) Drain(ctx context.Context) (int, error) {
 // on the record still being ours at epoch, and drops the local state. The
 // caller has flushed st to object storage: the new owner adopts it from
 // there.
-func (s *Service) handOff(ctx context.Context, st *streamState, info meta.Stream, epoch int64, node string) (meta.Stream, error) {
-	m, err := s.cluster.UpdateStream(ctx, info.Name, func(cur *meta.Stream) error {
+func (s *Service) handOff(ctx context.Context, st *streamState, info metadata.Stream, epoch int64, node string) (metadata.Stream, error) {
+	m, err := s.cluster.UpdateStream(ctx, info.Name, func(cur *metadata.Stream) error {
 		if cur.ID != info.ID || cur.Owner != s.cfg.NodeID || cur.Epoch != epoch {
-			return fmt.Errorf("%w: %s is no longer ours", meta.ErrConflict, info.Name)
+			return fmt.Errorf("%w: %s is no longer ours", metadata.ErrConflict, info.Name)
 		}
 		cur.Owner = node
 		cur.Epoch++
 		return nil
 	})
-	if err != nil && !errors.Is(err, meta.ErrNotFound) {
-		return meta.Stream{}, fmt.Errorf("%s: %w", info.Name, err)
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		return metadata.Stream{}, fmt.Errorf("%s: %w", info.Name, err)
 	}
 	s.retire(st) // ends live reads: they reconnect and get redirected
 	s.metrics.handoffs.Inc()
@@ -601,7 +601,7 @@ func (s *Service) HandOver(ctx context.Context, name, nodeID string) (Info, erro
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	if !slices.ContainsFunc(members, func(m meta.Member) bool { return m.NodeID == nodeID }) {
+	if !slices.ContainsFunc(members, func(m metadata.Member) bool { return m.NodeID == nodeID }) {
 		return Info{}, fmt.Errorf("%w: node %q is not live", ErrUnavailable, nodeID)
 	}
 	st, err := s.lookup(ctx, name)
@@ -616,7 +616,7 @@ func (s *Service) HandOver(ctx context.Context, name, nodeID string) (Info, erro
 		st.moving = false
 		st.mu.Unlock()
 	}()
-	state := func() (meta.Stream, int64, bool) {
+	state := func() (metadata.Stream, int64, bool) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		return st.info, st.info.Epoch, st.uploaded == st.next
@@ -645,7 +645,7 @@ func (s *Service) Rejoined(ctx context.Context) error {
 	streams := s.loaded()
 	for _, st := range streams {
 		m, err := s.reg.GetStream(ctx, st.info.Name)
-		if err != nil && !errors.Is(err, meta.ErrNotFound) {
+		if err != nil && !errors.Is(err, metadata.ErrNotFound) {
 			return fmt.Errorf("rejoin: check ownership of %s: %w", st.info.Name, err)
 		}
 		if err != nil || m.ID != st.info.ID || m.Owner != s.cfg.NodeID || m.Epoch != st.info.Epoch {
@@ -676,7 +676,7 @@ func (s *Service) Describe(ctx context.Context, name string) (Info, error) {
 	rctx, cancel := context.WithTimeout(ctx, routeTimeout)
 	defer cancel()
 	m, err := s.reg.GetStream(rctx, name)
-	if errors.Is(err, meta.ErrNotFound) {
+	if errors.Is(err, metadata.ErrNotFound) {
 		return Info{}, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -32,7 +33,7 @@ func startClusterNode(t *testing.T, reg *meta.Registry, tier *dirTier, id string
 	ctx := context.Background()
 	n := &clusterNode{id: id}
 	var err error
-	n.sess, err = reg.Join(ctx, meta.Member{NodeID: id, AdvertiseURL: "http://" + id}, 30*time.Second)
+	n.sess, err = reg.Join(ctx, metadata.Member{NodeID: id, AdvertiseURL: "http://" + id}, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func startClusterNode(t *testing.T, reg *meta.Registry, tier *dirTier, id string
 	n.svc, err = stream.Open(ctx, stream.Config{
 		NodeID: id, Cluster: reg, DefaultDurability: stream.DurabilityObject,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Tier:   stream.TierConfig{Tier: tier, Manifests: reg, Session: func() *meta.Session { return n.sess }, SealMaxAge: 20 * time.Millisecond},
+		Tier:   stream.TierConfig{Tier: tier, Manifests: reg, Session: func() metadata.Lease { return meta.LeaseOf(n.sess) }, SealMaxAge: 20 * time.Millisecond},
 	}, n.w, reg)
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/PicoMQ/picomq/internal/defaults"
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/wal"
@@ -57,13 +57,13 @@ type Log interface {
 
 // Registry is what the service needs from the etcd registry.
 type Registry interface {
-	CreateStream(ctx context.Context, s meta.Stream) (meta.Stream, bool, error)
-	GetStream(ctx context.Context, name string) (meta.Stream, error)
+	CreateStream(ctx context.Context, s metadata.Stream) (metadata.Stream, bool, error)
+	GetStream(ctx context.Context, name string) (metadata.Stream, error)
 	DeleteStream(ctx context.Context, name string, id uint64) error
 	// EachStream calls fn with every record as of one revision, one page
 	// in memory at a time; start is called first and again whenever the
 	// scan starts over.
-	EachStream(ctx context.Context, start func(), fn func(meta.Stream) error) error
+	EachStream(ctx context.Context, start func(), fn func(metadata.Stream) error) error
 }
 
 // Config tunes the service. Zero values get defaults.
@@ -206,7 +206,7 @@ type Service struct {
 
 // streamState is the in-memory state of one stream owned by this node.
 type streamState struct {
-	info meta.Stream
+	info metadata.Stream
 
 	mu     sync.Mutex
 	next   int64 // next offset to assign
@@ -386,7 +386,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		s.byName, s.byID, s.idle = make(map[string]*streamState), make(map[uint64]*streamState), nil
 		s.openForks, s.idleIDs = make(map[uint64]int64), make(map[uint64]string)
 		s.life.expiring = nil
-	}, func(m meta.Stream) error {
+	}, func(m metadata.Stream) error {
 		if m.Fork != nil {
 			s.openForks[m.Fork.SourceID]++
 		}
@@ -627,7 +627,7 @@ func (s *Service) loadedLocked() []*streamState {
 	return streams
 }
 
-func (s *Service) insertLocked(m meta.Stream) *streamState {
+func (s *Service) insertLocked(m metadata.Stream) *streamState {
 	m.ContentType = s.internLocked(m.ContentType)
 	m.Owner = s.internLocked(m.Owner)
 	m.Durability = s.internLocked(m.Durability)
@@ -734,7 +734,7 @@ func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (
 	switch opts.Durability {
 	case "", DurabilityLocal, DurabilityObject:
 	case DurabilityReplicated:
-		if !s.replicatedRecord(meta.Stream{Durability: DurabilityReplicated}) {
+		if !s.replicatedRecord(metadata.Stream{Durability: DurabilityReplicated}) {
 			return Info{}, false, fmt.Errorf("%w: durability replicated needs a cluster with object storage", ErrInvalidArgument)
 		}
 	default:
@@ -746,7 +746,7 @@ func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (
 	if opts.Durability == DurabilityReplicated || (opts.Durability == "" && s.cfg.DefaultDurability == DurabilityReplicated) {
 		// The record keeps the effective R and M, so every node (and
 		// Kafka's DescribeConfigs) reads the same values.
-		r, m := s.replFactors(meta.Stream{Replicas: int64(opts.Replicas), MinInSync: int64(opts.MinInSync)})
+		r, m := s.replFactors(metadata.Stream{Replicas: int64(opts.Replicas), MinInSync: int64(opts.MinInSync)})
 		opts.Replicas, opts.MinInSync = r, min(m, r)
 	} else {
 		opts.Replicas, opts.MinInSync = 0, 0
@@ -757,7 +757,7 @@ func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (
 	if err := plan.begin(ctx, s); err != nil {
 		return Info{}, false, err
 	}
-	stored, created, err := s.createRecord(ctx, plan.apply(meta.Stream{
+	stored, created, err := s.createRecord(ctx, plan.apply(metadata.Stream{
 		Name:        name,
 		ContentType: ct,
 		CreatedAt:   s.cfg.Now().UTC(),
@@ -807,7 +807,7 @@ func (s *Service) create(ctx context.Context, name string, opts CreateOptions) (
 		delete(s.idle, name) // an older incarnation, if any
 		st = s.insertLocked(stored)
 		if s.resv != nil && created {
-			st.startReservation(meta.Reservation{}) // a new stream: no offsets handed out yet
+			st.startReservation(metadata.Reservation{}) // a new stream: no offsets handed out yet
 		}
 	}
 	s.mu.Unlock()
@@ -899,10 +899,10 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 		return err // soft: forks still read it, so it is only soft-deleted
 	}
 	if err := s.reg.DeleteStream(ctx, name, st.info.ID); err != nil {
-		if errors.Is(err, meta.ErrNotFound) {
+		if errors.Is(err, metadata.ErrNotFound) {
 			return fmt.Errorf("%w: %s", ErrNotFound, name)
 		}
-		if errors.Is(err, meta.ErrConflict) {
+		if errors.Is(err, metadata.ErrConflict) {
 			return fmt.Errorf("%w: %s was replaced by a newer stream of the same name", ErrConflict, name)
 		}
 		return fmt.Errorf("%w: registry delete %q: %v", ErrUnavailable, name, err)
@@ -1323,7 +1323,7 @@ func (s *Service) noteUnflushed(n int) {
 }
 
 // leaseHeld fails unless this node's etcd lease is certainly still alive
-// (see meta.Session.Valid); without a cluster session it always succeeds.
+// (see metadata.Lease.Valid); without a cluster session it always succeeds.
 func (s *Service) leaseHeld() error {
 	if s.tcfg.Session == nil {
 		return nil

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/sdk/retry"
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/extent"
@@ -66,8 +66,8 @@ type ObjectRef = tiering.ObjectRef
 
 // manifestEntry records offsets [first, next) of stream id and its state
 // snapshot; ref nil is a state-only entry (no bytes in the object).
-func manifestEntry(id uint64, first, next int64, ref *ObjectRef, state json.RawMessage) meta.ManifestStream {
-	ms := meta.ManifestStream{State: state}
+func manifestEntry(id uint64, first, next int64, ref *ObjectRef, state json.RawMessage) metadata.ManifestStream {
+	ms := metadata.ManifestStream{State: state}
 	if ref != nil {
 		ms.Extent = ref.Extent
 	}
@@ -82,7 +82,7 @@ func manifestEntry(id uint64, first, next int64, ref *ObjectRef, state json.RawM
 // effort: an orphan only costs space and the collector finds it); if its
 // outcome is unknown the object stays, since a manifest may reference it;
 // a lost lease fences the node.
-func (s *Service) commitObject(ctx context.Context, sess *meta.Session, m meta.Manifest, replaces []string) error {
+func (s *Service) commitObject(ctx context.Context, sess metadata.Lease, m metadata.Manifest, replaces []string) error {
 	// Once the object is uploaded, the commit is not abandoned halfway
 	// because the flush was cancelled (shutdown): it is one etcd
 	// transaction, bounded on its own.
@@ -92,16 +92,16 @@ func (s *Service) commitObject(ctx context.Context, sess *meta.Session, m meta.M
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, meta.ErrCommitUnknown) {
+	if !errors.Is(err, metadata.ErrCommitUnknown) {
 		_ = s.tier.Delete(context.WithoutCancel(ctx), m.Object)
 	}
-	if errors.Is(err, meta.ErrLeaseLost) && sess == s.session() {
+	if errors.Is(err, metadata.ErrLeaseLost) && sess == s.session() {
 		s.fence(err)
 	}
 	return fmt.Errorf("commit manifest of %s: %w", m.Object, err)
 }
 
-func (s *Service) session() *meta.Session {
+func (s *Service) session() metadata.Lease {
 	if s.tcfg.Session == nil {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (s *Service) session() *meta.Session {
 // has handed out since, and committing it under the new session would put
 // a second, older copy of those offsets in the manifests. Committed under
 // the old session it fails: that session's member key is gone.
-func (s *Service) commitSession() (*meta.Session, error) {
+func (s *Service) commitSession() (metadata.Lease, error) {
 	sess := s.session()
 	s.mu.RLock()
 	fenced := s.fenced
@@ -128,19 +128,19 @@ func (s *Service) commitSession() (*meta.Session, error) {
 		return nil, fenced
 	}
 	if sess != nil && sess.Lost() {
-		return nil, meta.ErrLeaseLost
+		return nil, metadata.ErrLeaseLost
 	}
 	return sess, nil
 }
 
-func refFromManifest(m *meta.Manifest, r meta.ManifestStream) *ObjectRef {
+func refFromManifest(m *metadata.Manifest, r metadata.ManifestStream) *ObjectRef {
 	return &ObjectRef{Key: m.Object, ObjectSize: m.Size, Extent: r.Extent}
 }
 
 // Manifests is what the service needs from the registry for tiering.
 type Manifests interface {
-	CommitManifest(ctx context.Context, sess *meta.Session, m meta.Manifest, replaces []string) error
-	Manifests(ctx context.Context) ([]meta.Manifest, error)
+	CommitManifest(ctx context.Context, sess metadata.Lease, m metadata.Manifest, replaces []string) error
+	Manifests(ctx context.Context) ([]metadata.Manifest, error)
 	MaxManifestSeq(ctx context.Context, node string) (uint64, error)
 }
 
@@ -149,9 +149,11 @@ type Manifests interface {
 type TierConfig struct {
 	Tier      Tier
 	Manifests Manifests
-	// Session is the node's live membership session; flush commits are
-	// fenced on it so a node declared dead commits nothing.
-	Session func() *meta.Session
+	// Session is the node's live membership session (a *meta.Session);
+	// flush commits are fenced on it so a node declared dead commits
+	// nothing. It returns a nil interface, not a nil pointer in one, when
+	// the node has no session.
+	Session func() metadata.Lease
 	// SealMaxAge / SealMaxBytes: a flush runs when the oldest unflushed
 	// append is this old, or this many bytes are pending.
 	SealMaxAge   time.Duration
@@ -167,7 +169,7 @@ type TierConfig struct {
 }
 
 // stateSnapshot is the stream state persisted with each flush (see
-// meta.ManifestStream.State): what WAL replay would otherwise rebuild.
+// metadata.ManifestStream.State): what WAL replay would otherwise rebuild.
 type stateSnapshot struct {
 	LastTS    int64                       `json:"lastTs,omitempty"`
 	WriterSeq string                      `json:"writerSeq,omitempty"`
@@ -238,7 +240,7 @@ type piece struct {
 }
 
 // indexManifests groups manifest entries by stream id.
-func indexManifests(ms []meta.Manifest) map[uint64][]piece {
+func indexManifests(ms []metadata.Manifest) map[uint64][]piece {
 	per := map[uint64][]piece{}
 	for i, m := range ms {
 		for _, r := range m.Streams {
@@ -465,7 +467,7 @@ func (s *Service) Flush(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("flush: upload %s: %w", key, err)
 	}
-	m := meta.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, CreatedAt: time.Now().UTC()}
+	m := metadata.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, CreatedAt: time.Now().UTC()}
 	refs, err := flushRefs(&m, items, ranges)
 	if err != nil {
 		_ = s.tier.Delete(context.WithoutCancel(ctx), key)
@@ -589,7 +591,7 @@ func (s *Service) flushBatches(items []flushItem) ([]flushItem, []UploadStream, 
 // with only state changes (a close) hold no bytes and get no range from
 // the uploader; an object that does not describe a stream with bytes is
 // an error (the caller deletes it).
-func flushRefs(m *meta.Manifest, items []flushItem, ranges []ObjectRef) ([]*ObjectRef, error) {
+func flushRefs(m *metadata.Manifest, items []flushItem, ranges []ObjectRef) ([]*ObjectRef, error) {
 	refs := make([]*ObjectRef, len(items))
 	ri := 0
 	for i, it := range items {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -148,7 +149,7 @@ type tierHarness struct {
 func newTierHarness(t *testing.T, durability string) *tierHarness {
 	cli := metatest.StartEtcd(t)
 	reg := meta.NewRegistry(cli, "/tt/")
-	sess, err := reg.Join(context.Background(), meta.Member{NodeID: "n1"}, 10*time.Second)
+	sess, err := reg.Join(context.Background(), metadata.Member{NodeID: "n1"}, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func (h *tierHarness) open() {
 		NodeID:            "n1",
 		DefaultDurability: h.durab,
 		Tier: stream.TierConfig{
-			Tier: tier, Manifests: h.reg, Session: func() *meta.Session { return h.sess },
+			Tier: tier, Manifests: h.reg, Session: func() metadata.Lease { return meta.LeaseOf(h.sess) },
 			SealMaxAge: seal, SealMaxBytes: sealB, MaxFlushBytes: h.maxObj,
 		},
 	}, w, h.reg)

@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 )
 
 var (
@@ -102,27 +102,27 @@ func createTopic(name string, opts CreateOptions) (topic string, explicit bool, 
 // dropped and the create retried without it; an explicit one is
 // ErrTopicConflict. Errors are classified (ErrTopicConflict,
 // ErrInvalidTopic, ErrInvalidArgument, ErrUnavailable).
-func (s *Service) createRecord(ctx context.Context, m meta.Stream, opts CreateOptions) (meta.Stream, bool, error) {
+func (s *Service) createRecord(ctx context.Context, m metadata.Stream, opts CreateOptions) (metadata.Stream, bool, error) {
 	if opts.RetentionMs < 0 || opts.RetentionBytes < 0 {
-		return meta.Stream{}, false, fmt.Errorf("%w: retention must not be negative", ErrInvalidArgument)
+		return metadata.Stream{}, false, fmt.Errorf("%w: retention must not be negative", ErrInvalidArgument)
 	}
 	topic, explicit, err := createTopic(m.Name, opts)
 	if err != nil {
-		return meta.Stream{}, false, err
+		return metadata.Stream{}, false, err
 	}
 	m.KafkaTopic = topic
 	m.RetentionMs, m.RetentionBytes = opts.RetentionMs, opts.RetentionBytes
 	m.MaxBatchBytes = max(opts.MaxBatchBytes, 0)
 	stored, created, err := s.reg.CreateStream(ctx, m)
-	if errors.Is(err, meta.ErrTopicTaken) && !explicit {
+	if errors.Is(err, metadata.ErrTopicTaken) && !explicit {
 		m.KafkaTopic = ""
 		stored, created, err = s.reg.CreateStream(ctx, m)
 	}
 	switch {
-	case errors.Is(err, meta.ErrTopicTaken):
-		return meta.Stream{}, false, fmt.Errorf("%w: %v", ErrTopicConflict, err)
+	case errors.Is(err, metadata.ErrTopicTaken):
+		return metadata.Stream{}, false, fmt.Errorf("%w: %v", ErrTopicConflict, err)
 	case err != nil:
-		return meta.Stream{}, false, fmt.Errorf("%w: registry create %q: %v", ErrUnavailable, m.Name, err)
+		return metadata.Stream{}, false, fmt.Errorf("%w: registry create %q: %v", ErrUnavailable, m.Name, err)
 	}
 	return stored, created, nil
 }
@@ -132,7 +132,7 @@ func (s *Service) createRecord(ctx context.Context, m meta.Stream, opts CreateOp
 // retention given must match what the stream has. Omitted values match
 // anything, so a plain re-create of a stream that got a derived alias or a
 // later PATCH is still "identical".
-func sameTopicConfig(stored meta.Stream, opts CreateOptions) error {
+func sameTopicConfig(stored metadata.Stream, opts CreateOptions) error {
 	if opts.KafkaTopic != nil && *opts.KafkaTopic != stored.KafkaTopic {
 		return fmt.Errorf("%w: %s has Kafka topic %q, not %q", ErrConflict, stored.Name, stored.KafkaTopic, *opts.KafkaTopic)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/meta/metatest"
 	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
@@ -79,7 +80,7 @@ func (n *sessionNode) open(t *testing.T, reg *meta.Registry, tier stream.Tier) {
 	n.svc, err = stream.Open(ctx, stream.Config{
 		NodeID: n.id, Cluster: reg, DefaultDurability: stream.DurabilityObject,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Tier:   stream.TierConfig{Tier: tier, Manifests: reg, Session: n.sess.Load, SealMaxAge: 20 * time.Millisecond},
+		Tier:   stream.TierConfig{Tier: tier, Manifests: reg, Session: func() metadata.Lease { return meta.LeaseOf(n.sess.Load()) }, SealMaxAge: 20 * time.Millisecond},
 	}, w, reg)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func loseLeaseAndAppend(t *testing.T, cli *clientv3.Client, a, b *sessionNode, n
 
 func (n *sessionNode) join(t *testing.T, reg *meta.Registry) {
 	t.Helper()
-	sess, err := reg.Join(context.Background(), meta.Member{NodeID: n.id, AdvertiseURL: "http://" + n.id}, 30*time.Second)
+	sess, err := reg.Join(context.Background(), metadata.Member{NodeID: n.id, AdvertiseURL: "http://" + n.id}, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestZombieFlushCommitsNothingAfterRejoin(t *testing.T) {
 	// a resumes: membership notices the lost lease (fence), joins with a
 	// new session and re-checks ownership, dropping /s. Then the paused
 	// flush goes on to its commit.
-	a.svc.Fence(meta.ErrLeaseLost)
+	a.svc.Fence(metadata.ErrLeaseLost)
 	a.join(t, reg)
 	if err := a.svc.Rejoined(ctx); err != nil {
 		t.Fatal(err)
@@ -189,7 +190,7 @@ func TestZombieFlushCommitsNothingAfterRejoin(t *testing.T) {
 		t.Fatal("the zombie's append never returned")
 	}
 	// Let a's flusher finish whatever it does with the released upload.
-	if err := a.svc.Flush(ctx); err != nil && !errors.Is(err, meta.ErrLeaseLost) {
+	if err := a.svc.Flush(ctx); err != nil && !errors.Is(err, metadata.ErrLeaseLost) {
 		t.Logf("a's flush after the rejoin: %v", err)
 	}
 

@@ -1,4 +1,4 @@
-package meta
+package metadata
 
 // Registry record encoding. A stream record is the value of
 // <prefix>streams/<name>; with a million streams in one etcd (whose default
@@ -38,7 +38,7 @@ const (
 	fOwner          = 5
 	fEpoch          = 6
 	fKafkaTopic     = 7
-	fTopicDerived   = 8 // 1: KafkaTopic is derivedTopic(name)
+	fTopicDerived   = 8 // 1: KafkaTopic is DerivedTopic(name)
 	fRetentionMs    = 9
 	fRetentionBytes = 10
 	fMaxBatchBytes  = 11
@@ -76,10 +76,10 @@ const jsonFirstByte = '{'
 
 var errTruncated = errors.New("truncated or malformed field")
 
-// derivedTopic is the alias node/stream derives from a stream name by
+// DerivedTopic is the alias node/stream derives from a stream name by
 // default. Only used to store such an alias as a flag: a record decodes to
 // the same KafkaTopic whatever the derivation rule becomes.
-func derivedTopic(name string) string {
+func DerivedTopic(name string) string {
 	if len(name) < 2 {
 		return ""
 	}
@@ -125,7 +125,7 @@ func encodeStream(s Stream) []byte {
 	}
 	b = appendString(b, fOwner, s.Owner)
 	b = appendInt(b, fEpoch, s.Epoch)
-	if s.KafkaTopic != "" && s.KafkaTopic == derivedTopic(s.Name) {
+	if s.KafkaTopic != "" && s.KafkaTopic == DerivedTopic(s.Name) {
 		b = appendBool(b, fTopicDerived, true)
 	} else {
 		b = appendString(b, fKafkaTopic, s.KafkaTopic)
@@ -287,7 +287,7 @@ func decodeStreamValue(name string, value []byte) (Stream, error) {
 		s.ExpiresAt = &t
 	}
 	if derived {
-		s.KafkaTopic = derivedTopic(name)
+		s.KafkaTopic = DerivedTopic(name)
 	}
 	return s, nil
 }
@@ -323,15 +323,15 @@ func decodeFork(b []byte) (*StreamFork, error) {
 	return f, nil
 }
 
-func encodeTopicEntry(e topicEntry) []byte {
+func EncodeTopicEntry(e TopicEntry) []byte {
 	b := make([]byte, 0, 8+len(e.Stream))
 	b = appendString(b, fTopicStream, e.Stream)
 	return appendVarint(b, fTopicID, e.ID)
 }
 
-// decodeTopicEntry reads a topic index value in either format.
-func decodeTopicEntry(value []byte) (topicEntry, error) {
-	var e topicEntry
+// DecodeTopicEntry reads a topic index value in either format.
+func DecodeTopicEntry(value []byte) (TopicEntry, error) {
+	var e TopicEntry
 	if len(value) > 0 && value[0] == jsonFirstByte {
 		err := json.Unmarshal(value, &e)
 		return e, err

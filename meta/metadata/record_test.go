@@ -1,4 +1,4 @@
-package meta
+package metadata
 
 import (
 	"encoding/json"
@@ -50,7 +50,7 @@ func TestStreamRecordIsCompact(t *testing.T) {
 	if len(b) > 56 {
 		t.Errorf("typical record is %d bytes (JSON was %d), want <= 56", len(b), len(legacy))
 	}
-	if e := encodeTopicEntry(topicEntry{Stream: s.Name, ID: s.ID}); len(e) > len(s.Name)+8 {
+	if e := EncodeTopicEntry(TopicEntry{Stream: s.Name, ID: s.ID}); len(e) > len(s.Name)+8 {
 		t.Errorf("topic entry is %d bytes", len(e))
 	}
 }
@@ -83,9 +83,9 @@ func TestStreamRecordSkipsUnknownFields(t *testing.T) {
 }
 
 func TestTopicEntryRoundTrip(t *testing.T) {
-	e := topicEntry{Stream: "/a/b", ID: 9}
-	for _, v := range [][]byte{encodeTopicEntry(e), []byte(`{"stream":"/a/b","id":9}`)} {
-		got, err := decodeTopicEntry(v)
+	e := TopicEntry{Stream: "/a/b", ID: 9}
+	for _, v := range [][]byte{EncodeTopicEntry(e), []byte(`{"stream":"/a/b","id":9}`)} {
+		got, err := DecodeTopicEntry(v)
 		if err != nil || got != e {
 			t.Errorf("decode(%q) = %+v, %v", v, got, err)
 		}
@@ -116,14 +116,14 @@ func FuzzDecodeStreamValue(f *testing.F) {
 }
 
 func FuzzDecodeTopicEntry(f *testing.F) {
-	f.Add(encodeTopicEntry(topicEntry{Stream: "/a", ID: 1}))
+	f.Add(EncodeTopicEntry(TopicEntry{Stream: "/a", ID: 1}))
 	f.Add([]byte(`{"stream":"/a","id":1}`))
 	f.Fuzz(func(t *testing.T, v []byte) {
-		e, err := decodeTopicEntry(v)
+		e, err := DecodeTopicEntry(v)
 		if err != nil || (len(v) > 0 && v[0] == jsonFirstByte) {
 			return
 		}
-		again, err := decodeTopicEntry(encodeTopicEntry(e))
+		again, err := DecodeTopicEntry(EncodeTopicEntry(e))
 		if err != nil || again != e {
 			t.Fatalf("re-encoded %+v decodes to %+v, %v", e, again, err)
 		}

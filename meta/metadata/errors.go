@@ -1,10 +1,10 @@
-package meta
+package metadata
 
 import "errors"
 
-// Sentinel errors. Every error returned by this package that matches one of
-// these wraps it with context (the stream name, the IDs involved), so callers
-// test with errors.Is and log the message as is.
+// Sentinel errors of the registry (package meta). Every error it returns
+// that matches one of these wraps it with context (the stream name, the
+// IDs involved), so callers test with errors.Is and log the message as is.
 var (
 	// ErrNotFound: the stream does not exist (or was deleted concurrently).
 	ErrNotFound = errors.New("meta: not found")
@@ -29,7 +29,12 @@ var (
 	ErrInvalid = errors.New("meta: invalid argument")
 
 	// ErrCorrupt: a value stored in etcd could not be decoded. It means
-	// something other than this package wrote under the registry prefix, or
+	// something other than package meta wrote under the registry prefix, or
 	// a newer incompatible version did; it is never retried.
 	ErrCorrupt = errors.New("meta: corrupt record")
+
+	// ErrLeaseLost is returned by commits attempted after a node's lease expired:
+	// the node may have been declared dead and its streams taken over, so it must
+	// not write anything until it has rejoined.
+	ErrLeaseLost = errors.New("meta: node lease lost")
 )

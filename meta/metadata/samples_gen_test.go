@@ -1,11 +1,11 @@
 //go:build picomq_samples
 
-package meta
+package metadata
 
 // The generator of the format samples in testdata/formats, run once by hand
 // when a format gains a version (docs/storage.md, "Pinned formats"):
 //
-//	go test -tags picomq_samples -run '^TestWriteSamples$' ./meta/
+//	go test -tags picomq_samples -run '^TestWriteSamples$' ./meta/metadata/
 //
 // It is behind a build tag so no test run rewrites the files the reader
 // tests (samples_test.go) hold today's code to.
@@ -55,7 +55,7 @@ func TestWriteSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topicLegacy, err := json.Marshal(topicEntry{Stream: "/old/1", ID: 5})
+	topicLegacy, err := json.Marshal(TopicEntry{Stream: "/old/1", ID: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestWriteSamples(t *testing.T) {
 		"stream-record.bin":         encodeStream(full),
 		"stream-record-derived.bin": encodeStream(derived),
 		"stream-record-legacy.json": legacy,
-		"topic-entry.bin":           encodeTopicEntry(topicEntry{Stream: "/a/b", ID: 9}),
+		"topic-entry.bin":           EncodeTopicEntry(TopicEntry{Stream: "/a/b", ID: 9}),
 		"topic-entry-legacy.json":   topicLegacy,
 		"manifest.json":             manifest,
 		"member.json":               member,

@@ -1,4 +1,4 @@
-package meta
+package metadata
 
 import (
 	"encoding/json"
@@ -115,13 +115,13 @@ func TestSampleStreamRecordLegacyJSON(t *testing.T) {
 }
 
 func TestSampleTopicEntry(t *testing.T) {
-	e, err := decodeTopicEntry(readSample(t, "topic-entry.bin"))
+	e, err := DecodeTopicEntry(readSample(t, "topic-entry.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	check(t, "Stream", e.Stream, "/a/b")
 	check(t, "ID", e.ID, 9)
-	e, err = decodeTopicEntry(readSample(t, "topic-entry-legacy.json"))
+	e, err = DecodeTopicEntry(readSample(t, "topic-entry-legacy.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestSampleTopicEntry(t *testing.T) {
 }
 
 func TestSampleManifest(t *testing.T) {
-	m, err := decodeManifest(readSample(t, "manifest.json"))
+	m, err := DecodeManifest(readSample(t, "manifest.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestSampleManifest(t *testing.T) {
 }
 
 func TestSampleMember(t *testing.T) {
-	m, err := decodeMember(readSample(t, "member.json"))
+	m, err := DecodeMember(readSample(t, "member.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
