@@ -139,6 +139,35 @@ func TestKafkaAdminRoundTrip(t *testing.T) {
 		t.Fatalf("ListOffsets -3: offset %d timestamp %d error %d, want offset 1 at %d", p.Offset, p.Timestamp, p.ErrorCode, base.Add(3*time.Second).UnixMilli())
 	}
 
+	// message.timestamp.type=LogAppendTime: the node stamps each batch with
+	// its append time (header max timestamp and timestamp-type bit), so a
+	// record produced with an old timestamp reads back at the append time.
+	if err := alter(false, kadm.AlterConfig{Name: "message.timestamp.type", Value: sv("LogAppendTime")}); err != nil {
+		t.Fatalf("alter message.timestamp.type: %v", err)
+	}
+	if c := describe(); c["message.timestamp.type"] != "LogAppendTime" {
+		t.Fatalf("after alter: message.timestamp.type=%q", c["message.timestamp.type"])
+	}
+	before := time.Now().Add(-time.Second).UnixMilli() // the node's clock, with slack
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("late"), Timestamp: base}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().Add(time.Second).UnixMilli()
+	cons := kafkaClient(t, kgo.SeedBrokers(addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(3)}}))
+	defer cons.Close()
+	fs := cons.PollRecords(ctx, 1)
+	if errs := fs.Errors(); len(errs) > 0 {
+		t.Fatalf("fetch: %v", errs[0].Err)
+	}
+	recs := fs.Records()
+	if len(recs) != 1 || string(recs[0].Value) != "late" || recs[0].Attrs.TimestampType() != 1 ||
+		recs[0].Timestamp.UnixMilli() < before || recs[0].Timestamp.UnixMilli() > after {
+		t.Fatalf("LogAppendTime record: %+v (want timestamp type 1 within [%d, %d])", recs, before, after)
+	}
+	if err := alter(false, kadm.AlterConfig{Name: "message.timestamp.type", Value: sv("NoSuchTime")}); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("message.timestamp.type=NoSuchTime: %v, want INVALID_CONFIG", err)
+	}
+
 	// Log dirs: one per node, both partitions, sizes of what they hold.
 	dirs, err := adm.DescribeAllLogDirs(ctx, nil)
 	if err != nil {
@@ -178,8 +207,8 @@ func TestKafkaAdminRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OffsetForLeaderEpoch: %v", err)
 	}
-	if e := eps[topic][0]; e.Err != nil || e.LeaderEpoch != epoch || e.EndOffset != 3 {
-		t.Fatalf("OffsetForLeaderEpoch(p0, current epoch %d) = %+v, want epoch %d end 3", epoch, e, epoch)
+	if e := eps[topic][0]; e.Err != nil || e.LeaderEpoch != epoch || e.EndOffset != 4 {
+		t.Fatalf("OffsetForLeaderEpoch(p0, current epoch %d) = %+v, want epoch %d end 4", epoch, e, epoch)
 	}
 	if e := eps[topic][1]; e.Err != nil || e.LeaderEpoch != -1 || e.EndOffset != -1 {
 		t.Fatalf("OffsetForLeaderEpoch(p1, epoch %d) = %+v, want -1, -1", epoch+1, e)

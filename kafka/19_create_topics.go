@@ -22,6 +22,8 @@ type topicConfig struct {
 	// minInSync is min.insync.replicas (0 = the node's --min-insync);
 	// replicas the replication factor asked for (0 or 1: one copy).
 	minInSync, replicas int64
+	// logAppendTime: message.timestamp.type=LogAppendTime.
+	logAppendTime bool
 }
 
 // fixedConfigs are the topic configs PicoMQ honours only at one value: its
@@ -31,7 +33,6 @@ type topicConfig struct {
 var fixedConfigs = map[string]string{
 	"cleanup.policy":                 "delete",
 	"compression.type":               "producer",
-	"message.timestamp.type":         "CreateTime",
 	"unclean.leader.election.enable": "false", // nothing acknowledged is ever given up
 }
 
@@ -58,6 +59,14 @@ func parseTopicConfig(get func(yield func(name string, value *string) bool)) (to
 			dst = &tc.maxBatchBytes
 		case "min.insync.replicas":
 			dst = &tc.minInSync
+		case "message.timestamp.type":
+			switch *value {
+			case "CreateTime", "LogAppendTime":
+				tc.logAppendTime = *value == "LogAppendTime"
+				return true
+			}
+			err = fmt.Errorf("%w: config message.timestamp.type=%q (CreateTime or LogAppendTime)", kerr.InvalidConfig, *value)
+			return false
 		case "flush.messages", "flush.ms":
 			var ignored int64
 			dst = &ignored
@@ -150,6 +159,7 @@ func (s *Server) createPartition(ctx context.Context, name string, alias *string
 	opts := stream.CreateOptions{
 		ContentType: kafkaContentType, KafkaTopic: alias,
 		RetentionMs: tc.retentionMs, RetentionBytes: tc.retentionBytes, MaxBatchBytes: tc.maxBatchBytes,
+		LogAppendTime: tc.logAppendTime,
 	}
 	if tc.replicas >= 2 {
 		// replication.factor >= 2: copies on that many nodes, acks=all

@@ -27,12 +27,13 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 			}
 			base := t.partitions[0]
 			set["retention.ms"], set["retention.bytes"], set["max.message.bytes"] = base.RetentionMs > 0, base.RetentionBytes > 0, base.MaxBatchBytes > 0
+			set["message.timestamp.type"] = base.LogAppendTime
 			configs = [][2]string{
 				{"retention.ms", limit(base.RetentionMs)},
 				{"retention.bytes", limit(base.RetentionBytes)},
 				{"cleanup.policy", "delete"},
 				{"compression.type", "producer"},
-				{"message.timestamp.type", "CreateTime"},
+				{"message.timestamp.type", timestampType(base.LogAppendTime)},
 				{"max.message.bytes", strconv.Itoa(maxBatch(base.MaxBatchBytes, s.cfg.MaxMessageBytes))},
 				{"min.insync.replicas", strconv.Itoa(max(base.MinInSync, 1))},
 			}
@@ -65,6 +66,13 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 		resp.Resources = append(resp.Resources, or)
 	}
 	return resp, nil
+}
+
+func timestampType(logAppend bool) string {
+	if logAppend {
+		return "LogAppendTime"
+	}
+	return "CreateTime"
 }
 
 // limit renders a retention limit; 0 (none) is Kafka's -1.

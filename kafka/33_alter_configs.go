@@ -14,8 +14,9 @@ import (
 
 // handleAlterConfigs replaces a topic's configs with the ones given (a
 // config not named returns to its default, as in Kafka). The same configs
-// as CreateTopics are accepted; only retention.ms, retention.bytes and
-// max.message.bytes can change after create (see alterTopicConfigs).
+// as CreateTopics are accepted; retention.ms, retention.bytes,
+// max.message.bytes and message.timestamp.type can change after create
+// (alterableConfigs).
 func handleAlterConfigs(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
@@ -44,7 +45,7 @@ type configOp struct {
 // alterableConfigs are the topic configs an alter may change: they live
 // on the partition streams and apply at once. The other configs
 // CreateTopics accepts are accepted here only at their current value.
-var alterableConfigs = map[string]bool{"retention.ms": true, "retention.bytes": true, "max.message.bytes": true}
+var alterableConfigs = map[string]bool{"retention.ms": true, "retention.bytes": true, "max.message.bytes": true, "message.timestamp.type": true}
 
 // alterConfigs applies ops to one resource. incremental: configs not named
 // keep their value; otherwise they return to their default. Broker
@@ -63,10 +64,11 @@ func (s *Server) alterConfigs(ctx context.Context, cc *connState, typ kmsg.Confi
 	}
 	base := t.partitions[0]
 	current := map[string]string{
-		"retention.ms":        limit(base.RetentionMs),
-		"retention.bytes":     limit(base.RetentionBytes),
-		"max.message.bytes":   strconv.FormatInt(base.MaxBatchBytes, 10),
-		"min.insync.replicas": strconv.Itoa(max(base.MinInSync, 1)),
+		"retention.ms":           limit(base.RetentionMs),
+		"retention.bytes":        limit(base.RetentionBytes),
+		"max.message.bytes":      strconv.FormatInt(base.MaxBatchBytes, 10),
+		"min.insync.replicas":    strconv.Itoa(max(base.MinInSync, 1)),
+		"message.timestamp.type": timestampType(base.LogAppendTime),
 	}
 	if base.MaxBatchBytes == 0 {
 		current["max.message.bytes"] = "-1"
@@ -127,7 +129,8 @@ func (s *Server) alterConfigs(ctx context.Context, cc *connState, typ kmsg.Confi
 	}
 	defer s.topics.forget(name)
 	for _, n := range names {
-		ch := stream.ConfigChange{RetentionMs: &tc.retentionMs, RetentionBytes: &tc.retentionBytes, MaxBatchBytes: &tc.maxBatchBytes}
+		ch := stream.ConfigChange{RetentionMs: &tc.retentionMs, RetentionBytes: &tc.retentionBytes, MaxBatchBytes: &tc.maxBatchBytes,
+			LogAppendTime: &tc.logAppendTime}
 		if _, err := s.svc.Configure(ctx, n, ch); err != nil {
 			return fmt.Errorf("configure %s: %w", n, err)
 		}

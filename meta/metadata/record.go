@@ -53,6 +53,7 @@ const (
 	fDeleting       = 21
 	fReplicas       = 22
 	fMinInSync      = 23
+	fLogAppendTime  = 40 // 24-39 left for other stream settings
 )
 
 // Field numbers of a fork (StreamFork), nested in fFork.
@@ -158,6 +159,9 @@ func encodeStream(s Stream) []byte {
 	b = appendBool(b, fDeleting, s.Deleting)
 	b = appendInt(b, fReplicas, s.Replicas)
 	b = appendInt(b, fMinInSync, s.MinInSync)
+	if s.LogAppendTime {
+		b = appendBool(b, fLogAppendTime, true)
+	}
 	return b
 }
 
@@ -270,6 +274,8 @@ func decodeStreamValue(name string, value []byte) (Stream, error) {
 			s.Replicas = int64(v)
 		case fMinInSync:
 			s.MinInSync = int64(v)
+		case fLogAppendTime:
+			s.LogAppendTime = v != 0
 		}
 		return nil
 	})

@@ -41,6 +41,9 @@ type ConfigChange struct {
 	RetentionBytes *int64
 	// MaxBatchBytes sets the Kafka max.message.bytes; 0 = the node default.
 	MaxBatchBytes *int64
+	// LogAppendTime sets the Kafka message.timestamp.type (true =
+	// LogAppendTime).
+	LogAppendTime *bool
 	// TrimBefore moves the start offset forward to this offset (at most
 	// the next offset); a value at or below the current start is a no-op.
 	TrimBefore *int64
@@ -103,6 +106,9 @@ func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (
 		if ch.MaxBatchBytes != nil {
 			m.MaxBatchBytes = *ch.MaxBatchBytes
 		}
+		if ch.LogAppendTime != nil {
+			m.LogAppendTime = *ch.LogAppendTime
+		}
 		if ch.TrimBefore != nil {
 			if floor := s.forkFloor(m.ID); *ch.TrimBefore > floor {
 				return fmt.Errorf("%w: trimBefore %d would cut below offset %d, where a fork of %s still reads", ErrConflict, *ch.TrimBefore, floor, m.Name)
@@ -127,6 +133,7 @@ func (st *streamState) applyConfig(m metadata.Stream) {
 	st.info.RetentionMs = m.RetentionMs
 	st.info.RetentionBytes = m.RetentionBytes
 	st.info.MaxBatchBytes = m.MaxBatchBytes
+	st.info.LogAppendTime = m.LogAppendTime
 	st.info.StartOffset = max(st.info.StartOffset, m.StartOffset)
 	st.mu.Unlock()
 }

@@ -294,6 +294,9 @@ type Info struct {
 	// MaxBatchBytes: the Kafka max.message.bytes of the stream (0 = the
 	// frontend's default); kept for the Kafka frontend, not enforced here.
 	MaxBatchBytes int64
+	// LogAppendTime: Kafka-produced batches get the owner's append time
+	// (the topic's message.timestamp.type=LogAppendTime).
+	LogAppendTime bool
 	// Durability is the stream's ack level as created ("" = the node
 	// default); Replicas and MinInSync its R and M when replicated (0 =
 	// the node's defaults). ReplicaNodes says where the copies are.
@@ -325,6 +328,9 @@ type CreateOptions struct {
 	// MaxBatchBytes: see Info.MaxBatchBytes (not part of the
 	// identical-config check).
 	MaxBatchBytes int64
+	// LogAppendTime: see Info.LogAppendTime (not part of the
+	// identical-config check).
+	LogAppendTime bool
 	// Replicas (R, owner included) and MinInSync (M) of a `replicated`
 	// stream; 0 = the node's defaults (not part of the identical-config
 	// check).
@@ -843,6 +849,7 @@ func (st *streamState) infoLocked() Info {
 		RetentionMs:    st.info.RetentionMs,
 		RetentionBytes: st.info.RetentionBytes,
 		MaxBatchBytes:  st.info.MaxBatchBytes,
+		LogAppendTime:  st.info.LogAppendTime,
 		Durability:     st.info.Durability,
 		Replicas:       int(st.info.Replicas),
 		MinInSync:      int(st.info.MinInSync),
@@ -952,6 +959,9 @@ type AppendResult struct {
 	FirstOffset int64
 	NextOffset  int64
 	Timestamp   int64 // LogAppendTime, ms since epoch
+	// LogAppendTime: the Kafka batch was stamped with Timestamp (the
+	// stream's LogAppendTime setting); its producer gets it back.
+	LogAppendTime bool
 	// Duplicate: a producer retry; nothing was written. Offsets are the
 	// original batch's when still remembered, else -1.
 	Duplicate bool
@@ -1153,6 +1163,11 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 			BaseOffset: base, Timestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
 		}, req.Records)
 	}
+	if req.Batch != nil && !req.Control && st.info.LogAppendTime {
+		// message.timestamp.type=LogAppendTime: the header's timestamp
+		// type and max timestamp, rewritten as a Kafka broker does.
+		record.SetLogAppendTime(buf[n:], ts)
+	}
 	if len(buf) > n {
 		// The two header fields a Kafka broker writes into every batch,
 		// both outside the CRC: the base offset (above) and the
@@ -1210,7 +1225,8 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 			st.closedBy = &p
 		}
 	}
-	res := AppendResult{FirstOffset: base, NextOffset: end, Timestamp: ts, Closed: st.closed}
+	res := AppendResult{FirstOffset: base, NextOffset: end, Timestamp: ts, Closed: st.closed,
+		LogAppendTime: req.Batch != nil && !req.Control && st.info.LogAppendTime}
 	if ps != nil {
 		res.ProducerEpoch, res.ProducerSeq = ps.epoch, ps.lastSeq
 	}
