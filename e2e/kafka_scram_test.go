@@ -73,7 +73,7 @@ func TestKafkaSCRAM(t *testing.T) {
 	}
 	_, _ = f.WriteString("users:\n  - name: alice\n    scopes: [admin:/scram-]\n")
 	f.Close()
-	_, addr := startKafkaNode(t, filepath.Join(dir, "data"), "--auth-tokens", tokens, "--kafka-auto-create-topics")
+	node, addr := startKafkaNode(t, filepath.Join(dir, "data"), "--auth-tokens", tokens, "--kafka-auto-create-topics")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	root := kafkaClient(t, kgo.SeedBrokers(addr), plainSASL(rootToken))
@@ -163,5 +163,16 @@ func TestKafkaSCRAM(t *testing.T) {
 	}
 	if !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 		t.Fatalf("alice altering credentials: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	// Logins are counted by mechanism and result.
+	m := string(do(t, "GET", node.URL+"/metrics", nil, bearerHdr("tok-scraper-0123456789")...).Body)
+	for _, want := range []string{
+		`picomq_kafka_sasl_logins_total{mechanism="SCRAM-SHA-256",result="ok"}`,
+		`picomq_kafka_sasl_logins_total{mechanism="SCRAM-SHA-512",result="failed"}`,
+		`picomq_kafka_sasl_logins_total{mechanism="PLAIN",result="ok"}`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
 	}
 }

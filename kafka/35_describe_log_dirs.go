@@ -14,8 +14,9 @@ import (
 // clients ask every broker): each partition's size is the stored bytes of
 // its retained history, in the WAL and in object storage alike (a
 // partition's history is not split by tier here). Offset lag is 0 (no
-// future replicas); total and usable bytes are -1 (unknown: most of the
-// data lives in object storage). Partitions the client may not read are
+// future replicas); total and usable bytes are those of the data
+// directory's filesystem (the WAL's; object storage has no such bound).
+// Partitions the client may not read are
 // left out. Topics nil = every topic.
 func handleDescribeLogDirs(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
@@ -24,6 +25,11 @@ func handleDescribeLogDirs(s *Server, ctx context.Context, cc *connState, kreq k
 	dir.Dir, dir.TotalBytes, dir.UsableBytes = s.cfg.LogDir, -1, -1
 	if dir.Dir == "" {
 		dir.Dir = "picomq"
+	}
+	if f := s.cfg.LogDirSpace; f != nil {
+		if total, usable, err := f(); err == nil {
+			dir.TotalBytes, dir.UsableBytes = total, usable
+		}
 	}
 	var topics []topic
 	if req.Topics == nil {

@@ -50,7 +50,11 @@ func (s *Server) authenticate(ctx context.Context, cc *connState, b []byte) ([]b
 		out, done, err := s.scramStep(ctx, cc, m, b)
 		if err != nil {
 			s.saslFailed(cc)
+			s.logins.count(cc.mechanism, false)
 			return nil, false, err
+		}
+		if done {
+			s.logins.count(cc.mechanism, true)
 		}
 		return out, done, nil
 	}
@@ -63,6 +67,7 @@ func (s *Server) authenticate(ctx context.Context, cc *connState, b []byte) ([]b
 			p, err = nil, errors.New("scrape-only token (scope metrics) cannot use Kafka")
 		}
 	}
+	s.logins.count(cc.mechanism, err == nil)
 	if err != nil {
 		s.saslFailed(cc)
 		return nil, false, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/PicoMQ/picomq/auth"
 )
@@ -24,6 +25,43 @@ type ScramCredentials interface {
 // what it may do, as it does for tokens.
 type ScramUsers interface {
 	ScramUser(name string) (*auth.Principal, error)
+}
+
+// loginCounts counts finished SASL exchanges by mechanism and outcome
+// (picomq_kafka_sasl_logins_total).
+type loginCounts struct {
+	mu sync.Mutex
+	m  map[LoginKey]uint64
+}
+
+// LoginKey is a mechanism and whether the login succeeded.
+type LoginKey struct {
+	Mechanism string
+	OK        bool
+}
+
+func (l *loginCounts) count(mech string, ok bool) {
+	if _, known := auth.ScramByName(mech); !known && mech != mechPlain && mech != mechOAuthBearer {
+		mech = "other" // bounded label values
+	}
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[LoginKey]uint64{}
+	}
+	l.m[LoginKey{mech, ok}]++
+	l.mu.Unlock()
+}
+
+// SASLLogins returns the SASL exchanges finished so far, by mechanism and
+// outcome.
+func (s *Server) SASLLogins() map[LoginKey]uint64 {
+	s.logins.mu.Lock()
+	defer s.logins.mu.Unlock()
+	out := make(map[LoginKey]uint64, len(s.logins.m))
+	for k, v := range s.logins.m {
+		out[k] = v
+	}
+	return out
 }
 
 // mechanismNames is what SaslHandshake offers: SCRAM only when there is a

@@ -84,8 +84,10 @@ type Config struct {
 	// SASL); "" = none.
 	ClusterSecret string
 	// LogDir is the directory DescribeLogDirs names (the node's data
-	// directory).
-	LogDir string
+	// directory); LogDirSpace, when set, reports its filesystem's size
+	// and the bytes still free there.
+	LogDir      string
+	LogDirSpace func() (total, usable int64, err error)
 	// MaxMessageBytes bounds one produced record batch (Kafka's
 	// max.message.bytes; default 1 MiB + 12, Kafka's default).
 	MaxMessageBytes int32
@@ -127,6 +129,7 @@ type Server struct {
 	// internal: the internal SCRAM user's credential per mechanism,
 	// derived from Config.ClusterSecret (nil without it).
 	internal map[string]auth.ScramCredential
+	logins   loginCounts
 
 	ctx    context.Context // cancelled by Close: ends long-polls
 	cancel context.CancelFunc

@@ -64,12 +64,16 @@ func (n *Node) serveKafka(ctx context.Context) error {
 		return fmt.Errorf("kafka: cluster secret: %w", err)
 	}
 	n.kafka = kafka.New(n.svc, kafka.Config{
-		ClusterID:        id,
-		Auth:             checker,
-		Scram:            scramCredentials{meta.NewScramStore(n.etcd, registryPrefix)},
-		Users:            users,
-		ClusterSecret:    secret,
-		LogDir:           n.cfg.DataDir,
+		ClusterID:     id,
+		Auth:          checker,
+		Scram:         scramCredentials{meta.NewScramStore(n.etcd, registryPrefix)},
+		Users:         users,
+		ClusterSecret: secret,
+		LogDir:        n.cfg.DataDir,
+		LogDirSpace: func() (int64, int64, error) {
+			size, avail, err := fsSpace(n.cfg.DataDir)
+			return int64(size), int64(avail), err
+		},
 		MaxFrameBytes:    int32(n.cfg.KafkaMaxFrameBytes),
 		MaxMessageBytes:  int32(n.cfg.KafkaMaxMessageBytes),
 		AutoCreateTopics: n.cfg.KafkaAutoCreate,

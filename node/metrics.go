@@ -105,6 +105,9 @@ var (
 	groupLagDesc = prometheus.NewDesc("picomq_kafka_group_lag",
 		"Messages a Kafka consumer group is behind on a topic (end offset minus committed offset, summed over the partitions this node can answer for), for the groups this node coordinates.",
 		[]string{"group", "topic"}, nil)
+	saslLoginsDesc = prometheus.NewDesc("picomq_kafka_sasl_logins_total",
+		"Kafka SASL exchanges finished, by mechanism (PLAIN, OAUTHBEARER, SCRAM-SHA-256, SCRAM-SHA-512) and result (ok, failed).",
+		[]string{"mechanism", "result"}, nil)
 )
 
 // collectEtcdStatus asks each etcd endpoint for its status; an endpoint
@@ -141,6 +144,15 @@ func (n *Node) registerKafkaMetrics(k *kafka.Server) {
 			ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(l.Messages), l.Group, l.Topic)
 		}
 	}, groupLagDesc))
+	n.metrics.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
+		for k, v := range k.SASLLogins() {
+			result := "failed"
+			if k.OK {
+				result = "ok"
+			}
+			ch <- prometheus.MustNewConstMetric(saslLoginsDesc, prometheus.CounterValue, float64(v), k.Mechanism, result)
+		}
+	}, saslLoginsDesc))
 }
 
 // funcCollector is a collector whose samples a function produces at scrape
