@@ -12,9 +12,10 @@ import (
 
 // handleDescribeUserSCRAMCredentials lists SCRAM users with their
 // mechanisms and iteration counts (never salts or keys). It needs the
-// admin scope on every stream ("admin:/"), as altering does. Users: nil =
-// every user; a named user without credentials is RESOURCE_NOT_FOUND, a
-// name given twice DUPLICATE_RESOURCE (Kafka's answers).
+// admin scope on every stream ("admin:/"), as altering does. Users null or
+// empty = every user; a named user without credentials is
+// RESOURCE_NOT_FOUND, a name given twice DUPLICATE_RESOURCE (Kafka's
+// answers).
 func handleDescribeUserSCRAMCredentials(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
@@ -43,7 +44,7 @@ func handleDescribeUserSCRAMCredentials(s *Server, ctx context.Context, cc *conn
 		}
 		return out
 	}
-	if req.Users == nil {
+	if len(req.Users) == 0 { // null or empty: every user (KIP-554)
 		users := make([]string, 0, len(all))
 		for u := range all {
 			users = append(users, u)
