@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -17,6 +21,10 @@ import (
 // SASL listeners as the internal SCRAM user (the cluster secret), and a
 // read_committed consumer reads every record. Without node credentials
 // EndTxn answered COORDINATOR_NOT_AVAILABLE until the client gave up.
+// Then an IncrementalAlterConfigs of that topic sent to one node (as kadm
+// does) reaches the partitions other nodes lead, through the same
+// internal identity: every partition refuses a batch above the new
+// max.message.bytes.
 func TestKafkaClusterTxnWithSASL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
@@ -70,5 +78,33 @@ func TestKafkaClusterTxnWithSASL(t *testing.T) {
 			t.Fatalf("fetch: %v", fe.Err)
 		}
 		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)] = true })
+	}
+
+	one := kafkaClient(t, kgo.SeedBrokers(c.nodes[0].KafkaAddr), plainSASL(rootToken))
+	defer one.Close()
+	res, err := kadm.NewClient(one).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: kmsg.StringPtr("1024")}}, topic)
+	if err == nil {
+		var r kadm.AlterConfigsResponse
+		if r, err = res.On(topic, nil); err == nil {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		t.Fatalf("IncrementalAlterConfigs at %s: %v", c.nodes[0].ID, err)
+	}
+	noise := make([]byte, 4096)
+	_, _ = rand.Read(noise)
+	plainP := kafkaClient(t, kgo.SeedBrokers(seeds...), plainSASL(rootToken), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordRetries(2))
+	defer plainP.Close()
+	for p := range int32(parts) {
+		// Leaders cache a topic's max.message.bytes for up to 5 s.
+		var err error
+		if !pollUntil(20*time.Second, 500*time.Millisecond, func() bool {
+			err = plainP.ProduceSync(ctx, &kgo.Record{Partition: p, Value: noise}).FirstErr()
+			return errors.Is(err, kerr.MessageTooLarge)
+		}) {
+			t.Fatalf("partition %d after max.message.bytes=1024 at %s: %v, want MESSAGE_TOO_LARGE", p, c.nodes[0].ID, err)
+		}
 	}
 }

@@ -3,7 +3,9 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -58,7 +60,14 @@ func (s *Server) alterConfigs(ctx context.Context, cc *connState, typ kmsg.Confi
 	default:
 		return fmt.Errorf("%w: config resource type %d", kerr.InvalidRequest, typ)
 	}
-	t, err := s.resolveTopic(ctx, name)
+	var t topic
+	var err error
+	streamName, forwarded := strings.CutPrefix(name, configStreamPrefix)
+	if forwarded {
+		t, err = s.forwardedConfigTarget(ctx, cc, streamName)
+	} else {
+		t, err = s.resolveTopic(ctx, name)
+	}
 	if err != nil {
 		return err
 	}
@@ -127,13 +136,93 @@ func (s *Server) alterConfigs(ctx context.Context, cc *connState, typ kmsg.Confi
 	if validateOnly {
 		return nil
 	}
-	defer s.topics.forget(name)
+	if forwarded {
+		defer s.topics.forgetAll()
+	} else {
+		defer s.topics.forget(name)
+	}
 	for _, n := range names {
 		ch := stream.ConfigChange{RetentionMs: &tc.retentionMs, RetentionBytes: &tc.retentionBytes, MaxBatchBytes: &tc.maxBatchBytes,
 			LogAppendTime: &tc.logAppendTime}
-		if _, err := s.svc.Configure(ctx, n, ch); err != nil {
+		_, err := s.svc.Configure(ctx, n, ch)
+		if stream.KindOf(err) == stream.KindRedirect && !forwarded {
+			// Another node leads this partition: it applies the change
+			// there (its copy of the config is the one that counts).
+			err = s.forwardConfig(ctx, n, tc)
+		}
+		if err != nil {
 			return fmt.Errorf("configure %s: %w", n, err)
 		}
+	}
+	return nil
+}
+
+// configStreamPrefix names one partition stream as a config resource in
+// an IncrementalAlterConfigs between nodes: a node that receives an alter
+// of a topic whose partitions other nodes lead forwards each such
+// partition's new values to its leader this way (Kafka clients send topic
+// alters to any broker). Only the internal identity may use it when
+// authentication is on; "__" topic names are never a client's.
+const configStreamPrefix = "__picomq_stream:"
+
+// forwardedConfigTarget is the one-partition "topic" a forwarded alter
+// applies to.
+func (s *Server) forwardedConfigTarget(ctx context.Context, cc *connState, name string) (topic, error) {
+	if s.cfg.Auth != nil && (cc.principal == nil || cc.principal.Name != internalUser || s.internal == nil) {
+		return topic{}, fmt.Errorf("%w: %s%s is for nodes only", kerr.TopicAuthorizationFailed, configStreamPrefix, name)
+	}
+	in, err := s.svc.Describe(ctx, name)
+	if err != nil {
+		return topic{}, err
+	}
+	return topic{name: name, partitions: []stream.Info{in}}, nil
+}
+
+// forwardConfig sends one partition stream's alterable configs to the
+// node that leads it, as an IncrementalAlterConfigs SET of every one.
+func (s *Server) forwardConfig(ctx context.Context, name string, tc topicConfig) error {
+	b, self, err := s.Locate(ctx, name)
+	if err != nil {
+		return err
+	}
+	if self {
+		return fmt.Errorf("%w: %s is moving to this node", stream.ErrUnavailable, name)
+	}
+	cl, err := s.peers.client(net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, configStreamPrefix+name
+	for k, v := range map[string]string{
+		"retention.ms":           limit(tc.retentionMs),
+		"retention.bytes":        limit(tc.retentionBytes),
+		"max.message.bytes":      limit(tc.maxBatchBytes),
+		"message.timestamp.type": timestampType(tc.logAppendTime),
+	} {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = k, kmsg.StringPtr(v), kmsg.IncrementalAlterConfigOpSet
+		rr.Configs = append(rr.Configs, c)
+	}
+	req.Resources = append(req.Resources, rr)
+	seeds := cl.SeedBrokers()
+	if len(seeds) == 0 {
+		return fmt.Errorf("%w: no connection to %s", stream.ErrUnavailable, b.Host)
+	}
+	resp, err := req.RequestWith(ctx, seeds[0])
+	if err != nil {
+		return fmt.Errorf("%w: IncrementalAlterConfigs to node %d: %v", stream.ErrUnavailable, b.NodeID, err)
+	}
+	if len(resp.Resources) != 1 {
+		return fmt.Errorf("%w: IncrementalAlterConfigs to node %d: %d answers", stream.ErrUnavailable, b.NodeID, len(resp.Resources))
+	}
+	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+		msg := ""
+		if m := resp.Resources[0].ErrorMessage; m != nil {
+			msg = ": " + *m
+		}
+		return fmt.Errorf("node %d%s: %w", b.NodeID, msg, err)
 	}
 	return nil
 }

@@ -15,7 +15,8 @@ import (
 // TestAlterConfigsChecks: validate_only changes nothing; a duplicate name
 // is INVALID_REQUEST; broker resources, a changed min.insync.replicas
 // and APPEND are INVALID_CONFIG; a token without admin on the topic's
-// streams is TOPIC_AUTHORIZATION_FAILED and changes nothing.
+// streams is TOPIC_AUTHORIZATION_FAILED and changes nothing, and so is the
+// node-to-node form of an alter (one partition stream) from a client.
 func TestAlterConfigsChecks(t *testing.T) {
 	store := tokenStore(t, "  - name: narrow\n    sha256: "+auth.HashToken("pmq_narrow-token-0123456789")+"\n    scopes: [\"admin:/other\"]\n")
 	ts := startServer(t, Config{Auth: store})
@@ -83,6 +84,15 @@ func TestAlterConfigsChecks(t *testing.T) {
 	}
 	if retention() != 0 {
 		t.Fatalf("a refused alter changed retention.ms to %d", retention())
+	}
+	// The node-to-node form (one partition stream) is not a client's,
+	// even one with admin:/.
+	fwd := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	fr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	fr.ResourceType, fr.ResourceName, fr.Configs = kmsg.ConfigResourceTypeTopic, configStreamPrefix+"/cfg/1", []kmsg.IncrementalAlterConfigsRequestResourceConfig{set("retention.ms", "5")}
+	fwd.Resources = append(fwd.Resources, fr)
+	if resp, err := fwd.RequestWith(ctx, root); err != nil || resp.Resources[0].ErrorCode != kerr.TopicAuthorizationFailed.Code || retention() != 0 {
+		t.Fatalf("forwarded form from a client: %v %+v, retention.ms %d", err, resp, retention())
 	}
 	if c := alter(root, kmsg.ConfigResourceTypeTopic, false, set("retention.ms", "60000")); c != 0 || retention() != 60000 {
 		t.Fatalf("alter: error %d, retention.ms of partition 1 %d", c, retention())
