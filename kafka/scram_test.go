@@ -2,9 +2,17 @@ package kafka
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,6 +25,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/PicoMQ/picomq/auth"
+	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/node/stream/streamtest"
 )
 
 // memScram is an in-memory credential store: the etcd one is
@@ -140,26 +150,7 @@ func TestInternalIdentity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	writeMarkers := func(secret string) error {
-		pc := &peerClients{secret: secret}
-		defer pc.close()
-		cl, err := pc.client(ts.addr)
-		if err != nil {
-			return err
-		}
-		req := kmsg.NewPtrWriteTxnMarkersRequest()
-		mk := kmsg.NewWriteTxnMarkersRequestMarker()
-		mk.ProducerID, mk.ProducerEpoch, mk.Committed = 1, 0, true
-		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-		mt.Topic, mt.Partitions = "no-such-topic", []int32{0}
-		mk.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{mt}
-		req.Markers = []kmsg.WriteTxnMarkersRequestMarker{mk}
-		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-		defer rcancel()
-		resp, err := req.RequestWith(rctx, cl)
-		if err != nil {
-			return err
-		}
-		return kerr.ErrorForCode(resp.Markers[0].Topics[0].Partitions[0].ErrorCode)
+		return peerMarker(ctx, &peerClients{secret: secret}, ts.addr)
 	}
 	// Answered: the topic does not exist (an authorization failure or a
 	// closed connection otherwise).
@@ -184,5 +175,77 @@ func TestInternalIdentity(t *testing.T) {
 	}
 	if c := resp.Results[0].ErrorCode; c != kerr.UnacceptableCredential.Code {
 		t.Fatalf("upserting the internal user: error %d, want UNACCEPTABLE_CREDENTIAL", c)
+	}
+}
+
+// peerMarker sends one commit marker for a topic that does not exist
+// through pc to addr: UNKNOWN_TOPIC_OR_PARTITION means the node answered.
+func peerMarker(ctx context.Context, pc *peerClients, addr string) error {
+	defer pc.close()
+	cl, err := pc.client(addr)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	mk := kmsg.NewWriteTxnMarkersRequestMarker()
+	mk.ProducerID, mk.ProducerEpoch, mk.Committed = 1, 0, true
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = "no-such-topic", []int32{0}
+	mk.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{mt}
+	req.Markers = []kmsg.WriteTxnMarkersRequestMarker{mk}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, cl)
+	if err != nil {
+		return err
+	}
+	return kerr.ErrorForCode(resp.Markers[0].Topics[0].Partitions[0].ErrorCode)
+}
+
+// TestPeerTLS: node-to-node calls speak TLS to listeners that do, and
+// verify the peer's certificate against the roots they are given.
+func TestPeerTLS(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "node"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	store := tokenStore(t, "")
+	env := streamtest.New(t, stream.Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(env.Svc, Config{Auth: store, Users: store, Scram: &memScram{}, ClusterSecret: "secret-1",
+		AdvertiseAddr: ln.Addr().String(), ClusterID: "c", Logger: quiet})
+	done := make(chan error, 1)
+	go func() {
+		done <- srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}))
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+		<-done
+	})
+	ctx := context.Background()
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	if err := peerMarker(ctx, &peerClients{secret: "secret-1", tls: &tls.Config{RootCAs: pool}}, ln.Addr().String()); !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("over TLS: %v, want the marker answered (UNKNOWN_TOPIC_OR_PARTITION)", err)
+	}
+	if err := peerMarker(ctx, &peerClients{secret: "secret-1", tls: &tls.Config{RootCAs: x509.NewCertPool()}}, ln.Addr().String()); err == nil || errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("a certificate outside the roots: %v, want a TLS failure", err)
+	}
+	if err := peerMarker(ctx, &peerClients{secret: "secret-1"}, ln.Addr().String()); err == nil || errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("plaintext to a TLS listener: %v, want a failure", err)
 	}
 }

@@ -13,6 +13,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -83,6 +84,9 @@ type Config struct {
 	// present to each other (WriteTxnMarkers to a listener that requires
 	// SASL); "" = none.
 	ClusterSecret string
+	// PeerTLS is the client TLS configuration of node-to-node Kafka
+	// calls (the listeners speak TLS); nil = plaintext.
+	PeerTLS *tls.Config
 	// LogDir is the directory DescribeLogDirs names (the node's data
 	// directory); LogDirSpace, when set, reports its filesystem's size
 	// and the bytes still free there.
@@ -147,7 +151,7 @@ func New(svc Streams, cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, topics: newTopicCache(), ctx: ctx, cancel: cancel,
 		conns: map[net.Conn]struct{}{}, internal: internalCredentials(cfg.ClusterSecret),
-		peers: peerClients{secret: cfg.ClusterSecret}}
+		peers: peerClients{secret: cfg.ClusterSecret, tls: cfg.PeerTLS}}
 	s.txns = txn.New(txn.Config{Streams: svc, Locator: s, Markers: s, Logger: cfg.Logger, NewProducerID: newProducerID})
 	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate})
 	s.jobs.Add(1)

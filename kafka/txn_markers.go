@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -182,6 +183,7 @@ func (s *Server) markerTarget(ctx context.Context, name string) (string, int32, 
 // SCRAM user (scram.go), so markers reach listeners that require SASL.
 type peerClients struct {
 	secret string
+	tls    *tls.Config // nil: plaintext listeners
 	mu     sync.Mutex
 	m      map[string]*kgo.Client
 }
@@ -195,6 +197,9 @@ func (pc *peerClients) client(addr string) (*kgo.Client, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestRetries(2), kgo.RequestTimeoutOverhead(10 * time.Second)}
 	if pc.secret != "" {
 		opts = append(opts, kgo.SASL(scram.Auth{User: internalUser, Pass: pc.secret}.AsSha512Mechanism()))
+	}
+	if pc.tls != nil {
+		opts = append(opts, kgo.DialTLSConfig(pc.tls)) // cloned per dial, ServerName = the peer's host
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

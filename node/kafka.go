@@ -63,12 +63,19 @@ func (n *Node) serveKafka(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka: cluster secret: %w", err)
 	}
+	var peerTLS *tls.Config
+	if n.tlsCfg != nil {
+		if peerTLS, err = peerClientTLS(n.cfg.TLSCert); err != nil {
+			return err
+		}
+	}
 	n.kafka = kafka.New(n.svc, kafka.Config{
 		ClusterID:     id,
 		Auth:          checker,
 		Scram:         scramCredentials{meta.NewScramStore(n.etcd, registryPrefix)},
 		Users:         users,
 		ClusterSecret: secret,
+		PeerTLS:       peerTLS,
 		LogDir:        n.cfg.DataDir,
 		LogDirSpace: func() (int64, int64, error) {
 			size, avail, err := fsSpace(n.cfg.DataDir)
