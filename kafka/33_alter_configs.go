@@ -76,7 +76,6 @@ func (s *Server) alterConfigs(ctx context.Context, cc *connState, typ kmsg.Confi
 		"retention.ms":           limit(base.RetentionMs),
 		"retention.bytes":        limit(base.RetentionBytes),
 		"max.message.bytes":      strconv.FormatInt(base.MaxBatchBytes, 10),
-		"min.insync.replicas":    strconv.Itoa(max(base.MinInSync, 1)),
 		"message.timestamp.type": timestampType(base.LogAppendTime),
 	}
 	if base.MaxBatchBytes == 0 {
@@ -108,14 +107,6 @@ func (s *Server) alterConfigs(ctx context.Context, cc *connState, typ kmsg.Confi
 			return fmt.Errorf("%w: %s of config %s: PicoMQ's topic configs are not lists", kerr.InvalidConfig, o.op, o.name)
 		}
 	}
-	for k, v := range desired {
-		if alterableConfigs[k] || v == nil {
-			continue
-		}
-		if k == "min.insync.replicas" && *v != current[k] {
-			return fmt.Errorf("%w: min.insync.replicas is set when the topic is created (it is %s)", kerr.InvalidConfig, current[k])
-		}
-	}
 	tc, err := parseTopicConfig(func(yield func(string, *string) bool) {
 		for k, v := range desired {
 			if !yield(k, v) {
@@ -125,6 +116,23 @@ func (s *Server) alterConfigs(ctx context.Context, cc *connState, typ kmsg.Confi
 	})
 	if err != nil {
 		return err
+	}
+	// A config CreateTopics takes but an alter cannot change is accepted
+	// only at the value the topic has: never accepted and ignored.
+	var described map[string]string
+	for k, v := range desired {
+		if alterableConfigs[k] || v == nil || k == "flush.messages" || k == "flush.ms" {
+			continue
+		}
+		if want, fixed := fixedConfigs[k]; fixed && *v == want {
+			continue
+		}
+		if described == nil && !forwarded {
+			described = s.describedTopicConfigs(ctx, cc, name)
+		}
+		if cur, ok := described[k]; !ok || *v != cur {
+			return fmt.Errorf("%w: config %s is set when the topic is created (it is %q); an alter cannot change it", kerr.InvalidConfig, k, cur)
+		}
 	}
 	names := make([]string, len(t.partitions))
 	for p, in := range t.partitions {
@@ -155,6 +163,27 @@ func (s *Server) alterConfigs(ctx context.Context, cc *connState, typ kmsg.Confi
 		}
 	}
 	return nil
+}
+
+// describedTopicConfigs is what DescribeConfigs reports for the topic.
+func (s *Server) describedTopicConfigs(ctx context.Context, cc *connState, name string) map[string]string {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, name
+	req.Resources = append(req.Resources, rr)
+	out := map[string]string{}
+	resp, err := handleDescribeConfigs(s, ctx, cc, req)
+	if err != nil {
+		return out
+	}
+	for _, r := range resp.(*kmsg.DescribeConfigsResponse).Resources {
+		for _, c := range r.Configs {
+			if c.Value != nil {
+				out[c.Name] = *c.Value
+			}
+		}
+	}
+	return out
 }
 
 // configStreamPrefix names one partition stream as a config resource in
