@@ -75,11 +75,8 @@ func (s *Server) alterConfigs(ctx context.Context, cc *connState, typ kmsg.Confi
 	current := map[string]string{
 		"retention.ms":           limit(base.RetentionMs),
 		"retention.bytes":        limit(base.RetentionBytes),
-		"max.message.bytes":      strconv.FormatInt(base.MaxBatchBytes, 10),
+		"max.message.bytes":      limit(base.MaxBatchBytes),
 		"message.timestamp.type": timestampType(base.LogAppendTime),
-	}
-	if base.MaxBatchBytes == 0 {
-		current["max.message.bytes"] = "-1"
 	}
 	desired := map[string]*string{}
 	if incremental {
