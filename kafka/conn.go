@@ -212,13 +212,24 @@ func (s *Server) writeReplies(c net.Conn, replies <-chan reply, producing *sync.
 			}
 		}
 		frame := rp.raw
+		var pieces net.Buffers
 		if frame == nil && resp != nil && !broken {
-			out = encodeResponse(out[:0], rp.r, resp)
+			if f, ok := resp.(*kmsg.FetchResponse); ok {
+				pieces, out = fetchFrame(out[:0], rp.r, f)
+			} else {
+				out = encodeResponse(out[:0], rp.r, resp)
+			}
 			frame = out
 		}
 		if frame != nil && !broken {
 			_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := c.Write(frame); err != nil {
+			var err error
+			if pieces != nil {
+				_, err = pieces.WriteTo(c) // writev: the batches from where they lie
+			} else {
+				_, err = c.Write(frame)
+			}
+			if err != nil {
 				broken = true
 				cancel()
 				_ = c.Close() // ends the reader, and so the request loop

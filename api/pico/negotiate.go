@@ -20,6 +20,7 @@ const (
 	formatJSON readFormat = iota
 	formatBinary
 	formatRaw
+	formatBatches
 )
 
 func (f readFormat) String() string {
@@ -28,6 +29,8 @@ func (f readFormat) String() string {
 		return wire.FormatBinary
 	case formatRaw:
 		return wire.FormatRaw
+	case formatBatches:
+		return wire.FormatBatches
 	}
 	return wire.FormatJSON
 }
@@ -39,6 +42,7 @@ var errNotAcceptable = errors.New("not acceptable")
 // (ties in the client's order):
 //
 //	application/vnd.picomq.batch     binary (the Pico record codec)
+//	application/vnd.picomq.recordbatches  stored batches (binary where a page cannot be)
 //	application/json                 JSON records
 //	the stream's own content type    raw values (unless it is a JSON type)
 //	*/*, application/*, or no Accept JSON records
@@ -53,9 +57,11 @@ func chooseFormat(query, accept, streamCT string) (readFormat, error) {
 		return formatBinary, nil
 	case wire.FormatRaw:
 		return formatRaw, nil
+	case wire.FormatBatches:
+		return formatBatches, nil
 	case "":
 	default:
-		return 0, fmt.Errorf("format=%q: want json, binary or raw", query)
+		return 0, fmt.Errorf("format=%q: want json, binary, raw or batches", query)
 	}
 	if strings.TrimSpace(accept) == "" {
 		return formatJSON, nil
@@ -71,6 +77,8 @@ func chooseFormat(query, accept, streamCT string) (readFormat, error) {
 		switch {
 		case mt == wire.MediaBatch:
 			f = formatBinary
+		case mt == wire.MediaRecordBatches:
+			f = formatBatches
 		case mt == wire.MediaJSON, mt == "*/*", mt == "application/*":
 			f = formatJSON
 		case mt == own && !wire.IsJSON(own):
@@ -83,8 +91,8 @@ func chooseFormat(query, accept, streamCT string) (readFormat, error) {
 		}
 	}
 	if best < 0 {
-		return 0, fmt.Errorf("%w: Accept %q: this endpoint serves %s, %s or the stream's %s",
-			errNotAcceptable, accept, wire.MediaJSON, wire.MediaBatch, streamCT)
+		return 0, fmt.Errorf("%w: Accept %q: this endpoint serves %s, %s, %s or the stream's %s",
+			errNotAcceptable, accept, wire.MediaJSON, wire.MediaBatch, wire.MediaRecordBatches, streamCT)
 	}
 	return best, nil
 }

@@ -27,6 +27,9 @@ type readParams struct {
 	base64    bool
 	live      string
 	cursor    string
+	// batches: the client accepts stored batches (format=batches or
+	// Accept), so the page is read as batches, not decoded records.
+	batches bool
 }
 
 // parseReadParams validates every read parameter before anything is read,
@@ -128,7 +131,10 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	// One service call finds the stream and reads the page; its content
-	// type then picks the response format.
+	// type then picks the response format. Stored batches are asked for
+	// whenever the client takes them; a page read that way for a client
+	// that turns out to prefer another format is decoded (writePage).
+	p.batches = acceptsBatches(r)
 	res, err := h.readPage(r.Context(), name, &p)
 	if err != nil {
 		h.writeServiceError(w, r, err)
@@ -138,7 +144,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
 	if !ok {
 		return
 	}
-	if p.live == wire.LiveLongPoll && len(res.Records) == 0 && !res.Closed {
+	if p.live == wire.LiveLongPoll && pageEmpty(res) && !res.Closed {
 		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.LongPollTimeout)
 		ok, err := h.svc.WaitFor(ctx, name, p.offset)
 		cancel()
@@ -156,7 +162,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
 				return
 			}
 		}
-		if len(res.Records) == 0 {
+		if pageEmpty(res) {
 			// Timed out (or the stream was closed at this offset): no
 			// content, but every position header, so the client polls on.
 			hd := w.Header()
@@ -213,13 +219,13 @@ func (h *Handler) format(w http.ResponseWriter, r *http.Request, streamCT string
 // node that does not own the stream; any other is redirected to the owner.
 func (h *Handler) readPage(ctx context.Context, name string, p *readParams) (stream.ReadResult, error) {
 	opts := stream.ReadOptions{Offset: p.offset, MaxRecords: p.limit, MaxBytes: p.maxBytes,
-		FromStart: !p.hasOffset, LocalOnly: p.live != "" || !p.hasOffset}
+		FromStart: !p.hasOffset, LocalOnly: p.live != "" || !p.hasOffset, Batches: p.batches}
 	res, err := h.svc.Read(ctx, name, opts)
 	var te *stream.TrimmedError
 	if !p.hasOffset && errors.As(err, &te) {
 		res, err = h.svc.Read(ctx, name, opts)
 	}
-	if err == nil && !p.hasOffset && len(res.Records) == 0 {
+	if err == nil && !p.hasOffset && pageEmpty(res) {
 		p.offset = res.NextOffset // where a long-poll waits
 	}
 	return res, err
@@ -230,13 +236,65 @@ func (h *Handler) setReadHeaders(hd http.Header, res stream.ReadResult, p readPa
 	hd.Set(wire.HeaderStartOffset, strconv.FormatInt(res.StartOffset, 10))
 	hd.Set(wire.HeaderUpToDate, strconv.FormatBool(res.UpToDate))
 	hd.Set(wire.HeaderCursor, h.nextCursor(p.cursor))
-	hd.Set(wire.HeaderRecordCount, strconv.Itoa(len(res.Records)))
+	hd.Set(wire.HeaderRecordCount, strconv.Itoa(len(res.Records)+res.BatchRecords))
 	if res.Closed {
 		hd.Set(wire.HeaderClosed, "true")
 	}
 }
 
+// acceptsBatches reports whether a read may be answered with stored
+// batches: format=batches, or no format and an Accept naming their media
+// type (at any q; chooseFormat decides, writePage decodes if it must).
+func acceptsBatches(r *http.Request) bool {
+	switch r.URL.Query().Get(wire.QueryFormat) {
+	case wire.FormatBatches:
+		return true
+	case "":
+		return strings.Contains(strings.ToLower(r.Header.Get("Accept")), wire.MediaRecordBatches)
+	}
+	return false
+}
+
+// pageEmpty reports whether a page holds no records in either form.
+func pageEmpty(res stream.ReadResult) bool { return len(res.Records) == 0 && len(res.Batches) == 0 }
+
+// batchRecords decodes the records of a page read as batches (res.Batches)
+// from offset from on, for a response format that needs them.
+func batchRecords(res stream.ReadResult, from int64) ([]record.Record, error) {
+	recs := make([]record.Record, 0, res.BatchRecords)
+	for _, b := range res.Batches {
+		n := len(recs)
+		var err error
+		if recs, err = record.DecodeRecords(b, recs); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			i := 0
+			for i < len(recs) && recs[i].Offset < from {
+				i++
+			}
+			recs = recs[i:]
+		}
+	}
+	return recs, nil
+}
+
 func (h *Handler) writePage(w http.ResponseWriter, res stream.ReadResult, p readParams, format readFormat, streamCT string) {
+	if format == formatBatches && len(res.Records) == 0 {
+		writeBatches(w, h, res, p)
+		return
+	}
+	if format == formatBatches {
+		format = formatBinary // a page that could not be read as stored batches
+	}
+	if len(res.Batches) > 0 {
+		recs, err := batchRecords(res, res.From)
+		if err != nil {
+			httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, err.Error())
+			return
+		}
+		res.Records, res.Batches, res.BatchRecords = recs, nil, 0
+	}
 	bp := readBufPool.Get().(*[]byte)
 	buf := (*bp)[:0]
 	hd := w.Header()
@@ -276,6 +334,29 @@ func (h *Handler) writePage(w http.ResponseWriter, res stream.ReadResult, p read
 	if cap(buf) <= maxPooledBody {
 		*bp = buf[:0]
 		readBufPool.Put(bp)
+	}
+}
+
+// writeBatches writes a page of stored batches as they are: each batch is
+// handed to the connection straight from the memory it was read into (the
+// block cache's), with no decode, render or copy of ours.
+func writeBatches(w http.ResponseWriter, h *Handler, res stream.ReadResult, p readParams) {
+	size := 0
+	for _, b := range res.Batches {
+		size += len(b)
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", wire.MediaRecordBatches)
+	h.setReadHeaders(hd, res, p)
+	hd.Set(wire.HeaderPageOffset, strconv.FormatInt(res.From, 10))
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Content-Length", strconv.Itoa(size))
+	w.WriteHeader(http.StatusOK)
+	for _, b := range res.Batches {
+		if _, err := w.Write(b); err != nil {
+			return // the client is gone
+		}
 	}
 }
 

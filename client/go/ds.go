@@ -173,7 +173,7 @@ func (s *stream) dsRead(ctx context.Context, from string, opts ReadOptions) (Pag
 	q := url.Values{}
 	q.Set("offset", from)
 	setLongPoll(q, opts)
-	r, err := s.getPage(ctx, dsHeaders, q)
+	r, err := s.getPage(ctx, dsHeaders, q, nil)
 	if err != nil || r.noContent {
 		return r.page, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/sdk/wire/codec"
+	"github.com/PicoMQ/picomq/sdk/wire/recordbatch"
 )
 
 // The Pico half of Stream. Reference: docs/api.md and api/pico.
@@ -212,6 +213,10 @@ func (s *stream) picoPosition(ctx context.Context, from string) (string, error) 
 	return from, nil
 }
 
+// readAccept asks for a read page as stored batches (the node hands them
+// on without decoding them), else the binary frame.
+var readAccept = http.Header{"Accept": {wire.MediaRecordBatches + ", " + wire.MediaBatch + ";q=0.5"}}
+
 func (s *stream) picoRead(ctx context.Context, from string, opts ReadOptions) (Page, error) {
 	off, err := s.picoPosition(ctx, from)
 	if err != nil {
@@ -221,7 +226,9 @@ func (s *stream) picoRead(ctx context.Context, from string, opts ReadOptions) (P
 	if off != "" {
 		q.Set(wire.QueryOffset, off)
 	}
-	q.Set(wire.QueryFormat, wire.FormatBinary)
+	// Stored batches, or the binary frame where a page cannot be served
+	// so (or from a node that predates them): by Accept, not format=, so
+	// either kind of node answers, and the Content-Type says which.
 	if opts.Limit > 0 {
 		q.Set(wire.QueryLimit, strconv.Itoa(opts.Limit))
 	}
@@ -229,12 +236,23 @@ func (s *stream) picoRead(ctx context.Context, from string, opts ReadOptions) (P
 		q.Set(wire.QueryMaxBytes, strconv.Itoa(opts.MaxBytes))
 	}
 	setLongPoll(q, opts)
-	r, err := s.getPage(ctx, picoHeaders, q)
+	r, err := s.getPage(ctx, picoHeaders, q, readAccept)
 	if err != nil || r.noContent {
 		return r.page, err
 	}
 	page := r.page
-	recs, err := codec.Decode(r.body, nil, codec.Limits{})
+	var recs []codec.Record
+	if wire.MediaType(r.header.Get("Content-Type")) == wire.MediaRecordBatches {
+		var from int64
+		if v := r.header.Get(wire.HeaderPageOffset); v != "" {
+			if from, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return Page{}, fmt.Errorf("picomq: GET %s: %s %q: %w", s.name, wire.HeaderPageOffset, v, err)
+			}
+		}
+		recs, err = recordbatch.Decode(r.body, from, nil)
+	} else {
+		recs, err = codec.Decode(r.body, nil, codec.Limits{})
+	}
 	if err != nil {
 		return Page{}, fmt.Errorf("picomq: GET %s: %w", s.name, err)
 	}

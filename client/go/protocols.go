@@ -74,8 +74,8 @@ type pageReply struct {
 	noContent bool // a 204: nothing new, no body
 }
 
-func (s *stream) getPage(ctx context.Context, n headerNames, q url.Values) (pageReply, error) {
-	resp, err := s.c.do(ctx, &call{method: "GET", path: s.name, query: q, retry: true, owner: &s.owner})
+func (s *stream) getPage(ctx context.Context, n headerNames, q url.Values, reqHeader http.Header) (pageReply, error) {
+	resp, err := s.c.do(ctx, &call{method: "GET", path: s.name, query: q, header: reqHeader, retry: true, owner: &s.owner})
 	if err != nil {
 		return pageReply{}, err
 	}

@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,6 +159,12 @@ type latencyProxy struct {
 	addr  string
 	delay time.Duration
 	rp    *httputil.ReverseProxy
+	// With profiling asked for (profileDirEnv), every request is logged
+	// (start since the proxy started, method, path, Range, duration) to
+	// show how far ahead of the reader the node's GETs run.
+	t0   time.Time
+	mu   sync.Mutex
+	reqs []string
 }
 
 func startLatencyProxy(target string, delay time.Duration) (*latencyProxy, error) {
@@ -167,7 +176,7 @@ func startLatencyProxy(target string, delay time.Duration) (*latencyProxy, error
 	if err != nil {
 		return nil, err
 	}
-	p := &latencyProxy{addr: ln.Addr().String(), delay: delay, rp: httputil.NewSingleHostReverseProxy(u)}
+	p := &latencyProxy{addr: ln.Addr().String(), delay: delay, rp: httputil.NewSingleHostReverseProxy(u), t0: time.Now()}
 	p.rp.Transport = &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}
 	p.rp.ErrorLog = log.New(io.Discard, "", 0)
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
@@ -183,7 +192,27 @@ func (p *latencyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
+	start := time.Now()
 	p.rp.ServeHTTP(w, r)
+	if os.Getenv(profileDirEnv) != "" {
+		p.mu.Lock()
+		p.reqs = append(p.reqs, fmt.Sprintf("%8.1fms %s %s %s %.1fms", float64(start.Sub(p.t0).Microseconds())/1000-float64(p.delay.Milliseconds()),
+			r.Method, r.URL.Path, r.Header.Get("Range"), float64(time.Since(start).Microseconds())/1000+float64(p.delay.Milliseconds())))
+		p.mu.Unlock()
+	}
+}
+
+// writeLog writes the requests logged so far to file name in the profile
+// directory and forgets them.
+func (p *latencyProxy) writeLog(name string) {
+	dir := os.Getenv(profileDirEnv)
+	if dir == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = os.WriteFile(filepath.Join(dir, name), []byte(strings.Join(p.reqs, "\n")+"\n"), 0o644)
+	p.reqs = nil
 }
 
 func (p *latencyProxy) endpoint() string { return "http://" + p.addr }

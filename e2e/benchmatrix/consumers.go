@@ -21,7 +21,8 @@ const (
 // rate), PicoMQ over Pico HTTP (paged reads; SSE) next to NATS JetStream
 // (an ordered consumer; a push consumer) with the same records.
 func (m *matrix) consumerRows(ctx context.Context, run int) error {
-	n, err := m.startNode("pico-consumers")
+	pprofFlags, pprofAddr := pprofArgs()
+	n, err := m.startNode("pico-consumers", pprofFlags...)
 	if err != nil {
 		return err
 	}
@@ -80,8 +81,10 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 		Unit: "ms", Peer: peer + ", push consumer", LowerBetter: true})
 	p99 := m.row(benchreport.Row{ID: "tail-p99", What: "live tail: append-to-delivery latency p99, same run", Unit: "ms",
 		Peer: peer + ", push consumer", LowerBetter: true})
+	stopProfile := profileRead("live-tail", pprofAddr)
 	lat, err := fanout(ctx, c, fmt.Sprintf("/mb/r%d/tail", run),
 		fanoutLoad{readers: 1, rate: tailRate, size: 100, contentType: "application/octet-stream", d: m.cfg.secs})
+	stopProfile()
 	if err != nil {
 		m.fail("tail PicoMQ", err)
 	} else {

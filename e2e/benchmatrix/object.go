@@ -39,7 +39,8 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	if err != nil {
 		return err
 	}
-	n, err := m.startNode("pico-object", "--object-store", s3.url(prefix), "--kafka-addr", kafkaAddr)
+	pprofFlags, pprofAddr := pprofArgs()
+	n, err := m.startNode("pico-object", append([]string{"--object-store", s3.url(prefix), "--kafka-addr", kafkaAddr}, pprofFlags...)...)
 	if err != nil {
 		return err
 	}
@@ -104,6 +105,8 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	if err := n.restart("picomq", m.cfg.picomq); err != nil {
 		return err
 	}
+	stopProfile := profileRead("cold-read", pprofAddr)
+	cpu0, ccpu0 := testproc.CPUSeconds(n.pid), testproc.CPUSeconds(os.Getpid())
 	t0 := time.Now()
 	it := s.Records(c.Beginning(), picomq.RecordsOptions{})
 	var bytes int64
@@ -111,6 +114,8 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 		bytes += int64(len(it.Record().Body))
 	}
 	el := time.Since(t0)
+	nodeCPU, clientCPU := testproc.CPUSeconds(n.pid)-cpu0, testproc.CPUSeconds(os.Getpid())-ccpu0
+	stopProfile()
 	if err := it.Err(); err != nil || bytes != objectMiB<<20 {
 		return fmt.Errorf("cold read: %d of %d bytes: %v", bytes, objectMiB<<20, err)
 	}
@@ -140,8 +145,8 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	}
 	el = time.Since(t0)
 	m.res.Add(cold, run, benchreport.SidePeer, float64(got)/1e6/el.Seconds(), nil)
-	logf("  object: %.0f PUTs/GiB; cold read %.0f MB/s, MinIO GETs %.0f MB/s (%d bytes)", (flushes1-flushes0)/(objectMiB/1024.0),
-		coldMBs, float64(got)/1e6/el.Seconds(), got)
+	logf("  object: %.0f PUTs/GiB; cold read %.0f MB/s (CPU: node %.0f ms, client %.0f ms), MinIO GETs %.0f MB/s (%d bytes)", (flushes1-flushes0)/(objectMiB/1024.0),
+		coldMBs, nodeCPU*1000, clientCPU*1000, float64(got)/1e6/el.Seconds(), got)
 
 	// The same history over Kafka: a consumer reading last week.
 	const kcold = "cold-read-kafka"
@@ -151,12 +156,17 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	if err := n.restart("picomq", m.cfg.picomq); err != nil {
 		return err
 	}
-	if k, err := kafkaColdRead(ctx, n.kafkaAddr, "mb.object", objectMiB<<10); err != nil {
+	stopProfile = profileRead("cold-read-kafka", pprofAddr)
+	cpu0 = testproc.CPUSeconds(n.pid)
+	k, err := kafkaColdRead(ctx, n.kafkaAddr, "mb.object", objectMiB<<10)
+	nodeCPU = testproc.CPUSeconds(n.pid) - cpu0
+	stopProfile()
+	if err != nil {
 		m.fail(kcold, err)
 	} else {
 		m.res.Add(kcold, run, benchreport.SidePico, k, nil)
 		m.res.Add(kcold, run, benchreport.SidePeer, coldMBs, nil)
-		logf("  object: Kafka cold %.0f MB/s, HTTP cold %.0f MB/s", k, coldMBs)
+		logf("  object: Kafka cold %.0f MB/s (node CPU %.0f ms), HTTP cold %.0f MB/s", k, nodeCPU*1000, coldMBs)
 	}
 
 	// Object storage across a network: every request to MinIO takes
@@ -188,7 +198,9 @@ func (m *matrix) coldReadSlowStore(ctx context.Context, run int, n *node, s3 min
 		return err
 	}
 	defer c.Close()
+	px.writeLog("proxy-before-read.log")
 	pico, err := coldRead(ctx, c, "/mb/object", objectMiB<<20)
+	px.writeLog("proxy-cold-read-latency.log")
 	if err != nil {
 		return err
 	}
@@ -234,7 +246,8 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	// before the flag ignores, so before/after runs use the same harness.
 	os.Setenv("PICOMQ_READ_AHEAD_BYTES", fmt.Sprint(manyAheadMiB<<20))
 	defer os.Unsetenv("PICOMQ_READ_AHEAD_BYTES")
-	n, err := m.startNode("pico-many", "--object-store", s3.url(prefix), "--cache-bytes", fmt.Sprint(manyCacheMiB<<20))
+	pprofFlags, pprofAddr := pprofArgs()
+	n, err := m.startNode("pico-many", append([]string{"--object-store", s3.url(prefix), "--cache-bytes", fmt.Sprint(manyCacheMiB << 20)}, pprofFlags...)...)
 	if err != nil {
 		return err
 	}
@@ -294,7 +307,9 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 		return err
 	}
 	rss0 := testproc.RSSBytes(n.pid)
+	gets0, _ := metric(n.url, "picomq_cache_requests_total")
 	stopRSS := peakRSS(n.pid)
+	stopProfile := profileRead("cold-many", pprofAddr)
 	t0 := time.Now()
 	var total atomic.Int64
 	errs = make(chan error, manyReaders)
@@ -314,6 +329,8 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	wg.Wait()
 	el := time.Since(t0)
 	peak := stopRSS()
+	stopProfile()
+	gets1, _ := metric(n.url, "picomq_cache_requests_total")
 	close(errs)
 	if err := <-errs; err != nil {
 		return err
@@ -337,7 +354,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	m.res.Add(many, run, benchreport.SidePeer, floor, nil)
 	m.res.Add(rss, run, benchreport.SidePico, (peak-rss0)/(1<<20), nil)
 	m.res.Add(rss, run, benchreport.SidePeer, manyCacheMiB+3*manyAheadMiB, nil)
-	logf("  object: %d cold readers %.0f MB/s aggregate, parallel GETs %.0f MB/s; RSS %.0f -> %.0f MiB", manyReaders, agg, floor, rss0/(1<<20), peak/(1<<20))
+	logf("  object: %d cold readers %.0f MB/s aggregate (%.0f GETs, %.2f s), parallel GETs %.0f MB/s; RSS %.0f -> %.0f MiB", manyReaders, agg, gets1-gets0, el.Seconds(), floor, rss0/(1<<20), peak/(1<<20))
 	return nil
 }
 

@@ -113,6 +113,7 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 	st.mu.Unlock()
 
 	res := BatchRead{HighWatermark: hwm, LastStable: lso, Aborted: aborted, Stream: info}
+	s.prefetchNext(refs, offset) // during the first chunk's GET, as Read does
 	next := offset
 	full := false
 	for ci := 0; ci < len(refs) && !full && next < hwm; {
@@ -168,9 +169,16 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 			next = h.LastOffset() + 1
 		}
 		if from >= 0 {
-			if res.Batches == nil {
+			switch {
+			case res.Batches == nil:
 				res.Batches = data[from:to:to]
-			} else {
+			case cap(res.Batches)-len(res.Batches) < to-from:
+				// The first stretch aliases the cache (no room after it):
+				// one buffer for the whole page, not one per growth step.
+				b := make([]byte, len(res.Batches), max(maxBytes, len(res.Batches)+to-from))
+				copy(b, res.Batches)
+				res.Batches = append(b, data[from:to]...)
+			default:
 				res.Batches = append(res.Batches, data[from:to]...)
 			}
 		}

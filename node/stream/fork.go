@@ -379,7 +379,7 @@ func (s *Service) readView(ctx context.Context, st *streamState, opts ReadOption
 	if err != nil {
 		return ReadResult{}, err
 	}
-	res := ReadResult{NextOffset: opts.Offset, Stream: info}
+	res := ReadResult{NextOffset: opts.Offset, From: opts.Offset, Stream: info}
 	bytes := 0
 	for _, sg := range segs {
 		if sg.hi <= res.NextOffset {

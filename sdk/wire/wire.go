@@ -65,6 +65,10 @@ const (
 	// HeaderRecordCount is the number of records an append wrote or a read
 	// returned.
 	HeaderRecordCount = "Pico-Record-Count"
+	// HeaderPageOffset is the offset a read page of stored batches
+	// (MediaRecordBatches) starts at: its first batch may begin below it,
+	// and a reader skips those records, as a Kafka consumer does.
+	HeaderPageOffset = "Pico-Page-Offset"
 	// HeaderClosed is "true" when the stream is closed (no more appends)
 	// and, on reads, the read reached its end.
 	HeaderClosed = "Pico-Closed"
@@ -93,6 +97,10 @@ const (
 	FormatJSON   = "json"
 	FormatBinary = "binary"
 	FormatRaw    = "raw"
+	// FormatBatches asks for stored RecordBatch v2 batches as they are
+	// (MediaRecordBatches), falling back to FormatBinary for a page that
+	// cannot be served that way (docs/api.md#formats).
+	FormatBatches = "batches"
 )
 
 // Values of the live query parameter.
@@ -134,6 +142,9 @@ const (
 	// MediaBatch is the Pico record codec (sdk/wire/codec), for appends and
 	// reads.
 	MediaBatch = "application/vnd.picomq.batch"
+	// MediaRecordBatches is a read page of stored Kafka RecordBatch v2
+	// batches, uncompressed, concatenated as stored (sdk/wire/recordbatch).
+	MediaRecordBatches = "application/vnd.picomq.recordbatches"
 	// MediaEventStream is the SSE media type of live=sse reads.
 	MediaEventStream = "text/event-stream"
 	// MediaMergePatch is the media type of PATCH /_streams/{name} bodies

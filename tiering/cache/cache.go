@@ -114,8 +114,9 @@ type Options struct {
 	// ReadAhead is how many blocks ahead of a sequential reader are kept in
 	// flight or fetched (default 256, i.e. 32 MiB: at 100 ms per GET that
 	// is still a few hundred MB/s for one reader); negative disables
-	// read-ahead. It is refilled when half of it has been consumed, so
-	// read-ahead GETs are large. ReadAheadBytes caps all readers together.
+	// read-ahead. It is refilled as soon as FetchBlocks of it (or half, if
+	// less) have been consumed, so it stays nearly full and read-ahead
+	// GETs are large. ReadAheadBytes caps all readers together.
 	ReadAhead int
 	// ReadAheadBytes is the node-wide read-ahead budget (default 64 MiB):
 	// the bytes of read-ahead GETs in flight plus those fetched and not
@@ -789,7 +790,8 @@ func (c *Cache) afterRead(key string, first, last int64, ended bool) {
 
 // readAheadLocked keeps up to ReadAhead blocks from block from in flight
 // or fetched, within the advised limit and the known object end. It
-// refills only when less than half the window is left, so that read-ahead
+// refills once a whole GET of FetchBlocks (or half the window, if that is
+// less) is free in it, so that the window stays nearly full and read-ahead
 // GETs are runs of many blocks.
 func (c *Cache) readAheadLocked(key string, st *seqState, from int64) {
 	window := int64(c.opts.ReadAhead)
@@ -800,7 +802,11 @@ func (c *Cache) readAheadLocked(key string, st *seqState, from int64) {
 	if st.end >= 0 {
 		stop = min(stop, st.end)
 	}
-	if st.ahead >= stop || (st.ahead > from && st.ahead-from > window/2 && st.ahead < stop && stop == from+window) {
+	// Refill once a whole GET's worth (FetchBlocks) of the window is free:
+	// the window stays nearly full, which is what covers a GET's latency
+	// (bytes in flight = bandwidth x latency), and GETs stay large.
+	refill := min(int64(c.opts.FetchBlocks), max(window/2, 1))
+	if st.ahead >= stop || (st.ahead > from && st.ahead-from > window-refill && st.ahead < stop && stop == from+window) {
 		return
 	}
 	runStart := int64(-1)

@@ -159,6 +159,35 @@ func TestSequentialReadAhead(t *testing.T) {
 	}
 }
 
+// TestReadAheadStaysFull: a sequential reader's window is topped up as
+// soon as one whole GET of it is free, not only once half of it has been
+// read, so the bytes in flight stay near the window (what covers a slow
+// store's latency) and every read-ahead GET is still FetchBlocks long.
+func TestReadAheadStaysFull(t *testing.T) {
+	c, src, data := setup(t, objstoretest.FileStore(t), 64*bs, Options{ReadAhead: 16, FetchBlocks: 4})
+	c.Advise("obj", 0, 64*bs)
+	p := make([]byte, bs)
+	for i := range 4 {
+		if _, err := c.ReadAt(t.Context(), "obj", p, int64(i)*bs); err != nil || !bytes.Equal(p, data[i*bs:(i+1)*bs]) {
+			t.Fatalf("block %d: %v", i, err)
+		}
+	}
+	c.mu.Lock()
+	ahead := c.seq["obj"].ahead
+	c.mu.Unlock()
+	if ahead != 4+16 {
+		t.Errorf("after reading 4 blocks read-ahead reaches block %d; want %d (the window full again)", ahead, 4+16)
+	}
+	for i := 4; i < 64; i++ {
+		if _, err := c.ReadAt(t.Context(), "obj", p, int64(i)*bs); err != nil || !bytes.Equal(p, data[i*bs:(i+1)*bs]) {
+			t.Fatalf("block %d: %v", i, err)
+		}
+	}
+	if got, s := src.reads.Load(), c.Stats(); got != 16 || s.FetchedBytes != 64*bs {
+		t.Errorf("%d GETs of %d bytes for 64 blocks; want 16 GETs of 4 blocks, each block once", got, s.FetchedBytes)
+	}
+}
+
 // TestAdviseStaysInRange: advised read-ahead never fetches past the range
 // end (the neighbouring streams of an L0 object).
 func TestAdviseStaysInRange(t *testing.T) {

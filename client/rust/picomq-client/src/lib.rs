@@ -22,6 +22,7 @@ mod ds;
 mod error;
 mod pico;
 pub mod producer;
+mod records;
 mod sse;
 mod transport;
 
@@ -36,6 +37,7 @@ use reqwest::{Method, Url};
 pub use bytes::Bytes;
 
 pub use error::{ApiError, Error, Kind, Result};
+pub use records::{Records, CATCH_UP_PAGE_BYTES};
 pub use sse::{Event, EventKind, Subscription};
 pub use picomq_protocol as protocol;
 

@@ -37,6 +37,9 @@ pub const HEADER_PRODUCER_RECEIVED_SEQ: &str = "Pico-Producer-Received-Seq";
 pub const HEADER_DUPLICATE: &str = "Pico-Duplicate";
 /// Records an append wrote or a read returned.
 pub const HEADER_RECORD_COUNT: &str = "Pico-Record-Count";
+/// The offset a page of stored batches starts at: its first batch may
+/// begin below it, and a reader skips those records.
+pub const HEADER_PAGE_OFFSET: &str = "Pico-Page-Offset";
 /// `true` when the stream is closed (and a read reached its end).
 pub const HEADER_CLOSED: &str = "Pico-Closed";
 /// Error code of HEAD responses, which have no body.
@@ -61,6 +64,8 @@ pub const QUERY_CURSOR: &str = "cursor";
 pub const FORMAT_JSON: &str = "json";
 pub const FORMAT_BINARY: &str = "binary";
 pub const FORMAT_RAW: &str = "raw";
+/// Stored RecordBatch v2 batches as they are (binary where a page cannot be).
+pub const FORMAT_BATCHES: &str = "batches";
 
 /// Values of the `live` query parameter.
 pub const LIVE_LONG_POLL: &str = "long-poll";
@@ -86,6 +91,8 @@ pub const MEDIA_OCTET_STREAM: &str = "application/octet-stream";
 pub const MEDIA_BATCH_JSON: &str = "application/vnd.picomq.batch+json";
 pub const MEDIA_BATCH: &str = crate::codec::MEDIA_TYPE;
 pub const MEDIA_EVENT_STREAM: &str = "text/event-stream";
+/// A read page of stored Kafka RecordBatch v2 batches, uncompressed.
+pub const MEDIA_RECORD_BATCHES: &str = "application/vnd.picomq.recordbatches";
 pub const MEDIA_MERGE_PATCH: &str = "application/merge-patch+json";
 
 /// Lists streams; `PATH_STREAMS` + name describes or patches one.

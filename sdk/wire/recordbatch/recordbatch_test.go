@@ -1,0 +1,160 @@
+package recordbatch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"reflect"
+	"testing"
+
+	"github.com/PicoMQ/picomq/sdk/wire/codec"
+)
+
+// appendBatch encodes recs as one uncompressed CreateTime batch at base
+// (timestamps as deltas from the first): the layout of Kafka's spec,
+// written out independently of the server's encoder so each checks the
+// other (api/pico's TestReadBatchesFormat decodes the server's batches
+// with Decode).
+func appendBatch(dst []byte, base int64, attrs uint16, recs []codec.Record) []byte {
+	var body []byte
+	first := recs[0].Timestamp
+	for i, r := range recs {
+		var rb []byte
+		rb = append(rb, 0)
+		rb = binary.AppendVarint(rb, r.Timestamp-first)
+		rb = binary.AppendVarint(rb, int64(i))
+		rb = appendField(rb, r.Key)
+		rb = appendField(rb, r.Value)
+		rb = binary.AppendVarint(rb, int64(len(r.Headers)))
+		for _, h := range r.Headers {
+			rb = appendField(rb, []byte(h.Key))
+			rb = appendField(rb, h.Value)
+		}
+		body = binary.AppendVarint(body, int64(len(rb)))
+		body = append(body, rb...)
+	}
+	h := make([]byte, HeaderSize)
+	binary.BigEndian.PutUint64(h, uint64(base))
+	binary.BigEndian.PutUint32(h[offLength:], uint32(HeaderSize-12+len(body)))
+	h[offMagic] = 2
+	binary.BigEndian.PutUint16(h[offAttributes:], attrs)
+	binary.BigEndian.PutUint32(h[offLastDelta:], uint32(len(recs)-1))
+	binary.BigEndian.PutUint64(h[offFirstTS:], uint64(first))
+	binary.BigEndian.PutUint64(h[offMaxTS:], uint64(recs[len(recs)-1].Timestamp))
+	binary.BigEndian.PutUint64(h[43:], ^uint64(0)) // producer id -1
+	binary.BigEndian.PutUint16(h[51:], 0xffff)     // producer epoch -1
+	binary.BigEndian.PutUint32(h[53:], ^uint32(0)) // base sequence -1
+	binary.BigEndian.PutUint32(h[offNumRecords:], uint32(len(recs)))
+	b := append(h, body...)
+	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	return append(dst, b...)
+}
+
+func appendField(b, f []byte) []byte {
+	if f == nil {
+		return binary.AppendVarint(b, -1)
+	}
+	return append(binary.AppendVarint(b, int64(len(f))), f...)
+}
+
+func sampleRecords() []codec.Record {
+	return []codec.Record{
+		{Offset: 10, Timestamp: 1000, Key: []byte("k"), Value: []byte("v0")},
+		{Offset: 11, Timestamp: 998, Value: []byte{}, Headers: []codec.Header{{Key: "h", Value: []byte("hv")}, {Key: "n"}}},
+		{Offset: 12, Timestamp: 1005, Key: []byte{}, Value: nil},
+	}
+}
+
+// TestDecode: records come back with their offsets, timestamps (negative
+// deltas too), null and empty keys and values kept apart, headers; the
+// records of the first batch below from are skipped.
+func TestDecode(t *testing.T) {
+	recs := sampleRecords()
+	page := appendBatch(nil, 10, 0, recs)
+	page = appendBatch(page, 13, 0, []codec.Record{{Offset: 13, Timestamp: 2000, Value: []byte("x")}})
+	got, err := Decode(page, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]codec.Record(nil), recs...), codec.Record{Offset: 13, Timestamp: 2000, Value: []byte("x")})
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded\n%+v\nwant\n%+v", got, want)
+	}
+	if got[1].Key != nil || got[1].Value == nil || got[2].Key == nil || got[2].Value != nil {
+		t.Errorf("null and empty not kept apart: %+v", got)
+	}
+	got, err = Decode(page, 12, nil)
+	if err != nil || len(got) != 2 || got[0].Offset != 12 || got[1].Offset != 13 {
+		t.Fatalf("from 12: %+v %v", got, err)
+	}
+}
+
+// TestDecodeLogAppendTime: every record of a LogAppendTime batch carries
+// the batch's max timestamp.
+func TestDecodeLogAppendTime(t *testing.T) {
+	page := appendBatch(nil, 0, attrLogAppendTime, sampleRecords())
+	got, err := Decode(page, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range got {
+		if r.Timestamp != 1005 {
+			t.Fatalf("timestamp %d, want the max timestamp 1005", r.Timestamp)
+		}
+	}
+}
+
+// TestDecodeRejects: each broken rule is an *Error naming where, and no
+// records come back.
+func TestDecodeRejects(t *testing.T) {
+	good := appendBatch(nil, 0, 0, sampleRecords())
+	mut := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	recrc := func(b []byte) []byte {
+		binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+		return b
+	}
+	cases := map[string][]byte{
+		"truncated header": good[:30],
+		"truncated batch":  good[:len(good)-1],
+		"bad magic":        mut(func(b []byte) []byte { b[offMagic] = 1; return b }),
+		"bad crc":          mut(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }),
+		"compressed":       mut(func(b []byte) []byte { b[offAttributes+1] |= 1; return recrc(b) }),
+		"control":          mut(func(b []byte) []byte { b[offAttributes+1] |= attrControl; return recrc(b) }),
+		"count mismatch":   mut(func(b []byte) []byte { b[offNumRecords+3] = 2; return recrc(b) }),
+		"trailing bytes":   mut(func(b []byte) []byte { return append(b, 0, 0, 0) }),
+	}
+	for name, page := range cases {
+		got, err := Decode(page, 0, nil)
+		var e *Error
+		if !errors.As(err, &e) || len(got) != 0 {
+			t.Errorf("%s: %d records, err %v; want an *Error and none", name, len(got), err)
+		}
+	}
+}
+
+// FuzzDecode: hostile pages never panic, and what decodes keeps the
+// page's promises: offsets ascending from from, bytes within the page.
+func FuzzDecode(f *testing.F) {
+	f.Add(appendBatch(nil, 10, 0, sampleRecords()), int64(0))
+	f.Add(appendBatch(appendBatch(nil, 0, attrLogAppendTime, sampleRecords()[:1]), 1, 0, sampleRecords()), int64(1))
+	f.Fuzz(func(t *testing.T, page []byte, from int64) {
+		recs, err := Decode(page, from, nil)
+		if err != nil {
+			if len(recs) != 0 {
+				t.Fatalf("error %v with %d records", err, len(recs))
+			}
+			return
+		}
+		size := 0
+		for i, r := range recs {
+			if r.Offset < from || (i > 0 && r.Offset <= recs[i-1].Offset) {
+				t.Fatalf("record %d at offset %d (from %d, previous %+v)", i, r.Offset, from, recs[max(i-1, 0)])
+			}
+			size += len(r.Key) + len(r.Value)
+		}
+		if size > len(page) {
+			t.Fatalf("%d bytes of keys and values from a %d-byte page", size, len(page))
+		}
+	})
+}
