@@ -207,10 +207,14 @@ BENCH_RUNS  ?= 2
 BENCH_SECS  ?= 3s
 BENCH_ONLY  ?=
 BENCH_STREAMS ?= 100000
+# KLITE: a klite binary built outside the repository (docs/benchmarks.md,
+# "Kafka next to klite"); unset, the kafka group's klite rows are not measured.
+KLITE       ?=
 BENCH_TOOLS := bin/bench-tools
 bench: build bench-peers
 	$(GO) run ./e2e/benchmatrix -picomq $(BIN) -natsload $(BENCH_TOOLS)/natsload -nats-server $(BENCH_TOOLS)/nats-server \
-	  -out $(BENCH_OUT) -runs $(BENCH_RUNS) -secs $(BENCH_SECS) -streams $(BENCH_STREAMS) $(if $(BENCH_ONLY),-only $(BENCH_ONLY))
+	  -out $(BENCH_OUT) -runs $(BENCH_RUNS) -secs $(BENCH_SECS) -streams $(BENCH_STREAMS) $(if $(BENCH_ONLY),-only $(BENCH_ONLY)) \
+	  $(if $(KLITE),-klite $(KLITE))
 
 ## bench-peers: build the NATS server and its load client from their own module (bench/)
 bench-peers:

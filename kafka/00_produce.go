@@ -189,13 +189,21 @@ func (s *Server) submitPartition(ctx context.Context, cc *connState, pc *produce
 	}
 	for i, sb := range pc.batches {
 		h := sb.h
-		ar := stream.AppendRequest{Batch: sb.b}
+		ar := stream.AppendRequest{Batch: sb.b, VerifyTxn: h.Transactional()}
 		var p stream.Producer
 		if h.ProducerID >= 0 {
 			p = stream.Producer{ID: stream.KafkaProducerID(h.ProducerID), Epoch: uint64(h.ProducerEpoch), Seq: uint64(h.BaseSequence), PerRecord: true}
 			ar.Producer = &p
 		}
 		sub, err := s.svc.SubmitBatch(ctx, name, ar)
+		if err == nil && sub.Unverified() {
+			// The batch would open its producer's transaction here:
+			// only once the coordinator says the partition is in it.
+			if err = s.verifyTxn(ctx, pc.req.TransactionID, topic, rp.Partition, h.ProducerID, h.ProducerEpoch); err == nil {
+				ar.VerifyTxn = false
+				sub, err = s.svc.SubmitBatch(ctx, name, ar)
+			}
+		}
 		if err != nil {
 			s.forgetOnMissing(topic, err)
 			failPartition(op, version, err)

@@ -38,7 +38,8 @@ func handleAddPartitionsToTxn(s *Server, ctx context.Context, cc *connState, kre
 	if failed {
 		code = kerr.OperationNotAttempted.Code
 	} else {
-		code = txnCode(s.txns.AddPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts), req.Version)
+		reserve := s.txnReserve(ctx, cc, req.Topics)
+		code = txnCode(s.txns.AddPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts, reserve), req.Version)
 	}
 	for i, t := range req.Topics {
 		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
@@ -54,4 +55,29 @@ func handleAddPartitionsToTxn(s *Server, ctx context.Context, cc *connState, kre
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// txnReserveMax bounds the partitions of a topic that AddPartitionsToTxn
+// reserves (txn.Coordinator.AddPartitions): a larger topic reserves
+// nothing, so a coordinator taking a transaction over writes at most
+// this many markers per topic it did not need.
+const txnReserveMax = 64
+
+// txnReserve is every partition of the request's topics (those of at
+// most txnReserveMax partitions) that the principal may write: the
+// partitions the producer is likely to add next in the same transaction.
+func (s *Server) txnReserve(ctx context.Context, cc *connState, topics []kmsg.AddPartitionsToTxnRequestTopic) []txn.Partition {
+	var out []txn.Partition
+	for _, t := range topics {
+		e, ok := s.topics.get(t.Topic)
+		if !ok || e.partitions > txnReserveMax {
+			continue
+		}
+		for p := range e.partitions {
+			if s.allow(cc, auth.Write, partitionStream(e.base, p)) == nil {
+				out = append(out, txn.Partition{Topic: t.Topic, Partition: p})
+			}
+		}
+	}
+	return out
 }

@@ -41,6 +41,8 @@ type Streams interface {
 	SubmitBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.Submitted, error)
 	ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (stream.BatchRead, error)
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error) // group offsets
+	State(ctx context.Context, name string) ([]byte, error)                                    // transaction state
+	PutState(ctx context.Context, name string, value []byte) error
 	Members(ctx context.Context) ([]stream.Member, error)
 	ServingNode(info stream.Info, members []stream.Member) string
 	// ReplicaNodes: where a partition's copies are (Metadata replicas, ISR).
@@ -127,9 +129,11 @@ type Server struct {
 	groups *group.Coordinator
 	txns   *txn.Coordinator
 	peers  peerClients // WriteTxnMarkers to other nodes
-	jobs   sync.WaitGroup
-	log    *slog.Logger
-	topics *topicCache
+	// txnChecks count the KIP-890 checks of transactional produces.
+	txnChecks txnChecks
+	jobs      sync.WaitGroup
+	log       *slog.Logger
+	topics    *topicCache
 	// internal: the internal SCRAM user's credential per mechanism,
 	// derived from Config.ClusterSecret (nil without it).
 	internal map[string]auth.ScramCredential

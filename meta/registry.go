@@ -249,7 +249,7 @@ func (r *Registry) DeleteStream(ctx context.Context, name string, id uint64) err
 		}
 		// Conditioned on the exact revision read, so an update racing with
 		// the delete is re-checked rather than lost silently.
-		ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(r.reserveKey(cur.ID)), clientv3.OpDelete(r.replicaKey(cur.ID))}
+		ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(r.reserveKey(cur.ID)), clientv3.OpDelete(r.replicaKey(cur.ID)), clientv3.OpDelete(r.stateKey(cur.ID))}
 		if cur.KafkaTopic != "" {
 			ops = append(ops, clientv3.OpDelete(r.topicKey(cur.KafkaTopic)))
 		}

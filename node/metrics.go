@@ -153,7 +153,25 @@ func (n *Node) registerKafkaMetrics(k *kafka.Server) {
 			ch <- prometheus.MustNewConstMetric(saslLoginsDesc, prometheus.CounterValue, float64(v), k.Mechanism, result)
 		}
 	}, saslLoginsDesc))
+	n.metrics.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
+		st := k.TxnStats()
+		for result, v := range map[string]int64{"ok": st.ChecksOK, "refused": st.ChecksRefused, "unavailable": st.ChecksUnavailable} {
+			ch <- prometheus.MustNewConstMetric(txnChecksDesc, prometheus.CounterValue, float64(v), result)
+		}
+		ch <- prometheus.MustNewConstMetric(txnWritesDesc, prometheus.CounterValue, float64(st.StateWrites))
+		ch <- prometheus.MustNewConstMetric(txnReservedDesc, prometheus.CounterValue, float64(st.ReservedAdds))
+	}, txnChecksDesc, txnWritesDesc, txnReservedDesc))
 }
+
+var (
+	txnChecksDesc = prometheus.NewDesc("picomq_kafka_txn_checks_total",
+		"Transactional produces verified with the transaction coordinator (KIP-890) by outcome: ok, refused (INVALID_TXN_STATE or a fenced epoch), unavailable (coordinator not reachable; retried by the client).",
+		[]string{"result"}, nil)
+	txnWritesDesc = prometheus.NewDesc("picomq_kafka_txn_state_writes_total",
+		"Transaction state records this node's transaction coordinator wrote to etcd.", nil, nil)
+	txnReservedDesc = prometheus.NewDesc("picomq_kafka_txn_reserved_adds_total",
+		"AddPartitionsToTxn calls that needed no state write because their partitions were reserved by an earlier add of the transaction.", nil, nil)
+)
 
 // funcCollector is a collector whose samples a function produces at scrape
 // time.

@@ -4,7 +4,7 @@
 // and writes the report (results.json, table.md, SVG charts) with the
 // spread over the runs. docs/benchmarks.md describes the rows.
 //
-//	go run ./e2e/benchmatrix -picomq bin/picomq -natsload X -nats-server Y -out DIR [-runs 2] [-secs 3s] [-only http,ds]
+//	go run ./e2e/benchmatrix -picomq bin/picomq -natsload X -nats-server Y [-klite Z] -out DIR [-runs 2] [-secs 3s] [-only http,ds]
 //
 // The NATS server and its load client come from the separate Go module
 // under bench/ (make bench builds them); the Durable Streams reference
@@ -49,6 +49,7 @@ func main() {
 // config is the command line.
 type config struct {
 	picomq, natsload, natsServer string
+	klite                        string // klite binary for the kafka group's side-by-side rows (klite.go)
 	out, work, pkgDir            string
 	runs                         int
 	secs, warmup                 time.Duration
@@ -57,10 +58,13 @@ type config struct {
 	createFor                    time.Duration // at most this long creating them
 }
 
-func (c *config) want(group string) bool { return len(c.only) == 0 || slices.Contains(c.only, group) }
+func (c *config) want(group string) bool {
+	return len(c.only) == 0 || slices.Contains(c.only, group) ||
+		(group == "kafka-klite" && slices.Contains(c.only, "kafka")) // part of the kafka group, also runnable alone
+}
 
 // groups are the parts of the matrix -only selects from.
-var groups = []string{"wal", "http", "ds", "kafka", "kafka-txn", "consumers", "density", "object", "replicated"}
+var groups = []string{"wal", "http", "ds", "kafka", "kafka-klite", "kafka-txn", "consumers", "density", "object", "replicated"}
 
 func run(args []string, stdout io.Writer) error {
 	var c config
@@ -69,6 +73,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.StringVar(&c.picomq, "picomq", "bin/picomq", "picomq binary")
 	fs.StringVar(&c.natsload, "natsload", "", "natsload binary (bench/natsload); empty skips the NATS peer")
 	fs.StringVar(&c.natsServer, "nats-server", "", "nats-server binary (built from bench/go.mod)")
+	fs.StringVar(&c.klite, "klite", "", "klite binary (built outside the repository, docs/benchmarks.md); empty: the Kafka vs klite rows are not measured")
 	fs.StringVar(&c.out, "out", "bench-report", "report directory")
 	fs.StringVar(&c.work, "work", "", "scratch directory for data (default: a temporary directory; keep it on the disk under test)")
 	fs.StringVar(&c.pkgDir, "packages", "e2e/dsconformance", "dir with the pinned npm packages and reference-server.mjs")
@@ -259,6 +264,7 @@ func (m *matrix) runOnce(ctx context.Context, run int) error {
 		{"http", m.httpRows},
 		{"ds", m.dsRows},
 		{"kafka", m.kafkaRows},
+		{"kafka-klite", m.kliteRows},
 		{"kafka-txn", m.kafkaTxnRows},
 		{"consumers", m.consumerRows},
 		{"density", m.densityRows},

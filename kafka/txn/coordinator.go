@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -18,10 +20,16 @@ import (
 	"github.com/PicoMQ/picomq/record"
 )
 
-// stateRoot is where the state streams live: one per transactional id,
-// with object durability (a coordinator's decision survives the loss of
-// its node, and the node that takes the stream over takes the
-// coordination over with it).
+// stateRoot is where the state streams live: one per transactional id.
+// The node serving an id's stream coordinates the id, and the node that
+// takes the stream over takes the coordination over with it. The state
+// itself is the stream's state record (stream.Service.PutState: an etcd
+// write conditioned on the stream's ownership, so a coordinator's decision
+// survives the loss of its node and a deposed coordinator cannot overwrite
+// its successor's), not a record appended to the stream: an append with
+// object durability waits for a whole flush to object storage, which under
+// produce load took most of a transaction's time. Records appended by
+// earlier versions are still read when an id has no state record.
 const stateRoot = stream.SystemRoot + "kafka/txn/"
 
 // StreamName is the state stream of transactional id id.
@@ -32,8 +40,11 @@ type Streams interface {
 	Create(ctx context.Context, name string, opts stream.CreateOptions) (stream.Info, bool, error)
 	Head(ctx context.Context, name string) (stream.Info, error)
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error)
-	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error)
 	List(ctx context.Context, prefix, after string, limit int) ([]stream.Info, bool, error)
+	// State and PutState keep a stream's state record, written only by
+	// the stream's owner (stream.Service.PutState).
+	State(ctx context.Context, name string) ([]byte, error)
+	PutState(ctx context.Context, name string, value []byte) error
 }
 
 // Markers writes a transaction's outcome: the marker of producer pid at
@@ -74,6 +85,18 @@ type Coordinator struct {
 	mu     sync.Mutex
 	txns   map[string]*entry
 	closed bool
+
+	// stats: state writes made, and partition adds that needed none
+	// (reserved before); Stats.
+	writes, reservedAdds atomic.Int64
+}
+
+// Stats counts the coordinator's state writes and the AddPartitionsToTxn
+// calls that needed no write because their partitions were reserved
+// (metrics: picomq_kafka_txn_state_writes_total,
+// picomq_kafka_txn_reserved_adds_total).
+func (c *Coordinator) Stats() (writes, reservedAdds int64) {
+	return c.writes.Load(), c.reservedAdds.Load()
 }
 
 // entry is one transactional id this node coordinates. mu serialises
@@ -227,30 +250,26 @@ func (c *Coordinator) entry(ctx context.Context, id string) (*entry, error) {
 	return e, nil
 }
 
-// load reads the latest state record and resumes what it left open: an
-// open transaction's timeout (from its start), markers of a decided one.
+// load reads the id's state and resumes what it left open: an open
+// transaction's timeout (from its start), markers of a decided one.
 func (c *Coordinator) load(ctx context.Context, e *entry) error {
-	info, err := c.cfg.Streams.Head(ctx, e.stream)
+	b, err := c.cfg.Streams.State(ctx, e.stream)
 	if errors.Is(err, stream.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("txn %q: state stream: %w", e.id, err)
+		return fmt.Errorf("txn %q: state: %w", e.id, err)
 	}
-	if info.NextOffset <= info.StartOffset {
-		return nil
+	if b == nil {
+		if b, err = c.legacyState(ctx, e); err != nil || b == nil {
+			return err
+		}
 	}
-	res, err := c.cfg.Streams.Read(ctx, e.stream, stream.ReadOptions{Offset: info.NextOffset - 1, MaxRecords: 1})
-	if err != nil {
-		return fmt.Errorf("txn %q: read state: %w", e.id, err)
-	}
-	if len(res.Records) == 0 {
-		return fmt.Errorf("txn %q: state stream ends at %d but its last record is not readable", e.id, info.NextOffset)
-	}
-	m, err := decodeMeta(res.Records[len(res.Records)-1].Value)
+	m, err := decodeMeta(b)
 	if err != nil {
 		return err
 	}
+	m = m.loaded()
 	e.m, e.exists = m, true
 	switch {
 	case m.State == Ongoing:
@@ -263,26 +282,60 @@ func (c *Coordinator) load(ctx context.Context, e *entry) error {
 	return nil
 }
 
-// save makes m the durable state of e (object storage: the node that
-// takes the state stream over must know every partition a producer may
-// have written to, or a commit it completes would miss some).
+// legacyState is the last record of e's state stream, where versions
+// before the state record kept the state (nil when it has none).
+func (c *Coordinator) legacyState(ctx context.Context, e *entry) ([]byte, error) {
+	info, err := c.cfg.Streams.Head(ctx, e.stream)
+	if err != nil {
+		return nil, fmt.Errorf("txn %q: state stream: %w", e.id, err)
+	}
+	if info.NextOffset <= info.StartOffset {
+		return nil, nil
+	}
+	res, err := c.cfg.Streams.Read(ctx, e.stream, stream.ReadOptions{Offset: info.NextOffset - 1, MaxRecords: 1})
+	if err != nil {
+		return nil, fmt.Errorf("txn %q: read state: %w", e.id, err)
+	}
+	if len(res.Records) == 0 {
+		return nil, fmt.Errorf("txn %q: state stream ends at %d but its last record is not readable", e.id, info.NextOffset)
+	}
+	return res.Records[len(res.Records)-1].Value, nil
+}
+
+// save makes m the durable state of e: the node that takes the state
+// stream over must know every partition a producer may have written to,
+// or a commit it completes would miss some. A failed save forgets e (the
+// next request loads the state again), since the failure may be a
+// takeover this node has not noticed yet.
 func (c *Coordinator) save(ctx context.Context, e *entry, m Meta) error {
 	m.UpdateMs = c.clk.Now().UnixMilli()
-	req := stream.AppendRequest{Records: []record.Record{{Key: []byte(m.ID), Value: m.encode()}}}
-	_, err := c.cfg.Streams.AppendBatch(ctx, e.stream, req)
+	b := m.encode()
+	c.writes.Add(1)
+	err := c.cfg.Streams.PutState(ctx, e.stream, b)
 	if errors.Is(err, stream.ErrNotFound) {
 		none := ""
 		_, _, err = c.cfg.Streams.Create(ctx, e.stream, stream.CreateOptions{
 			ContentType: "application/json", Durability: stream.DurabilityObject, KafkaTopic: &none})
 		if err == nil || errors.Is(err, stream.ErrConflict) {
-			_, err = c.cfg.Streams.AppendBatch(ctx, e.stream, req)
+			err = c.cfg.Streams.PutState(ctx, e.stream, b)
 		}
 	}
 	if err != nil {
+		c.forget(e)
 		return fmt.Errorf("txn %q: save state %s: %w", e.id, m.State, err)
 	}
 	e.m, e.exists = m, true
 	return nil
+}
+
+// forget drops e (locked by the caller) from the coordinator.
+func (c *Coordinator) forget(e *entry) {
+	e.drop()
+	c.mu.Lock()
+	if c.txns[e.id] == e {
+		delete(c.txns, e.id)
+	}
+	c.mu.Unlock()
 }
 
 // checkProducer applies the fencing rules of every request after
@@ -342,7 +395,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	} else {
 		m.Epoch++
 	}
-	m.State, m.Partitions, m.Groups, m.StartMs, m.TimeoutMs = Empty, nil, nil, 0, timeoutMs
+	m.State, m.Partitions, m.Reserved, m.Groups, m.StartMs, m.TimeoutMs = Empty, nil, nil, nil, 0, timeoutMs
 	if err := c.save(ctx, e, m); err != nil {
 		return -1, -1, err
 	}
@@ -354,16 +407,34 @@ func (c *Coordinator) begin(m *Meta) bool {
 	if m.State == Ongoing {
 		return false
 	}
-	m.State, m.Partitions, m.Groups, m.StartMs = Ongoing, nil, nil, c.clk.Now().UnixMilli()
+	m.State, m.Partitions, m.Reserved, m.Groups, m.StartMs = Ongoing, nil, nil, nil, c.clk.Now().UnixMilli()
 	return true
 }
 
 // AddPartitions adds partitions to the producer's transaction, starting
-// one if none is open.
-func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, parts []Partition) error {
-	return c.addToTxn(ctx, id, pid, epoch, nil, func(m *Meta) bool {
+// one if none is open. reserve (may be nil) are partitions the producer
+// is likely to add later in the same transaction (the Kafka frontend
+// passes the other partitions of the topics added, up to a bound): they
+// are recorded with the same write, and adding one of them later needs
+// none, since the record already names it. A producer spreading records
+// over a topic's partitions adds them a few at a time, one
+// AddPartitionsToTxn per produce: this makes that one durable write per
+// topic rather than one per request. The cost is paid only after a
+// takeover: the next coordinator writes markers to every reserved
+// partition, since it cannot tell which were added.
+func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, parts, reserve []Partition) error {
+	return c.addToTxn(ctx, id, pid, epoch, nil, func(m *Meta) (bool, bool) {
 		m.Partitions = append([]Partition(nil), m.Partitions...)
-		return m.addPartitions(parts)
+		if !m.addPartitions(parts) {
+			return false, false
+		}
+		if m.reserves(parts) {
+			return true, false // added, and durably recorded already
+		}
+		m.Reserved = append([]Partition(nil), m.Reserved...)
+		m.reserve(parts)
+		m.reserve(reserve)
+		return true, true
 	})
 }
 
@@ -375,18 +446,21 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoc
 		}
 		return nil
 	}
-	return c.addToTxn(ctx, id, pid, epoch, valid, func(m *Meta) bool {
+	return c.addToTxn(ctx, id, pid, epoch, valid, func(m *Meta) (bool, bool) {
 		m.Groups = append([]string(nil), m.Groups...)
-		return m.addGroup(groupID)
+		added := m.addGroup(groupID)
+		return added, added
 	})
 }
 
 // addToTxn is AddPartitions and AddOffsets: after the producer and state
-// checks and the caller's own (valid, may be nil), add changes a copy of the transaction's state (copying what it
-// appends to, since e.m is only replaced once saved) and reports whether
-// it added anything; the state is saved when it did or when a transaction
-// began, and a new transaction's timeout is armed.
-func (c *Coordinator) addToTxn(ctx context.Context, id string, pid int64, epoch int16, valid func() error, add func(m *Meta) bool) error {
+// checks and the caller's own (valid, may be nil), add changes a copy of
+// the transaction's state (copying what it appends to, since e.m is only
+// replaced once saved) and reports whether it changed anything and
+// whether the change must be saved (a reserved partition need not be);
+// the state is saved when it must be or when a transaction began, and a
+// new transaction's timeout is armed.
+func (c *Coordinator) addToTxn(ctx context.Context, id string, pid int64, epoch int16, valid func() error, add func(m *Meta) (changed, save bool)) error {
 	ctx = stream.WithSystemAccess(ctx)
 	e, err := c.lockedEntry(ctx, id)
 	if err != nil {
@@ -406,7 +480,12 @@ func (c *Coordinator) addToTxn(ctx context.Context, id string, pid int64, epoch 
 	}
 	m := e.m
 	started := c.begin(&m)
-	if !add(&m) && !started {
+	changed, mustSave := add(&m)
+	if !started && !mustSave {
+		if changed {
+			e.m = m // durably reserved before: nothing to write
+			c.reservedAdds.Add(1)
+		}
 		return nil
 	}
 	if err := c.save(ctx, e, m); err != nil {
@@ -430,6 +509,42 @@ func (c *Coordinator) Verify(ctx context.Context, id string, pid int64, epoch in
 	return e.checkProducer(pid, epoch)
 }
 
+// Includes answers a partition leader verifying a transactional produce
+// (KIP-890 part 1): nil when producer pid/epoch of id has an open
+// transaction that p was added to; INVALID_PRODUCER_EPOCH for an older
+// epoch (a fenced zombie); INVALID_TXN_STATE otherwise.
+func (c *Coordinator) Includes(ctx context.Context, id string, pid int64, epoch int16, p Partition) error {
+	ctx = stream.WithSystemAccess(ctx)
+	e, err := c.lockedEntry(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer e.mu.Unlock()
+	return e.m.includes(pid, epoch, p)
+}
+
+// includes is Includes on a known state (also a peer's, DescribeTransactions).
+func (m *Meta) includes(pid int64, epoch int16, p Partition) error {
+	switch {
+	case m.ProducerID == pid && epoch < m.Epoch:
+		return fmt.Errorf("%w: epoch %d of producer %d is older than %d", kerr.InvalidProducerEpoch, epoch, pid, m.Epoch)
+	case m.ProducerID != pid || epoch != m.Epoch || m.State != Ongoing:
+		return fmt.Errorf("%w: producer %d epoch %d of %q has no open transaction (state %s, producer %d epoch %d)",
+			kerr.InvalidTxnState, pid, epoch, m.ID, m.State, m.ProducerID, m.Epoch)
+	}
+	if _, found := slices.BinarySearchFunc(m.Partitions, p, comparePartitions); !found {
+		return fmt.Errorf("%w: %s/%d was not added to the transaction of %q", kerr.InvalidTxnState, p.Topic, p.Partition, m.ID)
+	}
+	return nil
+}
+
+// Includes is Coordinator.Includes on a state described by its
+// coordinator (DescribeTransactions from another node).
+func Includes(m Meta, pid int64, epoch int16, p Partition) error {
+	slices.SortFunc(m.Partitions, comparePartitions)
+	return m.includes(pid, epoch, p)
+}
+
 // EndTxn commits or aborts the producer's transaction: the outcome is made
 // durable first (Prepare*), then the markers are written, then the
 // transaction is complete. A retry of an EndTxn that already completed
@@ -451,7 +566,7 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 	switch e.m.State {
 	case Ongoing:
 		m := e.m
-		m.State = prepare
+		m.State, m.Reserved = prepare, nil // the partitions are exact now
 		if err := c.save(ctx, e, m); err != nil {
 			return err
 		}
@@ -503,6 +618,7 @@ func (c *Coordinator) abortFenced(ctx context.Context, e *entry) error {
 		m.Epoch++
 		m.State = PrepareAbort
 	}
+	m.Reserved = nil // the partitions are exact now
 	if err := c.save(ctx, e, m); err != nil {
 		return err
 	}

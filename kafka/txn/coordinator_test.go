@@ -95,7 +95,7 @@ func TestInitFenceAndCommit(t *testing.T) {
 		t.Fatalf("init: %d %d %v", pid, epoch, err)
 	}
 	parts := []Partition{{"t", 0}, {"t", 1}}
-	if err := e.c.AddPartitions(ctx, "a", pid, epoch, parts); err != nil {
+	if err := e.c.AddPartitions(ctx, "a", pid, epoch, parts, nil); err != nil {
 		t.Fatal(err)
 	}
 	// A second producer with the same id fences the first: its open
@@ -108,7 +108,7 @@ func TestInitFenceAndCommit(t *testing.T) {
 		t.Fatalf("markers %v", e.mk.written)
 	}
 	for _, err := range []error{
-		e.c.AddPartitions(ctx, "a", pid, epoch, parts),
+		e.c.AddPartitions(ctx, "a", pid, epoch, parts, nil),
 		e.c.EndTxn(ctx, "a", pid, epoch, true),
 	} {
 		if !errors.Is(err, kerr.ProducerFenced) {
@@ -118,7 +118,7 @@ func TestInitFenceAndCommit(t *testing.T) {
 	if err := e.c.EndTxn(ctx, "a", pid+1, epoch2, true); !errors.Is(err, kerr.InvalidProducerIDMapping) {
 		t.Fatalf("wrong producer id: %v", err)
 	}
-	if err := e.c.AddPartitions(ctx, "a", pid, epoch2, parts[:1]); err != nil {
+	if err := e.c.AddPartitions(ctx, "a", pid, epoch2, parts[:1], nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.c.EndTxn(ctx, "a", pid, epoch2, true); err != nil {
@@ -146,7 +146,7 @@ func TestTimeoutAbortsAndSurvivesTakeover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := e.c.AddPartitions(ctx, "b", pid, epoch, []Partition{{"t", 1}}); err != nil {
+			if err := e.c.AddPartitions(ctx, "b", pid, epoch, []Partition{{"t", 1}}, nil); err != nil {
 				t.Fatal(err)
 			}
 			e.clk.Advance(6 * time.Second)
@@ -189,7 +189,7 @@ func TestPreparedCommitCompletedByTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.AddPartitions(ctx, "c", pid, epoch, []Partition{{"t", 0}}); err != nil {
+	if err := e.c.AddPartitions(ctx, "c", pid, epoch, []Partition{{"t", 0}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Simulate the crash between the two writes: the PrepareCommit record
@@ -227,5 +227,107 @@ func TestNotCoordinator(t *testing.T) {
 	}
 	if _, _, err := e.c.InitProducerID(ctx, "d", 0, -1, -1); !errors.Is(err, kerr.InvalidTransactionTimeout) {
 		t.Fatalf("timeout 0: %v", err)
+	}
+}
+
+// TestLegacyStateRecordLoads: an id whose state earlier versions appended
+// to its state stream (no state record yet) is loaded from the stream's
+// last record, and its next transition is written as a state record.
+func TestLegacyStateRecordLoads(t *testing.T) {
+	e := newEnv(t)
+	name, _ := StreamName("old")
+	if _, _, err := e.st.Svc.Create(ctx, name, stream.CreateOptions{ContentType: "application/json", Durability: stream.DurabilityObject}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []Meta{
+		{ID: "old", ProducerID: 77, Epoch: 3, TimeoutMs: 60_000, State: Empty},
+		{ID: "old", ProducerID: 77, Epoch: 4, TimeoutMs: 60_000, State: Empty},
+	} {
+		if _, err := e.st.Svc.AppendBatch(ctx, name, stream.AppendRequest{Records: []record.Record{{Key: []byte(m.ID), Value: m.encode()}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid, epoch, err := e.c.InitProducerID(ctx, "old", 60_000, -1, -1)
+	if err != nil || pid != 77 || epoch != 5 {
+		t.Fatalf("init over a legacy state: %d %d %v, want 77 5", pid, epoch, err)
+	}
+	b, err := e.st.Svc.State(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := decodeMeta(b); err != nil || m.Epoch != 5 {
+		t.Fatalf("state record after init: %+v %v", m, err)
+	}
+	e.takeOver()
+	if m, err := e.c.Describe(ctx, "old"); err != nil || m.Epoch != 5 {
+		t.Fatalf("after takeover: %+v %v", m, err)
+	}
+}
+
+// TestReservedPartitions: AddPartitions records the reserved partitions
+// with the added ones; adding a reserved one later writes nothing; a
+// commit writes markers only to what was added, but a coordinator that
+// took the state over treats every reserved partition as added.
+func TestReservedPartitions(t *testing.T) {
+	for _, takeover := range []bool{false, true} {
+		t.Run(fmt.Sprint("takeover=", takeover), func(t *testing.T) {
+			e := newEnv(t)
+			pid, epoch, err := e.c.InitProducerID(ctx, "r", 60_000, -1, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := []Partition{{"t", 0}, {"t", 1}}
+			if err := e.c.AddPartitions(ctx, "r", pid, epoch, all[:1], all); err != nil {
+				t.Fatal(err)
+			}
+			name, _ := StreamName("r")
+			saved := func() Meta {
+				t.Helper()
+				b, err := e.st.Svc.State(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := decodeMeta(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			first := saved()
+			if fmt.Sprint(first.Partitions, first.Reserved) != "[{t 0}] [{t 0} {t 1}]" {
+				t.Fatalf("saved %v reserved %v", first.Partitions, first.Reserved)
+			}
+			if err := e.c.Includes(ctx, "r", pid, epoch, all[1]); !errors.Is(err, kerr.InvalidTxnState) {
+				t.Fatalf("verify a reserved partition not added: %v, want INVALID_TXN_STATE", err)
+			}
+			if takeover {
+				e.takeOver()
+				if err := e.c.Includes(ctx, "r", pid, epoch, all[1]); err != nil {
+					t.Fatalf("after takeover, a reserved partition counts as added: %v", err)
+				}
+			} else {
+				if err := e.c.AddPartitions(ctx, "r", pid, epoch, all[1:], all); err != nil {
+					t.Fatal(err)
+				}
+				if got := saved(); got.UpdateMs != first.UpdateMs || len(got.Partitions) != 1 {
+					t.Fatalf("adding a reserved partition wrote %+v", got)
+				}
+				if w, r := e.c.Stats(); w != 2 || r != 1 {
+					t.Fatalf("stats: %d writes (init, first add), %d reserved adds; want 2 and 1", w, r)
+				}
+				if err := e.c.Includes(ctx, "r", pid, epoch, all[1]); err != nil {
+					t.Fatalf("verify the added partition: %v", err)
+				}
+			}
+			if err := e.c.EndTxn(ctx, "r", pid, epoch, true); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(e.mk.written) != "[/t-0@0:commit /t-1@0:commit]" {
+				t.Fatalf("markers %v", e.mk.written)
+			}
+			if got := saved(); got.State != PrepareCommit || len(got.Reserved) != 0 || len(got.Partitions) != 2 {
+				t.Fatalf("prepared record %+v: want both partitions, none reserved", got)
+			}
+		})
 	}
 }

@@ -65,7 +65,13 @@ type Meta struct {
 	TimeoutMs  int32       `json:"timeoutMs"`
 	State      State       `json:"state"`
 	Partitions []Partition `json:"partitions,omitempty"`
-	Groups     []string    `json:"groups,omitempty"`
+	// Reserved are partitions recorded durably ahead of their
+	// AddPartitionsToTxn (the other partitions of a topic the
+	// transaction added, Coordinator.AddPartitions), so adding them later
+	// costs no write. Only a coordinator that loads the state from the
+	// store treats them as added (it cannot tell which of them were).
+	Reserved []Partition `json:"reserved,omitempty"`
+	Groups   []string    `json:"groups,omitempty"`
 	// StartMs is when the open transaction began (its first
 	// AddPartitionsToTxn/AddOffsetsToTxn); UpdateMs the last transition.
 	StartMs  int64 `json:"startMs,omitempty"`
@@ -100,6 +106,38 @@ func (m *Meta) addPartitions(ps []Partition) bool {
 		}
 	}
 	return added
+}
+
+// reserves reports whether every partition of ps is reserved.
+func (m *Meta) reserves(ps []Partition) bool {
+	for _, p := range ps {
+		if _, found := slices.BinarySearchFunc(m.Reserved, p, comparePartitions); !found {
+			return false
+		}
+	}
+	return true
+}
+
+// reserve adds ps to the reserved partitions (sorted, unique).
+func (m *Meta) reserve(ps []Partition) {
+	for _, p := range ps {
+		i, found := slices.BinarySearchFunc(m.Reserved, p, comparePartitions)
+		if !found {
+			m.Reserved = slices.Insert(m.Reserved, i, p)
+		}
+	}
+}
+
+// loaded is m as a coordinator that loads it from the store must see it:
+// any reserved partition may have been added since the record was
+// written, so all of them are.
+func (m Meta) loaded() Meta {
+	if len(m.Reserved) > 0 {
+		m.Partitions = append([]Partition(nil), m.Partitions...)
+		m.addPartitions(m.Reserved)
+		m.Reserved = nil
+	}
+	return m
 }
 
 func (m *Meta) addGroup(g string) bool {

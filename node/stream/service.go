@@ -65,6 +65,10 @@ type Registry interface {
 	// in memory at a time; start is called first and again whenever the
 	// scan starts over.
 	EachStream(ctx context.Context, start func(), fn func(metadata.Stream) error) error
+	// StreamState and PutStreamState keep a stream's state record
+	// (state.go).
+	StreamState(ctx context.Context, id uint64) ([]byte, error)
+	PutStreamState(ctx context.Context, name string, id uint64, owner string, epoch int64, rev int64, value []byte) (int64, error)
 }
 
 // Config tunes the service. Zero values get defaults.
@@ -208,6 +212,9 @@ type Service struct {
 // streamState is the in-memory state of one stream owned by this node.
 type streamState struct {
 	info metadata.Stream
+	// stateRev is the registry revision of the stream's record as the
+	// last PutState saw it (state.go), so the next costs one etcd write.
+	stateRev int64
 
 	mu     sync.Mutex
 	next   int64 // next offset to assign
@@ -966,6 +973,13 @@ type AppendRequest struct {
 	// fenced by a newer epoch of its producer like data, skips the
 	// sequence rules, and a newer epoch fences the producer's older one.
 	Control bool
+	// VerifyTxn (a Kafka produce, KIP-890): a transactional batch that
+	// would open its producer's transaction on this stream is not
+	// written; Submitted.Unverified says so, and the caller asks the
+	// transaction coordinator whether the partition belongs to the
+	// producer's open transaction before submitting it again without
+	// VerifyTxn. Batches of a transaction already open here pass at once.
+	VerifyTxn bool
 	// WriterSeq is the Durable Streams Stream-Seq: if set it must be
 	// bytewise greater than the last one accepted on this stream.
 	WriterSeq string
@@ -1022,6 +1036,7 @@ type Submitted struct {
 	// its original); then end, closes and bytes describe what it wrote
 	// (a duplicate: end is its original's).
 	wrote         bool
+	unverified    bool // VerifyTxn: nothing written, the transaction is not open here
 	closes        bool
 	objectDurable bool
 	replicated    bool // wait for the followers' copies (replicate.go)
@@ -1156,6 +1171,10 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 			return sub, nil
 		}
 	}
+	if req.VerifyTxn && bh.Transactional() && !bh.Control() && !st.txnOpenLocked(bh.ProducerID) {
+		st.mu.Unlock()
+		return Submitted{unverified: true}, nil
+	}
 	if req.WriterSeq != "" && req.WriterSeq <= st.writerSeq {
 		last := st.writerSeq
 		st.mu.Unlock()
@@ -1259,6 +1278,11 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	return Submitted{st: st, res: res, pending: pending, wrote: true, closes: req.Close,
 		objectDurable: objectDurable, replicated: replicated, mustReserve: mustReserve, end: end, bytes: len(buf)}, nil
 }
+
+// Unverified reports that nothing was written because the request asked
+// to verify the transaction its batch would open (AppendRequest.VerifyTxn);
+// such a result must not be awaited.
+func (sub Submitted) Unverified() bool { return sub.unverified }
 
 // Wait returns the result of the submitted append once it is durable at
 // the stream's durability level (after the WAL fdatasync, and for

@@ -82,6 +82,20 @@ func (st *streamState) noteBatchLocked(h record.BatchHeader, batch []byte, base,
 	}
 }
 
+// txnOpenLocked reports whether producer pid has a transaction open on
+// the stream (data written, no marker yet).
+func (st *streamState) txnOpenLocked(pid int64) bool {
+	if st.txn == nil {
+		return false
+	}
+	for _, sp := range st.txn.spans {
+		if sp.pid == pid && sp.end == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // lastStableLocked is the stream's last stable offset below hwm; spans
 // whose marker is durable are dropped on the way.
 func (st *streamState) lastStableLocked(hwm int64) int64 {

@@ -1,0 +1,109 @@
+package kafka
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/record"
+)
+
+// TestProduceVerifiesTxnPartition (KIP-890 part 1): the leader refuses
+// the first transactional batch of a transaction on a partition that was
+// not added to the producer's open transaction (INVALID_TXN_STATE), and
+// one from a fenced epoch (INVALID_PRODUCER_EPOCH); nothing of a refused
+// batch is written, so no transaction is left open that no marker ends;
+// batches of a partition that was added pass, and after the commit the
+// next transaction must add the partition again.
+func TestProduceVerifiesTxnPartition(t *testing.T) {
+	ts := startServer(t, Config{})
+	admin := ts.client()
+	createTopic(t, admin, "k890", 2)
+	ctx := context.Background()
+	id := "k890-id"
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = &id, 60_000
+	ir, err := init.RequestWith(ctx, admin)
+	if err != nil || ir.ErrorCode != 0 {
+		t.Fatalf("init: %v %+v", err, ir)
+	}
+	// Again: epoch 1, so epoch 0 is a fenced one.
+	if ir, err = init.RequestWith(ctx, admin); err != nil || ir.ErrorCode != 0 || ir.ProducerEpoch != 1 {
+		t.Fatalf("second init: %v %+v", err, ir)
+	}
+	pid, epoch := ir.ProducerID, ir.ProducerEpoch
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.Version = 3
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "k890", []int32{0}
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{at}
+	ar, err := add.RequestWith(ctx, admin)
+	if err != nil || ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("add partition 0: %v %+v", err, ar)
+	}
+
+	rc := ts.raw()
+	corr := int32(0)
+	produce := func(txnID *string, p int32, ep int16, seq int32) int16 {
+		t.Helper()
+		batch := record.AppendBatch(nil, record.BatchOptions{Timestamp: time.Now().UnixMilli(),
+			ProducerID: pid, ProducerEpoch: ep, BaseSequence: seq, Transactional: true},
+			[]record.Record{{Value: []byte("v")}})
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = 9, -1, 10_000, txnID
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "k890"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, batch
+		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
+		req.Topics = []kmsg.ProduceRequestTopic{rt}
+		corr++
+		return rc.roundTrip(req, corr).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	want := func(what string, got int16, want *kerr.Error) {
+		t.Helper()
+		wantCode := int16(0)
+		if want != nil {
+			wantCode = want.Code
+		}
+		if got != wantCode {
+			t.Fatalf("%s: error %v, want %v", what, kerr.ErrorForCode(got), want)
+		}
+	}
+	want("partition 1, never added", produce(&id, 1, epoch, 0), kerr.InvalidTxnState)
+	want("partition 1 without transactional id", produce(nil, 1, epoch, 0), kerr.InvalidTxnState)
+	want("partition 0, added", produce(&id, 0, epoch, 0), nil)
+	want("partition 0, second batch", produce(&id, 0, epoch, 1), nil)
+	want("partition 0, an older epoch", produce(&id, 1, epoch-1, 0), kerr.InvalidProducerEpoch)
+
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, true
+	if er, err := end.RequestWith(ctx, admin); err != nil || er.ErrorCode != 0 {
+		t.Fatalf("commit: %v %+v", err, er)
+	}
+	want("partition 0 after the commit, not added again", produce(&id, 0, epoch, 2), kerr.InvalidTxnState)
+	// One check passed (partition 0's first batch; its second needed
+	// none), four were refused.
+	if st := ts.srv.TxnStats(); st.ChecksOK != 1 || st.ChecksRefused != 4 || st.ChecksUnavailable != 0 {
+		t.Fatalf("check counters %+v, want 1 ok, 4 refused", st)
+	}
+
+	// Nothing of the refused batches is in partition 1: its end is 0 and
+	// read_committed consumers are not held back.
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.Version, lo.IsolationLevel = 4, 1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "k890"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Partition, lp.Timestamp = 1, -1
+	lt.Partitions = []kmsg.ListOffsetsRequestTopicPartition{lp}
+	lo.Topics = []kmsg.ListOffsetsRequestTopic{lt}
+	lr, err := lo.RequestWith(ctx, admin)
+	if err != nil || lr.Topics[0].Partitions[0].ErrorCode != 0 || lr.Topics[0].Partitions[0].Offset != 0 {
+		t.Fatalf("partition 1's end: %v %+v, want 0", err, lr)
+	}
+}
