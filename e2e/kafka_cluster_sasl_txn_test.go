@@ -17,8 +17,9 @@ import (
 
 // TestKafkaClusterTxnWithSASL: on 3 nodes whose Kafka listeners require
 // SASL (--auth-tokens), a transaction over partitions led by every node
-// commits: the coordinator's markers reach the other leaders through their
-// SASL listeners as the internal SCRAM user (the cluster secret), and a
+// commits: the other leaders' KIP-890 checks reach the coordinator and the
+// coordinator's markers reach the other leaders, through their SASL
+// listeners as the internal SCRAM user (the cluster secret), and a
 // read_committed consumer reads every record. Without node credentials
 // EndTxn answered COORDINATOR_NOT_AVAILABLE until the client gave up.
 // Then an IncrementalAlterConfigs of that topic sent to one node (as kadm
