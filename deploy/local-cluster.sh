@@ -3,10 +3,13 @@
 # one etcd, one MinIO (via deploy/local-minio.sh) and three `picomq serve`
 # processes sharing them. See docs/operations.md.
 #
-#   deploy/local-cluster.sh up       build, start everything, print the URLs
+#   deploy/local-cluster.sh up [BIN]  build, start everything, print the URLs
+#                                     (nodes run BIN instead of this tree's build if given)
 #   deploy/local-cluster.sh status   what runs (from the pid file)
 #   deploy/local-cluster.sh down     stop exactly the processes `up` started
 #   deploy/local-cluster.sh upgrade BIN   rolling upgrade: drain, stop, start from BIN, ready; node by node
+#   deploy/local-cluster.sh build-ref [REF]  build the picomq of git REF once (default: the
+#                                     last tag before HEAD, else HEAD's first parent), print its path
 #
 # Everything lives under $PICOMQ_CLUSTER_DIR (default ./cluster-data):
 # node data dirs, etcd data, MinIO state, logs/, cluster.pids, cluster.env.
@@ -22,6 +25,10 @@ KAFKA_BASE="${PICOMQ_CLUSTER_KAFKA_PORT:-19092}"
 ETCD_PORT="${PICOMQ_CLUSTER_ETCD_PORT:-12379}"
 LEASE_TTL="${PICOMQ_CLUSTER_LEASE_TTL:-5s}"
 SEAL_MAX_AGE="${PICOMQ_CLUSTER_SEAL_MAX_AGE:-1s}"
+# Seconds between one node's ready and the next node's drain in `upgrade`:
+# Kafka clients refresh metadata at most so often (franz-go: every 5 s), and
+# each restart costs a client one refresh (docs/operations.md).
+UPGRADE_SETTLE="${PICOMQ_CLUSTER_UPGRADE_SETTLE:-6}"
 NODES=(node-a node-b node-c)
 PIDS="$DIR/cluster.pids"
 BIN="$PWD/bin"
@@ -93,11 +100,54 @@ upgrade() {
     read -r pid _ <<<"$(grep " $id\$" "$PIDS")"
     wait_http "$url/readyz" 60 "$pid" "$new" "$DIR/logs/$id.log" || die "$id did not become ready on $new; the other nodes still serve"
     log "$id: ready on $new"
+    if [ "$i" -lt $((${#NODES[@]} - 1)) ] && [ "$UPGRADE_SETTLE" != 0 ]; then
+      log "waiting ${UPGRADE_SETTLE}s before the next node (clients' metadata refresh interval)"
+      sleep "$UPGRADE_SETTLE"
+    fi
   done
   log "upgrade done"
 }
 
+# build_ref [REF]: the picomq binary of commit REF, built once from `git
+# archive` (the repository and its worktrees are left alone) and cached by
+# commit under $PICOMQ_BUILD_CACHE (default ${TMPDIR:-/tmp}/picomq-builds).
+# REF defaults to the previous release: the last tag reachable from HEAD's
+# parent, else the parent itself (on main: the previous merge). Prints the
+# binary's path; the build's output goes to stderr.
+build_ref() {
+  local ref=${1:-} commit cache out src
+  command -v git >/dev/null || die "git is required"
+  if [ -z "$ref" ]; then
+    ref=$(git describe --tags --abbrev=0 'HEAD^' 2>/dev/null || echo 'HEAD^')
+  fi
+  commit=$(git rev-parse --verify --quiet "$ref^{commit}") || die "no commit $ref (a shallow clone? fetch its history)"
+  cache="${PICOMQ_BUILD_CACHE:-${TMPDIR:-/tmp}/picomq-builds}"
+  out="$cache/$commit/picomq"
+  if [ -x "$out" ]; then
+    log "$ref = $commit: cached $out"
+    echo "$out"
+    return 0
+  fi
+  mkdir -p "$cache"
+  src=$(mktemp -d "$cache/src.XXXXXX")
+  log "$ref = $commit: building picomq (git archive into $src)"
+  git archive --format=tar "$commit" | tar -x -C "$src"
+  if ! (cd "$src" && go build -ldflags "-X main.commit=$commit" -o "$src/picomq.bin" ./cmd/picomq) >&2; then
+    rm -rf "$src"
+    die "building $ref ($commit) failed"
+  fi
+  mkdir -p "$cache/$commit"
+  mv "$src/picomq.bin" "$out.tmp" && mv "$out.tmp" "$out" # atomic: concurrent builds of one commit are fine
+  rm -rf "$src"
+  echo "$out"
+}
+
 up() {
+  local nodebin=${1:-}
+  if [ -n "$nodebin" ]; then
+    [ -x "$nodebin" ] || die "up: $nodebin is not an executable"
+    nodebin=$(readlink -f "$nodebin")
+  fi
   if [ -s "$PIDS" ]; then
     while read -r pid exe _; do
       alive "$pid" "$exe" && die "already running (pid $pid, $exe); run '$0 down' first, or '$0 status'"
@@ -113,8 +163,12 @@ up() {
   mkdir -p "$DIR/logs" "$BIN"
   : >"$PIDS"
 
-  log "building bin/picomq and bin/etcd"
-  go build -o "$BIN/picomq" ./cmd/picomq
+  if [ -z "$nodebin" ]; then
+    log "building bin/picomq"
+    go build -o "$BIN/picomq" ./cmd/picomq
+    nodebin="$BIN/picomq"
+  fi
+  log "building bin/etcd"
   go build -o "$BIN/etcd" ./e2e/cmd/etcd
 
   # etcd: one member, data under $DIR/etcd (etcd creates it mode 0700).
@@ -139,12 +193,12 @@ up() {
 
   local i urls=()
   for i in "${!NODES[@]}"; do
-    start_node "$i" "$BIN/picomq"
+    start_node "$i" "$nodebin"
     urls+=("${NODES[$i]} http://127.0.0.1:$((BASE + 1 + i))")
   done
   for i in "${!NODES[@]}"; do
     read -r pid _ <<<"$(grep " ${NODES[$i]}\$" "$PIDS")"
-    wait_http "http://127.0.0.1:$((BASE + 1 + i))/readyz" 60 "$pid" "$BIN/picomq" "$DIR/logs/${NODES[$i]}.log" || { down; exit 1; }
+    wait_http "http://127.0.0.1:$((BASE + 1 + i))/readyz" 60 "$pid" "$nodebin" "$DIR/logs/${NODES[$i]}.log" || { down; exit 1; }
   done
 
   {
@@ -219,9 +273,10 @@ down() {
 }
 
 case "${1:-}" in
-  up) up ;;
+  up) up "${2:-}" ;;
+  build-ref) build_ref "${2:-}" ;;
   upgrade) upgrade "${2:-}" ;;
   down) down ;;
   status) status ;;
-  *) sed -n '2,15p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,18p' "$0" >&2; exit 2 ;;
 esac

@@ -22,8 +22,9 @@ import (
 //     (each partition is led by the node its stream is handed to), and
 //     every node's Metadata lists the same three brokers at their
 //     advertised addresses with the same leaders and epochs.
-//   - Produce and Fetch sent to a broker that does not lead the partition
-//     get NOT_LEADER_OR_FOLLOWER.
+//   - Produce sent to a broker that does not lead the partition is
+//     forwarded to the leader (a client whose metadata is stale after a
+//     drain keeps producing); Fetch there gets NOT_LEADER_OR_FOLLOWER.
 //   - A franz-go producer keeps producing to every partition while the
 //     node leading some of them is killed with -9: it refreshes metadata
 //     and goes on by itself, the dead node's partitions get new leaders
@@ -95,8 +96,11 @@ func TestKafkaClusterPresentation(t *testing.T) {
 			break
 		}
 	}
-	if code := rawProduceAt(t, ctx, other.KafkaAddr, topic, 0); code != kerr.NotLeaderForPartition.Code {
-		t.Fatalf("produce to partition 0 at non-leader %s: %v, want NOT_LEADER_OR_FOLLOWER", other.ID, kerr.ErrorForCode(code))
+	if code := rawProduceAt(t, ctx, other.KafkaAddr, topic, 0); code != 0 {
+		t.Fatalf("produce to partition 0 at non-leader %s: %v, want it forwarded to the leader", other.ID, kerr.ErrorForCode(code))
+	}
+	if md := metadataAt(t, ctx, other.KafkaAddr, topic); md.Topics[0].Partitions[0].Leader != leaders[0] {
+		t.Fatalf("the forwarded produce moved partition 0: leader %d, was %d", md.Topics[0].Partitions[0].Leader, leaders[0])
 	}
 	if code := rawFetchAt(t, ctx, other.KafkaAddr, topic, 0); code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("fetch of partition 0 at non-leader %s: %v, want NOT_LEADER_OR_FOLLOWER", other.ID, kerr.ErrorForCode(code))
@@ -168,6 +172,9 @@ func TestKafkaClusterPresentation(t *testing.T) {
 		}
 	}
 	got := consumeAll(t, ctx, live, topic, parts)
+	if !got["misdirected"] {
+		t.Error("the produce forwarded from a non-leader was acknowledged but is not in the topic")
+	}
 	acked := prod.ackedValues()
 	for _, v := range acked {
 		if !got[v] {

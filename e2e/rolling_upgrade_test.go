@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,18 +46,66 @@ func freeRange(t *testing.T, n int) int {
 	return 0
 }
 
+// upgradeFrom is the binary the drill starts the cluster on, and what it
+// is: $PICOMQ_UPGRADE_FROM_BIN if set (a release binary), else the build of
+// git ref $PICOMQ_UPGRADE_FROM by `local-cluster.sh build-ref` (default:
+// the last tag before HEAD, else HEAD's first parent), built once per
+// commit and cached (one extra `go build` in CI, none on a rerun).
+func upgradeFrom(t *testing.T, script string) (bin, desc string) {
+	t.Helper()
+	if b := os.Getenv("PICOMQ_UPGRADE_FROM_BIN"); b != "" {
+		return b, b + " ($PICOMQ_UPGRADE_FROM_BIN)"
+	}
+	ref := os.Getenv("PICOMQ_UPGRADE_FROM")
+	cmd := exec.Command("bash", script, "build-ref", ref)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("local-cluster.sh build-ref %q: %v\n%s", ref, err, stderr.String())
+	}
+	bin = strings.TrimSpace(string(out))
+	v, err := exec.Command(bin, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s version: %v\n%s", bin, err, v)
+	}
+	return bin, strings.TrimSpace(stderr.String()) + "; " + strings.TrimSpace(string(v))
+}
+
+// maxKafkaPause bounds the longest time the drill's franz-go producer
+// goes without an acknowledgement while nodes of this build drain and
+// restart (it produces synchronously, one record every 20 ms; a pause is
+// measured during a roll of nodes that all run this build). A draining
+// node forwards produces for the partitions it hands over (they were
+// NOT_LEADER, each costing franz-go up to its 5 s metadata back-off: 4-5 s
+// pauses), so a restart costs the client one reconnect and metadata
+// refresh. Measured 0.1-0.5 s, and up to 1.8 s when every one of the
+// client's metadata connections was to a node's previous process (each
+// reads EOF, with franz-go's back-off between the tries); local-cluster.sh
+// spaces the nodes by more than the metadata back-off.
+const maxKafkaPause = 3 * time.Second
+
 // TestLocalClusterRollingUpgrade is the rolling upgrade of docs/operations.md
-// on deploy/local-cluster.sh's three nodes (real etcd, real MinIO):
-// `local-cluster.sh upgrade BIN` drains, stops and restarts each node in
-// turn on another binary while idempotent producers append through random
-// nodes. Every acknowledged record is read back at its offset afterwards,
-// producers only ever retried 503s and broken connections (any other
-// answer fails the test), and every node ends up serving from the new
-// binary. The binaries are the script's own build and the e2e build of the
-// same tree: the drill proves the procedure; which versions may be mixed
-// is written in operations.md.
+// on deploy/local-cluster.sh's three nodes (real etcd, real MinIO), from
+// the previous release to this build and back: the cluster starts on
+// upgradeFrom's binary (by default the parent commit's build),
+// `local-cluster.sh upgrade` drains, stops and restarts each node on this
+// tree's binary, then rolls back to the old one, while idempotent Pico
+// producers append through random nodes and a franz-go producer and
+// consumer group run on a 3-partition topic. Checked: producers only
+// ever retried 503s and broken connections (any other answer fails the
+// test); after the upgrade every acknowledged record reads back at its
+// offset through the new binary (what the old one wrote, in its WAL and
+// in object storage, is read by the new one), and after the rollback
+// through the old one; the Kafka producer never paused longer than
+// maxKafkaPause; the group consumed every acknowledged Kafka record
+// without a rebalance storm; every node ends on the binary it was rolled
+// to.
 func TestLocalClusterRollingUpgrade(t *testing.T) {
 	minioBinary(t) // fails, never skips, without MinIO
+	script := filepath.Join("..", "deploy", "local-cluster.sh")
+	oldBin, oldDesc := upgradeFrom(t, script)
+	t.Logf("upgrading from %s", oldDesc)
 	dir := t.TempDir()
 	// One free block: nodes r+1..r+3, Kafka r+5..r+7, etcd r+9..r+10, MinIO r+12..r+13.
 	r := freeRange(t, 13)
@@ -64,7 +113,6 @@ func TestLocalClusterRollingUpgrade(t *testing.T) {
 	env := append(os.Environ(), "PICOMQ_CLUSTER_DIR="+dir, "PICOMQ_CLUSTER_PORT="+strconv.Itoa(base),
 		"PICOMQ_CLUSTER_KAFKA_PORT="+strconv.Itoa(kafka), "PICOMQ_CLUSTER_ETCD_PORT="+strconv.Itoa(etcdPort),
 		"PICOMQ_CLUSTER_MINIO_PORT="+strconv.Itoa(minioPort), "PICOMQ_CLUSTER_LEASE_TTL=3s", "PICOMQ_CLUSTER_SEAL_MAX_AGE=200ms")
-	script := filepath.Join("..", "deploy", "local-cluster.sh")
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("bash", append([]string{script}, args...)...)
@@ -76,11 +124,14 @@ func TestLocalClusterRollingUpgrade(t *testing.T) {
 		}
 		return string(out)
 	}
-	run("up")
+	run("up", oldBin)
 	t.Cleanup(func() {
 		cmd := exec.Command("bash", script, "down")
 		cmd.Env = env
 		_ = cmd.Run()
+		if keep := os.Getenv("PICOMQ_E2E_KEEP_LOGS"); keep != "" { // the nodes' logs, for a look after the run
+			_ = exec.Command("cp", "-r", filepath.Join(dir, "logs"), keep).Run()
+		}
 	})
 	urls := make([]string, 3)
 	for i := range urls {
@@ -139,86 +190,111 @@ func TestLocalClusterRollingUpgrade(t *testing.T) {
 	}
 	// A Kafka producer and a consumer group on a 3-partition topic.
 	seeds := []string{fmt.Sprintf("127.0.0.1:%d", kafka+1), fmt.Sprintf("127.0.0.1:%d", kafka+2), fmt.Sprintf("127.0.0.1:%d", kafka+3)}
-	kctx, kcancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	kctx, kcancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer kcancel()
 	createTopic(t, kctx, seeds[0], "upgrade", 3)
 	kg := startUpgradeGroup(t, kctx, seeds, "upgrade", "upgrade-group")
 
-	// Let the producers get going, then upgrade every node.
-	if !pollUntil(30*time.Second, 20*time.Millisecond, func() bool {
-		for _, s := range streams {
-			s.mu.Lock()
-			n := len(s.acks)
-			s.mu.Unlock()
-			if n < 5 {
-				return false
-			}
-		}
-		return true
-	}) {
-		t.Fatal("producers did not start")
-	}
-	out := run("upgrade", picomqBin)
-	t.Logf("upgrade:\n%s", out)
-	// A few more acknowledgements on the upgraded cluster, then stop.
-	marks := make([]int, nStreams)
-	for i, s := range streams {
-		s.mu.Lock()
-		marks[i] = len(s.acks)
-		s.mu.Unlock()
-	}
-	if !pollUntil(30*time.Second, 20*time.Millisecond, func() bool {
+	acked := func() []int {
+		n := make([]int, nStreams)
 		for i, s := range streams {
 			s.mu.Lock()
-			n := len(s.acks)
+			n[i] = len(s.acks)
 			s.mu.Unlock()
-			if n < marks[i]+5 {
-				return false
+		}
+		return n
+	}
+	// progress waits until every producer (Pico and Kafka) has 5 more
+	// acknowledgements than at marks.
+	progress := func(what string, marks []int, kmark int) {
+		t.Helper()
+		if !pollUntil(30*time.Second, 20*time.Millisecond, func() bool {
+			for i, n := range acked() {
+				if n < marks[i]+5 {
+					return false
+				}
+			}
+			return kg.ackCount() >= kmark+5
+		}) {
+			t.Fatalf("producers made no progress %s (Pico %v from %v; Kafka %d from %d)", what, acked(), marks, kg.ackCount(), kmark)
+		}
+	}
+	// readBack reads every stream through the node at url and checks each
+	// acknowledgement taken before the call at its offset.
+	readBack := func(what, url string) int {
+		t.Helper()
+		total := 0
+		for _, s := range streams {
+			s.mu.Lock()
+			acks := slices.Clone(s.acks)
+			s.mu.Unlock()
+			byOffset := map[int64]string{}
+			for _, r := range mustReadStream(t, url, s.name) {
+				byOffset[r.Offset] = r.Value
+			}
+			for _, a := range acks {
+				total++
+				if byOffset[a.Offset] != a.Value {
+					t.Errorf("%s: %s: acknowledged %q at offset %d, read back %q", what, s.name, a.Value, a.Offset, byOffset[a.Offset])
+				}
 			}
 		}
-		return true
-	}) {
-		t.Error("producers made no progress after the upgrade")
+		t.Logf("%s: %d acknowledged records read back through %s", what, total, url)
+		return total
 	}
+	// roll upgrades every node to bin under the load, then waits for
+	// progress on the rolled cluster and, if bounded, checks the Kafka
+	// pauses.
+	roll := func(what, bin string, bounded bool) {
+		t.Helper()
+		progress("before the "+what, make([]int, nStreams), 0)
+		from := time.Now()
+		out := run("upgrade", bin)
+		t.Logf("%s:\n%s", what, out)
+		progress("after the "+what, acked(), kg.ackCount())
+		pause, at := kg.longestPause(from, time.Now())
+		t.Logf("%s: longest Kafka producer pause %v (at %v into it)", what, pause.Round(time.Millisecond), at.Sub(from).Round(time.Millisecond))
+		if bounded && pause > maxKafkaPause {
+			t.Errorf("%s: the Kafka producer went %v without an acknowledgement (bound %v)", what, pause.Round(time.Millisecond), maxKafkaPause)
+		}
+	}
+
+	// The Kafka pause is bounded only where every node runs this build: an
+	// older release answers NOT_LEADER for a moved partition, both when it
+	// drains (upgrade) and when it comes back (rollback).
+	roll("upgrade", picomqBin, false)
+	readBack("after the upgrade (the old binary's writes, read by the new)", urls[0])
+	roll("rolling restart on this build", picomqBin, true)
+	// docs/operations.md promises a rollback to the release upgraded
+	// from: the same procedure, to the old binary.
+	roll("rollback", oldBin, false)
+
 	stop.Store(true)
 	wg.Wait()
-	errs.check(t, "producers during the rolling upgrade")
-	kg.finish(t)
+	errs.check(t, "producers during the rolling upgrade and rollback")
+	kg.finish(t, 3)
+	total := readBack("after the rollback (the new binary's writes, read by the old)", urls[1])
+	t.Logf("%d acknowledged records, all read back; %d retries (503 or connection) during the upgrade and rollback", total, retries.Load())
 
-	total := 0
-	for _, s := range streams {
-		recs := mustReadStream(t, urls[0], s.name)
-		byOffset := map[int64]string{}
-		for _, r := range recs {
-			byOffset[r.Offset] = r.Value
-		}
-		for _, a := range s.acks {
-			total++
-			if byOffset[a.Offset] != a.Value {
-				t.Errorf("%s: acknowledged %q at offset %d, read back %q", s.name, a.Value, a.Offset, byOffset[a.Offset])
-			}
-		}
-	}
-	t.Logf("%d acknowledged records, all read back; %d retries (503 or connection) during the upgrade", total, retries.Load())
-
-	// Every node runs the new binary now (the pid file names it).
+	// Every node runs the old binary again (the pid file names it).
 	f, err := os.Open(filepath.Join(dir, "cluster.pids"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	upgraded := 0
+	want, _ := filepath.EvalSymlinks(oldBin)
+	rolled := 0
 	for sc := bufio.NewScanner(f); sc.Scan(); {
 		fields := strings.Fields(sc.Text())
 		if len(fields) == 3 && strings.HasPrefix(fields[2], "node-") {
-			if fields[1] != picomqBin {
-				t.Errorf("%s runs %s after the upgrade", fields[2], fields[1])
+			if fields[1] != want {
+				t.Errorf("%s runs %s after the rollback, want %s", fields[2], fields[1], want)
 			}
-			upgraded++
+			rolled++
 		}
 	}
-	if upgraded != 3 {
-		t.Errorf("%d nodes in the pid file after the upgrade, want 3", upgraded)
+	if rolled != 3 {
+		t.Errorf("%d nodes in the pid file after the rollback, want 3", rolled)
 	}
 }
 
@@ -232,6 +308,7 @@ type upgradeGroup struct {
 	done     chan struct{}
 	mu       sync.Mutex
 	acked    map[string]bool
+	ackTimes []time.Time // when each acknowledgement arrived, in order
 	consumed map[string]bool
 	assigns  atomic.Int64
 	errs     errorList
@@ -239,8 +316,12 @@ type upgradeGroup struct {
 
 func startUpgradeGroup(t *testing.T, ctx context.Context, seeds []string, topic, group string) *upgradeGroup {
 	g := &upgradeGroup{done: make(chan struct{}), acked: map[string]bool{}, consumed: map[string]bool{}}
-	prod := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.RecordDeliveryTimeout(60*time.Second))
+	popts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RecordDeliveryTimeout(60 * time.Second)}
+	if os.Getenv("PICOMQ_E2E_KGO_LOG") != "" { // the producer's own log, to see why it waits
+		popts = append(popts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, func() string { return time.Now().Format("15:04:05.000 ") })))
+	}
+	prod := kafkaClient(t, popts...)
 	cons := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(10*time.Second), kgo.FetchMaxWait(time.Second),
@@ -261,6 +342,7 @@ func startUpgradeGroup(t *testing.T, ctx context.Context, seeds []string, topic,
 			}
 			g.mu.Lock()
 			g.acked[v] = true
+			g.ackTimes = append(g.ackTimes, time.Now())
 			g.mu.Unlock()
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -291,6 +373,38 @@ func startUpgradeGroup(t *testing.T, ctx context.Context, seeds []string, topic,
 	return g
 }
 
+func (g *upgradeGroup) ackCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.ackTimes)
+}
+
+// longestPause is the longest time between from and to in which the
+// producer got no acknowledgement, and when that pause ended.
+func (g *upgradeGroup) longestPause(from, to time.Time) (time.Duration, time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var longest time.Duration
+	var at time.Time
+	last := from
+	for _, a := range append(slices.Clone(g.ackTimes), to) {
+		if a.Before(from) {
+			continue
+		}
+		if a.After(to) {
+			a = to
+		}
+		if d := a.Sub(last); d > longest {
+			longest, at = d, a
+		}
+		last = a
+		if !a.Before(to) {
+			break
+		}
+	}
+	return longest, at
+}
+
 func (g *upgradeGroup) coveredLocked() bool {
 	for v := range g.acked {
 		if !g.consumed[v] {
@@ -301,8 +415,9 @@ func (g *upgradeGroup) coveredLocked() bool {
 }
 
 // finish stops producing and waits until the group consumed every
-// acknowledged record.
-func (g *upgradeGroup) finish(t *testing.T) {
+// acknowledged record; rolls is how many rolling restarts of the three
+// nodes it ran through.
+func (g *upgradeGroup) finish(t *testing.T, rolls int) {
 	t.Helper()
 	g.stop.Store(true)
 	select {
@@ -324,8 +439,8 @@ func (g *upgradeGroup) finish(t *testing.T) {
 	}
 	// One assignment at the start, then at most a few per restarted node
 	// (the coordinator moves, members rejoin): a storm is many more.
-	if n := g.assigns.Load(); n > 1+3*3 {
-		t.Errorf("the group was assigned partitions %d times during a 3-node upgrade: a rebalance storm", n)
+	if n := g.assigns.Load(); n > int64(1+3*3*rolls) {
+		t.Errorf("the group was assigned partitions %d times during %d rolls of 3 nodes: a rebalance storm", n, rolls)
 	}
 	t.Logf("Kafka: %d records acknowledged, all consumed; %d partition assignments", len(g.acked), g.assigns.Load())
 }

@@ -143,6 +143,11 @@ func TestAuthScopeMatrix(t *testing.T) {
 		{"list under /a/", "GET", func(string) string { return "/_streams?prefix=/a/" }, nil, nil, readers},
 		{"list everything", "GET", func(string) string { return "/_streams" }, nil, nil, set("root")},
 		{"cluster view", "GET", func(string) string { return "/_sys/cluster" }, nil, nil, set("reader", "writer", "a-admin", "root")},
+		{"cluster view with figures", "GET", func(string) string { return "/_sys/cluster?figures=true" }, nil, nil, set("reader", "writer", "a-admin", "root")},
+		{"node figures", "GET", func(string) string { return "/_sys/node" }, nil, nil, set("reader", "writer", "a-admin", "root")},
+		{"stream heads", "GET", func(s string) string { return "/_sys/node?head=" + s }, nil, nil, set("root")},
+		{"read through follow", "GET", func(s string) string { return "/_sys/follow" + s + "?offset=0" }, nil, nil, readers},
+		{"groups", "GET", func(string) string { return "/_sys/groups" }, nil, nil, set("root")},
 		{"metrics", "GET", func(string) string { return "/metrics" }, nil, nil, set("reader", "writer", "a-admin", "root", "scraper")},
 	}
 	for _, ep := range eps {

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,6 +38,9 @@ type produceCall struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	subs   []submittedBatch
+	// forwards are partitions that moved to another node: sent on to it
+	// in finish (produce_forward.go).
+	forwards []forwardedPartition
 	// batches is scratch for submitPartition.
 	batches []splitBatch
 }
@@ -98,6 +102,9 @@ func (pc *produceCall) finish() kmsg.Response {
 			}
 		}
 	}
+	if len(pc.forwards) > 0 {
+		pc.forwardAll(version)
+	}
 	var resp kmsg.Response
 	if pc.req.Acks != 0 {
 		resp = pc.resp
@@ -112,10 +119,11 @@ func (pc *produceCall) release() {
 	}
 	clear(pc.subs)
 	clear(pc.batches)
-	if cap(pc.subs) > 1024 || cap(pc.batches) > 1024 {
+	clear(pc.forwards)
+	if cap(pc.subs) > 1024 || cap(pc.batches) > 1024 || cap(pc.forwards) > 1024 {
 		return // an unusually wide request does not pin its memory
 	}
-	*pc = produceCall{subs: pc.subs[:0], batches: pc.batches[:0]}
+	*pc = produceCall{subs: pc.subs[:0], batches: pc.batches[:0], forwards: pc.forwards[:0]}
 	producePool.Put(pc)
 }
 
@@ -173,6 +181,8 @@ func (s *Server) submitPartition(ctx context.Context, cc *connState, pc *produce
 		switch {
 		case h.Control():
 			return fmt.Errorf("%w: clients may not produce control batches", kerr.InvalidRecord)
+		case !h.Dense():
+			return fmt.Errorf("%w: %d records for a span of %d offsets (a produced batch has one record per offset)", kerr.InvalidRecord, h.NumRecords, int64(h.LastOffsetDelta)+1)
 		case h.Transactional() && h.ProducerID < 0:
 			return fmt.Errorf("%w: a transactional batch without producer id", kerr.InvalidRecord)
 		case h.Codec() == record.CodecZstd && version < 7:
@@ -196,6 +206,13 @@ func (s *Server) submitPartition(ctx context.Context, cc *connState, pc *produce
 			ar.Producer = &p
 		}
 		sub, err := s.svc.SubmitBatch(ctx, name, ar)
+		if err != nil && i == 0 && s.forwardable(cc, err, pc.batches) {
+			// Nothing of this partition is written here: it waits out the
+			// stream's move and goes to its new owner (produce_forward.go).
+			pc.forwards = append(pc.forwards, forwardedPartition{topic: topic, stream: name, rp: rp, op: op, cause: err,
+				batches: slices.Clone(pc.batches)})
+			return
+		}
 		if err == nil && sub.Unverified() {
 			// The batch would open its producer's transaction here:
 			// only once the coordinator says the partition is in it.

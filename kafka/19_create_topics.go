@@ -24,14 +24,16 @@ type topicConfig struct {
 	minInSync, replicas int64
 	// logAppendTime: message.timestamp.type=LogAppendTime.
 	logAppendTime bool
+	// compaction: cleanup.policy=compact and its tuning configs
+	// (stream.ParseCompaction); nil: delete.
+	compaction *stream.Compaction
 }
 
 // fixedConfigs are the topic configs PicoMQ honours only at one value: its
 // own fixed behaviour. A different value is refused (INVALID_CONFIG), never
-// accepted and ignored: a Kafka Connect worker that asks for
-// cleanup.policy=compact must learn that it does not get compaction.
+// accepted and ignored. cleanup.policy and the compaction configs are
+// applied (stream.ParseCompaction).
 var fixedConfigs = map[string]string{
-	"cleanup.policy":                 "delete",
 	"compression.type":               "producer",
 	"unclean.leader.election.enable": "false", // nothing acknowledged is ever given up
 }
@@ -45,9 +47,14 @@ var fixedConfigs = map[string]string{
 func parseTopicConfig(get func(yield func(name string, value *string) bool)) (topicConfig, error) {
 	var tc topicConfig
 	var err error
+	compaction := map[string]string{}
 	get(func(name string, value *string) bool {
 		if value == nil {
 			return true // a null value asks for the default
+		}
+		if stream.IsCompactionConfig(name) {
+			compaction[name] = *value
+			return true
 		}
 		var dst *int64
 		switch name {
@@ -90,6 +97,11 @@ func parseTopicConfig(get func(yield func(name string, value *string) bool)) (to
 		*dst = max(v, 0)
 		return true
 	})
+	if err == nil {
+		if tc.compaction, err = stream.ParseCompaction(nil, compaction); err != nil {
+			err = fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+		}
+	}
 	if err == nil && tc.minInSync > 16 {
 		err = fmt.Errorf("%w: min.insync.replicas %d", kerr.InvalidConfig, tc.minInSync)
 	}
@@ -160,6 +172,7 @@ func (s *Server) createPartition(ctx context.Context, name string, alias *string
 		ContentType: kafkaContentType, KafkaTopic: alias,
 		RetentionMs: tc.retentionMs, RetentionBytes: tc.retentionBytes, MaxBatchBytes: tc.maxBatchBytes,
 		LogAppendTime: tc.logAppendTime,
+		Compaction:    tc.compaction,
 	}
 	if tc.replicas >= 2 {
 		// replication.factor >= 2: copies on that many nodes, acks=all

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/PicoMQ/picomq/node/stream"
 )
 
 // handleDescribeConfigs reports a small fixed set per topic (retention from
@@ -31,12 +33,12 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 			configs = [][2]string{
 				{"retention.ms", limit(base.RetentionMs)},
 				{"retention.bytes", limit(base.RetentionBytes)},
-				{"cleanup.policy", "delete"},
 				{"compression.type", "producer"},
 				{"message.timestamp.type", timestampType(base.LogAppendTime)},
 				{"max.message.bytes", strconv.Itoa(maxBatch(base.MaxBatchBytes, s.cfg.MaxMessageBytes))},
 				{"min.insync.replicas", strconv.Itoa(max(base.MinInSync, 1))},
 			}
+			configs = append(configs, stream.CompactionConfigs(base.Compaction)...)
 		case kmsg.ConfigResourceTypeBroker:
 			configs = [][2]string{
 				{"auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics)},

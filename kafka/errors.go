@@ -59,6 +59,9 @@ func errCode(err error) int16 {
 	if errors.As(err, &ke) {
 		return ke.Code
 	}
+	if errors.Is(err, stream.ErrKeyRequired) {
+		return kerr.InvalidRecord.Code // Kafka: "Compacted topic cannot accept message without key"
+	}
 	kind := stream.KindOf(err)
 	if kind == stream.KindInvalidArgument && !errors.Is(err, stream.ErrInvalidArgument) {
 		for _, b := range batchCodes {

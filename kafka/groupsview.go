@@ -38,6 +38,9 @@ type GroupPartition struct {
 	Committed int64  `json:"committed"`
 	End       int64  `json:"end"`
 	Lag       int64  `json:"lag"`
+	// Stream names the partition's stream when End is -1, so that a
+	// cluster-wide view can ask the node that owns it.
+	Stream string `json:"stream,omitempty"`
 }
 
 // Groups describes the groups this node coordinates, through the same
@@ -101,6 +104,8 @@ func (s *Server) Groups(ctx context.Context) ([]GroupView, error) {
 		if name, err := s.partitionName(ctx, c.Topic, c.Partition, false); err == nil {
 			if info, err := s.svc.Head(ctx, name); err == nil {
 				p.End, p.Lag = info.NextOffset, max(0, info.NextOffset-c.Offset)
+			} else {
+				p.Stream = name
 			}
 		}
 		v.Partitions = append(v.Partitions, p)

@@ -508,8 +508,52 @@ func TestTopicMaxMessageBytes(t *testing.T) {
 	}
 }
 
+// TestCompactedTopicConfigsRoundTrip: cleanup.policy=compact and its
+// tuning configs given at create are stored with the topic and read back
+// by DescribeConfigs (what Kafka Connect checks of its internal topics).
+func TestCompactedTopicConfigsRoundTrip(t *testing.T) {
+	ts := startServer(t, Config{})
+	cl := ts.client()
+	ctx := context.Background()
+	str := func(s string) *string { return &s }
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "compacted-cfg", 2, 1
+	rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{
+		{Name: "cleanup.policy", Value: str("compact")},
+		{Name: "min.compaction.lag.ms", Value: str("250")},
+		{Name: "delete.retention.ms", Value: str("1000")},
+		{Name: "min.cleanable.dirty.ratio", Value: str("0.01")},
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, resp)
+	}
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeTopic, "compacted-cfg"
+	dc.Resources = append(dc.Resources, dr)
+	dresp, err := dc.RequestWith(ctx, cl)
+	if err != nil || dresp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("describe: %v %+v", err, dresp)
+	}
+	got := map[string]string{}
+	for _, c := range dresp.Resources[0].Configs {
+		got[c.Name] = *c.Value
+	}
+	want := map[string]string{"cleanup.policy": "compact", "min.compaction.lag.ms": "250", "delete.retention.ms": "1000",
+		"min.cleanable.dirty.ratio": "0.01", "segment.ms": "604800000", "max.compaction.lag.ms": "9223372036854775807"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
 // TestCreateTopicsRefusesUnhonouredConfigs: a config PicoMQ would not apply
-// (compaction, a broker-side compression, an unknown key) fails the create
+// (a broker-side compression, an unknown key, a compaction setting out of
+// Kafka's range) fails the create
 // with INVALID_CONFIG and creates nothing; PicoMQ's own fixed values and the
 // kept configs are accepted.
 func TestCreateTopicsRefusesUnhonouredConfigs(t *testing.T) {
@@ -522,8 +566,14 @@ func TestCreateTopicsRefusesUnhonouredConfigs(t *testing.T) {
 		value     *string
 		code      int16
 	}{
-		{"compact", "cleanup.policy", str("compact"), kerr.InvalidConfig.Code},
-		{"compact-delete", "cleanup.policy", str("compact,delete"), kerr.InvalidConfig.Code},
+		{"compact", "cleanup.policy", str("compact"), 0},
+		{"compact-delete", "cleanup.policy", str("compact,delete"), 0},
+		{"delete-compact", "cleanup.policy", str("delete, compact"), 0},
+		{"bad-policy", "cleanup.policy", str("shred"), kerr.InvalidConfig.Code},
+		{"dirty-ratio", "min.cleanable.dirty.ratio", str("0.01"), 0},
+		{"bad-dirty-ratio", "min.cleanable.dirty.ratio", str("1.5"), kerr.InvalidConfig.Code},
+		{"bad-max-lag", "max.compaction.lag.ms", str("0"), kerr.InvalidConfig.Code},
+		{"segment-ms", "segment.ms", str("1000"), 0},
 		{"gzip", "compression.type", str("gzip"), kerr.InvalidConfig.Code},
 		{"unknown", "segment.bytes", str("1048576"), kerr.InvalidConfig.Code},
 		{"made-up", "no.such.config", str("x"), kerr.InvalidConfig.Code},
@@ -559,6 +609,33 @@ func TestCreateTopicsRefusesUnhonouredConfigs(t *testing.T) {
 		exists := resp.Topics[0].ErrorCode == 0
 		if exists != (tc.code == 0) {
 			t.Errorf("%s: topic exists = %v after a create answered %d", tc.name, exists, tc.code)
+		}
+	}
+}
+
+// TestProduceRefusesCompactedShapes: a produced batch must hold one record
+// per offset of its span (the shape compaction leaves is not a client's
+// to send): INVALID_RECORD, nothing stored.
+func TestProduceRefusesCompactedShapes(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.createTopic("dense", 1)
+	cl := ts.client()
+	ctx := context.Background()
+	full := record.AppendBatch(nil, record.BatchOptions{Timestamp: time.Now().UnixMilli(), ProducerID: -1},
+		[]record.Record{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Value: []byte("2")}})
+	gapped, _, err := record.FilterBatch(nil, full, func(r *record.Record) bool { return r.Offset == 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, batch := range map[string][]byte{"gapped": gapped, "empty": record.AppendEmptyBatch(nil, 0, 3, 1)} {
+		req := produceRequest("dense", -1, -1, -1, 1)
+		req.Topics[0].Partitions[0].Records = batch
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Topics[0].Partitions[0].ErrorCode; got != kerr.InvalidRecord.Code {
+			t.Errorf("%s batch: error code %d, want INVALID_RECORD", name, got)
 		}
 	}
 }

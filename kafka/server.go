@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -128,12 +129,14 @@ type Server struct {
 	svc    Streams
 	groups *group.Coordinator
 	txns   *txn.Coordinator
-	peers  peerClients // WriteTxnMarkers to other nodes
+	peers  peerClients // WriteTxnMarkers and forwarded produces to other nodes
 	// txnChecks count the KIP-890 checks of transactional produces.
 	txnChecks txnChecks
-	jobs      sync.WaitGroup
-	log       *slog.Logger
-	topics    *topicCache
+	// forwards count forwarded produce partitions (produce_forward.go).
+	forwards struct{ ok, failed atomic.Uint64 }
+	jobs     sync.WaitGroup
+	log      *slog.Logger
+	topics   *topicCache
 	// internal: the internal SCRAM user's credential per mechanism,
 	// derived from Config.ClusterSecret (nil without it).
 	internal map[string]auth.ScramCredential

@@ -179,8 +179,9 @@ func (s *Server) markerTarget(ctx context.Context, name string) (string, int32, 
 }
 
 // peerClients are connections to the other nodes' Kafka listeners, for
-// WriteTxnMarkers. With a cluster secret they log in as the internal
-// SCRAM user (scram.go), so markers reach listeners that require SASL.
+// WriteTxnMarkers and forwarded produces. With a cluster secret they log in
+// as the internal SCRAM user (scram.go), so they reach listeners that
+// require SASL.
 type peerClients struct {
 	secret string
 	tls    *tls.Config // nil: plaintext listeners
@@ -194,7 +195,7 @@ func (pc *peerClients) client(addr string) (*kgo.Client, error) {
 	if cl := pc.m[addr]; cl != nil {
 		return cl, nil
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestRetries(2), kgo.RequestTimeoutOverhead(10 * time.Second)}
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(peerClientID), kgo.RequestRetries(2), kgo.RequestTimeoutOverhead(10 * time.Second)}
 	if pc.secret != "" {
 		opts = append(opts, kgo.SASL(scram.Auth{User: internalUser, Pass: pc.secret}.AsSha512Mechanism()))
 	}

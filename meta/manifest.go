@@ -70,6 +70,64 @@ func (r *Registry) CommitManifest(ctx context.Context, lease metadata.Lease, m m
 	return nil
 }
 
+// SwapManifests commits m, a new manifest, and in the same transaction
+// rewrites each manifest of changed in place (same key: a node's commit
+// order is kept) or deletes it when it has no stream left, only if lease
+// is still the node's live session and none of changed was modified since
+// it was read (Rev). Key compaction (node/stream/keycompact.go) moves one
+// stream's ranges out of the objects it shared with other streams this
+// way: the other streams' ranges stay where they are. Errors are those of
+// CommitManifest.
+func (r *Registry) SwapManifests(ctx context.Context, lease metadata.Lease, m metadata.Manifest, changed []metadata.Manifest) error {
+	sess, err := sessionOf(lease)
+	if err != nil {
+		return err
+	}
+	val, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("meta: encode manifest: %w", err)
+	}
+	key := r.ManifestKey(m.Node, m.Seq)
+	cmps := []clientv3.Cmp{sess.fence(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+	ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
+	for _, c := range changed {
+		if c.Key == "" || c.Rev == 0 {
+			return fmt.Errorf("meta: swap manifests: manifest %s/%d was not read from the registry", c.Node, c.Seq)
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.Key), "=", c.Rev))
+		if len(c.Streams) == 0 {
+			ops = append(ops, clientv3.OpDelete(c.Key))
+			continue
+		}
+		cv, err := json.Marshal(c)
+		if err != nil {
+			return fmt.Errorf("meta: encode manifest: %w", err)
+		}
+		ops = append(ops, clientv3.OpPut(c.Key, string(cv)))
+	}
+	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		g, gerr := r.cli.Get(gctx, key)
+		if gerr == nil && len(g.Kvs) == 1 && string(g.Kvs[0].Value) == string(val) {
+			return nil
+		}
+		return fmt.Errorf("%w: manifest %s: %v", metadata.ErrCommitUnknown, key, err)
+	}
+	if !resp.Succeeded {
+		if sess.Lost() {
+			return metadata.ErrLeaseLost
+		}
+		g, gerr := r.cli.Get(ctx, sess.key)
+		if gerr == nil && (len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != sess.createRev) {
+			return metadata.ErrLeaseLost
+		}
+		return fmt.Errorf("%w: manifest %s exists or a changed manifest was modified", metadata.ErrConflict, key)
+	}
+	return nil
+}
+
 // DeleteManifests removes manifests whose objects are gone (retention,
 // stream deletion). Deleting an absent key is not an error.
 func (r *Registry) DeleteManifests(ctx context.Context, keys []string) error {
@@ -102,7 +160,7 @@ func (r *Registry) Manifests(ctx context.Context) ([]metadata.Manifest, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: manifest %s: %v", metadata.ErrCorrupt, kv.Key, err)
 			}
-			m.Key = string(kv.Key)
+			m.Key, m.Rev = string(kv.Key), kv.ModRevision
 			out = append(out, m)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {

@@ -56,17 +56,20 @@ type Config struct {
 	// Periods of the passes that reclaim storage (docs/configuration.md).
 	GCInterval         time.Duration
 	CompactionInterval time.Duration
-	RetentionInterval  time.Duration
-	WALMaxBytes        int64
-	CacheBytes         int64
-	ReadAheadBytes     int64
-	LongPollTimeout    time.Duration
-	SSETimeout         time.Duration
-	MaxAppendBytes     int64
-	ShutdownTimeout    time.Duration
-	StartRetry         time.Duration // how long start-up retries an unavailable object store or etcd
-	LogLevel           string
-	LogFormat          string
+	// KeyCompactionInterval: how often compacted streams are checked for
+	// a key compaction run (node/stream/keycompact.go).
+	KeyCompactionInterval time.Duration
+	RetentionInterval     time.Duration
+	WALMaxBytes           int64
+	CacheBytes            int64
+	ReadAheadBytes        int64
+	LongPollTimeout       time.Duration
+	SSETimeout            time.Duration
+	MaxAppendBytes        int64
+	ShutdownTimeout       time.Duration
+	StartRetry            time.Duration // how long start-up retries an unavailable object store or etcd
+	LogLevel              string
+	LogFormat             string
 
 	// Security (docs/security.md).
 	AuthTokens     string // token file; empty = no authentication
@@ -152,15 +155,16 @@ const (
 	envPrefix               = "PICOMQ_"
 	maxLongPollTimeoutLimit = 5 * time.Minute
 
-	defaultMaxHeaderBytes       = 64 << 10
-	defaultKafkaMaxFrameBytes   = 100 << 20
-	defaultKafkaMaxMessageBytes = 1048588 // Kafka's own max.message.bytes default
-	defaultMaxConnections       = 4096
-	defaultMaxRecordBytes       = 1 << 20
-	defaultGCInterval           = time.Minute
-	defaultCompactionInterval   = 10 * time.Second
-	defaultRetentionInterval    = 10 * time.Second
-	defaultMaxBatchRecords      = 10000
+	defaultMaxHeaderBytes        = 64 << 10
+	defaultKafkaMaxFrameBytes    = 100 << 20
+	defaultKafkaMaxMessageBytes  = 1048588 // Kafka's own max.message.bytes default
+	defaultMaxConnections        = 4096
+	defaultMaxRecordBytes        = 1 << 20
+	defaultGCInterval            = time.Minute
+	defaultCompactionInterval    = 10 * time.Second
+	defaultKeyCompactionInterval = time.Second
+	defaultRetentionInterval     = 10 * time.Second
+	defaultMaxBatchRecords       = 10000
 	// The floor of the three intervals above: a GC pass lists every
 	// manifest and every stream record in etcd, compaction and retention
 	// walk this node's objects and streams, so more often than once a
@@ -211,6 +215,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "etcd membership lease; a node silent this long is considered dead")
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", defaultGCInterval, "how often unreferenced objects (of deleted streams, below a trim point, replaced by compaction) are deleted from object storage")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", defaultCompactionInterval, "how often small flush objects are merged into larger ones")
+	fs.DurationVar(&cfg.KeyCompactionInterval, "key-compaction-interval", defaultKeyCompactionInterval, "how often compacted streams (cleanup.policy=compact) are checked for a key compaction run")
 	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", defaultRetentionInterval, "how often streams' retention (age and size) advances their start offsets")
 	fs.Int64Var(&cfg.WALMaxBytes, "wal-max-bytes", 4<<30, "un-uploaded bytes allowed in the WAL while object storage is down; above it appends get 503")
 	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", 256<<20, "size of the object read cache in bytes")
@@ -423,6 +428,7 @@ func (c *Config) Validate() error {
 	}{
 		{"--gc-interval", c.GCInterval},
 		{"--compaction-interval", c.CompactionInterval},
+		{"--key-compaction-interval", c.KeyCompactionInterval},
 		{"--retention-interval", c.RetentionInterval},
 	} {
 		if iv.v < minJobInterval || iv.v > maxJobInterval {

@@ -47,6 +47,8 @@ func TestConsoleServedWithoutData(t *testing.T) {
 				{"GET", "/_streams", 401, ""},
 				{"GET", "/_sys/cluster", 401, ""},
 				{"GET", "/_sys/groups", 401, ""},
+				{"GET", "/_sys/node", 401, ""},
+				{"GET", "/_sys/follow/orders/eu", 401, ""},
 			} {
 				resp, body := do(c.method, c.path)
 				if resp.StatusCode != c.want || !strings.Contains(body, c.body) {

@@ -86,7 +86,11 @@ type Node struct {
 	kafkaLn        net.Listener // nil when --kafka-addr off
 	kafkaAdvertise string       // the Kafka address the membership record carries
 	kafka          *kafka.Server
-	kafkaServed    chan error
+	// peers asks other nodes for the console's cluster-wide views
+	// (node/peers.go); figures keeps their last figures.
+	peers       *http.Client
+	figures     figuresCache
+	kafkaServed chan error
 
 	pprof *pprofServer // nil without --pprof-addr
 	boot  *bootServer  // answers /readyz while start-up waits; nil once serving
@@ -384,7 +388,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 			MinInSync:  cfg.MinInSync,
 			LagTimeout: cfg.ReplicaLagTimeout,
 		},
-		Jobs: stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, Retention: cfg.RetentionInterval},
+		Jobs: stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, KeyCompaction: cfg.KeyCompactionInterval, Retention: cfg.RetentionInterval},
 		Tier: stream.TierConfig{
 			Tier:         n.tier,
 			Manifests:    n.reg,
@@ -459,6 +463,7 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 		cluster: httpx.Allow(http.HandlerFunc(n.clusterInfo), http.MethodGet, http.MethodHead),
 		groups:  httpx.Allow(http.HandlerFunc(n.kafkaGroups), http.MethodGet, http.MethodHead),
 		console: httpx.Allow(console.Handler(), http.MethodGet, http.MethodHead),
+		sysNode: httpx.Allow(http.HandlerFunc(n.nodeInfo), http.MethodGet, http.MethodHead),
 		replica: n.repl.Route(http.NotFoundHandler()), // serves every /_sys/replica/ path itself
 	}
 	var proto http.Handler
@@ -475,6 +480,8 @@ func (n *Node) serveHTTP(ctx context.Context) error {
 			MaxRecordBytes: cfg.MaxRecordBytes, MaxBatchRecords: cfg.MaxBatchRecords,
 			SSETimeout: cfg.SSETimeout, Logger: log})
 	}
+	n.peers = newPeerClient(cfg.LongPollTimeout + 5*time.Second)
+	own.follow = httpx.Allow(n.follow(proto), http.MethodGet, http.MethodHead)
 	// One table of reserved routes for routing and authorisation.
 	router := newRouteTable(cfg.Protocol, own, proto)
 	var inner http.Handler = newAppendBudget(cfg.MaxInflightAppendBytes, cfg.MaxAppendBytes).wrap(router)

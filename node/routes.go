@@ -47,6 +47,8 @@ var (
 // classify.
 type nodeHandlers struct {
 	healthz, readyz, metrics, drain, cluster, groups, console http.Handler
+	sysNode                                                   http.Handler // /_sys/node: the node's figures
+	follow                                                    http.Handler // /_sys/follow/…: reads through this node (Pico)
 	replica                                                   http.Handler // /_sys/replica/…, node/replication
 }
 
@@ -72,6 +74,14 @@ func newRouteTable(protocol string, h nodeHandlers, proto http.Handler) *routeTa
 		// Consumer groups reveal topic names and lag: the same as
 		// listing every stream (read on "/").
 		{path: "/_sys/groups", need: func(*http.Request) access { return access{level: auth.Read, name: "/"} }, serve: h.groups},
+		// A node's own figures (the Cluster page asks every node); the
+		// heads of named streams are offsets, read on "/" like groups.
+		{path: "/_sys/node", need: func(r *http.Request) access {
+			if r.URL.Query().Has("head") {
+				return access{level: auth.Read, name: "/"}
+			}
+			return access{}
+		}, serve: h.sysNode},
 		{path: "/_console", need: needPublic, serve: h.console},
 		{path: console.Prefix, prefix: true, need: needPublic, serve: h.console},
 		// Replication between nodes: the cluster secret, checked by
@@ -87,6 +97,12 @@ func newRouteTable(protocol string, h nodeHandlers, proto http.Handler) *routeTa
 				}
 				return access{level: auth.Read, name: prefix}
 			}},
+			// A read of a stream through this node, which fetches it
+			// from the owner when it does not serve it (node/follow.go):
+			// the same access as the read itself.
+			route{path: followPrefix, prefix: true, need: func(r *http.Request) access {
+				return access{level: auth.Read, name: followName(r.URL.Path)}
+			}, serve: h.follow},
 			route{path: wire.PathStreams + "/", prefix: true, need: func(r *http.Request) access {
 				name := strings.TrimPrefix(r.URL.Path, wire.PathStreams)
 				if r.Method == http.MethodGet || r.Method == http.MethodHead {

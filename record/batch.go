@@ -119,6 +119,11 @@ func (h BatchHeader) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffs
 // Size is the whole batch's size in bytes, header included.
 func (h BatchHeader) Size() int { return lengthOverhead + int(h.Length) }
 
+// Dense reports whether the batch holds one record per offset of its span,
+// at least one: the shape of every batch a producer writes (Kafka refuses
+// others on produce). Only compaction makes batches that are not dense.
+func (h BatchHeader) Dense() bool { return h.NumRecords >= 1 && h.LastOffsetDelta == h.NumRecords-1 }
+
 // ParseHeader decodes the fixed header at the start of b and checks that it is
 // self-consistent. It looks at nothing past HeaderSize, so it is the cheap
 // first look a reader takes at stored data; Validate adds the size and CRC
@@ -128,9 +133,11 @@ func (h BatchHeader) Size() int { return lengthOverhead + int(h.Length) }
 //   - at least HeaderSize bytes (ErrTruncated); magic 2 (ErrBadMagic, checked
 //     first so an old-format message set is named as such even when short)
 //   - codec 0-4 (ErrUnsupportedCodec)
-//   - batchLength covers at least the header; numRecords >= 1 and
-//     lastOffsetDelta == numRecords-1, the rule Kafka applies to produced
-//     batches, which is what lets offsets be assigned from the header alone
+//   - batchLength covers at least the header; numRecords >= 0 and
+//     lastOffsetDelta >= max(numRecords-1, 0): a compacted batch keeps its
+//     offset span with fewer records, or none (Kafka's cleaner does the
+//     same). Produced batches must also be Dense, which the produce paths
+//     check
 //   - baseOffset >= 0 and baseOffset+lastOffsetDelta does not overflow
 //   - an uncompressed batch is long enough to hold numRecords minimal records
 //   - a transactional batch has a producer id, as Kafka requires
@@ -171,13 +178,13 @@ func ParseHeader(b []byte) (BatchHeader, error) {
 		return h, headerError(ErrCorrupt, offLength,
 			fmt.Sprintf("batch length %d is shorter than the %d-byte header", h.Length, HeaderSize-lengthOverhead))
 	}
-	if h.NumRecords < 1 {
+	if h.NumRecords < 0 {
 		return h, headerError(ErrCorrupt, offNumRecords,
-			fmt.Sprintf("record count %d, want at least 1", h.NumRecords))
+			fmt.Sprintf("record count %d, want at least 0", h.NumRecords))
 	}
-	if h.LastOffsetDelta != h.NumRecords-1 {
+	if h.LastOffsetDelta < 0 || h.LastOffsetDelta < h.NumRecords-1 {
 		return h, headerError(ErrCorrupt, offLastOffsetDelta,
-			fmt.Sprintf("last offset delta %d does not match record count %d", h.LastOffsetDelta, h.NumRecords))
+			fmt.Sprintf("last offset delta %d cannot hold %d records", h.LastOffsetDelta, h.NumRecords))
 	}
 	if h.BaseOffset < 0 || h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta) {
 		return h, headerError(ErrCorrupt, offBaseOffset,

@@ -74,12 +74,13 @@ func TestParseHeaderRejects(t *testing.T) {
 		{"codec 7", func(b []byte) []byte { b[22] |= 7; return b }, ErrUnsupportedCodec, 21},
 		{"length below header", func(b []byte) []byte { be.PutUint32(b[8:], 48); return b }, ErrCorrupt, 8},
 		{"negative length", func(b []byte) []byte { be.PutUint32(b[8:], math.MaxUint32); return b }, ErrCorrupt, 8},
-		{"zero records", func(b []byte) []byte {
+		{"zero records and a negative span", func(b []byte) []byte {
 			be.PutUint32(b[57:], 0)
 			be.PutUint32(b[23:], math.MaxUint32)
 			return b
-		}, ErrCorrupt, 57},
-		{"last offset delta disagrees with count", func(b []byte) []byte { be.PutUint32(b[23:], 5); return b }, ErrCorrupt, 23},
+		}, ErrCorrupt, 23},
+		{"negative record count", func(b []byte) []byte { be.PutUint32(b[57:], math.MaxUint32); return b }, ErrCorrupt, 57},
+		{"more records than offsets", func(b []byte) []byte { be.PutUint32(b[57:], be.Uint32(b[23:])+2); return b }, ErrCorrupt, 23},
 		{"negative base offset", func(b []byte) []byte { be.PutUint64(b[0:], math.MaxUint64); return b }, ErrCorrupt, 0},
 		{"last offset overflows", func(b []byte) []byte { be.PutUint64(b[0:], math.MaxInt64-1); return b }, ErrCorrupt, 0},
 		{"more records than bytes", func(b []byte) []byte {

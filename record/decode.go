@@ -11,8 +11,8 @@ import (
 //
 // Decoding is strict because a batch that decodes here is served to HTTP
 // readers as authoritative data: the number of records must equal numRecords,
-// record i must carry offset delta i (Kafka rejects anything else on produce,
-// and PicoMQ never compacts), every length and varint must stay inside its
+// offset deltas ascend strictly within the batch's span (record i of a dense
+// batch carries delta i; a compacted batch has gaps), every length and varint must stay inside its
 // record, each record's length prefix must match its fields exactly, and no
 // bytes may follow the last record.
 //
@@ -65,6 +65,8 @@ type recordDecoder struct {
 	// bytes a string already points at are never written again, even when
 	// append moves later keys to a new array.
 	keys []byte
+	// prevDelta is the previous record's offset delta.
+	prevDelta int32
 	// prev is the previous record's headers. Producers tend to put the same
 	// header keys on every record in the same order, so header j's key is
 	// usually prev[j].Key and can be shared instead of copied.
@@ -113,9 +115,12 @@ func (d *recordDecoder) record(rec *Record, i, pos int) (int, error) {
 	if st != varintOK {
 		return 0, d.varintError(i, p, "offset delta", st)
 	}
-	if offDelta != int32(i) {
-		return 0, d.errorf(i, p, "offset delta %d, want %d", offDelta, i)
+	// Offsets ascend within the batch's span: one per record in a
+	// produced (dense) batch, with gaps after compaction.
+	if offDelta < int32(i) || offDelta > d.h.LastOffsetDelta-int32(int(d.h.NumRecords)-1-i) || (i > 0 && offDelta <= d.prevDelta) {
+		return 0, d.errorf(i, p, "offset delta %d out of order (record %d of %d, last delta %d)", offDelta, i, d.h.NumRecords, d.h.LastOffsetDelta)
 	}
+	d.prevDelta = offDelta
 	p = q
 	key, p, err := d.bytesField(b, i, p, "key")
 	if err != nil {

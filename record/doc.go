@@ -38,7 +38,8 @@
 //	      +--------+-----------------+---------+---------------+--------+-------+
 //	  codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
 //	  tsType: 0 CreateTime (producer clock), 1 LogAppendTime (broker clock)
-//	  deleteHorizonMs: set by Kafka's log cleaner (KIP-534); PicoMQ never compacts
+//	  deleteHorizonMs: set by Kafka's log cleaner (KIP-534); PicoMQ's compactor
+//	    never sets it (tombstones age by their own timestamp, docs/storage.md)
 //
 // Records follow the header back to back (after decompression, when the
 // batch is compressed). Varints use zigzag encoding, as protobuf's sint32 and

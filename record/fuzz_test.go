@@ -82,9 +82,19 @@ func checkDecode(t *testing.T, data []byte) {
 		t.Fatalf("%d records decoded, header says %d", len(recs), h.NumRecords)
 	}
 	for i, r := range recs {
-		if r.Offset != h.BaseOffset+int64(i) {
-			t.Fatalf("record %d: offset %d, want %d", i, r.Offset, h.BaseOffset+int64(i))
+		if r.Offset < h.BaseOffset+int64(i) || r.Offset > h.LastOffset() || (i > 0 && r.Offset <= recs[i-1].Offset) {
+			t.Fatalf("record %d: offset %d outside [%d, %d] or not ascending", i, r.Offset, h.BaseOffset, h.LastOffset())
 		}
+	}
+	if h.Dense() {
+		for i, r := range recs {
+			if r.Offset != h.BaseOffset+int64(i) {
+				t.Fatalf("dense batch, record %d: offset %d, want %d", i, r.Offset, h.BaseOffset+int64(i))
+			}
+		}
+	}
+	if len(recs) == 0 {
+		return // an empty (compacted) batch: nothing to re-encode
 	}
 	again := AppendBatch(nil, BatchOptions{BaseOffset: h.BaseOffset, Timestamp: h.MaxTimestamp, ProducerID: -1}, recs)
 	recs2, err := DecodeRecords(again, nil)
@@ -132,6 +142,12 @@ func fuzzSeeds(t testing.TB) (decode, split map[string][]byte) {
 		"valid-zstd-streamed":         buildKmsg(t, stream),
 		"valid-control-transactional": buildKmsg(t, control),
 	}
+	gappy, _, err := FilterBatch(nil, decode["valid-gzip"], func(r *Record) bool { return r.Value == nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode["valid-compacted-gap"] = gappy
+	decode["valid-compacted-empty"] = AppendEmptyBatch(nil, 40, 49, 1_700_000_000_000)
 	badCRC := bytes.Clone(decode["valid-kmsg-createtime"])
 	badCRC[len(badCRC)-1] ^= 0x40
 	decode["invalid-bad-crc"] = badCRC

@@ -200,9 +200,46 @@ func parsePatch(body []byte) (stream.ConfigChange, error) {
 			default:
 				ch.TrimBefore = &n
 			}
+		case "compaction":
+			c, err := parsePatchCompaction(raw)
+			if err != nil {
+				return ch, err
+			}
+			ch.Compaction = c
 		default:
-			return ch, fmt.Errorf("unknown field %q (kafkaTopic, retentionMs, retentionBytes, trimBefore)", k)
+			return ch, fmt.Errorf("unknown field %q (kafkaTopic, retentionMs, retentionBytes, trimBefore, compaction)", k)
 		}
 	}
 	return ch, nil
+}
+
+// parsePatchCompaction reads PATCH's "compaction": null turns compaction
+// off; an object of Kafka topic configs (string or number values) is
+// applied to the stream's current setting.
+func parsePatchCompaction(raw json.RawMessage) (*stream.CompactionChange, error) {
+	if string(raw) == "null" {
+		return &stream.CompactionChange{Configs: map[string]string{stream.ConfigCleanupPolicy: stream.PolicyDelete}}, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return nil, errors.New("compaction: want an object of Kafka topic configs or null")
+	}
+	configs := make(map[string]string, len(fields))
+	for name, v := range fields {
+		if !stream.IsCompactionConfig(name) {
+			return nil, fmt.Errorf("compaction: %q is not a compaction config", name)
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			var n json.Number
+			d := json.NewDecoder(bytes.NewReader(v))
+			d.UseNumber()
+			if err := d.Decode(&n); err != nil {
+				return nil, fmt.Errorf("compaction: %s: want a string or a number", name)
+			}
+			s = n.String()
+		}
+		configs[name] = s
+	}
+	return &stream.CompactionChange{Configs: configs}, nil
 }

@@ -236,3 +236,48 @@ func TestRetentionByTimeAndSize(t *testing.T) {
 	s.restart()
 	wantHeader(t, s.do("HEAD", "/rs", nil), wire.HeaderStartOffset, "9", "after restart")
 }
+
+// TestCompactionSetting: a stream becomes compacted by key at create
+// (Pico-Compaction, Kafka config names) or by PATCH "compaction"; the
+// description lists the resolved settings; bad values are 400s; null
+// turns compaction off.
+func TestCompactionSetting(t *testing.T) {
+	s := newServer(t, Config{}, stream.Config{})
+	s.create("/kv/1", "text/plain", wire.HeaderCompaction, "cleanup.policy=compact,delete; min.compaction.lag.ms=10")
+	var d streamJSON
+	s.do("GET", "/_streams/kv/1", nil).json(t, &d)
+	if d.Compaction["cleanup.policy"] != "compact,delete" || d.Compaction["min.compaction.lag.ms"] != "10" ||
+		d.Compaction["delete.retention.ms"] != "86400000" {
+		t.Fatalf("created compaction %v", d.Compaction)
+	}
+	for _, bad := range []string{"cleanup.policy=shred", "min.cleanable.dirty.ratio=2", "retention.ms=1", "compact"} {
+		wantError(t, s.do("PUT", "/kv/bad", nil, wire.HeaderCompaction, bad), 400, wire.CodeBadRequest, "create with "+bad)
+	}
+	patch := func(body string) resp {
+		return s.do("PATCH", "/_streams/kv/2", []byte(body), "Content-Type", wire.MediaMergePatch)
+	}
+	s.create("/kv/2", "text/plain")
+	r := patch(`{"compaction":{"cleanup.policy":"compact","delete.retention.ms":0,"min.cleanable.dirty.ratio":"0.1"}}`)
+	wantStatus(t, r, 200, "patch compaction")
+	d = streamJSON{}
+	r.json(t, &d)
+	if d.Compaction["cleanup.policy"] != "compact" || d.Compaction["delete.retention.ms"] != "0" || d.Compaction["min.cleanable.dirty.ratio"] != "0.1" {
+		t.Fatalf("patched compaction %v", d.Compaction)
+	}
+	// A later PATCH of one config keeps the others.
+	r = patch(`{"compaction":{"segment.ms":5000}}`)
+	d = streamJSON{}
+	r.json(t, &d)
+	if d.Compaction["segment.ms"] != "5000" || d.Compaction["delete.retention.ms"] != "0" {
+		t.Fatalf("second patch %v", d.Compaction)
+	}
+	for _, bad := range []string{`{"compaction":{"cleanup.policy":"x"}}`, `{"compaction":{"retention.ms":1}}`, `{"compaction":[]}`, `{"compaction":{"segment.ms":0}}`} {
+		wantError(t, patch(bad), 400, wire.CodeBadRequest, "patch "+bad)
+	}
+	r = patch(`{"compaction":null}`)
+	d = streamJSON{}
+	r.json(t, &d)
+	if d.Compaction != nil {
+		t.Fatalf("compaction after null %v", d.Compaction)
+	}
+}

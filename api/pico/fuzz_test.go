@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/PicoMQ/picomq/node/stream"
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/sdk/wire/codec"
@@ -179,6 +180,26 @@ func FuzzNegotiation(f *testing.F) {
 		}
 		if p != nil && !strings.HasPrefix(p.ID, producerNamespace) {
 			t.Fatalf("producer id %q not namespaced", p.ID)
+		}
+	})
+}
+
+// FuzzParseCompactionHeader: Pico-Compaction never panics the parser; a
+// value it accepts describes itself back (the describe form, rendered as
+// a header) to the same settings.
+func FuzzParseCompactionHeader(f *testing.F) {
+	f.Fuzz(func(t *testing.T, v string) {
+		c, err := parseCompactionHeader(v)
+		if err != nil || c == nil {
+			return
+		}
+		var parts []string
+		for _, kv := range stream.CompactionConfigs(c) {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+		again, err := parseCompactionHeader(strings.Join(parts, "; "))
+		if err != nil || again == nil || *again != *c {
+			t.Fatalf("%q parsed to %+v, its description %q to %+v (%v)", v, *c, strings.Join(parts, "; "), again, err)
 		}
 	})
 }

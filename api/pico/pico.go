@@ -155,11 +155,22 @@ type streamJSON struct {
 	// Durability is the ack level the stream was created with; omitted
 	// when it follows the node's --durability.
 	Durability string `json:"durability,omitempty"`
+	// Compaction lists a compacted stream's settings under Kafka's config
+	// names; omitted when the stream is not compacted.
+	Compaction map[string]string `json:"compaction,omitempty"`
 }
 
 func describe(info stream.Info) streamJSON {
+	var compaction map[string]string
+	if info.Compaction != nil {
+		compaction = map[string]string{}
+		for _, c := range stream.CompactionConfigs(info.Compaction) {
+			compaction[c[0]] = c[1]
+		}
+	}
 	return streamJSON{
-		Name: info.Name, ID: info.ID, ContentType: info.ContentType, CreatedAt: info.CreatedAt,
+		Compaction: compaction,
+		Name:       info.Name, ID: info.ID, ContentType: info.ContentType, CreatedAt: info.CreatedAt,
 		KafkaTopic: info.KafkaTopic, RetentionMs: info.RetentionMs, RetentionBytes: info.RetentionBytes,
 		StartOffset: info.StartOffset, NextOffset: info.NextOffset, Closed: info.Closed, Owner: info.Owner,
 		Durability: info.Durability,
@@ -222,6 +233,12 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, name string) {
 		httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
 		return
 	}
+	if v, ok := headerValue(r.Header, wire.HeaderCompaction); ok {
+		if opts.Compaction, err = parseCompactionHeader(v); err != nil {
+			httpx.WriteError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+			return
+		}
+	}
 	if src, ok := headerValue(r.Header, wire.HeaderForkSource); ok {
 		opts.Fork = &stream.ForkOptions{Source: src, Offset: -1}
 		if at, set, err := parseNonNegativeHeader(r.Header, wire.HeaderForkOffset); err != nil {
@@ -273,4 +290,34 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// parseCompactionHeader reads Pico-Compaction: "name=value" Kafka topic
+// configs separated by commas or semicolons. cleanup.policy's own value
+// may hold a comma ("compact,delete"): a part without "=" continues the
+// previous value.
+func parseCompactionHeader(v string) (*stream.Compaction, error) {
+	configs := map[string]string{}
+	last := ""
+	for _, part := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' }) {
+		part = strings.TrimSpace(part)
+		name, value, ok := strings.Cut(part, "=")
+		switch {
+		case ok:
+			name = strings.TrimSpace(name)
+			if !stream.IsCompactionConfig(name) {
+				return nil, fmt.Errorf("%s: %q is not a compaction config", wire.HeaderCompaction, name)
+			}
+			configs[name], last = strings.TrimSpace(value), name
+		case last != "" && part != "":
+			configs[last] += "," + part
+		case part != "":
+			return nil, fmt.Errorf("%s: want name=value pairs, got %q", wire.HeaderCompaction, part)
+		}
+	}
+	c, err := stream.ParseCompaction(nil, configs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", wire.HeaderCompaction, err)
+	}
+	return c, nil
 }

@@ -14,7 +14,10 @@ import (
 // manifests by one in a single transaction.
 type Manifest struct {
 	// Key is the manifest's etcd key (set by Manifests; ignored on commit).
-	Key       string           `json:"-"`
+	Key string `json:"-"`
+	// Rev is the manifest's etcd mod revision (set by Manifests; a
+	// SwapManifests condition).
+	Rev       int64            `json:"-"`
 	Node      string           `json:"node"`
 	Seq       uint64           `json:"seq"`
 	Object    string           `json:"object"`

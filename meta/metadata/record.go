@@ -53,7 +53,21 @@ const (
 	fDeleting       = 21
 	fReplicas       = 22
 	fMinInSync      = 23
-	fLogAppendTime  = 40 // 24-39 left for other stream settings
+	fLogAppendTime  = 40 // a bool; 31-39 left for other stream settings
+	// 24-29 left for other stream settings; compaction is a nested message.
+	fCompaction = 30 // embedded message, fields fCompaction*
+)
+
+// Field numbers of a stream's key-compaction settings (StreamCompaction),
+// nested in fCompaction. Every value is stored resolved (defaults filled
+// in at create), so an absent field is a zero value, not "the default".
+const (
+	fCompactionDelete          = 1
+	fCompactionDeleteRetention = 2
+	fCompactionMinLag          = 3
+	fCompactionMaxLag          = 4
+	fCompactionSegment         = 5
+	fCompactionDirtyPPM        = 6 // min.cleanable.dirty.ratio in millionths
 )
 
 // Field numbers of a fork (StreamFork), nested in fFork.
@@ -161,6 +175,18 @@ func encodeStream(s Stream) []byte {
 	b = appendInt(b, fMinInSync, s.MinInSync)
 	if s.LogAppendTime {
 		b = appendBool(b, fLogAppendTime, true)
+	}
+	if c := s.Compaction; c != nil {
+		// Written even when every field is zero: presence is the setting.
+		cb := make([]byte, 0, 32)
+		cb = appendBool(cb, fCompactionDelete, c.Delete)
+		cb = appendInt(cb, fCompactionDeleteRetention, c.DeleteRetentionMs)
+		cb = appendInt(cb, fCompactionMinLag, c.MinLagMs)
+		cb = appendInt(cb, fCompactionMaxLag, c.MaxLagMs)
+		cb = appendInt(cb, fCompactionSegment, c.SegmentMs)
+		cb = appendInt(cb, fCompactionDirtyPPM, c.MinDirtyRatioPPM)
+		b = protowire.AppendTag(b, fCompaction, protowire.BytesType)
+		b = protowire.AppendBytes(b, cb)
 	}
 	return b
 }
@@ -276,6 +302,12 @@ func decodeStreamValue(name string, value []byte) (Stream, error) {
 			s.MinInSync = int64(v)
 		case fLogAppendTime:
 			s.LogAppendTime = v != 0
+		case fCompaction:
+			c, err := decodeCompaction(data)
+			if err != nil {
+				return fmt.Errorf("compaction: %w", err)
+			}
+			s.Compaction = c
 		}
 		return nil
 	})
@@ -327,6 +359,31 @@ func decodeFork(b []byte) (*StreamFork, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+func decodeCompaction(b []byte) (*StreamCompaction, error) {
+	c := &StreamCompaction{}
+	err := walkFields(b, func(num protowire.Number, v uint64, _ []byte) error {
+		switch num {
+		case fCompactionDelete:
+			c.Delete = v != 0
+		case fCompactionDeleteRetention:
+			c.DeleteRetentionMs = int64(v)
+		case fCompactionMinLag:
+			c.MinLagMs = int64(v)
+		case fCompactionMaxLag:
+			c.MaxLagMs = int64(v)
+		case fCompactionSegment:
+			c.SegmentMs = int64(v)
+		case fCompactionDirtyPPM:
+			c.MinDirtyRatioPPM = int64(v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func EncodeTopicEntry(e TopicEntry) []byte {

@@ -22,6 +22,9 @@ func recordExamples() []Stream {
 			Fork:     &StreamFork{Source: "/src", SourceID: 3, Offset: 10, SubOffset: 5, End: 11, LastBytes: 2},
 			ForkRefs: 2, SoftDeleted: true, Deleting: true},
 		{Name: "/zero", ID: 1, ExpiresAt: &time.Time{}, Fork: &StreamFork{}},
+		{Name: "/connect-configs", ID: 8, CreatedAt: created, Epoch: 1, Compaction: &StreamCompaction{Delete: true,
+			DeleteRetentionMs: 1000, MinLagMs: 5, MaxLagMs: 60_000, SegmentMs: 100, MinDirtyRatioPPM: 10_000}},
+		{Name: "/compact-zero", ID: 9, Compaction: &StreamCompaction{}},
 		{Name: "/neg", ID: 2, CreatedAt: time.Unix(-5, 7).UTC(), StartOffset: -1, Epoch: -3},
 	}
 }

@@ -30,6 +30,9 @@ func TestWriteSamples(t *testing.T) {
 		ForkRefs: 2, SoftDeleted: true, Deleting: true}
 	derived := Stream{Name: sampleDerivedName, ID: 100001, ContentType: "application/octet-stream",
 		CreatedAt: created, Owner: "node-a", Epoch: 1, KafkaTopic: "density.s-0000001"}
+	compacted := Stream{Name: sampleCompactedName, ID: 8, ContentType: "application/vnd.kafka", CreatedAt: created,
+		Owner: "node-a", Epoch: 1, KafkaTopic: "connect-configs", Compaction: &StreamCompaction{Delete: true,
+			DeleteRetentionMs: 86_400_000, MinLagMs: 1000, MaxLagMs: 60_000, SegmentMs: 604_800_000, MinDirtyRatioPPM: 500_000}}
 	// Earlier versions stored the JSON form of the same type.
 	legacy, err := json.Marshal(Stream{Name: sampleStreamName, ID: 5, ContentType: "application/json",
 		CreatedAt: created, Owner: "n1", Epoch: 2, KafkaTopic: "legacy", RetentionMs: 60_000, StartOffset: 3})
@@ -60,14 +63,15 @@ func TestWriteSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, b := range map[string][]byte{
-		"stream-record.bin":         encodeStream(full),
-		"stream-record-derived.bin": encodeStream(derived),
-		"stream-record-legacy.json": legacy,
-		"topic-entry.bin":           EncodeTopicEntry(TopicEntry{Stream: "/a/b", ID: 9}),
-		"topic-entry-legacy.json":   topicLegacy,
-		"manifest.json":             manifest,
-		"member.json":               member,
-		"reservation.json":          reservation,
+		"stream-record.bin":           encodeStream(full),
+		"stream-record-derived.bin":   encodeStream(derived),
+		"stream-record-compacted.bin": encodeStream(compacted),
+		"stream-record-legacy.json":   legacy,
+		"topic-entry.bin":             EncodeTopicEntry(TopicEntry{Stream: "/a/b", ID: 9}),
+		"topic-entry-legacy.json":     topicLegacy,
+		"manifest.json":               manifest,
+		"member.json":                 member,
+		"reservation.json":            reservation,
 	} {
 		if err := os.WriteFile(filepath.Join("testdata", "formats", name), b, 0o644); err != nil {
 			t.Fatal(err)

@@ -15,8 +15,9 @@ import (
 // makes a sample stop decoding to what earlier versions meant by it.
 
 const (
-	sampleStreamName  = "/orders/eu"
-	sampleDerivedName = "/density/s-0000001"
+	sampleStreamName    = "/orders/eu"
+	sampleDerivedName   = "/density/s-0000001"
+	sampleCompactedName = "/connect-configs"
 )
 
 func readSample(t *testing.T, name string) []byte {
@@ -73,6 +74,28 @@ func TestSampleStreamRecord(t *testing.T) {
 	check(t, "ForkRefs", s.ForkRefs, 2)
 	check(t, "SoftDeleted", s.SoftDeleted, true)
 	check(t, "Deleting", s.Deleting, true)
+}
+
+// TestSampleStreamRecordCompacted: a compacted stream's settings
+// (cleanup.policy=compact,delete and the Kafka configs that tune it) read
+// back field by field.
+func TestSampleStreamRecordCompacted(t *testing.T) {
+	s, err := decodeStreamValue(sampleCompactedName, readSample(t, "stream-record-compacted.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "ID", s.ID, 8)
+	check(t, "KafkaTopic", s.KafkaTopic, "connect-configs")
+	if s.Compaction == nil {
+		t.Fatal("Compaction = nil")
+	}
+	c := *s.Compaction
+	check(t, "Delete", c.Delete, true)
+	check(t, "DeleteRetentionMs", c.DeleteRetentionMs, 86_400_000)
+	check(t, "MinLagMs", c.MinLagMs, 1000)
+	check(t, "MaxLagMs", c.MaxLagMs, 60_000)
+	check(t, "SegmentMs", c.SegmentMs, 604_800_000)
+	check(t, "MinDirtyRatioPPM", c.MinDirtyRatioPPM, 500_000)
 }
 
 // TestSampleStreamRecordDerivedTopic: a topic alias derived from the name

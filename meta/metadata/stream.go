@@ -70,6 +70,28 @@ type Stream struct {
 	// take a reference on a stream that is neither SoftDeleted nor
 	// Deleting, so a fork can never reference a stream being removed.
 	Deleting bool `json:"deleting,omitempty"`
+	// Compaction, when set, makes the stream a compacted one (Kafka's
+	// cleanup.policy=compact): node/stream/keycompact.go keeps the latest
+	// record per key of its object-stored data. nil: never compacted by key.
+	Compaction *StreamCompaction `json:"compaction,omitempty"`
+}
+
+// StreamCompaction is a compacted stream's settings, Kafka's topic configs
+// of the same names, stored resolved (defaults filled in by the stream
+// service at create).
+type StreamCompaction struct {
+	// Delete: cleanup.policy=compact,delete, retention limits apply too.
+	Delete bool `json:"delete,omitempty"`
+	// DeleteRetentionMs: delete.retention.ms, how long a tombstone stays.
+	DeleteRetentionMs int64 `json:"deleteRetentionMs,omitempty"`
+	// MinLagMs, MaxLagMs: min/max.compaction.lag.ms (MaxLagMs 0 = none).
+	MinLagMs int64 `json:"minLagMs,omitempty"`
+	MaxLagMs int64 `json:"maxLagMs,omitempty"`
+	// SegmentMs: segment.ms, the longest a record waits to become
+	// compactable (uploaded to object storage).
+	SegmentMs int64 `json:"segmentMs,omitempty"`
+	// MinDirtyRatioPPM: min.cleanable.dirty.ratio in millionths.
+	MinDirtyRatioPPM int64 `json:"minDirtyRatioPPM,omitempty"`
 }
 
 // StreamFork is where a fork's inherited history comes from.

@@ -47,6 +47,20 @@ type ConfigChange struct {
 	// TrimBefore moves the start offset forward to this offset (at most
 	// the next offset); a value at or below the current start is a no-op.
 	TrimBefore *int64
+	// Compaction, when non-nil, replaces the compaction setting: with
+	// Configs, the Kafka-named configs to apply to the current one
+	// (ParseCompaction; cleanup.policy=delete turns compaction off).
+	Compaction *CompactionChange
+}
+
+// CompactionChange is a set of compaction configs (Kafka names and value
+// syntax), applied in one conditional registry write so concurrent
+// changes of different configs do not undo each other.
+type CompactionChange struct {
+	Configs map[string]string
+	// Reset starts from "not compacted" instead of the stream's current
+	// setting (Kafka's non-incremental AlterConfigs replaces every config).
+	Reset bool
 }
 
 // checkTrimmed answers reads below the start offset. Data below it may
@@ -89,6 +103,12 @@ func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (
 			return Info{}, fmt.Errorf("%w: cannot trim %s before %d, its next offset is %d", ErrOffsetOutOfRange, name, *ch.TrimBefore, hwm)
 		}
 	}
+	if ch.Compaction != nil {
+		// Validated before the write, so a bad value is refused as such.
+		if _, err := ParseCompaction(nil, ch.Compaction.Configs); err != nil {
+			return Info{}, err
+		}
+	}
 	id := st.info.ID
 	stored, err := s.updateRecord(ctx, name, func(m *metadata.Stream) error {
 		if m.ID != id {
@@ -108,6 +128,17 @@ func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (
 		}
 		if ch.LogAppendTime != nil {
 			m.LogAppendTime = *ch.LogAppendTime
+		}
+		if ch.Compaction != nil {
+			base := compactionFromMeta(m.Compaction)
+			if ch.Compaction.Reset {
+				base = nil
+			}
+			c, err := ParseCompaction(base, ch.Compaction.Configs)
+			if err != nil {
+				return err
+			}
+			m.Compaction = compactionToMeta(c)
 		}
 		if ch.TrimBefore != nil {
 			if floor := s.forkFloor(m.ID); *ch.TrimBefore > floor {
@@ -134,6 +165,7 @@ func (st *streamState) applyConfig(m metadata.Stream) {
 	st.info.RetentionBytes = m.RetentionBytes
 	st.info.MaxBatchBytes = m.MaxBatchBytes
 	st.info.LogAppendTime = m.LogAppendTime
+	st.info.Compaction = m.Compaction
 	st.info.StartOffset = max(st.info.StartOffset, m.StartOffset)
 	st.mu.Unlock()
 }

@@ -132,12 +132,29 @@ type compactRange struct {
 	order int
 }
 
+// span is the offsets [lo, hi) a run holds of one stream.
+type span struct{ lo, hi int64 }
+
+// extend returns sp grown by [first, next) if that range touches it.
+func (sp span) extend(first, next int64) (span, bool) {
+	switch {
+	case first == sp.hi:
+		return span{sp.lo, next}, true
+	case next == sp.lo:
+		return span{first, sp.hi}, true
+	}
+	return sp, false
+}
+
 // chooseRun picks the oldest run of mine whose live streams are all served
 // here and contiguous per stream within the run, bounded by cfg.MaxRun and
-// cfg.TargetBytes, and returns it with its live ranges per stream.
+// cfg.TargetBytes, and returns it with its live ranges per stream. A
+// stream's ranges need not come in offset order: key compaction commits
+// a stream's compacted older range in a manifest newer than those holding
+// its later ranges (keycompact.go).
 func (s *Service) chooseRun(mine []metadata.Manifest, startOf map[uint64]int64, cfg CompactConfig) ([]metadata.Manifest, map[uint64][]compactRange) {
 	per := map[uint64][]compactRange{}
-	lastNext := map[uint64]int64{} // end of the last data range taken per stream
+	lastNext := map[uint64]span{} // the offsets of the data ranges taken per stream
 	var run []metadata.Manifest
 	var size int64
 	for i, m := range mine {
@@ -146,7 +163,7 @@ func (s *Service) chooseRun(mine []metadata.Manifest, startOf map[uint64]int64, 
 		}
 		ok := true
 		add := map[uint64][]compactRange{}
-		ends := map[uint64]int64{}
+		ends := map[uint64]span{}
 		for _, r := range m.Streams {
 			start, live := startOf[r.StreamID]
 			if !live || (r.Next <= start && r.Next > r.First) {
@@ -160,15 +177,16 @@ func (s *Service) chooseRun(mine []metadata.Manifest, startOf map[uint64]int64, 
 				break
 			}
 			if r.Next > r.First {
-				end, seen := ends[r.StreamID]
+				sp, seen := ends[r.StreamID]
 				if !seen {
-					end, seen = lastNext[r.StreamID]
+					sp, seen = lastNext[r.StreamID]
 				}
-				if seen && end != r.First {
-					ok = false // a gap (ownership moved away and back): stop the run here
-					break
+				if !seen {
+					sp = span{r.First, r.Next}
+				} else if sp, ok = sp.extend(r.First, r.Next); !ok {
+					break // a gap (ownership moved away and back): stop the run here
 				}
-				ends[r.StreamID] = r.Next
+				ends[r.StreamID] = sp
 			}
 			add[r.StreamID] = append(add[r.StreamID], compactRange{ref: refFromManifest(&m, r), state: r.State, order: i})
 		}
@@ -203,8 +221,12 @@ func (s *Service) mergeRanges(ctx context.Context, per map[uint64][]compactRange
 	for _, id := range ids {
 		u := UploadStream{StreamID: id, First: -1}
 		var newest compactRange
-		for _, r := range per[id] {
-			if r.order >= newest.order || newest.ref == nil {
+		rs := per[id]
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].ref.First < rs[j].ref.First })
+		for _, r := range rs {
+			// The newest state is the one as of the highest offset (a
+			// later manifest wins a tie: a state-only entry after data).
+			if newest.ref == nil || r.ref.Next > newest.ref.Next || (r.ref.Next == newest.ref.Next && r.order >= newest.order) {
 				newest = r
 			}
 			if r.ref.Next == r.ref.First {

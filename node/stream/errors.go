@@ -18,6 +18,9 @@ var (
 	ErrReservedName     = errors.New("stream: reserved name")
 	ErrInvalidArgument  = errors.New("stream: invalid argument")
 	ErrOffsetOutOfRange = errors.New("stream: offset out of range")
+	// ErrKeyRequired: an append of a record without a key to a compacted
+	// stream (as Kafka refuses it). An ErrInvalidArgument.
+	ErrKeyRequired = fmt.Errorf("%w: a compacted stream needs a key on every record", ErrInvalidArgument)
 	// ErrContentTypeMismatch: an append's records are of another media
 	// type than the stream's.
 	ErrContentTypeMismatch = errors.New("stream: content type mismatch")

@@ -46,7 +46,7 @@ const (
 func (s *Service) plain(m metadata.Stream) bool {
 	return (m.Owner == s.cfg.NodeID || m.Owner == "") &&
 		m.TTLSeconds == 0 && m.ExpiresAt == nil && m.Fork == nil && m.ForkRefs == 0 &&
-		!m.SoftDeleted && !m.Deleting && m.RetentionMs == 0 && m.RetentionBytes == 0 &&
+		!m.SoftDeleted && !m.Deleting && m.RetentionMs == 0 && m.RetentionBytes == 0 && m.Compaction == nil &&
 		m.StartOffset == 0 && !s.objectDurableRecord(m)
 }
 

@@ -1,6 +1,10 @@
 package stream
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Durability levels of a stream.
 const (
@@ -72,6 +76,8 @@ type metrics struct {
 	reserveWaits       prometheus.Counter
 	reserveWaitSeconds prometheus.Counter
 	replicationMetrics
+	// keys: key compaction (keycompact.go).
+	keys keyCompactMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -90,6 +96,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 		replicationMetrics: newReplicationMetrics(),
+		keys:               newKeyCompactMetrics(),
 	}
 	m.claims = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "picomq_stream_claims_total", Help: "Streams this node took over or adopted.",
@@ -126,6 +133,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds, m.claims, m.claimSeconds, m.handoffs, m.compactions,
 			m.gcRuns, m.gcDeleted, m.gcErrors, m.reserveTxns, m.reserveWaits, m.reserveWaitSeconds)
 		reg.MustRegister(m.replicationMetrics.collectors()...)
+		reg.MustRegister(m.keys.collectors()...)
 	}
 	return m
 }
@@ -139,6 +147,19 @@ func (s *Service) registerGauges(reg prometheus.Registerer) {
 		Name: "picomq_unflushed_bytes",
 		Help: "Bytes appended and not yet committed to object storage (the local-durability loss window).",
 	}, func() float64 { return float64(s.pending.Load()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "picomq_flush_lag_seconds",
+		Help: "Age of the oldest append not yet committed to object storage (0 when nothing waits).",
+	}, func() float64 {
+		if t := s.oldestUnflushed(); !t.IsZero() {
+			return time.Since(t).Seconds()
+		}
+		return 0
+	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "picomq_object_bytes",
+		Help: "Bytes in object storage of the ranges the streams this node owns read their history from.",
+	}, func() float64 { return float64(s.Figures().ObjectBytes) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "picomq_streams", Help: "Streams this node owns and holds (idle ones included).",
 	}, func() float64 {

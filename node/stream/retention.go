@@ -59,7 +59,7 @@ func (s *Service) ApplyRetention(ctx context.Context) {
 	var todo []*streamState
 	for _, st := range s.byID {
 		st.mu.Lock()
-		has := st.info.RetentionMs > 0 || st.info.RetentionBytes > 0
+		has := (st.info.RetentionMs > 0 || st.info.RetentionBytes > 0) && retentionApplies(st.info.Compaction)
 		st.mu.Unlock()
 		if has {
 			todo = append(todo, st)

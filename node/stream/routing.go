@@ -45,6 +45,19 @@ func (e *RedirectError) Error() string {
 	return fmt.Sprintf("%v: %s is served by %s (%s)", ErrRedirect, e.Name, e.NodeID, e.URL)
 }
 
+// MovingError: the stream is being handed to another node (a drain or a
+// hand-over): its appends pause for as long as the flush and the registry
+// update take, then requests are redirected. It is ErrUnavailable (retry);
+// the Kafka frontend, whose clients learn a new leader only from a
+// rate-limited metadata refresh, waits it out instead.
+type MovingError struct{ Name string }
+
+func (e *MovingError) Error() string {
+	return fmt.Sprintf("%v: %s is moving to another node; retry", ErrUnavailable, e.Name)
+}
+
+func (e *MovingError) Unwrap() error { return ErrUnavailable }
+
 // Mismatch reports whether the serving node speaks another HTTP protocol.
 func (e *RedirectError) Mismatch() bool {
 	return e.Protocol != "" && e.Self != "" && e.Protocol != e.Self
@@ -412,7 +425,7 @@ func (s *Service) unload(st *streamState) {
 func infoFromMeta(m metadata.Stream) Info {
 	return Info{Name: m.Name, ID: m.ID, ContentType: m.ContentType, CreatedAt: m.CreatedAt, Owner: m.Owner, Epoch: m.Epoch,
 		StartOffset: m.StartOffset, KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes, MaxBatchBytes: m.MaxBatchBytes, LogAppendTime: m.LogAppendTime,
-		Durability: m.Durability, Replicas: int(m.Replicas), MinInSync: int(m.MinInSync)}
+		Durability: m.Durability, Replicas: int(m.Replicas), MinInSync: int(m.MinInSync), Compaction: compactionFromMeta(m.Compaction)}
 }
 
 // readRemote serves a read of a stream owned by another node when the

@@ -3,8 +3,35 @@ package stream
 import (
 	"fmt"
 
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
+
+// checkKeys refuses records without a key on a compacted stream: key
+// compaction keeps the latest record per key, and a keyless record has
+// none (Kafka refuses them on a compacted topic). A raw Kafka batch is
+// decoded for this, on compacted streams only; a control batch carries
+// no data.
+func checkKeys(name string, req AppendRequest) error {
+	for i := range req.Records {
+		if req.Records[i].Key == nil {
+			return fmt.Errorf("%w: record %d of the append to %s has none", ErrKeyRequired, i, name)
+		}
+	}
+	if req.Batch == nil || req.Control {
+		return nil
+	}
+	recs, err := record.DecodeRecords(req.Batch, nil)
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		if recs[i].Key == nil {
+			return fmt.Errorf("%w: record at offset delta %d of the batch to %s has none", ErrKeyRequired, i, name)
+		}
+	}
+	return nil
+}
 
 // checkRecords applies the stream's content rules to an append, whatever
 // protocol it came on: the records' media type must be the stream's, and a
@@ -16,10 +43,15 @@ import (
 // append itself, which answers every append to it alike.
 func (st *streamState) checkRecords(req AppendRequest) error {
 	st.mu.Lock()
-	ct, closed := st.info.ContentType, st.closed
+	ct, closed, compacted := st.info.ContentType, st.closed, st.info.Compaction != nil
 	st.mu.Unlock()
 	if closed {
 		return nil
+	}
+	if compacted {
+		if err := checkKeys(st.info.Name, req); err != nil {
+			return err
+		}
 	}
 	if req.ContentType != "" && !SameContentType(req.ContentType, ct) {
 		return fmt.Errorf("%w: stream %s holds %q; the records are %q", ErrContentTypeMismatch, st.info.Name, ct, req.ContentType)

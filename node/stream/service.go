@@ -117,7 +117,11 @@ type Config struct {
 type JobIntervals struct {
 	GC         time.Duration // object garbage collection (default 1m)
 	Compaction time.Duration // merging flush objects (default 10s)
-	Retention  time.Duration // retention by age and size (default 10s)
+	// KeyCompaction: how often compacted streams are checked for a key
+	// compaction run (default 1s; a check that finds nothing due reads
+	// memory only).
+	KeyCompaction time.Duration
+	Retention     time.Duration // retention by age and size (default 10s)
 }
 
 func (c *Config) setDefaults() {
@@ -177,6 +181,9 @@ type Service struct {
 	seqMu     sync.Mutex
 	flushSeq  uint64     // last manifest sequence number of this node (flushes and compactions)
 	compactMu sync.Mutex // one compaction at a time
+	// keyStates: key compaction's memory of each stream (keycompact.go),
+	// under compactMu.
+	keyStates map[uint64]*keyCompactState
 	flushNow  chan struct{}
 	pending   atomic.Int64 // bytes appended since the last flush
 	// pendingSince is when the oldest append not yet taken by a flush
@@ -312,6 +319,9 @@ type Info struct {
 	// the node's defaults). ReplicaNodes says where the copies are.
 	Durability          string
 	Replicas, MinInSync int
+	// Compaction: the stream is compacted by key (compaction_config.go);
+	// nil: it is not.
+	Compaction *Compaction
 }
 
 // CreateOptions is the configuration a client asks for at create.
@@ -345,6 +355,9 @@ type CreateOptions struct {
 	// stream; 0 = the node's defaults (not part of the identical-config
 	// check).
 	Replicas, MinInSync int
+	// Compaction makes the stream compacted by key (ParseCompaction
+	// builds it); a given value is part of the identical-config check.
+	Compaction *Compaction
 }
 
 // ReadOptions selects what a read returns.
@@ -640,6 +653,7 @@ func (s *Service) Jobs() []Job {
 		{"flusher", s.RunFlusher},
 		{"object garbage collector", func(ctx context.Context) error { return s.RunGC(ctx, GCConfig{Interval: iv.GC}) }},
 		{"compactor", func(ctx context.Context) error { return s.RunCompactor(ctx, CompactConfig{Interval: iv.Compaction}) }},
+		{"key compactor", func(ctx context.Context) error { return s.RunKeyCompactor(ctx, iv.KeyCompaction) }},
 		{"expiry reaper", func(ctx context.Context) error { return s.RunReaper(ctx, LifecycleOptions{}) }},
 		{"retention", func(ctx context.Context) error { return s.RunRetention(ctx, RetentionOptions{Interval: iv.Retention}) }},
 		{"replication", s.RunReplication},
@@ -882,6 +896,7 @@ func (st *streamState) infoLocked() Info {
 		Durability:     st.info.Durability,
 		Replicas:       int(st.info.Replicas),
 		MinInSync:      int(st.info.MinInSync),
+		Compaction:     compactionFromMeta(st.info.Compaction),
 	}
 }
 
@@ -1063,7 +1078,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	var bh record.BatchHeader
 	if req.Batch != nil {
 		h, err := record.ParseHeader(req.Batch)
-		if err != nil || len(req.Records) > 0 || h.Size() != len(req.Batch) {
+		if err != nil || len(req.Records) > 0 || h.Size() != len(req.Batch) || !h.Dense() {
 			return Submitted{}, fmt.Errorf("%w: a raw batch must be one whole, valid batch without records beside it", ErrInvalidArgument)
 		}
 		if h.Control() != req.Control || (req.Control && (req.Producer == nil || req.Close || !h.Transactional())) {
@@ -1114,7 +1129,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	}
 	if st.moving {
 		st.mu.Unlock()
-		return Submitted{}, fmt.Errorf("%w: %s is moving to another node; retry", ErrUnavailable, name)
+		return Submitted{}, &MovingError{Name: name}
 	}
 	var ps *producerState
 	if req.Producer != nil {
@@ -1634,9 +1649,11 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 				return nil
 			}
 			if asBatches {
-				if h.Codec() == record.CodecNone && h.LastOffset() < hwm {
+				if h.Codec() == record.CodecNone && h.LastOffset() < hwm && h.Dense() {
 					// Handed on as stored: no decode, no copy. Offsets
-					// are contiguous in a batch (record.ParseHeader).
+					// are contiguous in a dense batch; a compacted one
+					// (holes, or no record) goes as records, so readers
+					// of stored batches only ever see produced shapes.
 					n := int(h.LastOffset() - max(h.BaseOffset, res.NextOffset) + 1)
 					if len(res.Batches) > 0 && (res.BatchRecords+n > limit || bytes+len(batch) > maxBytes) {
 						full = true

@@ -114,6 +114,7 @@ func (s *Service) createRecord(ctx context.Context, m metadata.Stream, opts Crea
 	m.RetentionMs, m.RetentionBytes = opts.RetentionMs, opts.RetentionBytes
 	m.MaxBatchBytes = max(opts.MaxBatchBytes, 0)
 	m.LogAppendTime = opts.LogAppendTime
+	m.Compaction = compactionToMeta(opts.Compaction)
 	stored, created, err := s.reg.CreateStream(ctx, m)
 	if errors.Is(err, metadata.ErrTopicTaken) && !explicit {
 		m.KafkaTopic = ""
@@ -142,6 +143,9 @@ func sameTopicConfig(stored metadata.Stream, opts CreateOptions) error {
 	}
 	if opts.RetentionBytes != 0 && opts.RetentionBytes != stored.RetentionBytes {
 		return fmt.Errorf("%w: %s has retention %d bytes, not %d", ErrConflict, stored.Name, stored.RetentionBytes, opts.RetentionBytes)
+	}
+	if opts.Compaction != nil && (stored.Compaction == nil || *compactionToMeta(opts.Compaction) != *stored.Compaction) {
+		return fmt.Errorf("%w: %s has other compaction settings", ErrConflict, stored.Name)
 	}
 	return nil
 }

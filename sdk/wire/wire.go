@@ -43,6 +43,10 @@ const (
 	// create (absent or 0 = unlimited).
 	HeaderRetentionMs    = "Pico-Retention-Ms"
 	HeaderRetentionBytes = "Pico-Retention-Bytes"
+	// HeaderCompaction on create makes the stream compacted by key: a
+	// comma-separated list of Kafka topic configs, e.g.
+	// "cleanup.policy=compact, min.compaction.lag.ms=0" (docs/api.md).
+	HeaderCompaction = "Pico-Compaction"
 	// HeaderRecordHeaderPrefix prefixes the record headers of a single-body
 	// append: "Pico-Header-Trace: abc" adds the record header trace=abc.
 	// HTTP field names are case-insensitive, so the record header name is

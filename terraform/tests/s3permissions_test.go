@@ -24,6 +24,7 @@ type s3Call struct {
 	Bucket, Key, Prefix string
 	HasPrefix           bool
 	SSE                 string // the request's server-side encryption, if any
+	SessionMode         string // CreateSession (S3 Express): as asked, "" = the default
 }
 
 // callLog records every S3 call of a store through an SDK middleware at
@@ -59,6 +60,8 @@ func (l *callLog) option(stack *middleware.Stack) error {
 				c.Bucket, c.Key = aws.ToString(p.Bucket), aws.ToString(p.Key)
 			case *awss3.AbortMultipartUploadInput:
 				c.Bucket, c.Key = aws.ToString(p.Bucket), aws.ToString(p.Key)
+			case *awss3.CreateSessionInput:
+				c.Bucket, c.SessionMode = aws.ToString(p.Bucket), string(p.SessionMode)
 			case *awss3.CopyObjectInput:
 				c.Bucket, c.Key = aws.ToString(p.Bucket), aws.ToString(p.Key)
 			default:

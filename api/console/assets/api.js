@@ -31,8 +31,9 @@ function headers(extra) {
 /**
  * call fetches path from this node. A 307 to another node (the stream's
  * owner) is not followed: that node is another origin, which the
- * console's Content-Security-Policy does not reach; it is an ApiError
- * with status 307 and the owner in .owner.
+ * console's Content-Security-Policy does not reach (and the browser would
+ * drop the token on the way); it is an ApiError with status 307. Reads
+ * go through /_sys/follow instead, which never answers 307 (stream.js).
  */
 export async function call(path, { method = "GET", body, headers: extra, timeout = TIMEOUT_MS, signal } = {}) {
   const ctl = new AbortController();
@@ -49,7 +50,7 @@ export async function call(path, { method = "GET", body, headers: extra, timeout
   }
   noteServedBy(resp);
   if (resp.type === "opaqueredirect" || resp.status === 307) {
-    throw new ApiError(307, "redirect", `${path} is served by another node`);
+    throw new ApiError(307, "redirect", `${method} ${path}: the stream is served by another node; do this on that node's console (the Cluster page links it)`);
   }
   if (!resp.ok) throw await errorOf(resp, method, path);
   return resp;
@@ -92,8 +93,9 @@ export function streamURL(name, query) {
  * within TIMEOUT_MS; after that an idle stream gets a keep-alive every
  * 15 s, so a silent connection beyond 40 s is treated as dead.
  */
-export async function tail(path, onEvent, signal) {
+export async function tail(path, onEvent, signal, onOpen) {
   const resp = await call(path, { headers: { Accept: "text/event-stream" }, signal });
+  if (onOpen) onOpen(resp);
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "", ev = { event: "message", id: "", data: [] };
   for (;;) {

@@ -1,11 +1,19 @@
 // One stream: its description, its recent records decoded by content
 // type, a jump to an offset or a time, a live tail (SSE over fetch, the
 // token in a header), and trim/delete for tokens allowed to.
-import { json, call, tail, ApiError, servedBy } from "./api.js";
+import { json, call, tail, ApiError } from "./api.js";
 import { el, table, errorBox, duration, bytes, link } from "./dom.js";
 import { navigate } from "./app.js";
 
 const RECENT = 50;
+
+// read is the path that reads stream name through the answering node:
+// /_sys/follow/… answers like the stream's own URL, but fetches the
+// records from the owner when another node serves the stream, instead
+// of a 307 to an origin the page may not reach (docs/console.md).
+export function read(name, query) {
+  return "/_sys/follow" + name + (query ? "?" + new URLSearchParams(query) : "");
+}
 
 export function streamPage(name) {
   return async (signal) => {
@@ -38,20 +46,22 @@ export function streamPage(name) {
     let readErr = null, next = info.nextOffset;
     try {
       if (from === undefined) {
-        const head = await call(name, { method: "HEAD", signal });
+        const head = await call(read(name), { method: "HEAD", signal });
         next = Number(head.headers.get("Pico-Next-Offset"));
         from = Math.max(Number(head.headers.get("Pico-Start-Offset")), next - RECENT);
+        if (info.nextOffset < 0) { // described by a node that does not serve it
+          info.startOffset = Number(head.headers.get("Pico-Start-Offset"));
+          info.nextOffset = next;
+        }
       }
-      const resp = await call(name + "?" + new URLSearchParams({ offset: String(from), limit: String(RECENT) }), { signal });
+      const resp = await call(read(name, { offset: String(from), limit: String(RECENT) }), { signal });
       addRows(await resp.json(), false);
       if (!q.has("offset") && !q.has("time")) next = Number(resp.headers.get("Pico-Next-Offset"));
     } catch (e) {
       readErr = e;
     }
     if (readErr) {
-      notes.append(errorBox(readErr.status === 307
-        ? new ApiError(307, "redirect", `This stream is served by node ${info.owner}, not by ${servedBy || "this node"}: open the console on ${info.owner} to read it (the Cluster page lists its address).`)
-        : readErr));
+      notes.append(errorBox(readErr));
       live.textContent = "Live tail: off.";
     } else {
       startTail(name, next, addRows, live, signal);
@@ -101,11 +111,11 @@ function jumpForm(name, info) {
 // bisecting one-record reads: log2(records) requests, no server index.
 async function offsetAt(name, info, t, signal) {
   if (!isFinite(t)) throw new ApiError(400, "bad_time", "not a time");
-  const head = await call(name, { method: "HEAD", signal });
+  const head = await call(read(name), { method: "HEAD", signal });
   let lo = Number(head.headers.get("Pico-Start-Offset")), hi = Number(head.headers.get("Pico-Next-Offset"));
   while (lo < hi) {
     const mid = lo + Math.floor((hi - lo) / 2);
-    const recs = await json(name + "?" + new URLSearchParams({ offset: String(mid), limit: "1" }), { signal });
+    const recs = await json(read(name, { offset: String(mid), limit: "1" }), { signal });
     if (!recs.length) break;
     if (recs[0].timestamp < t) lo = recs[0].offset + 1; else hi = mid;
   }
@@ -116,22 +126,26 @@ async function offsetAt(name, info, t, signal) {
 // from the last event id when the node ends the connection
 // (--sse-timeout) or it drops, with a growing pause after errors.
 async function startTail(name, offset, addRows, live, signal) {
-  let pause = 500;
+  let pause = 500, via = "";
+  const opened = (resp) => {
+    const from = resp.headers.get("Pico-Read-From");
+    via = from ? ` (read from ${from} through ${resp.headers.get("Pico-Served-By") || "this node"})` : "";
+  };
   while (!signal.aborted) {
     try {
       live.textContent = "Live tail: connecting at offset " + offset + "…";
-      await tail(name + "?" + new URLSearchParams({ offset: String(offset), live: "sse" }), (ev) => {
+      await tail(read(name, { offset: String(offset), live: "sse" }), (ev) => {
         if (ev.id) offset = Number(ev.id);
         if (ev.event === "data") {
           addRows(JSON.parse(ev.data), true);
         } else if (ev.event === "control") {
-          live.textContent = "Live tail: following, next offset " + JSON.parse(ev.data).nextOffset + ".";
+          live.textContent = "Live tail: following, next offset " + JSON.parse(ev.data).nextOffset + via + ".";
           live.dataset.state = "following";
           pause = 500;
         } else if (ev.event === "error") {
           throw new ApiError(0, "sse", JSON.parse(ev.data).error?.message || ev.data);
         }
-      }, signal);
+      }, signal, opened);
     } catch (e) {
       if (signal.aborted) return;
       live.textContent = "Live tail: " + (e.message || e) + " — retrying.";
