@@ -91,6 +91,14 @@ func startProc(t testing.TB, p *proc) *proc {
 			}
 			logs := p.logs.String()
 			t.Logf("node %s log (last 8 KiB):\n%s", who, logs[max(0, len(logs)-8192):])
+			if dir := os.Getenv("PICOMQ_E2E_LOG_DIR"); dir != "" {
+				// The whole log, for a failure a tail does not explain
+				// (a soak's violation happened minutes earlier).
+				name := strings.NewReplacer("/", "_", ":", "_").Replace(t.Name() + "-" + p.name + "-" + strings.TrimPrefix(p.URL, "http://"))
+				if err := os.WriteFile(filepath.Join(dir, name+".log"), []byte(logs), 0o644); err == nil {
+					t.Logf("node %s: whole log in %s", who, filepath.Join(dir, name+".log"))
+				}
+			}
 		}
 	})
 	return p

@@ -202,6 +202,7 @@ func TestKafkaReplicatedLeaderLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const topic = "replicated"
+	waitBrokers(t, ctx, c.nodes[0].KafkaAddr, 3)
 	admin := kafkaClient(t, kgo.SeedBrokers(c.nodes[0].KafkaAddr))
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -350,16 +351,22 @@ func TestKafkaReplicatedLeaderLost(t *testing.T) {
 
 // replicaBlocker is a proxy in front of one node through which the other
 // nodes reach it: while blocked, requests to its replication endpoints
-// hang until the sender gives up (packets of a partition between an
-// owner and that follower); everything else passes.
+// hang until the sender gives up, and the replication connections already
+// open through it carry nothing either way (packets of a partition between
+// an owner and that follower); everything else passes.
 type replicaBlocker struct {
 	rp      *httputil.ReverseProxy
+	addr    string
 	blocked atomic.Bool
 	held    atomic.Int64
 }
 
 func (b *replicaBlocker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if b.blocked.Load() && strings.HasPrefix(r.URL.Path, "/_sys/replica/") {
+	if !strings.HasPrefix(r.URL.Path, "/_sys/replica/") {
+		b.rp.ServeHTTP(w, r)
+		return
+	}
+	if b.blocked.Load() {
 		b.held.Add(1)
 		select {
 		case <-r.Context().Done():
@@ -367,7 +374,48 @@ func (b *replicaBlocker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		panic(http.ErrAbortHandler)
 	}
-	b.rp.ServeHTTP(w, r)
+	if r.Header.Get("Upgrade") == "" {
+		b.rp.ServeHTTP(w, r)
+		return
+	}
+	// The replication connection: relayed byte for byte, held while
+	// blocked.
+	up, err := net.DialTimeout("tcp", b.addr, 5*time.Second)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	down, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	if err := r.Write(up); err != nil {
+		up.Close()
+		down.Close()
+		return
+	}
+	relay := func(dst net.Conn, src io.Reader) {
+		defer dst.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			for n > 0 && b.blocked.Load() {
+				time.Sleep(5 * time.Millisecond) // a partition: the bytes wait
+			}
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go relay(up, brw.Reader)
+	relay(down, up)
+	up.Close()
 }
 
 func startReplicaBlocker(t testing.TB, addr string) (*replicaBlocker, string) {
@@ -376,7 +424,7 @@ func startReplicaBlocker(t testing.TB, addr string) (*replicaBlocker, string) {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse("http://" + addr)
-	b := &replicaBlocker{rp: httputil.NewSingleHostReverseProxy(u)}
+	b := &replicaBlocker{rp: httputil.NewSingleHostReverseProxy(u), addr: addr}
 	b.rp.ErrorLog = log.New(io.Discard, "", 0)
 	srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -505,4 +553,161 @@ func TestReplicatedFollowerPartition(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged records read back; refused: %s", len(acked), bytes.TrimSpace(refused.Body))
+}
+
+// TestKafkaReplicatedAcks: on a replication-factor-3 topic (min.insync=2)
+// acks=1 means the leader's write only: with both followers stopped
+// (SIGSTOP), an acks=1 produce is acknowledged (after the leader's fsync)
+// while an acks=all produce is not; the acks=1 record is not readable
+// (the high watermark stays below it) until the followers return and hold
+// it, then it is. Metadata answers for partitions led by other nodes read
+// their replica sets from etcd at most once per second each, not once per
+// request.
+func TestKafkaReplicatedAcks(t *testing.T) {
+	opts := clusterOpts{LeaseTTL: 3 * time.Second, SealMaxAge: 10 * time.Second, Kafka: true, KafkaHost: "localhost",
+		Extra: []string{"--replica-lag-timeout", "2s"}}
+	c := startCluster(t, 3, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const topic, parts = "acks", 6
+	waitBrokers(t, ctx, c.nodes[0].KafkaAddr, 3)
+	admin := kafkaClient(t, kgo.SeedBrokers(c.nodes[0].KafkaAddr))
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, parts, 3
+	v := "2"
+	rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "min.insync.replicas", Value: &v}}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, admin)
+	admin.Close()
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create topic: %v %+v", err, resp)
+	}
+	all := kafkaClient(t, kgo.SeedBrokers(c.kafkaSeeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(5*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	defer all.Close()
+	for p := range int32(parts) {
+		for i := range 3 {
+			if err := all.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: fmt.Appendf(nil, "all-%d-%d", p, i)}).FirstErr(); err != nil {
+				t.Fatalf("acks=all produce to partition %d before the stop: %v", p, err)
+			}
+		}
+	}
+
+	// Metadata through one node, many times: the partitions other nodes
+	// lead cost at most one etcd read each per second.
+	via := c.nodes[0]
+	reads := func() float64 {
+		r := mustSend(t, noRedirect, "GET", via.URL+"/metrics", nil)
+		return parseExposition(string(r.Body))["picomq_replica_set_reads_total"]
+	}
+	r0, t0 := reads(), time.Now()
+	const asks = 40
+	for range asks {
+		metadataAt(t, ctx, via.KafkaAddr, topic)
+	}
+	got, secs := reads()-r0, time.Since(t0).Seconds()
+	if limit := parts * (secs + 1); got > limit {
+		t.Errorf("%d Metadata requests for %d partitions in %.1fs read %v replica sets from etcd, want at most %v (one per partition per second)", asks, parts, secs, got, limit)
+	}
+	t.Logf("%d Metadata requests for %d partitions in %.1fs: %v replica set reads from etcd", asks, parts, secs, got)
+
+	md := metadataAt(t, ctx, via.KafkaAddr, topic)
+	brokers := map[int32]string{}
+	for _, b := range md.Brokers {
+		brokers[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	}
+	lead := md.Topics[0].Partitions[0].Leader
+	var leader *clusterNode
+	var followers []*clusterNode
+	for _, n := range c.nodes {
+		if brokerIDOf(brokers, n) == lead {
+			leader = n
+		} else {
+			followers = append(followers, n)
+		}
+	}
+	if leader == nil {
+		t.Fatalf("leader broker %d of partition 0 is no node", lead)
+	}
+	for _, f := range followers {
+		_ = f.Cmd.Process.Signal(syscall.SIGSTOP)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			for _, f := range followers {
+				_ = f.Cmd.Process.Signal(syscall.SIGCONT)
+			}
+		}
+	}()
+
+	one := kafkaClient(t, kgo.SeedBrokers(leader.KafkaAddr), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.RecordDeliveryTimeout(20*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	defer one.Close()
+	start := time.Now()
+	rec, err := one.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("one")}).First()
+	if err != nil {
+		t.Fatalf("acks=1 produce with both followers stopped: %v (want the leader's write only)", err)
+	}
+	t.Logf("acks=1 with both followers stopped: acknowledged at offset %d in %v", rec.Offset, time.Since(start).Round(time.Millisecond))
+	if err := all.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("all")}).FirstErr(); err == nil {
+		t.Error("acks=all produce with both followers stopped was acknowledged")
+	} else {
+		t.Logf("acks=all with both followers stopped: %v", err)
+	}
+	hwm := func() int64 {
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = 0, -1
+		rt.Partitions = []kmsg.ListOffsetsRequestTopicPartition{rp}
+		req.Topics = []kmsg.ListOffsetsRequestTopic{rt}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(rctx, one)
+		if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			return -1
+		}
+		return resp.Topics[0].Partitions[0].Offset
+	}
+	if h := hwm(); h > rec.Offset {
+		t.Errorf("high watermark %d with the followers stopped: the acks=1 record at %d is readable before a second copy holds it", h, rec.Offset)
+	}
+	for _, f := range followers {
+		_ = f.Cmd.Process.Signal(syscall.SIGCONT)
+	}
+	stopped = false
+	if !pollUntil(time.Minute, 50*time.Millisecond, func() bool { return hwm() > rec.Offset }) {
+		t.Fatalf("high watermark %d a minute after the followers returned: the acks=1 record at %d never became readable", hwm(), rec.Offset)
+	}
+	cl := kafkaClient(t, kgo.SeedBrokers(leader.KafkaAddr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(rec.Offset)}}), kgo.FetchMaxWait(500*time.Millisecond))
+	defer cl.Close()
+	var read *kgo.Record
+	for read == nil && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if read == nil {
+				read = r
+			}
+		})
+	}
+	if read == nil || read.Offset != rec.Offset || string(read.Value) != "one" {
+		t.Fatalf("read %+v at the acks=1 record's offset %d, want \"one\"", read, rec.Offset)
+	}
+}
+
+// waitBrokers waits until the broker at addr reports n brokers: a
+// replication factor is checked against the live nodes that broker sees,
+// and a node that has just started may not see the others yet.
+func waitBrokers(t *testing.T, ctx context.Context, addr string, n int) {
+	t.Helper()
+	var got int
+	if !pollUntil(30*time.Second, 50*time.Millisecond, func() bool {
+		got = len(metadataAt(t, ctx, addr, "").Brokers)
+		return got >= n
+	}) {
+		t.Fatalf("the broker at %s reports %d brokers after 30 s, want %d", addr, got, n)
+	}
 }

@@ -21,8 +21,9 @@ import (
 // request order, and then all are awaited together, so one produce to many
 // partitions costs one group commit, not one per partition, and needs no
 // goroutine per partition. The request is answered when all are durable at
-// the stream's durability level (acks 1 and -1 alike, see docs/kafka.md).
-// acks=0 gets no response at all.
+// the stream's durability level (acks=-1), or for acks=1 on a replicated
+// topic once the leader's own fsync covers them (docs/kafka.md). acks=0
+// gets no response at all.
 func handleProduce(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
 	return s.startProduce(ctx, cc, kreq.(*kmsg.ProduceRequest)).finish(), nil
 }
@@ -84,7 +85,13 @@ func (pc *produceCall) finish() kmsg.Response {
 	version := pc.req.Version
 	for i := range pc.subs {
 		ps := &pc.subs[i]
-		res, err := ps.sub.Wait(pc.ctx)
+		var res stream.AppendResult
+		var err error
+		if pc.req.Acks == 1 {
+			res, err = ps.sub.WaitLeader(pc.ctx) // the leader's fsync; followers in the background
+		} else {
+			res, err = ps.sub.Wait(pc.ctx)
+		}
 		switch {
 		case ps.op.ErrorCode != 0:
 			// The partition already failed (a later batch was refused):

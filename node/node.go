@@ -373,6 +373,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 		return fmt.Errorf("replication: %w", err)
 	}
 	n.repl = replication.New(secret)
+	n.repl.Log = n.log
 	n.svc, err = stream.Open(ctx, stream.Config{
 		NodeID:            cfg.NodeID,
 		Protocol:          cfg.Protocol,
@@ -409,7 +410,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "picomq_replication_received_bytes_total",
 			Help: "Bytes of answers to this node's replication requests."},
 			func() float64 { return float64(n.repl.ReceivedBytes.Load()) }))
-	n.onClose("stream service", func(context.Context) error { n.svc.Close(); return nil })
+	n.onClose("stream service", func(context.Context) error { n.svc.Close(); n.repl.Close(); return nil })
 	n.members.onLost = n.svc.Fence
 	n.members.onResumed = n.svc.Unfence
 	n.members.onJoined = func() {

@@ -54,41 +54,9 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	if _, err := s.Create(ctx, "application/octet-stream", 0); err != nil {
 		return err
 	}
-	batch := make([]picomq.AppendRecord, 1024)
-	for i := range batch {
-		batch[i].Body = make([]byte, 1024)
-	}
 	flushes0, _ := metric(n.url, "picomq_flushes_total")
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < objectMiB; i += 4 {
-				if _, err := s.Append(ctx, batch...); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return fmt.Errorf("ingest: %w", err)
-	}
-	// Wait until everything is in the object store.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		u, err := metric(n.url, "picomq_unflushed_bytes")
-		if err == nil && u == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("still %v unflushed bytes after 2 minutes (%v)", u, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := ingestObject(ctx, n, s); err != nil {
+		return err
 	}
 	flushes1, err := metric(n.url, "picomq_flushes_total")
 	if err != nil {
@@ -171,16 +139,113 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 
 	// Object storage across a network: every request to MinIO takes
 	// getLatency longer, for the node and the floors alike.
-	if err := m.coldReadSlowStore(ctx, run, n, s3, prefix); err != nil {
+	n.stop()
+	if err := m.coldReadSlowStore(ctx, run, s3); err != nil {
 		m.fail("cold read with latency", err)
 	}
 	return nil
 }
 
-// coldReadSlowStore restarts n on a latency proxy in front of MinIO and
-// reads the stream cold, next to the same store's parallel-GET floor and
-// one-GET-at-a-time reading.
-func (m *matrix) coldReadSlowStore(ctx context.Context, run int, n *node, s3 minio, prefix string) error {
+// ingestObject appends objectMiB of 1 KiB records to s in 1 MiB batches
+// from 4 writers and waits until n has all of it in the object store.
+func ingestObject(ctx context.Context, n *node, s picomq.Stream) error {
+	batch := make([]picomq.AppendRecord, 1024)
+	for i := range batch {
+		batch[i].Body = make([]byte, 1024)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < objectMiB; i += 4 {
+				if _, err := s.Append(ctx, batch...); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		u, err := metric(n.url, "picomq_unflushed_bytes")
+		if err == nil && u == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still %v unflushed bytes after 2 minutes (%v)", u, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// slowSealBytes is --seal-max-bytes of the +latency row's node: its
+// stream is made of objects of about 1 MiB, the ones a stream appended at
+// 1 MB/s leaves behind when it is flushed every --seal-max-age (1 s). A
+// reader of a slow stream's history waits on many small objects, which is
+// where GETs one at a time cost a round trip each.
+const slowSealBytes = 1 << 20
+
+// ingestPaced appends objectMiB of 1 KiB records to s one MiB at a time,
+// each only once n has flushed the one before: an object per MiB, as a
+// stream appended at 1 MB/s and flushed every second leaves them, without
+// taking a minute to write.
+func ingestPaced(ctx context.Context, n *node, s picomq.Stream) error {
+	batch := make([]picomq.AppendRecord, 1024)
+	for i := range batch {
+		batch[i].Body = make([]byte, 1024)
+	}
+	for i := range objectMiB {
+		if _, err := s.Append(ctx, batch...); err != nil {
+			return fmt.Errorf("ingest MiB %d: %w", i, err)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			u, err := metric(n.url, "picomq_unflushed_bytes")
+			if err == nil && u == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("ingest MiB %d: still %v unflushed bytes after a minute (%v)", i, u, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// coldReadSlowStore writes objectMiB to a stream of a node of its own
+// whose objects are slowSealBytes each, restarts that node on a latency
+// proxy in front of MinIO and reads the stream cold, next to the same
+// store's parallel-GET floor and one-GET-at-a-time reading of the same
+// objects.
+func (m *matrix) coldReadSlowStore(ctx context.Context, run int, s3 minio) error {
+	prefix := fmt.Sprintf("r%d-slow/", run)
+	n, err := m.startNode("pico-slow", "--object-store", s3.url(prefix), "--seal-max-bytes", fmt.Sprint(slowSealBytes))
+	if err != nil {
+		return err
+	}
+	defer func() { n.stop() }()
+	{
+		c, err := picomq.NewPico(n.url)
+		if err != nil {
+			return err
+		}
+		s := c.Stream("/mb/object")
+		if _, err := s.Create(ctx, "application/octet-stream", 0); err != nil {
+			c.Close()
+			return err
+		}
+		err = ingestPaced(ctx, n, s)
+		c.Close()
+		if err != nil {
+			return err
+		}
+	}
 	px, err := startLatencyProxy(s3.endpoint, getLatency)
 	if err != nil {
 		return err
@@ -217,7 +282,14 @@ func (m *matrix) coldReadSlowStore(ctx context.Context, run int, n *node, s3 min
 	if err != nil {
 		return err
 	}
-	what := fmt.Sprintf("cold read of that stream with %v added to every object-store request (a proxy in front of MinIO)", getLatency)
+	objects := 0
+	for _, err := range st.List(ctx, "") {
+		if err != nil {
+			return err
+		}
+		objects++
+	}
+	what := fmt.Sprintf("cold read of a %d MiB stream made of %d objects (each MiB flushed before the next, as a 1 MB/s stream is) with %v added to every object-store request (a proxy in front of MinIO)", objectMiB, objects, getLatency)
 	const par1, seq1 = "cold-read-latency", "cold-read-latency-seq"
 	m.row(benchreport.Row{ID: par1, What: what, Unit: "MB/s",
 		Peer: fmt.Sprintf("parallel-GET floor: the same objects as %d MiB ranged GETs, %d in flight, through the same proxy", floorRange>>20, floorGETs)})
@@ -227,7 +299,7 @@ func (m *matrix) coldReadSlowStore(ctx context.Context, run int, n *node, s3 min
 	m.res.Add(par1, run, benchreport.SidePeer, par, nil)
 	m.res.Add(seq1, run, benchreport.SidePico, pico, nil)
 	m.res.Add(seq1, run, benchreport.SidePeer, seq, nil)
-	logf("  object +%v: cold read %.0f MB/s, parallel GETs %.0f MB/s, one at a time %.0f MB/s", getLatency, pico, par, seq)
+	logf("  object +%v: cold read %.0f MB/s, parallel GETs %.0f MB/s, one at a time %.0f MB/s (%d objects)", getLatency, pico, par, seq, objects)
 	return nil
 }
 

@@ -7,17 +7,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/benchreport"
 	"github.com/PicoMQ/picomq/internal/testproc"
+	"github.com/PicoMQ/picomq/sdk/wire"
 )
 
 // replicatedRows: `replicated` durability (R=3, M=2) next to `local` on
 // the same 3-node cluster (one etcd daemon, the matrix's MinIO, loopback):
 // single-record 100 B appends at 1 client (p50 latency) and 64 clients
-// (throughput), and the replication bytes (request and answer bodies) per
+// (throughput), and the replication bytes (the messages both ways) per
 // appended payload byte. The streams are created with Pico-Durability
 // before picomq bench appends to them.
 func (m *matrix) replicatedRows(ctx context.Context, run int) error {
@@ -69,7 +71,7 @@ func (m *matrix) replicatedRows(ctx context.Context, run int) error {
 	peer := "local durability, same cluster"
 	for _, c := range []int{1, 64} {
 		var res [2]loadResult
-		var sent [2]float64
+		var sent, appended [2]float64
 		for k, dur := range []string{"replicated", "local"} {
 			prefix := fmt.Sprintf("/mb/r%d/%s-c%d", run, dur, c)
 			for i := 0; i < c; i++ {
@@ -91,6 +93,20 @@ func (m *matrix) replicatedRows(ctx context.Context, run int) error {
 				return fmt.Errorf("%s, %d clients: %w", dur, c, err)
 			}
 			res[k], sent[k] = r, replBytes(nodes)-b0
+			if k == 0 {
+				// The replication bytes cover the warm-up too: divide by
+				// every payload byte appended, warm-up included (the
+				// streams' ends, read back).
+				var recs int64
+				for i := 0; i < c; i++ {
+					end, err := nextOffset(ctx, fmt.Sprintf("%s%s/%d", a.url, prefix, i))
+					if err != nil {
+						return err
+					}
+					recs += end
+				}
+				appended[0] = float64(recs * size)
+			}
 		}
 		if c == 1 {
 			id := m.row(benchreport.Row{ID: "repl-p50-c1", What: "replicated (R=3, M=2) single-record append p50 latency, 1 client, 100 B",
@@ -102,16 +118,34 @@ func (m *matrix) replicatedRows(ctx context.Context, run int) error {
 				Unit: "appends/s", Peer: peer, Pico: "PicoMQ replicated", Note: "target >= 0.7x local"})
 			m.res.Add(id, run, benchreport.SidePico, res[0].RecordsPerSec, &res[0].Lat)
 			m.res.Add(id, run, benchreport.SidePeer, res[1].RecordsPerSec, &res[1].Lat)
-			nb := m.row(benchreport.Row{ID: "repl-net-bytes", What: "replication bytes (request and answer bodies, all nodes) per appended payload byte, 64 clients, 100 B",
+			nb := m.row(benchreport.Row{ID: "repl-net-bytes", What: "replication bytes (messages both ways, all nodes) per appended payload byte, 64 clients, 100 B",
 				Unit: "B/B", Pico: "PicoMQ replicated", LowerBetter: true, Note: "R-1 = 2 copies of each WAL entry (100 B record + batch and entry headers) plus framing"})
-			if res[0].Bytes > 0 {
-				m.res.Add(nb, run, benchreport.SidePico, sent[0]/float64(res[0].Bytes), nil)
+			if appended[0] > 0 {
+				m.res.Add(nb, run, benchreport.SidePico, sent[0]/appended[0], nil)
 			}
 		}
 		logf("  replicated c=%d: %.0f/s p50 %.2f ms; local %.0f/s p50 %.2f ms; replication bytes/appended byte %.2f",
-			c, res[0].RecordsPerSec, res[0].Lat.P50, res[1].RecordsPerSec, res[1].Lat.P50, sent[0]/max(float64(res[0].Bytes), 1))
+			c, res[0].RecordsPerSec, res[0].Lat.P50, res[1].RecordsPerSec, res[1].Lat.P50, sent[0]/max(appended[0], 1))
 	}
 	return nil
+}
+
+// nextOffset is a stream's next offset (HEAD).
+func nextOffset(ctx context.Context, url string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	n, err := strconv.ParseInt(resp.Header.Get(wire.HeaderNextOffset), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("HEAD %s: %s, next offset %q", url, resp.Status, resp.Header.Get(wire.HeaderNextOffset))
+	}
+	return n, nil
 }
 
 // replBytes sums the replication bytes the nodes' /metrics report.

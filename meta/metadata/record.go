@@ -125,8 +125,12 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 	return protowire.AppendString(b, s)
 }
 
+// appendTime writes a set time. The seconds are always written, even 0, so
+// a time at the Unix epoch (both fields 0, which appendInt leaves out)
+// stays present instead of decoding as the unset time (year 1).
 func appendTime(b []byte, secNum, nsecNum protowire.Number, t time.Time) []byte {
-	b = appendInt(b, secNum, t.Unix())
+	b = protowire.AppendTag(b, secNum, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(t.Unix()))
 	return appendInt(b, nsecNum, int64(t.Nanosecond()))
 }
 
@@ -136,6 +140,7 @@ func encodeStream(s Stream) []byte {
 	b = appendVarint(b, fID, s.ID)
 	b = appendString(b, fContentType, s.ContentType)
 	if !s.CreatedAt.IsZero() {
+		// The decoder is unchanged, so stored records decode as before.
 		b = appendTime(b, fCreatedSec, fCreatedNsec, s.CreatedAt)
 	}
 	b = appendString(b, fOwner, s.Owner)
@@ -152,10 +157,7 @@ func encodeStream(s Stream) []byte {
 	b = appendInt(b, fStartOffset, s.StartOffset)
 	b = appendInt(b, fTTLSeconds, s.TTLSeconds)
 	if s.ExpiresAt != nil {
-		// Seconds always written, so a present zero time stays present.
-		b = protowire.AppendTag(b, fExpiresSec, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(s.ExpiresAt.Unix()))
-		b = appendInt(b, fExpiresNsec, int64(s.ExpiresAt.Nanosecond()))
+		b = appendTime(b, fExpiresSec, fExpiresNsec, *s.ExpiresAt)
 	}
 	if f := s.Fork; f != nil {
 		var fb []byte

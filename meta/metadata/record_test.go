@@ -26,6 +26,9 @@ func recordExamples() []Stream {
 			DeleteRetentionMs: 1000, MinLagMs: 5, MaxLagMs: 60_000, SegmentMs: 100, MinDirtyRatioPPM: 10_000}},
 		{Name: "/compact-zero", ID: 9, Compaction: &StreamCompaction{}},
 		{Name: "/neg", ID: 2, CreatedAt: time.Unix(-5, 7).UTC(), StartOffset: -1, Epoch: -3},
+		// Created at the Unix epoch: both time fields are 0, and a set
+		// time must not come back unset (zero time.Time is year 1).
+		{Name: "/epoch", ID: 3, CreatedAt: time.Unix(0, 0).UTC()},
 	}
 }
 

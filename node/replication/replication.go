@@ -1,8 +1,10 @@
 // Package replication carries the stream service's replication messages
 // between nodes (node/stream/replicate.go, replica.go) over the nodes'
-// HTTP listeners: an owner POSTs its followers' frames to
-// /_sys/replica/append, a node taking a stream over POSTs to
-// /_sys/replica/tail. Requests carry the cluster's shared secret
+// HTTP listeners: an owner keeps one upgraded connection to each follower
+// node (/_sys/replica/stream, conn.go) and pipelines its frames on it; a
+// node taking a stream over POSTs to /_sys/replica/tail; frames POSTed to
+// /_sys/replica/append (how owners of the previous release ship) are
+// still applied. Requests carry the cluster's shared secret
 // (meta.Registry.ClusterSecret) as a bearer token; the paths bypass the
 // client token file and the append budget (a follower's budget held by
 // its own clients' appends, which wait for other nodes' copies, must
@@ -16,11 +18,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +46,7 @@ const MaxBody = 256 << 20
 // Service is what the endpoints need from the stream service.
 type Service interface {
 	ApplyReplica(ctx context.Context, frames []stream.ReplicaFrame) ([]stream.ReplicaResult, error)
+	StartReplica(frames []stream.ReplicaFrame) ([]stream.ReplicaResult, func(context.Context) error, error)
 	ReplicaTail(ctx context.Context, id uint64, epoch, from int64) (stream.ReplicaFrame, error)
 	Members(ctx context.Context) ([]stream.Member, error)
 }
@@ -52,10 +57,23 @@ type Transport struct {
 	// replication requests and their answers (the owner's side).
 	SentBytes, ReceivedBytes atomic.Int64
 
+	// Log receives what goes wrong on served connections (nil: discarded).
+	Log *slog.Logger
+
 	svc    atomic.Pointer[Service]
 	secret string
 	auth   string // "Bearer " + secret
 	client *http.Client
+
+	connMu sync.Mutex
+	conns  map[net.Conn]struct{} // served replication connections
+	closed bool
+}
+
+func (t *Transport) logf(format string, args ...any) {
+	if t.Log != nil {
+		t.Log.Warn(fmt.Sprintf(format, args...))
+	}
 }
 
 // New returns a transport authenticating with secret. SetService must be
@@ -132,15 +150,6 @@ func (t *Transport) post(ctx context.Context, node, path string, body []byte) ([
 	return data, nil
 }
 
-// Replicate implements stream.Transport.
-func (t *Transport) Replicate(ctx context.Context, node string, frames []stream.ReplicaFrame) ([]stream.ReplicaResult, error) {
-	data, err := t.post(ctx, node, PathAppend, stream.AppendReplicaFrames(nil, frames))
-	if err != nil {
-		return nil, err
-	}
-	return stream.DecodeReplicaResults(data)
-}
-
 // Tail implements stream.Transport.
 func (t *Transport) Tail(ctx context.Context, node string, id uint64, epoch, from int64) (stream.ReplicaFrame, error) {
 	q := url.Values{"stream": {strconv.FormatUint(id, 10)}, "epoch": {strconv.FormatInt(epoch, 10)}, "from": {strconv.FormatInt(from, 10)}}
@@ -170,20 +179,27 @@ func (t *Transport) Route(next http.Handler) http.Handler {
 }
 
 func (t *Transport) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == PathStream {
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			httpx.WriteError(w, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, "the replication connection is a GET upgrade")
+			return
+		}
+		if !t.authorized(w, r) {
+			return
+		}
+		t.serveStream(w, r)
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		httpx.WriteError(w, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, "replication endpoints take POST")
 		return
 	}
-	if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(t.auth)) != 1 {
-		httpx.WriteError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "replication endpoints take the cluster secret only")
+	if !t.authorized(w, r) {
 		return
 	}
 	svc := t.service()
-	if svc == nil {
-		httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "replication is not started yet")
-		return
-	}
 	switch r.URL.Path {
 	case PathAppend:
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
@@ -222,6 +238,20 @@ func (t *Transport) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		httpx.WriteError(w, http.StatusNotFound, wire.CodeNotFoundRoute, "no such replication endpoint")
 	}
+}
+
+// authorized checks the cluster secret and that the service is started,
+// answering the request when not.
+func (t *Transport) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(t.auth)) != 1 {
+		httpx.WriteError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "replication endpoints take the cluster secret only")
+		return false
+	}
+	if t.service() == nil {
+		httpx.WriteError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "replication is not started yet")
+		return false
+	}
+	return true
 }
 
 func writeErr(w http.ResponseWriter, err error) {

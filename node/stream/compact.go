@@ -71,9 +71,16 @@ func (s *Service) Compact(ctx context.Context, cfg CompactConfig) (int, error) {
 	}
 	seq := s.nextSeq()
 	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
-	refs, objSize, err := s.tier.Upload(ctx, key, withBatches(ups))
-	if err != nil {
-		return 0, fmt.Errorf("compact: upload %s: %w", key, err)
+	// A run of state-only manifests (streams closed with nothing new to
+	// flush, see Flush) merges into a state-only manifest: like such a
+	// flush, it uploads nothing (the format has no empty object).
+	var refs []ObjectRef
+	var objSize int64
+	if batches := withBatches(ups); len(batches) > 0 {
+		refs, objSize, err = s.tier.Upload(ctx, key, batches)
+		if err != nil {
+			return 0, fmt.Errorf("compact: upload %s: %w", key, err)
+		}
 	}
 	byID := map[uint64]*ObjectRef{}
 	for i := range refs {
@@ -176,17 +183,23 @@ func (s *Service) chooseRun(mine []metadata.Manifest, startOf map[uint64]int64, 
 				ok = false // another node serves it: leave this object alone
 				break
 			}
+			sp, seen := ends[r.StreamID]
+			if !seen {
+				sp, seen = lastNext[r.StreamID]
+			}
 			if r.Next > r.First {
-				sp, seen := ends[r.StreamID]
-				if !seen {
-					sp, seen = lastNext[r.StreamID]
-				}
 				if !seen {
 					sp = span{r.First, r.Next}
 				} else if sp, ok = sp.extend(r.First, r.Next); !ok {
 					break // a gap (ownership moved away and back): stop the run here
 				}
 				ends[r.StreamID] = sp
+			} else if seen && r.First > sp.hi {
+				// A state-only entry past the data: it records a gap
+				// (snapshotFlush), which a merge ending at the data
+				// would drop.
+				ok = false
+				break
 			}
 			add[r.StreamID] = append(add[r.StreamID], compactRange{ref: refFromManifest(&m, r), state: r.State, order: i})
 		}

@@ -21,3 +21,11 @@ func Idle(s *Service, name string) bool {
 	_, ok := s.idle[name]
 	return ok && s.byName[name] == nil
 }
+
+// ForgetManifests drops the service's cached manifest listing, as if it
+// were old: the next history read through object storage lists anew.
+func ForgetManifests(s *Service) {
+	s.routing.mu.Lock()
+	s.routing.manifests = nil
+	s.routing.mu.Unlock()
+}

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/record"
@@ -186,6 +187,18 @@ func (s *Service) view(ctx context.Context, st *streamState, hi int64) ([]segmen
 			if src, err = s.remoteSource(ctx, f); err != nil {
 				return nil, nil, fmt.Errorf("%w: fork source %s (id %d) of %s is missing: %v", ErrUnavailable, f.Source, f.SourceID, cur.info.Name, err)
 			}
+			if src.next < hi {
+				// Object storage does not hold all the source's records
+				// below the fork point yet. A live owner uploads them
+				// with its next flush; an owner that is gone left them
+				// to whoever serves the source next, which takes over
+				// what the copies hold and makes the rest a gap. Nobody
+				// may ask for the source itself, so if this node is to
+				// serve it, it does so now.
+				if own, err := s.route(ctx, f.Source); err == nil && own.info.ID == f.SourceID {
+					src = own
+				}
+			}
 		}
 		cur = src
 	}
@@ -214,18 +227,27 @@ func (s *Service) remoteSource(ctx context.Context, f *metadata.StreamFork) (*st
 	if m.ID != f.SourceID {
 		return nil, fmt.Errorf("the name now belongs to stream id %d", m.ID)
 	}
-	ms, err := s.manifestsFresh(rctx)
-	if err != nil {
-		return nil, fmt.Errorf("manifests: %w", err)
+	// A source's records below a fork point are usually long uploaded: a
+	// listing a few seconds old holds them, and a fresh one is needed
+	// only when it does not reach the fork point.
+	var st *streamState
+	for _, age := range []time.Duration{5 * time.Second, 0} {
+		ms, err := s.manifestsFresh(rctx, age)
+		if err != nil {
+			return nil, fmt.Errorf("manifests: %w", err)
+		}
+		st = &streamState{info: m}
+		if m.Fork != nil {
+			st.next, st.hwm, st.uploaded = m.Fork.End, m.Fork.End, m.Fork.End
+		}
+		if err := st.applyPieces(indexManifests(ms)[m.ID]); err != nil {
+			return nil, err
+		}
+		st.hwm = max(st.hwm, st.uploaded, st.next)
+		if st.next >= f.End {
+			break
+		}
 	}
-	st := &streamState{info: m}
-	if m.Fork != nil {
-		st.next, st.hwm, st.uploaded = m.Fork.End, m.Fork.End, m.Fork.End
-	}
-	if err := st.applyPieces(indexManifests(ms)[m.ID]); err != nil {
-		return nil, err
-	}
-	st.hwm = max(st.hwm, st.uploaded, st.next)
 	return st, nil
 }
 

@@ -190,8 +190,25 @@ func (s *Service) replayReplica(pos wal.Pos, data []byte) error {
 // ApplyReplica writes the frames' entries to this node's WAL as copies of
 // their streams and answers each frame once its entries are fsynced.
 func (s *Service) ApplyReplica(ctx context.Context, frames []ReplicaFrame) ([]ReplicaResult, error) {
-	if err := s.Ready(); err != nil {
+	out, wait, err := s.StartReplica(frames)
+	if err != nil {
 		return nil, err
+	}
+	if err := wait(ctx); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// StartReplica is ApplyReplica in two steps, so a connection can pipeline
+// requests: it enqueues the frames' entries in this node's WAL (requests
+// enqueued in the order they arrive are written in that order) and
+// returns the answers, which hold once wait has returned nil (the entries
+// are fsynced, in the same commit group as whatever else this node's WAL
+// commits meanwhile).
+func (s *Service) StartReplica(frames []ReplicaFrame) (_ []ReplicaResult, wait func(context.Context) error, _ error) {
+	if err := s.Ready(); err != nil {
+		return nil, nil, err
 	}
 	out := make([]ReplicaResult, len(frames))
 	var last *wal.Pending
@@ -248,7 +265,7 @@ func (s *Service) ApplyReplica(ctx context.Context, frames []ReplicaFrame) ([]Re
 			if werr != nil {
 				rs.mu.Unlock()
 				s.fail(werr)
-				return nil, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, werr)
+				return nil, nil, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, werr)
 			}
 			last = p
 			if end > base {
@@ -258,18 +275,24 @@ func (s *Service) ApplyReplica(ctx context.Context, frames []ReplicaFrame) ([]Re
 		}
 		if err != nil {
 			rs.mu.Unlock()
-			return nil, err
+			if last != nil {
+				last.Done() // written all the same: hand it to the WAL writer
+			}
+			return nil, nil, err
 		}
 		out[i].Status, out[i].Next = ReplicaOK, r.next
 	}
 	rs.mu.Unlock()
-	if last != nil {
-		if err := last.Wait(ctx); err != nil {
-			return nil, s.waitError("replica", err, ctx)
+	wait = func(ctx context.Context) error {
+		if last != nil {
+			if err := last.Wait(ctx); err != nil {
+				return s.waitError("replica", err, ctx)
+			}
 		}
+		s.metrics.replicaFrames.Add(float64(len(frames)))
+		return nil
 	}
-	s.metrics.replicaFrames.Add(float64(len(frames)))
-	return out, nil
+	return out, wait, nil
 }
 
 // ReplicaTail fences stream id at epoch (frames of a lower epoch are

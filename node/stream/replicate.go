@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta/metadata"
+	"github.com/PicoMQ/picomq/sdk/retry"
 )
 
 // DurabilityReplicated acknowledges after the owner's WAL fsync and enough
@@ -38,12 +39,25 @@ import (
 const DurabilityReplicated = "replicated"
 
 // Transport carries replication messages to another node
-// (node/replication implements it over the nodes' HTTP listeners).
+// (node/replication implements it over the nodes' listeners).
 type Transport interface {
-	Replicate(ctx context.Context, node string, frames []ReplicaFrame) ([]ReplicaResult, error)
+	// Dial opens a replication connection to node: one per follower
+	// node, kept open, requests pipelined on it.
+	Dial(ctx context.Context, node string) (ReplicaConn, error)
 	// Tail fences stream id at epoch on node and returns node's copy of
 	// it from offset from on (ReplicaTail there).
 	Tail(ctx context.Context, node string, id uint64, epoch, from int64) (ReplicaFrame, error)
+}
+
+// ReplicaConn is one open replication connection. Send writes one request
+// without waiting for its answer; Recv returns the answers in the order
+// of the requests (the transport checks their sequence numbers). Send is
+// called by one goroutine at a time, Recv by one other; Close may be
+// called by any, and makes both fail.
+type ReplicaConn interface {
+	Send(frames []ReplicaFrame) error
+	Recv() ([]ReplicaResult, error)
+	Close() error
 }
 
 // ReplicationConfig configures `replicated` streams.
@@ -117,19 +131,48 @@ type shipItem struct {
 	data      []byte
 }
 
-// peer ships to one follower node.
+// peer ships to one follower node over one connection, several requests
+// in flight (maxInFlight), answered in order.
 type peer struct {
-	node  string
-	mu    sync.Mutex
+	node string
+	kick chan struct{} // wakes runPeer: connect, resend, or send
+	mu   sync.Mutex
+	// queue: entries not sent yet; needs: streams to resend from an
+	// offset (-1: from the floor), which only runPeer does (it reads the
+	// WAL and may wait for it).
 	queue []shipItem
-	needs map[*streamState]int64 // streams to resend from an offset (-1: from the floor)
-	kick  chan struct{}
+	needs map[*streamState]int64
+	conn  ReplicaConn // nil: runPeer (re)connects
+	// sending: one goroutine at a time builds and sends requests (an
+	// appender when the peer is idle, the answer reader, or runPeer).
+	sending  bool
+	inFlight []flight // sent on conn, not answered yet, in order
+	lastUsed time.Time
 }
+
+// flight is one request on the wire.
+type flight struct {
+	frames  []ReplicaFrame
+	streams []*streamState
+	sent    time.Time
+}
+
+// maxInFlight bounds the requests sent to one follower and not yet
+// answered: enough that a follower's fsync never idles while the owner
+// has entries for it, few enough that a stuck one holds little.
+const maxInFlight = 8
+
+// peerIdle: a connection unused this long is closed (and reopened on the
+// next append); the follower's side closes it after twice as long.
+const peerIdle = 60 * time.Second
 
 func (p *peer) push(it shipItem) {
 	p.mu.Lock()
 	p.queue = append(p.queue, it)
 	p.mu.Unlock()
+}
+
+func (p *peer) wake() {
 	select {
 	case p.kick <- struct{}{}:
 	default:
@@ -145,10 +188,7 @@ func (p *peer) need(st *streamState, from int64) {
 		p.needs[st] = from
 	}
 	p.mu.Unlock()
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	p.wake()
 }
 
 // replicated reports whether st's appends wait for followers.
@@ -303,11 +343,23 @@ func (s *Service) ensureRepl(ctx context.Context, st *streamState) error {
 }
 
 // shipLocked queues one WAL entry of st (offsets [from, end)) for every
-// follower. st.mu held, so every follower gets a stream's entries in WAL
-// order.
-func (s *Service) shipLocked(st *streamState, from, end int64, data []byte) {
+// follower and returns them; the caller hands them to sendNow once it has
+// released st.mu. st.mu held, so every follower gets a stream's entries
+// in WAL order.
+func (s *Service) shipLocked(st *streamState, from, end int64, data []byte) []string {
 	for _, f := range st.repl.set.Followers {
 		s.peerFor(f).push(shipItem{st: st, from: from, end: end, data: data})
+	}
+	return st.repl.set.Followers
+}
+
+// sendNow sends what is queued for the followers from the calling
+// goroutine where a peer is idle and connected (no hand-off to its
+// goroutine on the way to the wire), and wakes the peer's goroutine
+// otherwise.
+func (s *Service) sendNow(followers []string) {
+	for _, f := range followers {
+		s.drive(s.peerFor(f))
 	}
 }
 
@@ -483,60 +535,260 @@ func floorLocked(st *streamState) int64 {
 	return floor
 }
 
-// runPeer ships to one follower until ctx ends: everything queued since
-// the last request, for all streams, in one request; streams whose copy
-// there does not continue where the owner's queue does are resent from
-// the owner's WAL.
+// runPeer keeps one follower's connection until ctx ends: it dials (with
+// the retry policy's backoff while that fails), resends streams whose copy
+// there does not continue where the owner's queue does (from the owner's
+// WAL), and sends what appenders left queued.
 func (s *Service) runPeer(ctx context.Context, p *peer) {
-	backoff := 50 * time.Millisecond
+	bo := peerRetry.Backoff()
+	idle := time.NewTicker(peerIdle / 4)
+	defer idle.Stop()
+	defer func() {
+		p.mu.Lock()
+		c := p.conn
+		p.mu.Unlock()
+		if c != nil {
+			s.connFailed(p, c, ctx.Err())
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.kick:
+		case <-idle.C:
+			s.closeIdle(p)
+			continue
 		}
 		for ctx.Err() == nil {
-			frames, streams := s.buildFrames(p)
-			if len(frames) == 0 {
+			p.mu.Lock()
+			work := len(p.queue) > 0 || len(p.needs) > 0
+			connected := p.conn != nil
+			p.mu.Unlock()
+			if !work {
 				break
 			}
-			rctx, cancel := context.WithTimeout(ctx, s.cfg.Replication.RequestTimeout)
-			start := time.Now()
-			res, err := s.cfg.Replication.Transport.Replicate(rctx, p.node, frames)
-			cancel()
-			if err == nil && len(res) != len(frames) {
-				err = fmt.Errorf("%d answers to %d frames", len(res), len(frames))
-			}
-			if err != nil {
-				s.metrics.replErrors.Inc()
-				s.peerFailed(p, streams, err)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
+			if !connected {
+				if err := s.dialPeer(ctx, p); err != nil {
+					s.metrics.replErrors.Inc()
+					s.failQueued(p, err)
+					if retry.Sleep(ctx, bo.Next()) != nil {
+						return
+					}
+					continue
 				}
-				backoff = min(2*backoff, time.Second)
-				continue
+				bo.Reset()
 			}
-			backoff = 50 * time.Millisecond
-			s.metrics.replSeconds.Observe(time.Since(start).Seconds())
-			s.peerAnswered(p, frames, streams, res)
+			if !s.send(p, true) {
+				break // another goroutine is sending, or the window is full: its answers drive the rest
+			}
 		}
 	}
 }
 
-// buildFrames takes p's queue and resend requests and turns them into
-// frames; streams[i] is frames[i]'s stream.
-func (s *Service) buildFrames(p *peer) ([]ReplicaFrame, []*streamState) {
+// peerRetry paces reconnects to a follower that cannot be reached.
+var peerRetry = retry.Policy{Initial: 50 * time.Millisecond, Max: time.Second}
+
+// dialPeer opens p's connection and starts reading its answers.
+func (s *Service) dialPeer(ctx context.Context, p *peer) error {
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.Replication.RequestTimeout)
+	c, err := s.cfg.Replication.Transport.Dial(dctx, p.node)
+	cancel()
+	if err != nil {
+		return err
+	}
 	p.mu.Lock()
-	items, needs := p.queue, p.needs
-	p.queue, p.needs = nil, nil
+	p.conn, p.lastUsed = c, time.Now()
 	p.mu.Unlock()
+	go s.readAnswers(p, c)
+	return nil
+}
+
+// closeIdle closes p's connection when nothing used it for peerIdle.
+func (s *Service) closeIdle(p *peer) {
+	p.mu.Lock()
+	c := p.conn
+	if c == nil || p.sending || len(p.inFlight) > 0 || time.Since(p.lastUsed) < peerIdle {
+		p.mu.Unlock()
+		return
+	}
+	p.conn = nil
+	p.mu.Unlock()
+	_ = c.Close()
+}
+
+// failQueued marks the streams queued for p as failed there (their
+// waiters then decide without p) and turns them into resends.
+func (s *Service) failQueued(p *peer, err error) {
+	p.mu.Lock()
+	seen := map[*streamState]bool{}
+	var streams []*streamState
+	for _, it := range p.queue {
+		if !seen[it.st] {
+			seen[it.st] = true
+			streams = append(streams, it.st)
+		}
+	}
+	for st := range p.needs {
+		if !seen[st] {
+			seen[st] = true
+			streams = append(streams, st)
+		}
+	}
+	p.queue = nil
+	p.mu.Unlock()
+	s.peerFailed(p, streams, err)
+}
+
+// drive sends p's queue from the calling goroutine if p is connected,
+// idle and has no resend pending; otherwise the goroutine that is sending
+// (or runPeer) takes it.
+func (s *Service) drive(p *peer) {
+	p.mu.Lock()
+	if p.conn == nil || len(p.needs) > 0 {
+		p.mu.Unlock()
+		p.wake()
+		return
+	}
+	busy := p.sending || len(p.inFlight) >= maxInFlight || len(p.queue) == 0
+	p.mu.Unlock()
+	if !busy {
+		s.send(p, false)
+	}
+}
+
+// send takes the sending token of p and sends requests until the queue is
+// empty, the window is full or the connection is gone; resends only with
+// withNeeds (runPeer: they may wait for the WAL). It reports false when it
+// could not take the token or stopped at a full window.
+func (s *Service) send(p *peer, withNeeds bool) bool {
+	p.mu.Lock()
+	if p.sending {
+		p.mu.Unlock()
+		return false
+	}
+	p.sending = true
+	for {
+		c := p.conn
+		if c == nil || len(p.inFlight) >= maxInFlight || (len(p.needs) > 0 && !withNeeds) ||
+			(len(p.queue) == 0 && len(p.needs) == 0) {
+			full := len(p.inFlight) >= maxInFlight
+			p.sending = false
+			resend := len(p.needs) > 0 && !withNeeds && c != nil
+			p.mu.Unlock()
+			if resend {
+				p.wake()
+			}
+			return !full
+		}
+		items, needs := p.queue, p.needs
+		p.queue, p.needs = nil, nil
+		p.mu.Unlock()
+		frames, streams := s.buildFrames(p.node, items, needs)
+		p.mu.Lock()
+		if len(frames) == 0 {
+			continue
+		}
+		if p.conn != c {
+			// The connection failed meanwhile: its failure resends
+			// what was in flight; these go on the next one.
+			s.requeueLocked(p, streams)
+			continue
+		}
+		p.inFlight = append(p.inFlight, flight{frames: frames, streams: streams, sent: time.Now()})
+		p.lastUsed = time.Now()
+		p.mu.Unlock()
+		if err := c.Send(frames); err != nil {
+			s.connFailed(p, c, err)
+		}
+		p.mu.Lock()
+	}
+}
+
+// requeueLocked asks for a resend of streams on p's next connection.
+// p.mu held.
+func (s *Service) requeueLocked(p *peer, streams []*streamState) {
+	if p.needs == nil {
+		p.needs = map[*streamState]int64{}
+	}
+	for _, st := range streams {
+		if _, ok := p.needs[st]; !ok {
+			p.needs[st] = -1
+		}
+	}
+}
+
+// readAnswers reads c's answers in order until c fails, applying each to
+// the streams of its request and sending what queued meanwhile.
+func (s *Service) readAnswers(p *peer, c ReplicaConn) {
+	for {
+		res, err := c.Recv()
+		p.mu.Lock()
+		if p.conn != c {
+			p.mu.Unlock()
+			return // closed (idle, failed or shut down): already handled
+		}
+		if err == nil && len(p.inFlight) == 0 {
+			err = errors.New("an answer to no request")
+		}
+		var f flight
+		if err == nil {
+			f = p.inFlight[0]
+			if len(res) != len(f.frames) {
+				err = fmt.Errorf("%d answers to %d frames", len(res), len(f.frames))
+			}
+		}
+		if err != nil {
+			p.mu.Unlock()
+			s.connFailed(p, c, err)
+			return
+		}
+		p.inFlight = p.inFlight[1:]
+		p.mu.Unlock()
+		s.metrics.replSeconds.Observe(time.Since(f.sent).Seconds())
+		s.peerAnswered(p, f.frames, f.streams, res)
+		s.drive(p)
+	}
+}
+
+// connFailed closes c if it is still p's connection and fails every
+// stream it had in flight (they are resent on the next connection).
+func (s *Service) connFailed(p *peer, c ReplicaConn, err error) {
+	p.mu.Lock()
+	if p.conn != c {
+		p.mu.Unlock()
+		return
+	}
+	p.conn = nil
+	fl := p.inFlight
+	p.inFlight = nil
+	p.mu.Unlock()
+	_ = c.Close()
+	var streams []*streamState
+	seen := map[*streamState]bool{}
+	for _, f := range fl {
+		for _, st := range f.streams {
+			if !seen[st] {
+				seen[st] = true
+				streams = append(streams, st)
+			}
+		}
+	}
+	if len(streams) > 0 {
+		s.metrics.replErrors.Inc()
+		s.peerFailed(p, streams, err)
+	}
+	p.wake()
+}
+
+// buildFrames turns queued items and resend requests into frames;
+// streams[i] is frames[i]'s stream.
+func (s *Service) buildFrames(node string, items []shipItem, needs map[*streamState]int64) ([]ReplicaFrame, []*streamState) {
 	var frames []ReplicaFrame
 	var streams []*streamState
 	var ends []int64 // where each frame's entries end
 	for st, from := range needs {
-		if f, ok := s.resendFrame(p.node, st, from); ok {
+		if f, ok := s.resendFrame(node, st, from); ok {
 			frames, streams, ends = append(frames, f), append(streams, st), append(ends, math.MaxInt64)
 		}
 	}
@@ -649,6 +901,7 @@ func (s *Service) peerAnswered(p *peer, frames []ReplicaFrame, streams []*stream
 			continue
 		}
 		fs := rp.followerLocked(p.node)
+		synced, wasFailed := rp.syncedLocked(), fs.failed
 		switch r.Status {
 		case ReplicaOK:
 			fs.failed = false
@@ -669,9 +922,28 @@ func (s *Service) peerAnswered(p *peer, frames []ReplicaFrame, streams []*stream
 			fs.failed = true
 			p.need(st, fs.acked)
 		}
-		rp.wakeLocked()
+		// Waiters need every in-sync follower: the first of two answers
+		// for the same entries cannot release them, so it does not wake
+		// them (half the wake-ups at 64 clients).
+		if r.Status != ReplicaOK || wasFailed || !slices.Contains(rp.set.InSync, p.node) || rp.syncedLocked() != synced {
+			rp.wakeLocked()
+		}
 		st.mu.Unlock()
 	}
+}
+
+// syncedLocked is where the copies of every in-sync follower reach: the
+// least of their confirmed ends. st.mu held.
+func (rp *replState) syncedLocked() int64 {
+	least := int64(math.MaxInt64)
+	for _, f := range rp.set.InSync {
+		if fs := rp.follow[f]; fs == nil {
+			return -1
+		} else if fs.acked < least {
+			least = fs.acked
+		}
+	}
+	return least
 }
 
 // shipUploaded tells st's followers that object storage now holds what
@@ -681,6 +953,9 @@ func (s *Service) shipUploadedLocked(st *streamState) {
 		return
 	}
 	s.shipLocked(st, st.next, st.next, nil)
+	for _, f := range st.repl.set.Followers {
+		s.peerFor(f).wake()
+	}
 }
 
 // repairReplicas replaces the followers of this node's replicated streams
@@ -787,14 +1062,8 @@ func (s *Service) ReplicaNodes(ctx context.Context, info Info) (replicas, inSync
 		st.mu.Unlock()
 	}
 	if set.Owner == "" {
-		rsets, ok := s.reg.(ReplicaSets)
-		if !ok {
-			return []string{info.Owner}, []string{info.Owner}, nil
-		}
-		rctx, cancel := context.WithTimeout(ctx, routeTimeout)
-		defer cancel()
-		if set, err = rsets.ReplicaSet(rctx, info.ID); err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		if set, err = s.cachedReplicaSet(ctx, info.ID, info.Epoch); err != nil {
+			return nil, nil, err
 		}
 	}
 	if set.Owner == "" || set.Epoch < info.Epoch {
@@ -805,4 +1074,49 @@ func (s *Service) ReplicaNodes(ctx context.Context, info Info) (replicas, inSync
 	replicas = append([]string{set.Owner}, set.Followers...)
 	inSync = append([]string{set.Owner}, set.InSync...)
 	return replicas, inSync, nil
+}
+
+// replicaSetTTL is how long ReplicaNodes reuses a replica set it read from
+// etcd for a stream another node owns: Kafka clients ask for Metadata
+// often and for many partitions at once, and a set changes only when a
+// follower falls behind, catches up or is replaced.
+const replicaSetTTL = time.Second
+
+type cachedSet struct {
+	set metadata.ReplicaSet
+	at  time.Time
+}
+
+// cachedReplicaSet is the replica set of stream id at ownership epoch (or
+// later), read from etcd at most once per replicaSetTTL. A set not written
+// yet in that epoch (followers are chosen at its first append) is not
+// kept: it changes within moments.
+func (s *Service) cachedReplicaSet(ctx context.Context, id uint64, epoch int64) (metadata.ReplicaSet, error) {
+	s.setCacheMu.Lock()
+	c, ok := s.setCache[id]
+	s.setCacheMu.Unlock()
+	if ok && time.Since(c.at) < replicaSetTTL && c.set.Epoch >= epoch {
+		return c.set, nil
+	}
+	rsets, ok := s.reg.(ReplicaSets)
+	if !ok {
+		return metadata.ReplicaSet{}, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	set, err := rsets.ReplicaSet(rctx, id)
+	if err != nil {
+		return metadata.ReplicaSet{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	s.metrics.replicaSetReads.Inc()
+	if set.Owner == "" || set.Epoch < epoch {
+		return set, nil
+	}
+	s.setCacheMu.Lock()
+	if s.setCache == nil || len(s.setCache) > 100000 {
+		s.setCache = map[uint64]cachedSet{} // deleted streams' entries go with the rest
+	}
+	s.setCache[id] = cachedSet{set: set, at: time.Now()}
+	s.setCacheMu.Unlock()
+	return set, nil
 }

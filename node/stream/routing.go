@@ -300,31 +300,55 @@ func (s *Service) adopt(ctx context.Context, m metadata.Stream) (*streamState, e
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		st.startReservation(s.lostDisk(res))
+		if st.gapTailLocked() {
+			s.requestFlush(true) // record the gap in object storage (snapshotFlush)
+		}
 	}
 	return st, nil
 }
 
 // manifestsSince lists manifests with a listing that started at or after
 // since, sharing one listing between the claims of a burst (a node death
-// orphans many streams at once).
+// orphans many streams at once). The listing runs under its own deadline
+// (listTimeout), not the caller's: a caller that gives up (a history read
+// bounded by routeTimeout) leaves it running for the next, so a listing
+// that takes longer than one request's patience (thousands of manifests
+// on a loaded node) still completes and is shared, instead of being
+// cancelled and restarted by every request forever.
 func (s *Service) manifestsSince(ctx context.Context, since time.Time) ([]metadata.Manifest, error) {
 	if s.tcfg.Manifests == nil {
 		return nil, nil
 	}
-	s.routing.mu.Lock()
-	for s.routing.listing != nil {
-		l := s.routing.listing
-		s.routing.mu.Unlock()
-		<-l.done
+	for {
 		s.routing.mu.Lock()
-		if !l.started.Before(since) && l.err == nil {
-			s.routing.mu.Unlock()
-			return l.ms, nil
+		l := s.routing.listing
+		if l == nil {
+			l = &listing{started: time.Now(), done: make(chan struct{})}
+			s.routing.listing = l
+			if !s.bg.Go(func(bctx context.Context) { s.list(bctx, l) }) {
+				s.routing.listing = nil
+				s.routing.mu.Unlock()
+				return nil, fmt.Errorf("%w: the service is closing", ErrUnavailable)
+			}
+		}
+		s.routing.mu.Unlock()
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if !l.started.Before(since) {
+			return l.ms, l.err
 		}
 	}
-	l := &listing{started: time.Now(), done: make(chan struct{})}
-	s.routing.listing = l
-	s.routing.mu.Unlock()
+}
+
+// listTimeout bounds one shared manifest listing.
+const listTimeout = time.Minute
+
+func (s *Service) list(ctx context.Context, l *listing) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
 	l.ms, l.err = s.tcfg.Manifests.Manifests(ctx)
 	s.routing.mu.Lock()
 	s.routing.listing = nil
@@ -333,20 +357,22 @@ func (s *Service) manifestsSince(ctx context.Context, since time.Time) ([]metada
 	}
 	s.routing.mu.Unlock()
 	close(l.done)
-	return l.ms, l.err
 }
 
 // manifestsFresh lists manifests for reads of history: a listing up to
-// 200 ms old is fine there (at worst the read is redirected).
-func (s *Service) manifestsFresh(ctx context.Context) ([]metadata.Manifest, error) {
+// maxAge old is fine there (at worst the read is redirected, or retried
+// with a fresh one).
+func (s *Service) manifestsFresh(ctx context.Context, maxAge time.Duration) ([]metadata.Manifest, error) {
 	s.routing.mu.Lock()
-	if s.routing.manifests != nil && time.Since(s.routing.manifestAt) < 200*time.Millisecond {
+	if s.routing.manifests != nil && time.Since(s.routing.manifestAt) < maxAge {
 		ms := s.routing.manifests
 		s.routing.mu.Unlock()
 		return ms, nil
 	}
 	s.routing.mu.Unlock()
-	return s.manifestsSince(ctx, time.Now())
+	// A listing in flight that started within maxAge is fresh enough: wait
+	// for it rather than start another behind it.
+	return s.manifestsSince(ctx, time.Now().Add(-maxAge))
 }
 
 // retire drops a stream's local state for good (deleted, or served by
@@ -440,7 +466,7 @@ func (s *Service) readRemote(ctx context.Context, m metadata.Stream, opts ReadOp
 	if opts.Offset < m.StartOffset {
 		return ReadResult{}, false, nil // the owner answers trims
 	}
-	ms, err := s.manifestsFresh(rctx)
+	ms, err := s.manifestsFresh(rctx, 200*time.Millisecond)
 	if err != nil {
 		return ReadResult{}, false, nil
 	}

@@ -214,6 +214,8 @@ type Service struct {
 	replCtx    context.Context
 	replCancel context.CancelFunc
 	deferred   []string // replicated streams Open left to adopt (repltakeover.go)
+	setCacheMu sync.Mutex
+	setCache   map[uint64]cachedSet // ReplicaNodes' replica sets of other owners' streams
 }
 
 // streamState is the in-memory state of one stream owned by this node.
@@ -476,6 +478,9 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		}
 		for id, st := range s.byID {
 			st.startReservation(s.lostDisk(resvs[id]))
+			if st.gapTailLocked() {
+				s.requestFlush(true) // record the gap in object storage (snapshotFlush)
+			}
 		}
 	}
 	var replayed, skipped int
@@ -1239,10 +1244,11 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		return Submitted{}, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, err)
 	}
 	end := base + int64(count)
+	var followers []string
 	if replicated {
 		// The same entry bytes go to the followers, in parallel with
 		// the local fsync (buf goes back to its pool: copy it once).
-		s.shipLocked(st, base, end, append([]byte(nil), buf...))
+		followers = s.shipLocked(st, base, end, append([]byte(nil), buf...))
 	}
 	if !noBatch {
 		st.chunks = append(st.chunks, chunk{base: base, next: end, pos: pending.Pos()})
@@ -1289,6 +1295,9 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	st.mu.Unlock()
 	if kick {
 		s.kickReserver()
+	}
+	if followers != nil {
+		s.sendNow(followers)
 	}
 	return Submitted{st: st, res: res, pending: pending, wrote: true, closes: req.Close,
 		objectDurable: objectDurable, replicated: replicated, mustReserve: mustReserve, end: end, bytes: len(buf)}, nil
@@ -1385,6 +1394,53 @@ func (a *Submitted) Wait(ctx context.Context) (AppendResult, error) {
 	}
 	if a.objectDurable {
 		st.advance(end, closes) // Flush did, but for a close
+	}
+	return a.res, nil
+}
+
+// WaitLeader is Wait for Kafka's acks=1 ("the leader has written it"): on
+// a replicated stream it returns once the owner's own WAL fsync covers the
+// append (and its offsets are reserved), without waiting for the
+// followers. The append still becomes readable only once enough copies
+// hold it (a background wait moves the high watermark, as Wait would), so
+// what readers see is never lost with fewer than M machines; what acks=1
+// acknowledged may be, like Kafka's. On any other stream it is Wait.
+func (a *Submitted) WaitLeader(ctx context.Context) (AppendResult, error) {
+	if !a.wrote || !a.replicated || a.objectDurable {
+		return a.Wait(ctx)
+	}
+	s, st, name := a.s, a.st, a.name
+	pending, end, closes := a.pending, a.end, a.closes
+	if err := pending.Wait(ctx); err != nil {
+		if ctx.Err() != nil {
+			mustReserve := a.mustReserve
+			s.bg.Go(func(ctx context.Context) { s.publishLater(ctx, st, pending, end, closes, mustReserve, true) })
+		}
+		return AppendResult{}, s.waitError(name, err, ctx)
+	}
+	if a.mustReserve {
+		if err := s.waitReserved(ctx, st, end); err != nil {
+			if ctx.Err() != nil {
+				s.bg.Go(func(ctx context.Context) { s.publishLater(ctx, st, pending, end, closes, true, true) })
+			}
+			return AppendResult{}, fmt.Errorf("append to %s: written but not acknowledged: %w", name, err)
+		}
+	}
+	s.bg.Go(func(ctx context.Context) { s.publishLater(ctx, st, pending, end, closes, false, true) })
+	if s.tier != nil {
+		s.noteUnflushed(a.bytes)
+	}
+	st.mu.Lock()
+	var fenced error
+	if st.repl != nil {
+		fenced = st.repl.fenced
+	}
+	st.mu.Unlock()
+	if fenced != nil {
+		return AppendResult{}, fmt.Errorf("append to %s: written here but not acknowledged: %w", name, fenced)
+	}
+	if err := s.leaseHeld(); err != nil {
+		return AppendResult{}, fmt.Errorf("append to %s: written but not acknowledged: %w", name, err)
 	}
 	return a.res, nil
 }

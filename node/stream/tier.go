@@ -286,6 +286,12 @@ func (st *streamState) applyPieces(ps []piece) error {
 			}
 			st.chunks = append(st.chunks, chunk{base: p.first, next: p.next, obj: p.ref})
 			st.next = p.next
+		} else if p.next > st.next {
+			// A state-only entry past the ranges: its owner had nothing
+			// below it to upload, so what is missing below it is a gap
+			// (snapshotFlush records a lost tail this way).
+			st.chunks = append(st.chunks, chunk{base: st.next, next: p.next, gap: true})
+			st.next = p.next
 		}
 		// The newest state is the one with the highest end offset; among
 		// equal ends (state-only flushes, e.g. a close) the later commit.
@@ -463,10 +469,24 @@ func (s *Service) Flush(ctx context.Context) error {
 	seq := s.nextSeq()
 	key := tiering.L0Key(s.cfg.NodeID, seq, tiering.NewNonce())
 	start := time.Now()
-	ranges, objSize, err := s.tier.Upload(ctx, key, withBatches(ups))
-	if err != nil {
-		return fmt.Errorf("flush: upload %s: %w", key, err)
+	var ranges []ObjectRef
+	var objSize int64
+	if size > 0 {
+		ranges, objSize, err = s.tier.Upload(ctx, key, withBatches(ups))
+		if err != nil {
+			return fmt.Errorf("flush: upload %s: %w", key, err)
+		}
 	}
+	// A flush of state changes only (a close after the last append) has
+	// no bytes, and the object format has no empty object: it commits a
+	// manifest of state-only entries whose key is never written. That is
+	// the same entry a mixed flush already commits for such a stream, so
+	// a new owner or a restart without the WAL rebuilds the state the
+	// usual way, and every consumer of manifests stays as it is: readers
+	// and compaction skip empty ranges, garbage collection's delete of a
+	// missing object is a no-op, and the orphan sweep only looks at
+	// objects that exist. Without it the close stayed in the WAL until
+	// the next flush with data, and a takeover in between lost it.
 	m := metadata.Manifest{Node: s.cfg.NodeID, Seq: seq, Object: key, Size: objSize, CreatedAt: time.Now().UTC()}
 	refs, err := flushRefs(&m, items, ranges)
 	if err != nil {
@@ -503,7 +523,7 @@ func (s *Service) snapshotFlush() []flushItem {
 	var items []flushItem
 	for _, st := range streams {
 		st.mu.Lock()
-		if st.walLow == 0 || st.deleted {
+		if st.deleted || (st.walLow == 0 && !st.gapTailLocked()) {
 			st.mu.Unlock()
 			continue
 		}
@@ -520,6 +540,28 @@ func (s *Service) snapshotFlush() []flushItem {
 		items = append(items, it)
 	}
 	return items
+}
+
+// gapTailLocked reports whether everything st holds past what object
+// storage holds is a gap (a takeover's, or a lost disk's: reserve.go).
+// Such a stream has nothing to upload, but a flush records the gap as a
+// state-only entry at its end, so that other nodes' views of the stream
+// (a fork's source, a history read) know nothing will ever fill it,
+// rather than wait for records no owner holds. st.mu held.
+func (st *streamState) gapTailLocked() bool {
+	if st.uploaded >= st.next {
+		return false
+	}
+	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > st.uploaded })
+	if i == len(st.chunks) {
+		return false
+	}
+	for ; i < len(st.chunks); i++ {
+		if !st.chunks[i].gap {
+			return false
+		}
+	}
+	return true
 }
 
 // maxFlushBuf bounds the read buffer a service keeps between flushes.

@@ -57,6 +57,10 @@ type sessionNode struct {
 	svc  *stream.Service
 	dir  string // the WAL's
 	stop func()
+	// manifests, if set, stands between the service and the registry's
+	// manifests (a slow etcd).
+	manifests stream.Manifests
+	fresh     bool // the WAL is new: the node's disk was lost (Config.FreshLog)
 }
 
 func startSessionNode(t *testing.T, reg *meta.Registry, tier stream.Tier, id string) *sessionNode {
@@ -78,9 +82,9 @@ func (n *sessionNode) open(t *testing.T, reg *meta.Registry, tier stream.Tier) {
 		t.Fatal(err)
 	}
 	n.svc, err = stream.Open(ctx, stream.Config{
-		NodeID: n.id, Cluster: reg, DefaultDurability: stream.DurabilityObject,
+		NodeID: n.id, Cluster: reg, DefaultDurability: stream.DurabilityObject, FreshLog: n.fresh,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Tier:   stream.TierConfig{Tier: tier, Manifests: reg, Session: func() metadata.Lease { return meta.LeaseOf(n.sess.Load()) }, SealMaxAge: 20 * time.Millisecond},
+		Tier:   stream.TierConfig{Tier: tier, Manifests: n.manifestsOr(reg), Session: func() metadata.Lease { return meta.LeaseOf(n.sess.Load()) }, SealMaxAge: 20 * time.Millisecond},
 	}, w, reg)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +97,13 @@ func (n *sessionNode) open(t *testing.T, reg *meta.Registry, tier stream.Tier) {
 		once.Do(func() { cancel(); <-done; n.svc.Close(); w.Close() })
 	}
 	t.Cleanup(n.stop)
+}
+
+func (n *sessionNode) manifestsOr(reg *meta.Registry) stream.Manifests {
+	if n.manifests != nil {
+		return n.manifests
+	}
+	return reg
 }
 
 // loseLeaseAndAppend revokes a's lease and appends value to name on b

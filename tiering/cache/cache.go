@@ -15,8 +15,10 @@
 //	  └─ otherwise ─ one ranged GET per stretch of consecutive missing
 //	                 blocks; concurrent readers of one block share one GET
 //
-// A cold read therefore waits for the block(s) it touches, never for the
-// whole object. A reader that moves forward through an object (the catch-up
+// A cold point read therefore waits for the block(s) it touches, never for
+// the whole object; a cold Slice that may take more than a block (a scan)
+// fetches the FetchBlocks-aligned window around its first block, so that
+// scans of neighbouring ranges (streams sharing an L0 object) share a GET. A reader that moves forward through an object (the catch-up
 // of a consumer behind the tail) triggers read-ahead: the next ReadAhead
 // blocks are fetched in the background as large runs (FetchBlocks per GET,
 // Parallelism GETs at a time), so a sequential reader pays few per-request
@@ -544,10 +546,24 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMos
 	// the first one: a cold scan gets the window it wants in one GET, lent
 	// whole, and does not wait on them beyond atLeast.
 	fetchLast := max(last, min((off+int64(atMost)-1)/bs, first+int64(c.opts.FetchBlocks)-1))
-	runs, err := c.acquire(ctx, key, first, last, fetchLast)
+	// A cold scan's GET (one that may take more than a block) covers the
+	// whole FetchBlocks-aligned window around its first block: readers of
+	// neighbouring streams in one L0 object then land in one GET instead
+	// of sending one each (object stores charge per request, and a
+	// hundred small GETs at once cost MinIO or S3 far more than a few
+	// large ones). A point read (atMost within a block) still fetches
+	// only what it touches.
+	from := first
+	if int64(atMost) > bs && c.missing(key, first) {
+		fb := int64(c.opts.FetchBlocks)
+		from = first / fb * fb
+		fetchLast = max(fetchLast, from+fb-1)
+	}
+	runs, err := c.acquire(ctx, key, from, last, fetchLast)
 	if err != nil {
 		return nil, err
 	}
+	runs = runs[first-from:]
 	r := runs[0]
 	one := true
 	for _, o := range runs[1:] {
@@ -570,6 +586,14 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMos
 	end := (off + int64(len(out)) - 1) / bs
 	c.afterRead(key, first, end, false)
 	return out, nil
+}
+
+// missing says whether block idx of key is neither cached nor in
+// flight.
+func (c *Cache) missing(key string, idx int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.blocks[blockID{key, idx}] == nil
 }
 
 // startRunLocked starts one GET for blocks [first, first+count) of key

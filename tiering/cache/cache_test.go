@@ -596,3 +596,27 @@ func TestManyReadersShareTheBudget(t *testing.T) {
 	}
 	t.Logf("peak held %d of bound %d; read-ahead peak %d; %+v", peak.Load(), bound, peakAhead.Load(), s)
 }
+
+// TestColdSlicesOfOneWindowShareOneGET: a cold Slice fetches the whole
+// FetchBlocks-aligned window around its first block, so readers of
+// neighbouring ranges of one object (streams sharing an L0 object) are
+// served by that one GET instead of sending one each.
+func TestColdSlicesOfOneWindowShareOneGET(t *testing.T) {
+	c, src, data := setup(t, objstoretest.FileStore(t), 16*bs, Options{ReadAhead: -1, FetchBlocks: 8})
+	for _, off := range []int64{5*bs + 7, 2 * bs, 6*bs + 100, 0} {
+		got, err := c.Slice(t.Context(), "obj", off, 10, bs+1)
+		if err != nil || !bytes.Equal(got, data[off:off+int64(len(got))]) || len(got) < 10 {
+			t.Fatalf("Slice(%d): %d bytes, %v", off, len(got), err)
+		}
+	}
+	if got := src.reads.Load(); got != 1 {
+		t.Errorf("%d GETs for four slices of one 8-block window, want 1", got)
+	}
+	// The next window is a GET of its own.
+	if _, err := c.Slice(t.Context(), "obj", 9*bs, 10, bs+1); err != nil {
+		t.Fatal(err)
+	}
+	if got := src.reads.Load(); got != 2 {
+		t.Errorf("%d GETs after a slice of the second window, want 2", got)
+	}
+}

@@ -107,7 +107,7 @@ func TestEveryAlertFiresAndStaysSilent(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"PicoMQOwnerLeaseLost", "PicoMQUnflushedBytesHigh", "PicoMQFlushStalled", "PicoMQUploadErrors",
+	want := []string{"PicoMQOwnerLeaseLost", "PicoMQUnflushedBytesHigh", "PicoMQFlushStalled", "PicoMQFlushLagHigh", "PicoMQUploadErrors",
 		"PicoMQWALFsyncSlow", "PicoMQDiskNearlyFull", "PicoMQEtcdQuotaNearlyFull", "PicoMQKafkaGroupLag", "PicoMQCertificateExpiring"}
 	for _, a := range want {
 		if fires[a] == 0 {
