@@ -195,6 +195,9 @@ type Store struct {
 type tokenSet struct {
 	hashes [][sha256.Size]byte
 	users  []*Principal
+	// scram: the scopes of SCRAM users by user name (the token file's
+	// users: list); their credentials live in etcd.
+	scram map[string]*Principal
 }
 
 // Load reads the token file at path.
@@ -228,12 +231,12 @@ func (s *Store) Reload() error {
 	}
 	if old := s.cur.Load(); old != nil {
 		prev := map[string]*rate.Limiter{}
-		for _, p := range old.users {
+		for _, p := range old.all() {
 			if p.limiter != nil {
 				prev[p.Name] = p.limiter
 			}
 		}
-		for _, p := range set.users {
+		for _, p := range set.all() {
 			if l := prev[p.Name]; l != nil && p.limiter != nil && l.Limit() == p.limiter.Limit() && l.Burst() == p.limiter.Burst() {
 				p.limiter = l
 			}
@@ -264,6 +267,28 @@ func (s *Store) Authenticate(token string) (*Principal, error) {
 	return set.users[found], nil
 }
 
+// ErrNoScopes: a SCRAM user the token file grants nothing.
+var ErrNoScopes = errors.New("auth: no scopes granted to this user (users: in the token file)")
+
+// ScramUser returns the principal of a SCRAM user: the scopes the token
+// file's users: list grants the name. A user not listed gets
+// ErrNoScopes, so a credential alone never grants access.
+func (s *Store) ScramUser(name string) (*Principal, error) {
+	if p := s.cur.Load().scram[name]; p != nil {
+		return p, nil
+	}
+	return nil, ErrNoScopes
+}
+
+// all is every principal of the set: tokens, then SCRAM users.
+func (t *tokenSet) all() []*Principal {
+	out := append([]*Principal(nil), t.users...)
+	for _, p := range t.scram {
+		out = append(out, p)
+	}
+	return out
+}
+
 // HashToken is the hex SHA-256 of a token, as the token file stores it.
 func HashToken(token string) string {
 	h := sha256.Sum256([]byte(token))
@@ -275,6 +300,17 @@ const MaxFileBytes = 4 << 20
 
 type fileYAML struct {
 	Tokens []entryYAML `yaml:"tokens"`
+	Users  []userYAML  `yaml:"users"`
+}
+
+// userYAML grants scopes to a SCRAM user (Kafka SASL SCRAM-SHA-256/512);
+// the user's salted credentials are set with AlterUserScramCredentials
+// and kept in etcd, never in this file.
+type userYAML struct {
+	Name   string   `yaml:"name"`
+	Scopes []string `yaml:"scopes"`
+	Rate   float64  `yaml:"rate"`
+	Burst  int      `yaml:"burst"`
 }
 
 type entryYAML struct {
@@ -308,7 +344,7 @@ func parse(b []byte) (*tokenSet, error) {
 		}
 		return nil, err
 	}
-	if len(f.Tokens) == 0 {
+	if len(f.Tokens) == 0 && len(f.Users) == 0 {
 		return nil, errors.New("no tokens: want a tokens: list (an empty list would lock every client out)")
 	}
 	set := &tokenSet{}
@@ -336,29 +372,53 @@ func parse(b []byte) (*tokenSet, error) {
 			return nil, fmt.Errorf("%s (%s): same token hash as %q", where, e.Name, other)
 		}
 		hashes[h] = e.Name
-		if len(e.Scopes) == 0 {
-			return nil, fmt.Errorf("%s (%s): at least one scope is required", where, e.Name)
-		}
-		p := &Principal{Name: e.Name}
-		for _, sc := range e.Scopes {
-			s, err := ParseScope(sc)
-			if err != nil {
-				return nil, fmt.Errorf("%s (%s): %w", where, e.Name, err)
-			}
-			p.Scopes = append(p.Scopes, s)
-		}
-		if e.Rate < 0 || e.Burst < 0 || e.Rate > 1e9 || e.Burst > 1e9 {
-			return nil, fmt.Errorf("%s (%s): rate and burst must be between 0 and 1e9", where, e.Name)
-		}
-		if e.Rate > 0 {
-			burst := e.Burst
-			if burst == 0 {
-				burst = max(1, int(e.Rate))
-			}
-			p.limiter = rate.NewLimiter(rate.Limit(e.Rate), burst)
+		p, err := newPrincipal(e.Name, e.Scopes, e.Rate, e.Burst)
+		if err != nil {
+			return nil, fmt.Errorf("%s (%s): %w", where, e.Name, err)
 		}
 		set.hashes = append(set.hashes, h)
 		set.users = append(set.users, p)
 	}
+	set.scram = map[string]*Principal{}
+	for i, u := range f.Users {
+		where := fmt.Sprintf("users[%d]", i)
+		if u.Name == "" || len(u.Name) > 128 || strings.ContainsFunc(u.Name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return nil, fmt.Errorf("%s: name is required, at most 128 printable characters", where)
+		}
+		if set.scram[u.Name] != nil {
+			return nil, fmt.Errorf("%s: duplicate user %q", where, u.Name)
+		}
+		p, err := newPrincipal(u.Name, u.Scopes, u.Rate, u.Burst)
+		if err != nil {
+			return nil, fmt.Errorf("%s (%s): %w", where, u.Name, err)
+		}
+		set.scram[u.Name] = p
+	}
 	return set, nil
+}
+
+// newPrincipal builds a token's or SCRAM user's principal from its
+// scopes and rate limit.
+func newPrincipal(name string, scopes []string, rateLimit float64, burst int) (*Principal, error) {
+	if len(scopes) == 0 {
+		return nil, errors.New("at least one scope is required")
+	}
+	p := &Principal{Name: name}
+	for _, sc := range scopes {
+		s, err := ParseScope(sc)
+		if err != nil {
+			return nil, err
+		}
+		p.Scopes = append(p.Scopes, s)
+	}
+	if rateLimit < 0 || burst < 0 || rateLimit > 1e9 || burst > 1e9 {
+		return nil, errors.New("rate and burst must be between 0 and 1e9")
+	}
+	if rateLimit > 0 {
+		if burst == 0 {
+			burst = max(1, int(rateLimit))
+		}
+		p.limiter = rate.NewLimiter(rate.Limit(rateLimit), burst)
+	}
+	return p, nil
 }

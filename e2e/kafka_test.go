@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -67,7 +68,10 @@ func requireGroups(t *testing.T, addr string) {
 // against a real node (KGO_TEST_RF=1, 20000 records), transactions
 // (TestTxnEtl) and the group tests included: nothing is skipped by this
 // test. Any failure fails this test. (The suite skips its KIP-848 variants
-// by itself: PicoMQ serves the classic group protocol.)
+// by itself: PicoMQ serves the classic group protocol.) Its SCRAM tests run
+// against the same node (KGO_TEST_SCRAM_SEEDS) with a SCRAM-SHA-256 user
+// created first through AlterUserScramCredentials. PICOMQ_KGO_RUN, when
+// set, is passed as -test.run (to run a part of the suite by hand).
 func TestKafkaKgoSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the kgo suite takes minutes")
@@ -97,9 +101,17 @@ func TestKafkaKgoSuite(t *testing.T) {
 	requireGroups(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	run := exec.CommandContext(ctx, bin, "-test.v", "-test.timeout", "14m")
+	admCl := kafkaClient(t, kgo.SeedBrokers(addr))
+	upsertScram(t, ctx, kadm.NewClient(admCl), "SCRAM-SHA-256", "kgo-suite", "kgo-suite-pw", 4096)
+	admCl.Close()
+	args := []string{"-test.v", "-test.timeout", "14m"}
+	if r := os.Getenv("PICOMQ_KGO_RUN"); r != "" {
+		args = append(args, "-test.run", r)
+	}
+	run := exec.CommandContext(ctx, bin, args...)
 	run.Dir = pkgDir
-	run.Env = append(os.Environ(), "KGO_SEEDS="+addr, "KGO_TEST_RF=1", "KGO_TEST_RECORDS=20000", "KGO_LOG_LEVEL=none")
+	run.Env = append(os.Environ(), "KGO_SEEDS="+addr, "KGO_TEST_RF=1", "KGO_TEST_RECORDS=20000", "KGO_LOG_LEVEL=none",
+		"KGO_TEST_SCRAM_SEEDS="+addr, "KGO_TEST_SCRAM=kgo-suite:kgo-suite-pw:256")
 	var buf bytes.Buffer
 	run.Stdout, run.Stderr = &buf, &buf
 	start := time.Now()

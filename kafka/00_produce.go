@@ -104,6 +104,9 @@ func (pc *produceCall) finish() kmsg.Response {
 			failPartition(ps.op, version, kerr.DuplicateSequenceNumber)
 		case ps.first:
 			ps.op.BaseOffset = res.FirstOffset
+			if res.LogAppendTime {
+				ps.op.LogAppendTime = res.Timestamp
+			}
 		}
 	}
 	if len(pc.forwards) > 0 {

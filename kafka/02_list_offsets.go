@@ -15,6 +15,9 @@ import (
 const (
 	listLatest   = -1
 	listEarliest = -2
+	// listMaxTimestamp (KIP-734, v7): the record with the largest
+	// timestamp, and that timestamp.
+	listMaxTimestamp = -3
 )
 
 // handleListOffsets answers latest (the high watermark), earliest (the
@@ -77,6 +80,9 @@ func (s *Server) listOffset(ctx context.Context, cc *connState, topic string, rp
 		return info.NextOffset, -1, epoch, nil
 	case listEarliest:
 		return info.StartOffset, -1, epoch, nil
+	case listMaxTimestamp:
+		offset, ts, err = s.maxTimestampOffset(ctx, name, info.StartOffset, info.NextOffset)
+		return offset, ts, epoch, err
 	}
 	if rp.Timestamp < 0 {
 		return 0, 0, 0, fmt.Errorf("%w: timestamp %d", kerr.InvalidRequest, rp.Timestamp)
@@ -130,4 +136,72 @@ func (s *Server) offsetForTime(ctx context.Context, name string, from, hwm, want
 		from = next
 	}
 	return -1, -1, nil
+}
+
+// maxTimestampOffset finds the first record with the partition's largest
+// timestamp (ListOffsets -3) by scanning batch headers (MaxTimestamp) from
+// the start offset and decoding only the batch that holds it; control
+// batches (transaction markers) are not records a client reads and are
+// skipped. Linear in the partition's size, as offsetForTime; -1, -1 for a
+// partition without records.
+func (s *Server) maxTimestampOffset(ctx context.Context, name string, from, hwm int64) (int64, int64, error) {
+	const page = 1 << 20
+	best, bestTS := int64(-1), int64(-1) // base offset of the batch holding the maximum
+	for pos := from; pos < hwm; {
+		br, err := s.svc.ReadBatches(ctx, name, pos, page)
+		if err != nil {
+			return 0, 0, err
+		}
+		next := pos
+		err = record.SplitBatches(br.Batches, func(_ []byte, h record.BatchHeader) error {
+			next = h.LastOffset() + 1
+			if !h.Control() && h.LastOffset() >= from && h.MaxTimestamp > bestTS {
+				best, bestTS = h.BaseOffset, h.MaxTimestamp
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		if next <= pos {
+			break
+		}
+		pos = next
+	}
+	if best < 0 {
+		return -1, -1, nil
+	}
+	// The batch holding it: the first record at that timestamp, at or
+	// after the start offset (a LogAppendTime batch's records all carry
+	// MaxTimestamp).
+	br, err := s.svc.ReadBatches(ctx, name, max(best, from), 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	found := int64(-1)
+	err = record.SplitBatches(br.Batches, func(b []byte, h record.BatchHeader) error {
+		if found >= 0 || h.BaseOffset != best {
+			return nil
+		}
+		recs, err := record.DecodeRecords(b, nil)
+		if err != nil {
+			return err
+		}
+		// The first record at the batch's largest timestamp (a header
+		// whose MaxTimestamp no record carries still gets its latest).
+		top := int64(-1)
+		for _, r := range recs {
+			if r.Offset >= from && (h.LogAppendTime() || r.Timestamp > top) {
+				found, top = r.Offset, r.Timestamp
+				if h.LogAppendTime() || top >= bestTS {
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil || found < 0 {
+		return 0, 0, fmt.Errorf("%w: max timestamp %d of %s not found again (trimmed meanwhile?): %v", kerr.UnknownServerError, bestTS, name, err)
+	}
+	return found, bestTS, nil
 }

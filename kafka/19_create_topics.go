@@ -22,6 +22,8 @@ type topicConfig struct {
 	// minInSync is min.insync.replicas (0 = the node's --min-insync);
 	// replicas the replication factor asked for (0 or 1: one copy).
 	minInSync, replicas int64
+	// logAppendTime: message.timestamp.type=LogAppendTime.
+	logAppendTime bool
 	// compaction: cleanup.policy=compact and its tuning configs
 	// (stream.ParseCompaction); nil: delete.
 	compaction *stream.Compaction
@@ -33,7 +35,6 @@ type topicConfig struct {
 // applied (stream.ParseCompaction).
 var fixedConfigs = map[string]string{
 	"compression.type":               "producer",
-	"message.timestamp.type":         "CreateTime",
 	"unclean.leader.election.enable": "false", // nothing acknowledged is ever given up
 }
 
@@ -65,6 +66,14 @@ func parseTopicConfig(get func(yield func(name string, value *string) bool)) (to
 			dst = &tc.maxBatchBytes
 		case "min.insync.replicas":
 			dst = &tc.minInSync
+		case "message.timestamp.type":
+			switch *value {
+			case "CreateTime", "LogAppendTime":
+				tc.logAppendTime = *value == "LogAppendTime"
+				return true
+			}
+			err = fmt.Errorf("%w: config message.timestamp.type=%q (CreateTime or LogAppendTime)", kerr.InvalidConfig, *value)
+			return false
 		case "flush.messages", "flush.ms":
 			var ignored int64
 			dst = &ignored
@@ -162,7 +171,8 @@ func (s *Server) createPartition(ctx context.Context, name string, alias *string
 	opts := stream.CreateOptions{
 		ContentType: kafkaContentType, KafkaTopic: alias,
 		RetentionMs: tc.retentionMs, RetentionBytes: tc.retentionBytes, MaxBatchBytes: tc.maxBatchBytes,
-		Compaction: tc.compaction,
+		LogAppendTime: tc.logAppendTime,
+		Compaction:    tc.compaction,
 	}
 	if tc.replicas >= 2 {
 		// replication.factor >= 2: copies on that many nodes, acks=all

@@ -19,6 +19,7 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 		or := kmsg.NewDescribeConfigsResponseResource()
 		or.ResourceType, or.ResourceName = rr.ResourceType, rr.ResourceName
 		var configs [][2]string
+		set := map[string]bool{} // set on the topic, not a default
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			t, err := s.resolveTopic(ctx, rr.ResourceName)
@@ -27,11 +28,13 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 				break
 			}
 			base := t.partitions[0]
+			set["retention.ms"], set["retention.bytes"], set["max.message.bytes"] = base.RetentionMs > 0, base.RetentionBytes > 0, base.MaxBatchBytes > 0
+			set["message.timestamp.type"] = base.LogAppendTime
 			configs = [][2]string{
 				{"retention.ms", limit(base.RetentionMs)},
 				{"retention.bytes", limit(base.RetentionBytes)},
 				{"compression.type", "producer"},
-				{"message.timestamp.type", "CreateTime"},
+				{"message.timestamp.type", timestampType(base.LogAppendTime)},
 				{"max.message.bytes", strconv.Itoa(maxBatch(base.MaxBatchBytes, s.cfg.MaxMessageBytes))},
 				{"min.insync.replicas", strconv.Itoa(max(base.MinInSync, 1))},
 			}
@@ -57,11 +60,21 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 			oc.Value = &v
 			oc.Source = kmsg.ConfigSourceDefaultConfig
 			oc.IsDefault = true
+			if set[c[0]] {
+				oc.Source, oc.IsDefault = kmsg.ConfigSourceDynamicTopicConfig, false
+			}
 			or.Configs = append(or.Configs, oc)
 		}
 		resp.Resources = append(resp.Resources, or)
 	}
 	return resp, nil
+}
+
+func timestampType(logAppend bool) string {
+	if logAppend {
+		return "LogAppendTime"
+	}
+	return "CreateTime"
 }
 
 // limit renders a retention limit; 0 (none) is Kafka's -1.

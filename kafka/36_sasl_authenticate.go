@@ -13,15 +13,19 @@ import (
 	"github.com/PicoMQ/picomq/auth"
 )
 
-// handleSASLAuthenticate checks the bearer token a SASL exchange carries:
-// PLAIN's password (the user name is ignored) or OAUTHBEARER's token
-// (RFC 7628). With authentication off every exchange succeeds, so clients
-// configured for SASL still connect. It may be repeated on a live
-// connection (re-authentication).
+// handleSASLAuthenticate runs one step of the SASL exchange: PLAIN's
+// password (the user name is ignored) or OAUTHBEARER's token (RFC 7628)
+// is a bearer token checked at once; SCRAM takes two steps
+// (scramStep). With authentication off every PLAIN and OAUTHBEARER
+// exchange succeeds, so clients configured for SASL still connect; SCRAM
+// always checks the user's credential (its answer carries a signature
+// only the credential can make). It may be repeated on a live connection
+// (re-authentication).
 func handleSASLAuthenticate(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.SASLAuthenticateRequest)
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
-	if err := s.authenticate(cc, req.SASLAuthBytes); err != nil {
+	out, _, err := s.authenticate(ctx, cc, req.SASLAuthBytes)
+	if err != nil {
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		msg := "authentication failed: " + err.Error()
 		if cc.mechanism == mechOAuthBearer {
@@ -30,14 +34,30 @@ func handleSASLAuthenticate(s *Server, ctx context.Context, cc *connState, kreq 
 		resp.ErrorMessage = &msg
 		return resp, nil
 	}
-	resp.SASLAuthBytes = []byte{}
+	if out == nil {
+		out = []byte{}
+	}
+	resp.SASLAuthBytes = out
 	return resp, nil
 }
 
-// authenticate checks the client's SASL message for the connection's
-// mechanism and records the outcome on cc: SaslAuthenticate's bytes, or
-// the raw token that follows a SaslHandshake v0 (serveConn).
-func (s *Server) authenticate(cc *connState, b []byte) error {
+// authenticate runs one client SASL message of the connection's mechanism
+// and records the outcome on cc: SaslAuthenticate's bytes, or a raw frame
+// after a SaslHandshake v0 (serveConn). It returns the server's answer
+// and whether the exchange is complete.
+func (s *Server) authenticate(ctx context.Context, cc *connState, b []byte) ([]byte, bool, error) {
+	if m, ok := auth.ScramByName(cc.mechanism); ok {
+		out, done, err := s.scramStep(ctx, cc, m, b)
+		if err != nil {
+			s.saslFailed(cc)
+			s.logins.count(cc.mechanism, false)
+			return nil, false, err
+		}
+		if done {
+			s.logins.count(cc.mechanism, true)
+		}
+		return out, done, nil
+	}
 	token, err := saslToken(cc.mechanism, b)
 	var p *auth.Principal
 	if err == nil && s.cfg.Auth != nil {
@@ -47,14 +67,22 @@ func (s *Server) authenticate(cc *connState, b []byte) error {
 			p, err = nil, errors.New("scrape-only token (scope metrics) cannot use Kafka")
 		}
 	}
+	s.logins.count(cc.mechanism, err == nil)
 	if err != nil {
-		cc.authenticated.Store(s.cfg.Auth == nil)
-		cc.principal = nil
-		return err
+		s.saslFailed(cc)
+		return nil, false, err
 	}
 	cc.authenticated.Store(true)
 	cc.principal = p
-	return nil
+	return nil, true, nil
+}
+
+// saslFailed logs the connection out: a failed exchange (a failed
+// re-authentication too) leaves it unauthenticated.
+func (s *Server) saslFailed(cc *connState) {
+	cc.scram = nil
+	cc.authenticated.Store(s.cfg.Auth == nil)
+	cc.principal = nil
 }
 
 // saslToken extracts the bearer token of a client's first (and only)

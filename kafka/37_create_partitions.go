@@ -42,7 +42,8 @@ func (s *Server) addPartitions(ctx context.Context, cc *connState, name string, 
 	}
 	base := t.partitions[0]
 	none := ""
-	tc := topicConfig{retentionMs: base.RetentionMs, retentionBytes: base.RetentionBytes, maxBatchBytes: base.MaxBatchBytes, compaction: base.Compaction}
+	tc := topicConfig{retentionMs: base.RetentionMs, retentionBytes: base.RetentionBytes, maxBatchBytes: base.MaxBatchBytes,
+		logAppendTime: base.LogAppendTime, compaction: base.Compaction}
 	leaders := s.spread(ctx, name, count)
 	for p := have; p < count; p++ {
 		if _, err := s.createPartition(ctx, partitionStream(base.Name, p), &none, tc, leaders(p)); err != nil {

@@ -33,6 +33,9 @@ type connState struct {
 	authenticated atomic.Bool
 	deadlineMu    sync.Mutex
 	principal     *auth.Principal // nil while unauthenticated or with auth off
+	// scram is a SCRAM login between its client-first and client-final
+	// messages.
+	scram *auth.ScramConversation
 }
 
 // request is one framed request as read off the wire.
@@ -149,15 +152,20 @@ func (s *Server) serveConn(c net.Conn) {
 
 	for frame := range frames {
 		if cc.rawSASL {
-			// The token after a SaslHandshake v0: success is an empty
-			// raw frame, failure closes the connection (Kafka's v0).
-			cc.rawSASL = false
-			if err := s.authenticate(cc, frame); err != nil {
+			// The SASL messages after a SaslHandshake v0 come as raw
+			// frames: each is answered with a raw frame (empty when the
+			// mechanism has nothing to say), failure closes the
+			// connection (Kafka's v0).
+			out, done, err := s.authenticate(ctx, cc, frame)
+			if err != nil {
 				s.log.Debug("kafka: SASL (handshake v0) failed; closing connection", "remote", cc.remote, "err", err)
 				return
 			}
-			s.loggedIn(c, cc)
-			replies <- reply{raw: []byte{0, 0, 0, 0}}
+			cc.rawSASL = !done
+			if done {
+				s.loggedIn(c, cc)
+			}
+			replies <- reply{raw: append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...)}
 			continue
 		}
 		r, err := decodeRequest(frame)

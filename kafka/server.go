@@ -13,6 +13,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -53,6 +54,7 @@ type Streams interface {
 	StaleTransactions(olderThan time.Duration) []stream.StaleTxn                     // abortStale
 	NodeID() string
 	HandOver(ctx context.Context, name, nodeID string) (stream.Info, error) // spread new partitions
+	LocalBytes(name string) (int64, bool)                                   // DescribeLogDirs
 }
 
 // Config configures the frontend.
@@ -76,6 +78,23 @@ type Config struct {
 	// = authentication is off: every connection may do everything, and
 	// SASL exchanges succeed whatever they carry.
 	Auth auth.Checker
+	// Scram keeps SCRAM users' credentials (etcd); nil = SCRAM-SHA-256/512
+	// are not offered. Users grants SCRAM users their scopes when Auth
+	// is set.
+	Scram ScramCredentials
+	Users ScramUsers
+	// ClusterSecret is the password of the internal SCRAM user nodes
+	// present to each other (WriteTxnMarkers to a listener that requires
+	// SASL); "" = none.
+	ClusterSecret string
+	// PeerTLS is the client TLS configuration of node-to-node Kafka
+	// calls (the listeners speak TLS); nil = plaintext.
+	PeerTLS *tls.Config
+	// LogDir is the directory DescribeLogDirs names (the node's data
+	// directory); LogDirSpace, when set, reports its filesystem's size
+	// and the bytes still free there.
+	LogDir      string
+	LogDirSpace func() (total, usable int64, err error)
 	// MaxMessageBytes bounds one produced record batch (Kafka's
 	// max.message.bytes; default 1 MiB + 12, Kafka's default).
 	MaxMessageBytes int32
@@ -118,6 +137,10 @@ type Server struct {
 	jobs     sync.WaitGroup
 	log      *slog.Logger
 	topics   *topicCache
+	// internal: the internal SCRAM user's credential per mechanism,
+	// derived from Config.ClusterSecret (nil without it).
+	internal map[string]auth.ScramCredential
+	logins   loginCounts
 
 	ctx    context.Context // cancelled by Close: ends long-polls
 	cancel context.CancelFunc
@@ -134,7 +157,8 @@ func New(svc Streams, cfg Config) *Server {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, topics: newTopicCache(), ctx: ctx, cancel: cancel,
-		conns: map[net.Conn]struct{}{}}
+		conns: map[net.Conn]struct{}{}, internal: internalCredentials(cfg.ClusterSecret),
+		peers: peerClients{secret: cfg.ClusterSecret, tls: cfg.PeerTLS}}
 	s.txns = txn.New(txn.Config{Streams: svc, Locator: s, Markers: s, Logger: cfg.Logger, NewProducerID: newProducerID})
 	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate})
 	s.jobs.Add(1)

@@ -197,6 +197,14 @@ func maxBatch(topicMax int64, def int32) int {
 	return int(def)
 }
 
+// forgetAll drops every hint (a forwarded config change names a stream,
+// not its topic).
+func (c *topicCache) forgetAll() {
+	c.mu.Lock()
+	clear(c.m)
+	c.mu.Unlock()
+}
+
 func (c *topicCache) forget(name string) {
 	c.mu.Lock()
 	delete(c.m, name)

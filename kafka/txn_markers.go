@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/PicoMQ/picomq/kafka/group"
 	"github.com/PicoMQ/picomq/kafka/txn"
@@ -177,10 +179,14 @@ func (s *Server) markerTarget(ctx context.Context, name string) (string, int32, 
 }
 
 // peerClients are connections to the other nodes' Kafka listeners, for
-// WriteTxnMarkers and forwarded produces.
+// WriteTxnMarkers and forwarded produces. With a cluster secret they log in
+// as the internal SCRAM user (scram.go), so they reach listeners that
+// require SASL.
 type peerClients struct {
-	mu sync.Mutex
-	m  map[string]*kgo.Client
+	secret string
+	tls    *tls.Config // nil: plaintext listeners
+	mu     sync.Mutex
+	m      map[string]*kgo.Client
 }
 
 func (pc *peerClients) client(addr string) (*kgo.Client, error) {
@@ -189,7 +195,14 @@ func (pc *peerClients) client(addr string) (*kgo.Client, error) {
 	if cl := pc.m[addr]; cl != nil {
 		return cl, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(peerClientID), kgo.RequestRetries(2), kgo.RequestTimeoutOverhead(10*time.Second))
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(peerClientID), kgo.RequestRetries(2), kgo.RequestTimeoutOverhead(10 * time.Second)}
+	if pc.secret != "" {
+		opts = append(opts, kgo.SASL(scram.Auth{User: internalUser, Pass: pc.secret}.AsSha512Mechanism()))
+	}
+	if pc.tls != nil {
+		opts = append(opts, kgo.DialTLSConfig(pc.tls)) // cloned per dial, ServerName = the peer's host
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: client for %s: %v", stream.ErrUnavailable, addr, err)
 	}

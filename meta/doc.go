@@ -25,6 +25,10 @@
 //	                          a name can never escape into another key space,
 //	                          and a key range over P+"streams/"+prefix is
 //	                          exactly "all names starting with prefix".
+//	P + "scram/" + mech + "/" + user
+//	                          JSON [ScramCredential] of a Kafka SCRAM user
+//	                          (salt, iterations, StoredKey, ServerKey;
+//	                          never a password), scram.go.
 //	P + "counters/stream-id"  decimal, the highest stream ID handed out to
 //	                          any registry's block of IDs (idblock.go). It
 //	                          only ever grows and must never be deleted:

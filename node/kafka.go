@@ -9,6 +9,7 @@ import (
 
 	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/kafka"
+	"github.com/PicoMQ/picomq/meta"
 )
 
 // listenKafka binds the Kafka listener (unless --kafka-addr off) and
@@ -52,12 +53,34 @@ func (n *Node) serveKafka(ctx context.Context) error {
 		return err
 	}
 	var checker auth.Checker
+	var users kafka.ScramUsers
 	if n.tokens != nil { // a nil *auth.Store must not become a non-nil Checker
-		checker = n.tokens
+		checker, users = n.tokens, n.tokens
+	}
+	// The cluster secret is the password of the internal SCRAM identity
+	// nodes use with each other's Kafka listeners (transaction markers).
+	secret, err := n.reg.ClusterSecret(ctx)
+	if err != nil {
+		return fmt.Errorf("kafka: cluster secret: %w", err)
+	}
+	var peerTLS *tls.Config
+	if n.tlsCfg != nil {
+		if peerTLS, err = peerClientTLS(n.cfg.TLSCert); err != nil {
+			return err
+		}
 	}
 	n.kafka = kafka.New(n.svc, kafka.Config{
-		ClusterID:        id,
-		Auth:             checker,
+		ClusterID:     id,
+		Auth:          checker,
+		Scram:         scramCredentials{meta.NewScramStore(n.etcd, registryPrefix)},
+		Users:         users,
+		ClusterSecret: secret,
+		PeerTLS:       peerTLS,
+		LogDir:        n.cfg.DataDir,
+		LogDirSpace: func() (int64, int64, error) {
+			size, avail, err := fsSpace(n.cfg.DataDir)
+			return int64(size), int64(avail), err
+		},
 		MaxFrameBytes:    int32(n.cfg.KafkaMaxFrameBytes),
 		MaxMessageBytes:  int32(n.cfg.KafkaMaxMessageBytes),
 		AutoCreateTopics: n.cfg.KafkaAutoCreate,

@@ -105,6 +105,9 @@ var (
 	groupLagDesc = prometheus.NewDesc("picomq_kafka_group_lag",
 		"Messages a Kafka consumer group is behind on a topic (end offset minus committed offset, summed over the partitions this node can answer for), for the groups this node coordinates.",
 		[]string{"group", "topic"}, nil)
+	saslLoginsDesc = prometheus.NewDesc("picomq_kafka_sasl_logins_total",
+		"Kafka SASL exchanges finished, by mechanism (PLAIN, OAUTHBEARER, SCRAM-SHA-256, SCRAM-SHA-512) and result (ok, failed).",
+		[]string{"mechanism", "result"}, nil)
 	produceForwardedDesc = prometheus.NewDesc("picomq_kafka_produce_forwarded_total",
 		"Kafka produce partitions that arrived after their partition moved to another node and were forwarded to it (result ok), or answered NOT_LEADER because the forward failed (failed).",
 		[]string{"result"}, nil)
@@ -147,6 +150,15 @@ func (n *Node) registerKafkaMetrics(k *kafka.Server) {
 		ch <- prometheus.MustNewConstMetric(produceForwardedDesc, prometheus.CounterValue, float64(ok), "ok")
 		ch <- prometheus.MustNewConstMetric(produceForwardedDesc, prometheus.CounterValue, float64(failed), "failed")
 	}, groupLagDesc, produceForwardedDesc))
+	n.metrics.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
+		for k, v := range k.SASLLogins() {
+			result := "failed"
+			if k.OK {
+				result = "ok"
+			}
+			ch <- prometheus.MustNewConstMetric(saslLoginsDesc, prometheus.CounterValue, float64(v), k.Mechanism, result)
+		}
+	}, saslLoginsDesc))
 	n.metrics.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
 		st := k.TxnStats()
 		for result, v := range map[string]int64{"ok": st.ChecksOK, "refused": st.ChecksRefused, "unavailable": st.ChecksUnavailable} {

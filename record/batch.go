@@ -312,3 +312,17 @@ func SetBaseOffset(batch []byte, off int64) {
 func SetPartitionLeaderEpoch(batch []byte, epoch int32) {
 	binary.BigEndian.PutUint32(batch[offLeaderEpoch:offLeaderEpoch+4], uint32(epoch))
 }
+
+// SetLogAppendTime turns a batch's timestamps into the broker's log
+// append time, as a Kafka broker does for a topic with
+// message.timestamp.type=LogAppendTime: the timestamp-type attribute bit
+// is set, maxTimestamp becomes ts (every record's timestamp is then
+// maxTimestamp), and the CRC is recomputed over the rewritten region.
+// Nothing else changes (firstTimestamp and the records stay as sent).
+// batch must be one whole, valid batch.
+func SetLogAppendTime(batch []byte, ts int64) {
+	attrs := binary.BigEndian.Uint16(batch[offAttributes:])
+	binary.BigEndian.PutUint16(batch[offAttributes:], attrs|attrLogAppendTime)
+	binary.BigEndian.PutUint64(batch[offMaxTimestamp:], uint64(ts))
+	binary.BigEndian.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], castagnoli))
+}

@@ -53,6 +53,7 @@ const (
 	fDeleting       = 21
 	fReplicas       = 22
 	fMinInSync      = 23
+	fLogAppendTime  = 40 // a bool; 31-39 left for other stream settings
 	// 24-29 left for other stream settings; compaction is a nested message.
 	fCompaction = 30 // embedded message, fields fCompaction*
 )
@@ -174,6 +175,9 @@ func encodeStream(s Stream) []byte {
 	b = appendBool(b, fDeleting, s.Deleting)
 	b = appendInt(b, fReplicas, s.Replicas)
 	b = appendInt(b, fMinInSync, s.MinInSync)
+	if s.LogAppendTime {
+		b = appendBool(b, fLogAppendTime, true)
+	}
 	if c := s.Compaction; c != nil {
 		// Written even when every field is zero: presence is the setting.
 		cb := make([]byte, 0, 32)
@@ -298,6 +302,8 @@ func decodeStreamValue(name string, value []byte) (Stream, error) {
 			s.Replicas = int64(v)
 		case fMinInSync:
 			s.MinInSync = int64(v)
+		case fLogAppendTime:
+			s.LogAppendTime = v != 0
 		case fCompaction:
 			c, err := decodeCompaction(data)
 			if err != nil {

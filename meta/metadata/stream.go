@@ -35,6 +35,9 @@ type Stream struct {
 	// MaxBatchBytes bounds one Kafka-produced batch (the topic's
 	// max.message.bytes); 0 means the node default.
 	MaxBatchBytes int64 `json:"maxBatchBytes,omitempty"`
+	// LogAppendTime: the topic's message.timestamp.type is LogAppendTime,
+	// so the owner stamps each Kafka-produced batch with its append time.
+	LogAppendTime bool `json:"logAppendTime,omitempty"`
 	// Durability is the ack level ("local" or "object"); empty means the
 	// node default.
 	Durability string `json:"durability,omitempty"`

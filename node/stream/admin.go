@@ -39,6 +39,11 @@ type ConfigChange struct {
 	// RetentionMs and RetentionBytes set retention limits; 0 removes one.
 	RetentionMs    *int64
 	RetentionBytes *int64
+	// MaxBatchBytes sets the Kafka max.message.bytes; 0 = the node default.
+	MaxBatchBytes *int64
+	// LogAppendTime sets the Kafka message.timestamp.type (true =
+	// LogAppendTime).
+	LogAppendTime *bool
 	// TrimBefore moves the start offset forward to this offset (at most
 	// the next offset); a value at or below the current start is a no-op.
 	TrimBefore *int64
@@ -85,7 +90,7 @@ func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (
 			return Info{}, err
 		}
 	}
-	for _, v := range []*int64{ch.RetentionMs, ch.RetentionBytes, ch.TrimBefore} {
+	for _, v := range []*int64{ch.RetentionMs, ch.RetentionBytes, ch.MaxBatchBytes, ch.TrimBefore} {
 		if v != nil && *v < 0 {
 			return Info{}, fmt.Errorf("%w: negative value %d", ErrInvalidArgument, *v)
 		}
@@ -117,6 +122,12 @@ func (s *Service) Configure(ctx context.Context, name string, ch ConfigChange) (
 		}
 		if ch.RetentionBytes != nil {
 			m.RetentionBytes = *ch.RetentionBytes
+		}
+		if ch.MaxBatchBytes != nil {
+			m.MaxBatchBytes = *ch.MaxBatchBytes
+		}
+		if ch.LogAppendTime != nil {
+			m.LogAppendTime = *ch.LogAppendTime
 		}
 		if ch.Compaction != nil {
 			base := compactionFromMeta(m.Compaction)
@@ -152,6 +163,8 @@ func (st *streamState) applyConfig(m metadata.Stream) {
 	st.info.KafkaTopic = m.KafkaTopic
 	st.info.RetentionMs = m.RetentionMs
 	st.info.RetentionBytes = m.RetentionBytes
+	st.info.MaxBatchBytes = m.MaxBatchBytes
+	st.info.LogAppendTime = m.LogAppendTime
 	st.info.Compaction = m.Compaction
 	st.info.StartOffset = max(st.info.StartOffset, m.StartOffset)
 	st.mu.Unlock()

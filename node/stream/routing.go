@@ -450,7 +450,7 @@ func (s *Service) unload(st *streamState) {
 // infoFromMeta describes a stream this node does not serve.
 func infoFromMeta(m metadata.Stream) Info {
 	return Info{Name: m.Name, ID: m.ID, ContentType: m.ContentType, CreatedAt: m.CreatedAt, Owner: m.Owner, Epoch: m.Epoch,
-		StartOffset: m.StartOffset, KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes, MaxBatchBytes: m.MaxBatchBytes,
+		StartOffset: m.StartOffset, KafkaTopic: m.KafkaTopic, RetentionMs: m.RetentionMs, RetentionBytes: m.RetentionBytes, MaxBatchBytes: m.MaxBatchBytes, LogAppendTime: m.LogAppendTime,
 		Durability: m.Durability, Replicas: int(m.Replicas), MinInSync: int(m.MinInSync), Compaction: compactionFromMeta(m.Compaction)}
 }
 

@@ -313,6 +313,9 @@ type Info struct {
 	// MaxBatchBytes: the Kafka max.message.bytes of the stream (0 = the
 	// frontend's default); kept for the Kafka frontend, not enforced here.
 	MaxBatchBytes int64
+	// LogAppendTime: Kafka-produced batches get the owner's append time
+	// (the topic's message.timestamp.type=LogAppendTime).
+	LogAppendTime bool
 	// Durability is the stream's ack level as created ("" = the node
 	// default); Replicas and MinInSync its R and M when replicated (0 =
 	// the node's defaults). ReplicaNodes says where the copies are.
@@ -347,6 +350,9 @@ type CreateOptions struct {
 	// MaxBatchBytes: see Info.MaxBatchBytes (not part of the
 	// identical-config check).
 	MaxBatchBytes int64
+	// LogAppendTime: see Info.LogAppendTime (not part of the
+	// identical-config check).
+	LogAppendTime bool
 	// Replicas (R, owner included) and MinInSync (M) of a `replicated`
 	// stream; 0 = the node's defaults (not part of the identical-config
 	// check).
@@ -891,6 +897,7 @@ func (st *streamState) infoLocked() Info {
 		RetentionMs:    st.info.RetentionMs,
 		RetentionBytes: st.info.RetentionBytes,
 		MaxBatchBytes:  st.info.MaxBatchBytes,
+		LogAppendTime:  st.info.LogAppendTime,
 		Durability:     st.info.Durability,
 		Replicas:       int(st.info.Replicas),
 		MinInSync:      int(st.info.MinInSync),
@@ -1008,6 +1015,9 @@ type AppendResult struct {
 	FirstOffset int64
 	NextOffset  int64
 	Timestamp   int64 // LogAppendTime, ms since epoch
+	// LogAppendTime: the Kafka batch was stamped with Timestamp (the
+	// stream's LogAppendTime setting); its producer gets it back.
+	LogAppendTime bool
 	// Duplicate: a producer retry; nothing was written. Offsets are the
 	// original batch's when still remembered, else -1.
 	Duplicate bool
@@ -1205,14 +1215,26 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 		entryProducer = nil // a marker's producer and epoch are in its batch header (replay)
 	}
 	buf := appendEntryHeader((*bufp)[:0], st.info.ID, entryProducer, req.WriterSeq, req.Close, noBatch)
+	n := len(buf)
 	if req.Batch != nil {
-		n := len(buf)
 		buf = append(buf, req.Batch...)
 		record.SetBaseOffset(buf[n:], base)
 	} else if !noBatch {
 		buf = record.AppendBatch(buf, record.BatchOptions{
 			BaseOffset: base, Timestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
 		}, req.Records)
+	}
+	if req.Batch != nil && !req.Control && st.info.LogAppendTime {
+		// message.timestamp.type=LogAppendTime: the header's timestamp
+		// type and max timestamp, rewritten as a Kafka broker does.
+		record.SetLogAppendTime(buf[n:], ts)
+	}
+	if len(buf) > n {
+		// The two header fields a Kafka broker writes into every batch,
+		// both outside the CRC: the base offset (above) and the
+		// partition leader epoch, the stream's fencing epoch, from which
+		// OffsetForLeaderEpoch answers where each epoch ended.
+		record.SetPartitionLeaderEpoch(buf[n:], int32(st.info.Epoch))
 	}
 	*bufp = buf
 	pending, err := s.log.EnqueueForWait(buf)
@@ -1265,7 +1287,8 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 			st.closedBy = &p
 		}
 	}
-	res := AppendResult{FirstOffset: base, NextOffset: end, Timestamp: ts, Closed: st.closed}
+	res := AppendResult{FirstOffset: base, NextOffset: end, Timestamp: ts, Closed: st.closed,
+		LogAppendTime: req.Batch != nil && !req.Control && st.info.LogAppendTime}
 	if ps != nil {
 		res.ProducerEpoch, res.ProducerSeq = ps.epoch, ps.lastSeq
 	}

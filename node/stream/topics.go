@@ -113,6 +113,7 @@ func (s *Service) createRecord(ctx context.Context, m metadata.Stream, opts Crea
 	m.KafkaTopic = topic
 	m.RetentionMs, m.RetentionBytes = opts.RetentionMs, opts.RetentionBytes
 	m.MaxBatchBytes = max(opts.MaxBatchBytes, 0)
+	m.LogAppendTime = opts.LogAppendTime
 	m.Compaction = compactionToMeta(opts.Compaction)
 	stored, created, err := s.reg.CreateStream(ctx, m)
 	if errors.Is(err, metadata.ErrTopicTaken) && !explicit {
