@@ -50,6 +50,9 @@ pub const HEADER_OWNER: &str = "Pico-Owner";
 /// below `HEADER_FORK_OFFSET` (default: the source's next offset).
 pub const HEADER_FORK_SOURCE: &str = "Pico-Fork-Source";
 pub const HEADER_FORK_OFFSET: &str = "Pico-Fork-Offset";
+/// On create: the stream is compacted by key; a comma-separated list of
+/// Kafka topic configs, e.g. "cleanup.policy=compact, min.compaction.lag.ms=0".
+pub const HEADER_COMPACTION: &str = "Pico-Compaction";
 
 /// Query parameters of reads.
 pub const QUERY_OFFSET: &str = "offset";
