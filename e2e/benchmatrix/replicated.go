@@ -42,14 +42,17 @@ func (m *matrix) replicatedRows(ctx context.Context, run int) error {
 	}
 	defer stopEtcd()
 	var nodes []*node
+	var pprofAddrs []string
 	defer func() {
 		for _, n := range nodes {
 			n.stop()
 		}
 	}()
 	for _, id := range []string{"a", "b", "c"} {
-		n, err := m.startNode("pico-repl-"+id, "--node-id", "repl-"+id, "--etcd-endpoints", etcdURL,
-			"--object-store", s3.url(fmt.Sprintf("repl-r%d/", run)), "--lease-ttl", "5s")
+		pargs, paddr := pprofArgs()
+		pprofAddrs = append(pprofAddrs, paddr)
+		n, err := m.startNode("pico-repl-"+id, append([]string{"--node-id", "repl-" + id, "--etcd-endpoints", etcdURL,
+			"--object-store", s3.url(fmt.Sprintf("repl-r%d/", run)), "--lease-ttl", "5s"}, pargs...)...)
 		if err != nil {
 			return err
 		}
@@ -88,7 +91,25 @@ func (m *matrix) replicatedRows(ctx context.Context, run int) error {
 				}
 			}
 			b0 := replBytes(nodes)
+			// With PICOMQ_BENCH_PROFILE_DIR, the owner (a) and a follower
+			// (b) are profiled over each run (what bounds the row).
+			var stops []func()
+			for i, addr := range pprofAddrs[:2] {
+				stops = append(stops, profileRead(fmt.Sprintf("repl-r%d-%s-c%d-%c", run, dur, c, 'a'+i), addr))
+			}
 			r, err := m.picoBench(ctx, a.url, "pico", prefix, c, size, "--keep")
+			for _, stop := range stops {
+				stop()
+			}
+			if dir := os.Getenv(profileDirEnv); dir != "" {
+				// The nodes' counters after the run: WAL fsyncs and groups,
+				// replication requests, on owner and followers.
+				for i, n := range nodes {
+					if b, err := httpGet(n.url + "/metrics"); err == nil {
+						_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("metrics-repl-r%d-%s-c%d-%c.txt", run, dur, c, 'a'+i)), b, 0o644)
+					}
+				}
+			}
 			if err != nil {
 				return fmt.Errorf("%s, %d clients: %w", dur, c, err)
 			}
