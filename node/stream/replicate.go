@@ -158,9 +158,13 @@ type flight struct {
 }
 
 // maxInFlight bounds the requests sent to one follower and not yet
-// answered: enough that a follower's fsync never idles while the owner
-// has entries for it, few enough that a stuck one holds little.
-const maxInFlight = 8
+// answered. Two would keep a follower's fsync busy (one request in its
+// fsync, one queued for the next group); four leave room for a late
+// answer. More only splits the same entries into more, smaller requests,
+// each costing a write and a read on both sides and a wake-up: at 64
+// clients 8 gave 4.7 entries per request, 4 gave 7.1, and the owner's
+// CPU per append fell from 38 to 30 µs (docs/benchmarks.md, issue 32).
+const maxInFlight = 4
 
 // peerIdle: a connection unused this long is closed (and reopened on the
 // next append); the follower's side closes it after twice as long.
