@@ -54,6 +54,7 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 			return fmt.Errorf("fill: %w", err)
 		}
 	}
+	stopProfile := profileRead("catch-up", pprofAddr)
 	t0 := time.Now()
 	it := s.Records(c.Beginning(), picomq.RecordsOptions{})
 	got := 0
@@ -61,6 +62,7 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 		got++
 	}
 	el := time.Since(t0)
+	stopProfile()
 	if err := it.Err(); err != nil || got != catchupRecords {
 		m.fail(cu+" PicoMQ", fmt.Errorf("read %d of %d records: %v", got, catchupRecords, err))
 	} else {
@@ -81,7 +83,7 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 		Unit: "ms", Peer: peer + ", push consumer", LowerBetter: true})
 	p99 := m.row(benchreport.Row{ID: "tail-p99", What: "live tail: append-to-delivery latency p99, same run", Unit: "ms",
 		Peer: peer + ", push consumer", LowerBetter: true})
-	stopProfile := profileRead("live-tail", pprofAddr)
+	stopProfile = profileRead("live-tail", pprofAddr)
 	lat, err := fanout(ctx, c, fmt.Sprintf("/mb/r%d/tail", run),
 		fanoutLoad{readers: 1, rate: tailRate, size: 100, contentType: "application/octet-stream", d: m.cfg.secs})
 	stopProfile()

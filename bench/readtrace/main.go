@@ -1,0 +1,172 @@
+// Command readtrace prints the timeline of one cold read from the
+// execution traces the cold-read row writes (e2e/benchmatrix with
+// PICOMQ_BENCH_PROFILE_DIR): when each of the node's object-store GETs
+// (a tiering/cache run goroutine: created, done) starts and ends, when
+// each page request reaches the node's read handler and when it is
+// answered, and where the handler's time went (waiting for the cache,
+// waiting for the next request, writing, runnable, running); with the
+// client's trace, when the client's page reads start and end. Both
+// traces use the machine's monotonic clock, so the times are on one axis,
+// in ms from the first page request. docs/benchmarks.md has the figures.
+// A module of its own, for golang.org/x/exp/trace:
+//
+//	cd bench/readtrace && go run . DIR/node-cold-read.trace DIR/client-cold-read.trace
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/exp/trace"
+)
+
+func inside(s trace.Stack, fns ...string) bool {
+	for f := range s.Frames() {
+		for _, fn := range fns {
+			if strings.Contains(f.Func, fn) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type line struct {
+	t    trace.Time
+	text string
+}
+
+func read(path string, each func(trace.Event)) {
+	f, err := os.Open(path)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(f)
+	if err != nil {
+		panic(err)
+	}
+	for {
+		e, err := r.ReadEvent()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			panic(err)
+		}
+		if e.Kind() == trace.EventStateTransition && e.StateTransition().Resource.Kind == trace.ResourceGoroutine {
+			each(e)
+		}
+	}
+}
+
+func main() {
+	var lines []line
+	// The client: each page read is a goroutine running (*Records).readAhead's
+	// read (or the iterator's own first read), from its first event inside
+	// picoRead to its exit or return.
+	var t0, tEnd trace.Time
+	if len(os.Args) > 2 {
+		reading := map[trace.GoID]trace.Time{}
+		read(os.Args[2], func(e trace.Event) {
+			st := e.StateTransition()
+			g := st.Resource.Goroutine()
+			_, to := st.Goroutine()
+			stk := st.Stack
+			if _, ok := reading[g]; !ok && stk != trace.NoStack && inside(stk, "(*stream).picoRead") {
+				reading[g] = e.Time()
+				if t0 == 0 {
+					t0 = e.Time()
+				}
+			}
+			if s, ok := reading[g]; ok && s != 0 && (to == trace.GoNotExist || (stk != trace.NoStack && !inside(stk, "(*stream).picoRead", "(*stream).Read"))) {
+				lines = append(lines, line{s, fmt.Sprintf("client page read g%d, %.2f ms", g, float64(e.Time()-s)/1e6)})
+				lines = append(lines, line{e.Time(), fmt.Sprintf("client page read g%d done", g)})
+				tEnd = e.Time()
+				reading[g] = 0
+			}
+		})
+	}
+	runs := map[trace.GoID]trace.Time{}
+	handler := map[trace.GoID]bool{}
+	state := map[trace.GoID]string{} // why a handler goroutine is not running
+	since := map[trace.GoID]trace.Time{}
+	total := map[string]time.Duration{}
+	var first, last trace.Time
+	read(os.Args[1], func(e trace.Event) {
+		st := e.StateTransition()
+		g := st.Resource.Goroutine()
+		from, to := st.Goroutine()
+		if from == trace.GoNotExist && inside(e.Stack(), "startRunLocked") {
+			runs[g] = e.Time()
+			lines = append(lines, line{e.Time(), fmt.Sprintf("  node GET g%d starts", g)})
+		}
+		if s, ok := runs[g]; ok && to == trace.GoNotExist {
+			lines = append(lines, line{e.Time(), fmt.Sprintf("  node GET g%d done, %.2f ms", g, float64(e.Time()-s)/1e6)})
+		}
+		if st.Stack != trace.NoStack && inside(st.Stack, "pico.(*Handler).read") {
+			handler[g] = true
+		}
+		if !handler[g] || (tEnd != 0 && e.Time() > tEnd) {
+			return // not the handler, or after the client's last page
+		}
+		if s, ok := state[g]; ok && first != 0 {
+			total[s] += time.Duration(e.Time() - since[g])
+		}
+		why := ""
+		switch to {
+		case trace.GoRunning:
+			why = "running"
+		case trace.GoRunnable:
+			why = "runnable (scheduler)"
+		case trace.GoSyscall:
+			why = "syscall (socket)"
+		case trace.GoWaiting:
+			switch {
+			case inside(st.Stack, "Cache).acquire"):
+				why = "waiting for the cache (a GET)"
+				lines = append(lines, line{e.Time(), fmt.Sprintf("    node handler g%d waits for a GET", g)})
+			case inside(st.Stack, "readRequest", "connReader", "backgroundRead", "abortPendingRead"):
+				why = "waiting for the next request"
+				lines = append(lines, line{e.Time(), fmt.Sprintf("    node handler g%d answered, waits for the next request", g)})
+			default:
+				why = "waiting (other)"
+			}
+		}
+		if state[g] == "waiting for the next request" && to != trace.GoWaiting {
+			lines = append(lines, line{e.Time(), fmt.Sprintf("    node handler g%d: request arrives", g)})
+		}
+		state[g], since[g] = why, e.Time()
+		if first == 0 {
+			first = e.Time()
+		}
+		last = e.Time()
+	})
+	slices.SortStableFunc(lines, func(a, b line) int { return int(a.t - b.t) })
+	if t0 == 0 && len(lines) > 0 {
+		t0 = lines[0].t
+	}
+	for _, l := range lines {
+		fmt.Printf("%9.2f  %s\n", float64(l.t-t0)/1e6, l.text)
+	}
+	pages := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l.text, "client page read") && !strings.HasSuffix(l.text, "done") {
+			pages++
+		}
+	}
+	fmt.Printf("\n%d client page reads; the read handler's time, %.1f ms from its first event to the client's last page:\n", pages, float64(last-first)/1e6)
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range total {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		fmt.Printf("  %-32s %8.1f ms\n", k, float64(total[k])/1e6)
+	}
+}
