@@ -223,6 +223,24 @@ func (b *batch) reset() {
 type group struct {
 	done chan struct{}
 	err  error // set before done is closed
+	// written is closed once the group's bytes are in the segment file
+	// (the OS page cache), before its fdatasync, or when the log fails
+	// first; wroteClosed says it is, and only the writer token's holder
+	// touches it.
+	written     chan struct{}
+	wroteClosed bool
+}
+
+func newGroup() *group {
+	return &group{done: make(chan struct{}), written: make(chan struct{})}
+}
+
+// markWritten closes written once. The caller holds the writer token.
+func (g *group) markWritten() {
+	if !g.wroteClosed {
+		g.wroteClosed = true
+		close(g.written)
+	}
 }
 
 func (g *group) wait(ctx context.Context) error {
@@ -265,6 +283,35 @@ func (p *Pending) Done() <-chan struct{} {
 // starts, and the commit, one write and one fdatasync, cannot be
 // interrupted.
 func (p *Pending) Wait(ctx context.Context) error { return p.w.wait(ctx, p.g) }
+
+// WaitWritten blocks until the entry and every entry enqueued before it
+// are written to their segment file, that is, in the OS page cache: they
+// survive the process being killed, not the machine losing power, until
+// the fdatasync that follows in the same commit (Wait) completes. It
+// returns the log's failure if the log failed first, or ctx's error (the
+// write still happens). A parked entry of EnqueueForWait is handed to
+// the writer goroutine rather than committed by the caller, which would
+// have to wait for the fdatasync too.
+func (p *Pending) WaitWritten(ctx context.Context) error {
+	g := p.g
+	select {
+	case <-g.written:
+	default:
+		p.w.unpark(g)
+		select {
+		case <-g.written:
+		case <-ctx.Done():
+			return fmt.Errorf("wal: waiting for write: %w", ctx.Err())
+		}
+	}
+	// A failed log closes done (with err) before written.
+	select {
+	case <-g.done:
+		return g.err
+	default:
+		return nil
+	}
+}
 
 // Open recovers the log in opts.Dir (see Recovery in the package doc) and
 // starts its writer.
@@ -527,7 +574,7 @@ func (w *WAL) enqueue(data []byte, park bool) (Pos, *group, error) {
 	}
 	b := w.q
 	if b.g == nil {
-		b.g = &group{done: make(chan struct{})}
+		b.g = newGroup()
 	}
 	start := len(b.buf)
 	if k := len(b.spans); k == 0 || b.spans[k-1].seg != w.tailSeg {
@@ -705,6 +752,7 @@ func (w *WAL) commit(b *batch) error {
 		w.curEnd += int64(len(p))
 		w.curDirty = true
 	}
+	b.g.markWritten()
 	if err := w.syncCur(); err != nil {
 		return err
 	}
@@ -787,9 +835,11 @@ func (w *WAL) fail(cause error, b *batch) {
 	w.parked.Store(nil)
 	b.g.err = err
 	close(b.g.done)
+	b.g.markWritten()
 	if q := w.q; q.g != nil {
 		q.g.err = err
 		close(q.g.done)
+		q.g.markWritten()
 		q.reset()
 	}
 	w.space.Broadcast()
