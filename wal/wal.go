@@ -223,24 +223,45 @@ func (b *batch) reset() {
 type group struct {
 	done chan struct{}
 	err  error // set before done is closed
-	// written is closed once the group's bytes are in the segment file
-	// (the OS page cache), before its fdatasync, or when the log fails
-	// first; wroteClosed says it is, and only the writer token's holder
-	// touches it.
-	written     chan struct{}
-	wroteClosed bool
+	// wrote is set once the group's bytes are in the segment file (the
+	// OS page cache), before its fdatasync, or when the log fails first.
+	// written, made only when a WaitWritten has to block (most groups
+	// never have such a waiter, and a commit should not pay a second
+	// channel), is closed then.
+	wmu     sync.Mutex
+	wrote   bool
+	written chan struct{}
 }
 
 func newGroup() *group {
-	return &group{done: make(chan struct{}), written: make(chan struct{})}
+	return &group{done: make(chan struct{})}
 }
 
-// markWritten closes written once. The caller holds the writer token.
+// markWritten records that the group is written (or failed) and wakes
+// WaitWritten callers.
 func (g *group) markWritten() {
-	if !g.wroteClosed {
-		g.wroteClosed = true
-		close(g.written)
+	g.wmu.Lock()
+	if !g.wrote {
+		g.wrote = true
+		if g.written != nil {
+			close(g.written)
+		}
 	}
+	g.wmu.Unlock()
+}
+
+// writtenChan returns nil if the group is written, else a channel closed
+// when it is.
+func (g *group) writtenChan() <-chan struct{} {
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
+	if g.wrote {
+		return nil
+	}
+	if g.written == nil {
+		g.written = make(chan struct{})
+	}
+	return g.written
 }
 
 func (g *group) wait(ctx context.Context) error {
@@ -294,12 +315,10 @@ func (p *Pending) Wait(ctx context.Context) error { return p.w.wait(ctx, p.g) }
 // have to wait for the fdatasync too.
 func (p *Pending) WaitWritten(ctx context.Context) error {
 	g := p.g
-	select {
-	case <-g.written:
-	default:
+	if ch := g.writtenChan(); ch != nil {
 		p.w.unpark(g)
 		select {
-		case <-g.written:
+		case <-ch:
 		case <-ctx.Done():
 			return fmt.Errorf("wal: waiting for write: %w", ctx.Err())
 		}
