@@ -138,6 +138,10 @@ type WAL struct {
 	// writer state below and commits a batch. Exactly one holds it, so
 	// that state needs no lock of its own.
 	committing bool
+	// syncNext is a batch a WaitWritten caller wrote itself and handed,
+	// with the writer token, to the writer goroutine for its fdatasync
+	// (writeParked). Guarded by mu.
+	syncNext *batch
 	// parked is q's group when q holds one entry, enqueued by
 	// EnqueueForWait or Append while no commit was running, and the writer
 	// was not woken for it: its Wait commits it in the caller's goroutine,
@@ -316,7 +320,11 @@ func (p *Pending) Wait(ctx context.Context) error { return p.w.wait(ctx, p.g) }
 func (p *Pending) WaitWritten(ctx context.Context) error {
 	g := p.g
 	if ch := g.writtenChan(); ch != nil {
-		p.w.unpark(g)
+		if ctx.Err() == nil {
+			p.w.writeParked(g)
+		} else {
+			p.w.unpark(g)
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -690,6 +698,35 @@ func (w *WAL) commitParked(g *group) {
 	w.mu.Unlock()
 }
 
+// writeParked is commitParked for WaitWritten: if g is the parked group,
+// the caller takes the writer token and writes q, then hands the token
+// and the fdatasync to the writer goroutine and returns. Its caller
+// answers without a goroutine hand-off on the way (waking the writer to
+// write, being woken by it), and without waiting for the disk.
+func (w *WAL) writeParked(g *group) {
+	if w.parked.Load() != g {
+		return
+	}
+	w.mu.Lock()
+	if w.parked.Load() != g {
+		w.mu.Unlock()
+		return
+	}
+	b := w.takeLocked()
+	w.mu.Unlock()
+	if err := w.write(b); err != nil {
+		w.fail(err, b)
+		return
+	}
+	g.markWritten()
+	w.mu.Lock()
+	w.syncNext = b
+	if w.writerIdle {
+		w.work.Signal()
+	}
+	w.mu.Unlock()
+}
+
 // takeLocked takes the writer token and q for a commit. The token must be
 // free. mu held.
 func (w *WAL) takeLocked() *batch {
@@ -728,7 +765,7 @@ func (w *WAL) run() {
 	w.mu.Lock()
 	w.idle.set(true)
 	for {
-		for w.committing || w.q.n == 0 || (w.parked.Load() != nil && !w.closed) {
+		for w.syncNext == nil && (w.committing || w.q.n == 0 || (w.parked.Load() != nil && !w.closed)) {
 			if w.err != nil || (w.closed && !w.committing && w.q.n == 0) {
 				// Failed (by a waiter's commit), or closed with
 				// everything enqueued before Close written.
@@ -739,9 +776,19 @@ func (w *WAL) run() {
 			w.work.Wait()
 			w.writerIdle = false
 		}
-		b := w.takeLocked()
-		w.mu.Unlock()
-		if err := w.commit(b); err != nil {
+		var b *batch
+		var err error
+		if b = w.syncNext; b != nil {
+			// Written by a WaitWritten caller, who passed the token on.
+			w.syncNext = nil
+			w.mu.Unlock()
+			err = w.syncBatch(b)
+		} else {
+			b = w.takeLocked()
+			w.mu.Unlock()
+			err = w.commit(b)
+		}
+		if err != nil {
 			w.fail(err, b)
 			return
 		}
@@ -755,6 +802,15 @@ func (w *WAL) run() {
 // commit writes b, rotating segments where Enqueue decided to, and makes it
 // durable.
 func (w *WAL) commit(b *batch) error {
+	if err := w.write(b); err != nil {
+		return err
+	}
+	b.g.markWritten()
+	return w.syncBatch(b)
+}
+
+// write is commit's first half: b's bytes into the segment files.
+func (w *WAL) write(b *batch) error {
 	for _, sp := range b.spans {
 		if sp.seg != w.cur.num {
 			if err := w.rotate(sp.seg); err != nil {
@@ -771,7 +827,12 @@ func (w *WAL) commit(b *batch) error {
 		w.curEnd += int64(len(p))
 		w.curDirty = true
 	}
-	b.g.markWritten()
+	return nil
+}
+
+// syncBatch is commit's second half: the fdatasync that makes the written
+// b durable, and the durable point and counters.
+func (w *WAL) syncBatch(b *batch) error {
 	if err := w.syncCur(); err != nil {
 		return err
 	}
