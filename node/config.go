@@ -52,7 +52,11 @@ type Config struct {
 	Replicas          int
 	MinInSync         int
 	ReplicaLagTimeout time.Duration
-	LeaseTTL          time.Duration
+	// ReplicaAck is what this node's answer as a follower means: fsync
+	// (its WAL copy is fdatasync'ed) or write (written to the WAL file,
+	// in the OS page cache; docs/durability.md).
+	ReplicaAck string
+	LeaseTTL   time.Duration
 	// Periods of the passes that reclaim storage (docs/configuration.md).
 	GCInterval         time.Duration
 	CompactionInterval time.Duration
@@ -212,6 +216,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "copies of a replicated stream, the owner's included (Kafka's replication.factor), unless the stream sets its own")
 	fs.IntVar(&cfg.MinInSync, "min-insync", 2, "copies a replicated append needs before it is acknowledged (Kafka's min.insync.replicas), unless the stream sets its own")
 	fs.DurationVar(&cfg.ReplicaLagTimeout, "replica-lag-timeout", time.Second, "an in-sync follower that has not confirmed an append this long is removed from the in-sync set")
+	fs.StringVar(&cfg.ReplicaAck, "replica-ack", "fsync", "when this node, as a follower, confirms a replicated append: fsync (after its WAL fdatasync) or write (after its WAL write, before the fdatasync that follows: a copy in the OS page cache, as Kafka's acks=all)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "etcd membership lease; a node silent this long is considered dead")
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", defaultGCInterval, "how often unreferenced objects (of deleted streams, below a trim point, replaced by compaction) are deleted from object storage")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", defaultCompactionInterval, "how often small flush objects are merged into larger ones")
@@ -415,6 +420,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Replicas < 1 || c.Replicas > 16 || c.MinInSync < 1 || c.MinInSync > c.Replicas {
 		return fmt.Errorf("--replicas %d --min-insync %d: want 1 <= min-insync <= replicas <= 16", c.Replicas, c.MinInSync)
+	}
+	if c.ReplicaAck != "fsync" && c.ReplicaAck != "write" {
+		return fmt.Errorf("--replica-ack %q: want fsync or write", c.ReplicaAck)
 	}
 	if c.ReplicaLagTimeout < 10*time.Millisecond || c.ReplicaLagTimeout > time.Minute {
 		return fmt.Errorf("--replica-lag-timeout %s: want between 10ms and 1m", c.ReplicaLagTimeout)

@@ -171,3 +171,22 @@ func TestConfigYAMLNumbers(t *testing.T) {
 		t.Errorf("a fraction for an integer flag: %v, want an error naming 1.5", err)
 	}
 }
+
+// TestConfigReplicaAck: --replica-ack defaults to fsync (the contract
+// before the flag existed), is read from flags and YAML, and anything but
+// fsync or write is refused.
+func TestConfigReplicaAck(t *testing.T) {
+	cfg, err := parseWith(t, "")
+	if err != nil || cfg.ReplicaAck != "fsync" {
+		t.Fatalf("default: %q, %v; want fsync", cfg.ReplicaAck, err)
+	}
+	if cfg, err = parseWith(t, "replica_ack: write\n"); err != nil || cfg.ReplicaAck != "write" {
+		t.Fatalf("YAML replica_ack: write: %q, %v", cfg.ReplicaAck, err)
+	}
+	if cfg, err = parseWith(t, "replica-ack: write\n", "--replica-ack", "fsync"); err != nil || cfg.ReplicaAck != "fsync" {
+		t.Fatalf("flag over YAML: %q, %v; want fsync", cfg.ReplicaAck, err)
+	}
+	if _, err := parseWith(t, "", "--replica-ack", "memory"); err == nil || !strings.Contains(err.Error(), "--replica-ack") {
+		t.Fatalf("--replica-ack memory: err = %v, want a refusal naming the flag", err)
+	}
+}

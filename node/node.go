@@ -388,6 +388,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 			Replicas:   cfg.Replicas,
 			MinInSync:  cfg.MinInSync,
 			LagTimeout: cfg.ReplicaLagTimeout,
+			Ack:        cfg.ReplicaAck,
 		},
 		Jobs: stream.JobIntervals{GC: cfg.GCInterval, Compaction: cfg.CompactionInterval, KeyCompaction: cfg.KeyCompactionInterval, Retention: cfg.RetentionInterval},
 		Tier: stream.TierConfig{

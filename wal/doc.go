@@ -22,6 +22,12 @@
 // commit under load is unchanged and a waiter never commits more than the
 // one group it waits for.
 //
+// Pending.WaitWritten returns earlier than Wait: once the commit's pwrite
+// is done, before its fdatasync (the entry is in the OS page cache, safe
+// from a process crash, not from power loss). A follower of a replicated
+// stream answers on it with --replica-ack write; such an entry goes to the
+// writer goroutine, which fdatasyncs it right after, as any other.
+//
 // # Directory layout
 //
 //	<dir>/

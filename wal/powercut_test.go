@@ -349,3 +349,72 @@ func TestOSFSSyncReachesTheKernel(t *testing.T) {
 		t.Fatal("Sync on a closed file succeeded: OSFS's Sync does not call fdatasync")
 	}
 }
+
+// TestWaitWrittenIsNotDurable pins down what WaitWritten promises: the
+// entry is in the segment file (a process crash keeps it, the page cache
+// being the kernel's), not on the disk. A power cut between its write and
+// its fdatasync loses it, while the entry whose Wait returned before the
+// cut survives; the pending fdatasync then fails the log.
+func TestWaitWrittenIsNotDurable(t *testing.T) {
+	dir := t.TempDir()
+	fs := faultfs.New()
+	w, _ := openFS(t, dir, fs, 64<<10)
+	durable := record(1, 200)
+	if _, err := w.Append(bounded(t), durable); err != nil {
+		t.Fatal(err)
+	}
+	held, release := fs.HoldSegmentSyncs(nil)
+	p, err := w.EnqueueForWait(record(2, 200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() { wrote <- p.WaitWritten(bounded(t)) }()
+	if err := within(t, wrote, "WaitWritten while the fdatasync is held"); err != nil {
+		t.Fatalf("WaitWritten: %v", err)
+	}
+	within(t, held, "the entry's fdatasync to start")
+	if err := fs.Crash(nil); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := p.Wait(bounded(t)); !errors.Is(err, wal.ErrFailed) {
+		t.Fatalf("Wait of the written entry after a power cut: %v, want ErrFailed", err)
+	}
+	_ = w.Close()
+
+	w2, _ := openFS(t, dir, faultfs.New(), 64<<10)
+	defer w2.Close()
+	var got [][]byte
+	if err := w2.Replay(func(_ wal.Pos, data []byte) error {
+		got = append(got, bytes.Clone(data))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !bytes.Equal(got[0], durable) {
+		t.Fatalf("after the power cut the log holds %d entries, want only the one whose Wait returned", len(got))
+	}
+}
+
+// A WaitWritten caller that writes its parked entry itself reports a
+// failed write as the log's failure, and the log stays failed.
+func TestWaitWrittenWriteFailure(t *testing.T) {
+	fs := faultfs.New()
+	w, _ := openFS(t, t.TempDir(), fs, 64<<10)
+	defer w.Close()
+	fs.Fail(faultfs.OpWrite, syscall.EIO)
+	p, err := w.EnqueueForWait(record(1, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitWritten(bounded(t)); !errors.Is(err, wal.ErrFailed) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("WaitWritten after a failed write: %v, want ErrFailed wrapping EIO", err)
+	}
+	if err := p.Wait(bounded(t)); !errors.Is(err, wal.ErrFailed) {
+		t.Fatalf("Wait after a failed write: %v, want ErrFailed", err)
+	}
+	if _, err := w.Enqueue([]byte("later")); !errors.Is(err, wal.ErrFailed) {
+		t.Fatalf("Enqueue after a failed write: %v, want ErrFailed", err)
+	}
+}

@@ -138,6 +138,10 @@ type WAL struct {
 	// writer state below and commits a batch. Exactly one holds it, so
 	// that state needs no lock of its own.
 	committing bool
+	// syncNext is a batch a WaitWritten caller wrote itself and handed,
+	// with the writer token, to the writer goroutine for its fdatasync
+	// (writeParked). Guarded by mu.
+	syncNext *batch
 	// parked is q's group when q holds one entry, enqueued by
 	// EnqueueForWait or Append while no commit was running, and the writer
 	// was not woken for it: its Wait commits it in the caller's goroutine,
@@ -223,6 +227,45 @@ func (b *batch) reset() {
 type group struct {
 	done chan struct{}
 	err  error // set before done is closed
+	// wrote is set once the group's bytes are in the segment file (the
+	// OS page cache), before its fdatasync, or when the log fails first.
+	// written, made only when a WaitWritten has to block (most groups
+	// never have such a waiter, and a commit should not pay a second
+	// channel), is closed then.
+	wmu     sync.Mutex
+	wrote   bool
+	written chan struct{}
+}
+
+func newGroup() *group {
+	return &group{done: make(chan struct{})}
+}
+
+// markWritten records that the group is written (or failed) and wakes
+// WaitWritten callers.
+func (g *group) markWritten() {
+	g.wmu.Lock()
+	if !g.wrote {
+		g.wrote = true
+		if g.written != nil {
+			close(g.written)
+		}
+	}
+	g.wmu.Unlock()
+}
+
+// writtenChan returns nil if the group is written, else a channel closed
+// when it is.
+func (g *group) writtenChan() <-chan struct{} {
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
+	if g.wrote {
+		return nil
+	}
+	if g.written == nil {
+		g.written = make(chan struct{})
+	}
+	return g.written
 }
 
 func (g *group) wait(ctx context.Context) error {
@@ -265,6 +308,37 @@ func (p *Pending) Done() <-chan struct{} {
 // starts, and the commit, one write and one fdatasync, cannot be
 // interrupted.
 func (p *Pending) Wait(ctx context.Context) error { return p.w.wait(ctx, p.g) }
+
+// WaitWritten blocks until the entry and every entry enqueued before it
+// are written to their segment file, that is, in the OS page cache: they
+// survive the process being killed, not the machine losing power, until
+// the fdatasync that follows in the same commit (Wait) completes. It
+// returns the log's failure if the log failed first, or ctx's error (the
+// write still happens). A parked entry of EnqueueForWait is handed to
+// the writer goroutine rather than committed by the caller, which would
+// have to wait for the fdatasync too.
+func (p *Pending) WaitWritten(ctx context.Context) error {
+	g := p.g
+	if ch := g.writtenChan(); ch != nil {
+		if ctx.Err() == nil {
+			p.w.writeParked(g)
+		} else {
+			p.w.unpark(g)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("wal: waiting for write: %w", ctx.Err())
+		}
+	}
+	// A failed log closes done (with err) before written.
+	select {
+	case <-g.done:
+		return g.err
+	default:
+		return nil
+	}
+}
 
 // Open recovers the log in opts.Dir (see Recovery in the package doc) and
 // starts its writer.
@@ -527,7 +601,7 @@ func (w *WAL) enqueue(data []byte, park bool) (Pos, *group, error) {
 	}
 	b := w.q
 	if b.g == nil {
-		b.g = &group{done: make(chan struct{})}
+		b.g = newGroup()
 	}
 	start := len(b.buf)
 	if k := len(b.spans); k == 0 || b.spans[k-1].seg != w.tailSeg {
@@ -624,6 +698,35 @@ func (w *WAL) commitParked(g *group) {
 	w.mu.Unlock()
 }
 
+// writeParked is commitParked for WaitWritten: if g is the parked group,
+// the caller takes the writer token and writes q, then hands the token
+// and the fdatasync to the writer goroutine and returns. Its caller
+// answers without a goroutine hand-off on the way (waking the writer to
+// write, being woken by it), and without waiting for the disk.
+func (w *WAL) writeParked(g *group) {
+	if w.parked.Load() != g {
+		return
+	}
+	w.mu.Lock()
+	if w.parked.Load() != g {
+		w.mu.Unlock()
+		return
+	}
+	b := w.takeLocked()
+	w.mu.Unlock()
+	if err := w.write(b); err != nil {
+		w.fail(err, b)
+		return
+	}
+	g.markWritten()
+	w.mu.Lock()
+	w.syncNext = b
+	if w.writerIdle {
+		w.work.Signal()
+	}
+	w.mu.Unlock()
+}
+
 // takeLocked takes the writer token and q for a commit. The token must be
 // free. mu held.
 func (w *WAL) takeLocked() *batch {
@@ -662,7 +765,7 @@ func (w *WAL) run() {
 	w.mu.Lock()
 	w.idle.set(true)
 	for {
-		for w.committing || w.q.n == 0 || (w.parked.Load() != nil && !w.closed) {
+		for w.syncNext == nil && (w.committing || w.q.n == 0 || (w.parked.Load() != nil && !w.closed)) {
 			if w.err != nil || (w.closed && !w.committing && w.q.n == 0) {
 				// Failed (by a waiter's commit), or closed with
 				// everything enqueued before Close written.
@@ -673,9 +776,19 @@ func (w *WAL) run() {
 			w.work.Wait()
 			w.writerIdle = false
 		}
-		b := w.takeLocked()
-		w.mu.Unlock()
-		if err := w.commit(b); err != nil {
+		var b *batch
+		var err error
+		if b = w.syncNext; b != nil {
+			// Written by a WaitWritten caller, who passed the token on.
+			w.syncNext = nil
+			w.mu.Unlock()
+			err = w.syncBatch(b)
+		} else {
+			b = w.takeLocked()
+			w.mu.Unlock()
+			err = w.commit(b)
+		}
+		if err != nil {
 			w.fail(err, b)
 			return
 		}
@@ -689,6 +802,15 @@ func (w *WAL) run() {
 // commit writes b, rotating segments where Enqueue decided to, and makes it
 // durable.
 func (w *WAL) commit(b *batch) error {
+	if err := w.write(b); err != nil {
+		return err
+	}
+	b.g.markWritten()
+	return w.syncBatch(b)
+}
+
+// write is commit's first half: b's bytes into the segment files.
+func (w *WAL) write(b *batch) error {
 	for _, sp := range b.spans {
 		if sp.seg != w.cur.num {
 			if err := w.rotate(sp.seg); err != nil {
@@ -705,6 +827,12 @@ func (w *WAL) commit(b *batch) error {
 		w.curEnd += int64(len(p))
 		w.curDirty = true
 	}
+	return nil
+}
+
+// syncBatch is commit's second half: the fdatasync that makes the written
+// b durable, and the durable point and counters.
+func (w *WAL) syncBatch(b *batch) error {
 	if err := w.syncCur(); err != nil {
 		return err
 	}
@@ -787,9 +915,11 @@ func (w *WAL) fail(cause error, b *batch) {
 	w.parked.Store(nil)
 	b.g.err = err
 	close(b.g.done)
+	b.g.markWritten()
 	if q := w.q; q.g != nil {
 		q.g.err = err
 		close(q.g.done)
+		q.g.markWritten()
 		q.reset()
 	}
 	w.space.Broadcast()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -834,5 +836,83 @@ func TestZeroFillUsesOnlyIdleTime(t *testing.T) {
 	}
 	if size != segSize || fsize != segSize {
 		t.Fatalf("idle writer: filled %d bytes, file has %d, want %d", size, fsize, segSize)
+	}
+}
+
+// WaitWritten returns once the entry is in the segment file, while its
+// fdatasync is still held, and the bytes are there for a reader of the
+// file; Wait still waits for the fdatasync.
+func TestWaitWrittenReturnsBeforeSync(t *testing.T) {
+	dir := t.TempDir()
+	w, gate := openGated(t, dir, 1<<20)
+	for _, parked := range []bool{false, true} {
+		data := []byte(fmt.Sprintf("written, not synced (parked %v)", parked))
+		var p *Pending
+		var err error
+		if parked {
+			p, err = w.EnqueueForWait(data) // left to its waiter: WaitWritten must hand it over
+		} else {
+			p, err = w.Enqueue(data)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		written := make(chan error, 1)
+		go func() { written <- p.WaitWritten(ctx) }()
+		<-gate.entered // the writer is inside the fdatasync and stays there
+		if err := <-written; err != nil {
+			t.Fatalf("WaitWritten while the fdatasync is held: %v", err)
+		}
+		select {
+		case <-p.Done():
+			t.Fatal("Done closed while the fdatasync is held")
+		default:
+		}
+		raw, err := os.ReadFile(segPath(dir, p.Pos().Segment))
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := p.Pos().Offset + int64(p.Pos().Len)
+		if got := raw[p.Pos().Offset:end]; string(got) != string(data) {
+			t.Fatalf("segment file holds %q where WaitWritten's entry goes, want %q", got, data)
+		}
+		gate.release <- nil
+		if err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+}
+
+// A failed write or fdatasync reaches WaitWritten of entries that were
+// not written yet, and WaitWritten honours its ctx.
+func TestWaitWrittenFailureAndContext(t *testing.T) {
+	w, gate := openGated(t, t.TempDir(), 1<<20)
+	first, err := w.Enqueue([]byte("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-gate.entered
+	queued, err := w.Enqueue([]byte("queued behind a failing fdatasync"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := queued.WaitWritten(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitWritten with a cancelled ctx on an unwritten entry: %v, want context.Canceled", err)
+	}
+	gate.release <- syscall.EIO
+	// queued was never written: only the failure ends its WaitWritten.
+	if err := queued.WaitWritten(context.Background()); !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("WaitWritten of an entry queued behind a failed fdatasync: %v, want ErrFailed wrapping EIO", err)
+	}
+	// first was written; once its failure is known, WaitWritten reports it.
+	if err := first.Wait(context.Background()); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Wait: %v, want ErrFailed", err)
+	}
+	if err := first.WaitWritten(context.Background()); !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("WaitWritten after its fdatasync failed: %v, want ErrFailed wrapping EIO", err)
 	}
 }

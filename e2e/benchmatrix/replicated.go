@@ -22,7 +22,25 @@ import (
 // (throughput), and the replication bytes (the messages both ways) per
 // appended payload byte. The streams are created with Pico-Durability
 // before picomq bench appends to them.
+//
+// It runs twice per run, on a fresh cluster for each --replica-ack mode
+// (what a follower's confirmation means: fsync, the default, or write);
+// the write mode's rows carry a -write suffix, each next to the local
+// appends of its own cluster.
 func (m *matrix) replicatedRows(ctx context.Context, run int) error {
+	for _, mode := range []string{"fsync", "write"} {
+		if err := m.replicatedCluster(ctx, run, mode); err != nil {
+			return fmt.Errorf("--replica-ack %s: %w", mode, err)
+		}
+	}
+	return nil
+}
+
+func (m *matrix) replicatedCluster(ctx context.Context, run int, mode string) error {
+	suffix, label := "", ""
+	if mode != "fsync" {
+		suffix, label = "-"+mode, ", follower ack on "+mode
+	}
 	etcdBin := os.Getenv("PICOMQ_ETCD_BIN")
 	if etcdBin == "" {
 		if p, err := exec.LookPath("etcd"); err == nil {
@@ -36,7 +54,7 @@ func (m *matrix) replicatedRows(ctx context.Context, run int) error {
 	if err != nil {
 		return err
 	}
-	etcdURL, stopEtcd, err := m.startEtcd(etcdBin, run)
+	etcdURL, stopEtcd, err := m.startEtcd(etcdBin, fmt.Sprintf("r%d%s", run, suffix))
 	if err != nil {
 		return err
 	}
@@ -51,8 +69,8 @@ func (m *matrix) replicatedRows(ctx context.Context, run int) error {
 	for _, id := range []string{"a", "b", "c"} {
 		pargs, paddr := pprofArgs()
 		pprofAddrs = append(pprofAddrs, paddr)
-		n, err := m.startNode("pico-repl-"+id, append([]string{"--node-id", "repl-" + id, "--etcd-endpoints", etcdURL,
-			"--object-store", s3.url(fmt.Sprintf("repl-r%d/", run)), "--lease-ttl", "5s"}, pargs...)...)
+		n, err := m.startNode("pico-repl"+suffix+"-"+id, append([]string{"--node-id", "repl-" + id, "--etcd-endpoints", etcdURL,
+			"--object-store", s3.url(fmt.Sprintf("repl-r%d%s/", run, suffix)), "--lease-ttl", "5s", "--replica-ack", mode}, pargs...)...)
 		if err != nil {
 			return err
 		}
@@ -95,7 +113,7 @@ func (m *matrix) replicatedRows(ctx context.Context, run int) error {
 			// (b) are profiled over each run (what bounds the row).
 			var stops []func()
 			for i, addr := range pprofAddrs[:2] {
-				stops = append(stops, profileRead(fmt.Sprintf("repl-r%d-%s-c%d-%c", run, dur, c, 'a'+i), addr))
+				stops = append(stops, profileRead(fmt.Sprintf("repl%s-r%d-%s-c%d-%c", suffix, run, dur, c, 'a'+i), addr))
 			}
 			r, err := m.picoBench(ctx, a.url, "pico", prefix, c, size, "--keep")
 			for _, stop := range stops {
@@ -106,7 +124,7 @@ func (m *matrix) replicatedRows(ctx context.Context, run int) error {
 				// replication requests, on owner and followers.
 				for i, n := range nodes {
 					if b, err := httpGet(n.url + "/metrics"); err == nil {
-						_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("metrics-repl-r%d-%s-c%d-%c.txt", run, dur, c, 'a'+i)), b, 0o644)
+						_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("metrics-repl%s-r%d-%s-c%d-%c.txt", suffix, run, dur, c, 'a'+i)), b, 0o644)
 					}
 				}
 			}
@@ -130,23 +148,23 @@ func (m *matrix) replicatedRows(ctx context.Context, run int) error {
 			}
 		}
 		if c == 1 {
-			id := m.row(benchreport.Row{ID: "repl-p50-c1", What: "replicated (R=3, M=2) single-record append p50 latency, 1 client, 100 B",
+			id := m.row(benchreport.Row{ID: "repl-p50-c1" + suffix, What: "replicated (R=3, M=2" + label + ") single-record append p50 latency, 1 client, 100 B",
 				Unit: "ms", Peer: peer, Pico: "PicoMQ replicated", LowerBetter: true, Note: "target <= 1.5x local"})
 			m.res.Add(id, run, benchreport.SidePico, res[0].Lat.P50, &res[0].Lat)
 			m.res.Add(id, run, benchreport.SidePeer, res[1].Lat.P50, &res[1].Lat)
 		} else {
-			id := m.row(benchreport.Row{ID: "repl-c64", What: "replicated (R=3, M=2) single-record appends, 64 clients, 100 B",
+			id := m.row(benchreport.Row{ID: "repl-c64" + suffix, What: "replicated (R=3, M=2" + label + ") single-record appends, 64 clients, 100 B",
 				Unit: "appends/s", Peer: peer, Pico: "PicoMQ replicated", Note: "target >= 0.7x local"})
 			m.res.Add(id, run, benchreport.SidePico, res[0].RecordsPerSec, &res[0].Lat)
 			m.res.Add(id, run, benchreport.SidePeer, res[1].RecordsPerSec, &res[1].Lat)
-			nb := m.row(benchreport.Row{ID: "repl-net-bytes", What: "replication bytes (messages both ways, all nodes) per appended payload byte, 64 clients, 100 B",
+			nb := m.row(benchreport.Row{ID: "repl-net-bytes" + suffix, What: "replication bytes (messages both ways, all nodes) per appended payload byte, 64 clients, 100 B" + label,
 				Unit: "B/B", Pico: "PicoMQ replicated", LowerBetter: true, Note: "R-1 = 2 copies of each WAL entry (100 B record + batch and entry headers) plus framing"})
 			if appended[0] > 0 {
 				m.res.Add(nb, run, benchreport.SidePico, sent[0]/appended[0], nil)
 			}
 		}
-		logf("  replicated c=%d: %.0f/s p50 %.2f ms; local %.0f/s p50 %.2f ms; replication bytes/appended byte %.2f",
-			c, res[0].RecordsPerSec, res[0].Lat.P50, res[1].RecordsPerSec, res[1].Lat.P50, sent[0]/max(appended[0], 1))
+		logf("  replicated (replica-ack %s) c=%d: %.0f/s p50 %.2f ms; local %.0f/s p50 %.2f ms; replication bytes/appended byte %.2f",
+			mode, c, res[0].RecordsPerSec, res[0].Lat.P50, res[1].RecordsPerSec, res[1].Lat.P50, sent[0]/max(appended[0], 1))
 	}
 	return nil
 }
@@ -184,7 +202,7 @@ func replBytes(nodes []*node) float64 {
 
 // startEtcd starts an etcd daemon on loopback with its data under the work
 // dir and returns its client URL.
-func (m *matrix) startEtcd(bin string, run int) (string, func(), error) {
+func (m *matrix) startEtcd(bin, name string) (string, func(), error) {
 	client, err := testproc.FreeAddr()
 	if err != nil {
 		return "", nil, err
@@ -193,7 +211,7 @@ func (m *matrix) startEtcd(bin string, run int) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	dir := filepath.Join(m.cfg.work, fmt.Sprintf("etcd-r%d", run))
+	dir := filepath.Join(m.cfg.work, "etcd-"+name)
 	p, err := start("etcd", bin, []string{"--data-dir", dir, "--name", "bench",
 		"--listen-client-urls", "http://" + client, "--advertise-client-urls", "http://" + client,
 		"--listen-peer-urls", "http://" + peerAddr, "--initial-advertise-peer-urls", "http://" + peerAddr,

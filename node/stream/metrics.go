@@ -25,6 +25,10 @@ type replicationMetrics struct {
 	isrChanges      prometheus.Counter
 	replicaFrames   prometheus.Counter
 	replicaSetReads prometheus.Counter
+	// replicaAck is 1 for the mode this node answers replication
+	// requests in (ReplicationConfig.Ack), so a dashboard shows which
+	// durability contract the cluster's followers give.
+	replicaAck *prometheus.GaugeVec
 }
 
 func newReplicationMetrics() replicationMetrics {
@@ -45,11 +49,14 @@ func newReplicationMetrics() replicationMetrics {
 		replicaFrames: prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replica_frames_total", Help: "Stream frames this node stored as a follower."}),
 		replicaSetReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "picomq_replica_set_reads_total",
 			Help: "Replica sets of streams other nodes own read from etcd to report replicas (Kafka Metadata); cached for a second."}),
+		replicaAck: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "picomq_replica_ack_mode",
+			Help: "1 for the mode (--replica-ack) in which this node answers as a follower: fsync (after its WAL fdatasync) or write (after its WAL write, before the fdatasync)."},
+			[]string{"mode"}),
 	}
 }
 
 func (m replicationMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.replWaitSeconds, m.replSeconds, m.replErrors, m.replResends, m.isrChanges, m.replicaFrames, m.replicaSetReads}
+	return []prometheus.Collector{m.replWaitSeconds, m.replSeconds, m.replErrors, m.replResends, m.isrChanges, m.replicaFrames, m.replicaSetReads, m.replicaAck}
 }
 
 func (st *streamState) durability(def string) string {

@@ -4,7 +4,8 @@ package stream
 //
 // A follower writes the owner's WAL entries of a stream to its own WAL,
 // each wrapped with the owner's epoch and the offset it follows (below),
-// and answers once they are fsynced. It keeps the stream's copy (the
+// and answers once they are fsynced, or, with ReplicaAckWrite, once they
+// are written to its WAL file (the fsync follows in the same commit). It keeps the stream's copy (the
 // "tail": what the owner has not uploaded yet) until the owner reports it
 // uploaded, and gives it to a node taking the stream over. It refuses
 // frames of an epoch lower than the highest it has seen for the stream:
@@ -188,7 +189,8 @@ func (s *Service) replayReplica(pos wal.Pos, data []byte) error {
 }
 
 // ApplyReplica writes the frames' entries to this node's WAL as copies of
-// their streams and answers each frame once its entries are fsynced.
+// their streams and answers each frame once its entries are fsynced (or
+// written, with ReplicaAckWrite).
 func (s *Service) ApplyReplica(ctx context.Context, frames []ReplicaFrame) ([]ReplicaResult, error) {
 	out, wait, err := s.StartReplica(frames)
 	if err != nil {
@@ -205,7 +207,8 @@ func (s *Service) ApplyReplica(ctx context.Context, frames []ReplicaFrame) ([]Re
 // enqueued in the order they arrive are written in that order) and
 // returns the answers, which hold once wait has returned nil (the entries
 // are fsynced, in the same commit group as whatever else this node's WAL
-// commits meanwhile).
+// commits meanwhile; with ReplicaAckWrite, written to the WAL file and
+// not yet fsynced: the answer does not wait for the disk).
 func (s *Service) StartReplica(frames []ReplicaFrame) (_ []ReplicaResult, wait func(context.Context) error, _ error) {
 	if err := s.Ready(); err != nil {
 		return nil, nil, err
@@ -283,9 +286,20 @@ func (s *Service) StartReplica(frames []ReplicaFrame) (_ []ReplicaResult, wait f
 		out[i].Status, out[i].Next = ReplicaOK, r.next
 	}
 	rs.mu.Unlock()
+	onWrite := s.cfg.Replication.Ack == ReplicaAckWrite
 	wait = func(ctx context.Context) error {
 		if last != nil {
-			if err := last.Wait(ctx); err != nil {
+			var err error
+			if onWrite {
+				// The WAL writer fdatasyncs the entries right after. If
+				// that fails, this node's WAL fails: every later request
+				// gets an error, so the owner stops counting this copy
+				// as in sync within its lag timeout.
+				err = last.WaitWritten(ctx)
+			} else {
+				err = last.Wait(ctx)
+			}
+			if err != nil {
 				return s.waitError("replica", err, ctx)
 			}
 		}

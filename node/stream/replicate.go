@@ -76,7 +76,20 @@ type ReplicationConfig struct {
 	LagTimeout time.Duration
 	// RequestTimeout bounds one replication request (default 5 s).
 	RequestTimeout time.Duration
+	// Ack is what this node's answer as a follower means (ReplicaAckFsync,
+	// the default, or ReplicaAckWrite; docs/durability.md).
+	Ack string
 }
+
+// What a follower's answer to a replication request means.
+const (
+	// ReplicaAckFsync: the entries are fdatasync'ed in the follower's WAL.
+	ReplicaAckFsync = "fsync"
+	// ReplicaAckWrite: the entries are written to the follower's WAL file
+	// (its OS page cache); their fdatasync follows in the same WAL commit,
+	// after the answer. Kafka's acks=all with its default flush settings.
+	ReplicaAckWrite = "write"
+)
 
 // replState is the owner's replication state of one stream; fields but
 // setMu are guarded by streamState.mu.

@@ -144,6 +144,9 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.Replication.MinInSync, 2)
 	defaults.Set(&c.Replication.LagTimeout, time.Second)
 	defaults.Set(&c.Replication.RequestTimeout, 5*time.Second)
+	if c.Replication.Ack == "" {
+		c.Replication.Ack = ReplicaAckFsync
+	}
 }
 
 // Service implements create/append/read/head/delete over the WAL and the
@@ -412,6 +415,9 @@ type ReadResult struct {
 // Open loads every stream from the registry and replays the WAL into memory.
 func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, error) {
 	cfg.setDefaults()
+	if a := cfg.Replication.Ack; a != ReplicaAckFsync && a != ReplicaAckWrite {
+		return nil, fmt.Errorf("replica ack %q: want %s or %s", a, ReplicaAckFsync, ReplicaAckWrite)
+	}
 	s := &Service{
 		bg:       newSupervisor(),
 		cfg:      cfg,
@@ -426,6 +432,13 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 		cluster:  cfg.Cluster,
 	}
 	s.replCtx, s.replCancel = context.WithCancel(context.Background())
+	for _, mode := range []string{ReplicaAckFsync, ReplicaAckWrite} {
+		v := 0.0
+		if mode == cfg.Replication.Ack {
+			v = 1
+		}
+		s.metrics.replicaAck.WithLabelValues(mode).Set(v)
+	}
 	s.registerGauges(cfg.Registerer)
 	if r, ok := cfg.Cluster.(Reservations); ok && cfg.Tier.Session != nil {
 		s.resv, s.resKick = r, make(chan struct{}, 1)
