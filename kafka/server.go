@@ -160,7 +160,8 @@ func New(svc Streams, cfg Config) *Server {
 		conns: map[net.Conn]struct{}{}, internal: internalCredentials(cfg.ClusterSecret),
 		peers: peerClients{secret: cfg.ClusterSecret, tls: cfg.PeerTLS}}
 	s.txns = txn.New(txn.Config{Streams: svc, Locator: s, Markers: s, Logger: cfg.Logger, NewProducerID: newProducerID})
-	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate})
+	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate,
+		Topics: s.assignableTopics})
 	s.jobs.Add(1)
 	go func() {
 		defer s.jobs.Done()

@@ -24,6 +24,12 @@ func (c *Coordinator) describeGroups(ctx context.Context, r *kmsg.DescribeGroups
 		}
 		exists := g.offs.exists()
 		g.mu.Lock()
+		if g.cons != nil {
+			g.describeConsumerAsClassic(&dg)
+			g.mu.Unlock()
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
 		dg.State = g.state.String()
 		if len(g.members) == 0 && !exists {
 			dg.State = stateDead.String()
@@ -50,4 +56,21 @@ func (c *Coordinator) describeGroups(ctx context.Context, r *kmsg.DescribeGroups
 		resp.Groups = append(resp.Groups, dg)
 	}
 	return resp
+}
+
+// describeConsumerAsClassic is DescribeGroups of a consumer-protocol
+// group: its state, protocol type "consumer", the assignor as protocol,
+// and its members without classic metadata or assignment.
+func (g *group) describeConsumerAsClassic(dg *kmsg.DescribeGroupsResponseGroup) {
+	cg := g.cons
+	dg.State, dg.ProtocolType, dg.Protocol = cg.state(), "consumer", cg.assignor
+	for _, m := range cg.members {
+		dm := kmsg.NewDescribeGroupsResponseGroupMember()
+		dm.MemberID, dm.ClientID, dm.ClientHost = m.id, m.clientID, m.host
+		if m.instanceID != "" {
+			inst := m.instanceID
+			dm.InstanceID = &inst
+		}
+		dg.Members = append(dg.Members, dm)
+	}
 }
