@@ -99,7 +99,7 @@ func TestKafkaKgoSuite(t *testing.T) {
 		t.Fatalf("building the kgo tests: %v\n%s", err, b)
 	}
 
-	_, addr := startKafkaNode(t, t.TempDir())
+	node, addr := startKafkaNode(t, t.TempDir())
 	requireGroups(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -144,6 +144,19 @@ func TestKafkaKgoSuite(t *testing.T) {
 		}
 	}
 	t.Logf("KIP-848 variants: %s", strings.Join(ran848, ", "))
+	if len(ran848) > 0 {
+		// The 848 variants used the consumer protocol (kgo falls back to
+		// classic groups quietly when the broker refuses it).
+		m := string(do(t, "GET", node.URL+"/metrics", nil).Body)
+		for _, name := range []string{"picomq_kafka_consumer_group_heartbeats_total", "picomq_kafka_consumer_group_epochs_total"} {
+			v := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(m)
+			if v == nil || v[1] == "0" {
+				t.Errorf("/metrics: %s is %v after the KIP-848 variants ran", name, v)
+			} else {
+				t.Logf("%s %s", name, v[1])
+			}
+		}
+	}
 	for r := range reasons {
 		if strings.Contains(r, "KIP-848") {
 			t.Errorf("the suite skipped KIP-848 tests (%s): ConsumerGroupHeartbeat is not advertised as it should be", r)

@@ -305,3 +305,7 @@ func (a groupAuthz) ReadPartition(ctx context.Context, topic string, p int32) bo
 func (a groupAuthz) AdminStream(name string) bool {
 	return a.s.allow(a.cc, auth.Admin, name) == nil
 }
+
+// ConsumerGroupStats counts the consumer-protocol (KIP-848) group activity
+// of this node's group coordinator, for the metrics.
+func (s *Server) ConsumerGroupStats() group.ConsumerStats { return s.groups.ConsumerStats() }
