@@ -201,6 +201,21 @@ func (cg *cgroup) subscribedTopics(snapshot []TopicInfo) map[string]TopicInfo {
 	return out
 }
 
+// subscribedNames are the topics the members subscribe to: their names,
+// and the known topics their regexes match (OffsetDelete refuses them).
+func (cg *cgroup) subscribedNames() map[string]bool {
+	out := map[string]bool{}
+	for _, m := range cg.members {
+		for _, n := range m.names {
+			out[n] = true
+		}
+	}
+	for n := range cg.topics {
+		out[n] = true
+	}
+	return out
+}
+
 func sameTopics(a, b map[string]TopicInfo) bool {
 	if len(a) != len(b) {
 		return false

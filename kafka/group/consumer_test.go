@@ -34,7 +34,7 @@ func tid(b byte) [16]byte { return [16]byte{15: b} }
 
 // cenv is a coordinator serving consumer-protocol groups over topics
 // "a" (4 partitions) and "b" (2), on the fake clock.
-func cenv(t *testing.T) (*env, *topicList) {
+func cenv(t testing.TB) (*env, *topicList) {
 	l := &topicList{}
 	l.set(TopicInfo{"a", tid(1), 4}, TopicInfo{"b", tid(2), 2})
 	return newEnv(t, Config{Topics: l.get}), l
@@ -100,6 +100,9 @@ func noDoubleOwners(t *testing.T, e *env, group string) {
 		t.Fatalf("group %s: error %d", group, ec)
 	}
 	defer g.mu.Unlock()
+	if g.cons == nil {
+		return
+	}
 	seen := map[[16]byte]map[int32]string{}
 	for _, m := range g.cons.members {
 		for _, a := range []assignment{m.assigned, m.revoking} {
