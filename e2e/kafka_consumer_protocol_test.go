@@ -74,7 +74,7 @@ func TestKafkaConsumerProtocolGroup(t *testing.T) {
 	// B polls (it must, to move through its assignment) until the group
 	// is stable with two partitions each.
 	var mu sync.Mutex
-	got := map[string]string{} // value → consumer
+	got := map[string]string{}  // value → consumer
 	owner := map[int32]string{} // partition → consumer
 	var dup error
 	poll := func(name string, cl *kgo.Client, stop <-chan struct{}, done *sync.WaitGroup) {
