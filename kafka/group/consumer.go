@@ -133,7 +133,8 @@ func (a assignment) intersect(b assignment) assignment {
 }
 
 // cgroup is the consumer-protocol state of a group (group.cons); nil for a
-// group that never used the protocol on this node.
+// group that never used the protocol on this node, or whose membership was
+// reset (coordinator change) or that became classic.
 type cgroup struct {
 	epoch    int32 // group epoch (= assignment epoch)
 	assignor string
@@ -242,7 +243,7 @@ func (cg *cgroup) state() string {
 	return "Stable"
 }
 
-// bump starts a new group epoch: the target assignment is recomputed.
+// bumpEpoch starts a new group epoch: the target assignment is recomputed.
 func (g *group) bumpEpoch() {
 	cg := g.cons
 	cg.epoch++
@@ -280,8 +281,8 @@ func (cg *cgroup) chooseAssignor() string {
 	return best
 }
 
-// owner returns the member other than m that owns partition p of topic
-// id (assigned, or pending revocation), if any.
+// ownedByOther reports whether a member other than m owns partition p of
+// topic id (assigned, or pending revocation).
 func (cg *cgroup) ownedByOther(m *cmember, id [16]byte, p int32) bool {
 	for _, o := range cg.members {
 		if o != m && (o.assigned.has(id, p) || o.revoking.has(id, p)) {
@@ -472,7 +473,3 @@ func (g *group) consumerFetchAllowed(memberID *string, epoch int32) int16 {
 	}
 	return 0
 }
-
-// isConsumer reports whether the group is a consumer-protocol group
-// (it has consumer members, or had and no classic member came since).
-func (g *group) isConsumer() bool { return g.cons != nil }
