@@ -1,6 +1,7 @@
-// Package group is the Kafka consumer-group coordinator (the classic
-// protocol: JoinGroup/SyncGroup/Heartbeat/LeaveGroup, committed offsets,
-// and the admin keys around them).
+// Package group is the Kafka consumer-group coordinator: the classic
+// protocol (JoinGroup/SyncGroup/Heartbeat/LeaveGroup), the KIP-848
+// consumer protocol (ConsumerGroupHeartbeat with server-side assignment,
+// consumer.go), committed offsets, and the admin keys around them.
 //
 // Where a group lives: every group has one offsets stream,
 // /_sys/kafka/groups/<group> (offsets.go), and the node that serves that
@@ -14,7 +15,8 @@
 //
 // Contract with the frontend (package kafka): New, Versions,
 // Coordinator.Handle for the group keys, Close; the frontend implements
-// Locator and may tag the context with WithClient. Handle blocks for the
+// Locator, lists topics for the server-side assignors (Config.Topics) and
+// may tag the context with WithClient. Handle blocks for the
 // long-poll keys (JoinGroup, SyncGroup) until the rebalance completes: the
 // frontend must call it from the connection's own goroutine, so only that
 // connection waits.
