@@ -44,11 +44,13 @@ func (c *Coordinator) consumerGroupHeartbeat(ctx context.Context, r *kmsg.Consum
 		return fail(kerr.InvalidRequest.Code, "TopicPartitions must be empty when (re-)joining.")
 	case r.MemberEpoch == 0 && r.SubscribedTopicNames == nil && !re.set:
 		return fail(kerr.InvalidRequest.Code, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+	case re.set && re.s == "":
+		return fail(kerr.InvalidRequest.Code, "SubscribedTopicRegex can't be empty.")
 	case r.ServerAssignor != nil && *r.ServerAssignor != assignorUniform && *r.ServerAssignor != assignorRange:
 		return fail(kerr.UnsupportedAssignor.Code, "ServerAssignor "+*r.ServerAssignor+" is not supported. Supported assignors: uniform, range.")
 	}
 	reCompiled, err := compileSubscription(re.s)
-	if re.set && (err != nil || re.s == "") {
+	if re.set && err != nil {
 		return fail(kerr.InvalidRegularExpression.Code, "SubscribedTopicRegex is not a valid RE2 regular expression.")
 	}
 	memberID := r.MemberID
