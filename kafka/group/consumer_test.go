@@ -383,8 +383,17 @@ func TestConsumerGroupProtocolsExclude(t *testing.T) {
 	if len(resp.Groups) != 1 || resp.Groups[0].Group != "cons" || resp.Groups[0].GroupType != "consumer" || resp.Groups[0].ProtocolType != "consumer" {
 		t.Fatalf("ListGroups of type consumer: %+v", resp.Groups)
 	}
-	if d := e.describe("cons"); d.ProtocolType != "consumer" || d.State != "Stable" || len(d.Members) != 1 {
+	d := e.describe("cons")
+	if d.ProtocolType != "consumer" || d.State != "Stable" || len(d.Members) != 1 {
 		t.Fatalf("DescribeGroups of a consumer group: %+v", d)
+	}
+	var ca kmsg.ConsumerMemberAssignment
+	var cm kmsg.ConsumerMemberMetadata
+	if err := ca.ReadFrom(d.Members[0].MemberAssignment); err != nil || len(ca.Topics) != 1 || ca.Topics[0].Topic != "a" || len(ca.Topics[0].Partitions) != 4 {
+		t.Fatalf("DescribeGroups assignment of a consumer member: %v %+v", err, ca)
+	}
+	if err := cm.ReadFrom(d.Members[0].ProtocolMetadata); err != nil || len(cm.Topics) != 1 || cm.Topics[0] != "a" {
+		t.Fatalf("DescribeGroups metadata of a consumer member: %v %+v", err, cm)
 	}
 	// A member in the group cannot be deleted; once gone it can.
 	dreq := kmsg.NewPtrDeleteGroupsRequest()
