@@ -26,7 +26,15 @@ import (
 // (a lost one would deliver its records again) and nothing acknowledged is
 // missed. FindCoordinator names another node after the kill, and the
 // committed offsets read there are at least those read before it.
-func TestKafkaClusterGroupTakeover(t *testing.T) {
+func TestKafkaClusterGroupTakeover(t *testing.T) { groupTakeover(t, false) }
+
+// TestKafkaClusterConsumerProtocolTakeover is TestKafkaClusterGroupTakeover
+// with a KIP-848 consumer-protocol consumer (server-side assignment): after
+// the coordinator dies the member is unknown to the new one, rejoins with
+// a new member id, and resumes at the committed offsets.
+func TestKafkaClusterConsumerProtocolTakeover(t *testing.T) { groupTakeover(t, true) }
+
+func groupTakeover(t *testing.T, consumerProtocol bool) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
@@ -36,7 +44,13 @@ func TestKafkaClusterGroupTakeover(t *testing.T) {
 	defer cancel()
 
 	// Partition streams on every node: partition p is created on node p%3.
-	const topic, parts, group = "takeover", 16, "takeover-group"
+	const topic, parts = "takeover", 16
+	group := "takeover-group"
+	copts := []kgo.Opt{kgo.SessionTimeout(6 * time.Second)}
+	if consumerProtocol {
+		group = "takeover-group-848"
+		copts = []kgo.Opt{kgo.ServerSideBalancer()}
+	}
 	createSpreadTopic(t, c, topic, parts)
 	admin := kafkaClient(t, kgo.SeedBrokers(seeds...))
 	defer admin.Close()
@@ -67,9 +81,9 @@ func TestKafkaClusterGroupTakeover(t *testing.T) {
 	consDone := make(chan error, 1)
 	failedCommits := 0
 	go func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
-			kgo.SessionTimeout(6*time.Second), kgo.FetchMaxWait(time.Second))
+			kgo.FetchMaxWait(time.Second)}, copts...)...)
 		if err != nil {
 			consDone <- err
 			return

@@ -67,8 +67,10 @@ func requireGroups(t *testing.T, addr string) {
 // TestKafkaKgoSuite runs franz-go's own kgo integration tests black-box
 // against a real node (KGO_TEST_RF=1, 20000 records), transactions
 // (TestTxnEtl) and the group tests included: nothing is skipped by this
-// test. Any failure fails this test. (The suite skips its KIP-848 variants
-// by itself: PicoMQ serves the classic group protocol.) Its SCRAM tests run
+// test. Any failure fails this test, and so does a KIP-848 variant the
+// suite skips (PicoMQ serves the consumer group protocol: the suite's
+// "848" variants and Test848RegexBrokerResolves must run); the suite still
+// skips its share-group tests itself (not served). Its SCRAM tests run
 // against the same node (KGO_TEST_SCRAM_SEEDS) with a SCRAM-SHA-256 user
 // created first through AlterUserScramCredentials. PICOMQ_KGO_RUN, when
 // set, is passed as -test.run (to run a part of the suite by hand).
@@ -97,7 +99,7 @@ func TestKafkaKgoSuite(t *testing.T) {
 		t.Fatalf("building the kgo tests: %v\n%s", err, b)
 	}
 
-	_, addr := startKafkaNode(t, t.TempDir())
+	node, addr := startKafkaNode(t, t.TempDir())
 	requireGroups(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -135,6 +137,31 @@ func TestKafkaKgoSuite(t *testing.T) {
 		}
 	}
 	t.Logf("skipped by the suite itself: %s; reasons: %v", strings.Join(skipped, ", "), reasons)
+	var ran848 []string
+	for _, l := range strings.Split(res, "\n") {
+		if m := regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S*848\S*)`).FindStringSubmatch(l); m != nil {
+			ran848 = append(ran848, m[2]+" "+m[1])
+		}
+	}
+	t.Logf("KIP-848 variants: %s", strings.Join(ran848, ", "))
+	if len(ran848) > 0 {
+		// The 848 variants used the consumer protocol (kgo falls back to
+		// classic groups quietly when the broker refuses it).
+		m := string(do(t, "GET", node.URL+"/metrics", nil).Body)
+		for _, name := range []string{"picomq_kafka_consumer_group_heartbeats_total", "picomq_kafka_consumer_group_epochs_total"} {
+			v := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(m)
+			if v == nil || v[1] == "0" {
+				t.Errorf("/metrics: %s is %v after the KIP-848 variants ran", name, v)
+			} else {
+				t.Logf("%s %s", name, v[1])
+			}
+		}
+	}
+	for r := range reasons {
+		if strings.Contains(r, "KIP-848") {
+			t.Errorf("the suite skipped KIP-848 tests (%s): ConsumerGroupHeartbeat is not advertised as it should be", r)
+		}
+	}
 	if runErr != nil || count("FAIL") > 0 {
 		var fails []string
 		for _, l := range strings.Split(res, "\n") {

@@ -67,6 +67,17 @@ func seedRequests() [][]byte {
 	sa.SetVersion(2)
 	sa.SASLAuthBytes = []byte("\x00user\x00token")
 	out = append(out, frameOf(sa, 6))
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.SetVersion(1)
+	re, inst, assignor := ".*orders.*", "i1", "uniform"
+	hb.Group, hb.MemberID, hb.MemberEpoch, hb.InstanceID, hb.RebalanceTimeoutMillis = "g", "m", 3, &inst, 60000
+	hb.SubscribedTopicRegex, hb.ServerAssignor = &re, &assignor
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: [16]byte{1}, Partitions: []int32{0, 2}}}
+	out = append(out, frameOf(hb, 7))
+	cd := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cd.SetVersion(1)
+	cd.Groups = []string{"g", "h"}
+	out = append(out, frameOf(cd, 8))
 	return out
 }
 

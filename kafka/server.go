@@ -160,7 +160,8 @@ func New(svc Streams, cfg Config) *Server {
 		conns: map[net.Conn]struct{}{}, internal: internalCredentials(cfg.ClusterSecret),
 		peers: peerClients{secret: cfg.ClusterSecret, tls: cfg.PeerTLS}}
 	s.txns = txn.New(txn.Config{Streams: svc, Locator: s, Markers: s, Logger: cfg.Logger, NewProducerID: newProducerID})
-	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate})
+	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate,
+		Topics: s.assignableTopics})
 	s.jobs.Add(1)
 	go func() {
 		defer s.jobs.Done()
@@ -304,3 +305,7 @@ func (a groupAuthz) ReadPartition(ctx context.Context, topic string, p int32) bo
 func (a groupAuthz) AdminStream(name string) bool {
 	return a.s.allow(a.cc, auth.Admin, name) == nil
 }
+
+// ConsumerGroupStats counts the consumer-protocol (KIP-848) group activity
+// of this node's group coordinator, for the metrics.
+func (s *Server) ConsumerGroupStats() group.ConsumerStats { return s.groups.ConsumerStats() }

@@ -316,3 +316,19 @@ func (s *Server) Locate(ctx context.Context, name string) (group.Broker, bool, e
 	}
 	return br, node == b.self, nil
 }
+
+// assignableTopics lists every topic for the server-side assignors of
+// consumer-protocol groups, __consumer_offsets included (Metadata lists
+// it, and a regex subscription matches it in Kafka too).
+func (s *Server) assignableTopics(ctx context.Context) ([]group.TopicInfo, error) {
+	all, err := s.allTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]group.TopicInfo, 0, len(all)+1)
+	for _, t := range all {
+		out = append(out, group.TopicInfo{Name: t.name, ID: t.id, Partitions: int32(len(t.partitions))})
+	}
+	out = append(out, group.TopicInfo{Name: offsetsTopicName, ID: topicID(0), Partitions: 1})
+	return out, nil
+}

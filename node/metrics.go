@@ -167,9 +167,24 @@ func (n *Node) registerKafkaMetrics(k *kafka.Server) {
 		ch <- prometheus.MustNewConstMetric(txnWritesDesc, prometheus.CounterValue, float64(st.StateWrites))
 		ch <- prometheus.MustNewConstMetric(txnReservedDesc, prometheus.CounterValue, float64(st.ReservedAdds))
 	}, txnChecksDesc, txnWritesDesc, txnReservedDesc))
+	n.metrics.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
+		st := k.ConsumerGroupStats()
+		ch <- prometheus.MustNewConstMetric(cgHeartbeatsDesc, prometheus.CounterValue, float64(st.Heartbeats))
+		ch <- prometheus.MustNewConstMetric(cgEpochsDesc, prometheus.CounterValue, float64(st.Epochs))
+		ch <- prometheus.MustNewConstMetric(cgFencedDesc, prometheus.CounterValue, float64(st.Fenced))
+		ch <- prometheus.MustNewConstMetric(cgMembersDesc, prometheus.GaugeValue, float64(st.Members))
+	}, cgHeartbeatsDesc, cgEpochsDesc, cgFencedDesc, cgMembersDesc))
 }
 
 var (
+	cgHeartbeatsDesc = prometheus.NewDesc("picomq_kafka_consumer_group_heartbeats_total",
+		"ConsumerGroupHeartbeat requests (KIP-848 consumer-protocol groups) answered by this node.", nil, nil)
+	cgEpochsDesc = prometheus.NewDesc("picomq_kafka_consumer_group_epochs_total",
+		"Group epochs started by consumer-protocol groups this node coordinates: each is a new target assignment (a member joined or left, a subscription or a subscribed topic changed).", nil, nil)
+	cgFencedDesc = prometheus.NewDesc("picomq_kafka_consumer_group_fenced_total",
+		"Consumer-protocol members this node's coordinator removed: session expired, or partitions not revoked within the rebalance timeout.", nil, nil)
+	cgMembersDesc = prometheus.NewDesc("picomq_kafka_consumer_group_members",
+		"Members of the consumer-protocol groups this node coordinates.", nil, nil)
 	txnChecksDesc = prometheus.NewDesc("picomq_kafka_txn_checks_total",
 		"Transactional produces verified with the transaction coordinator (KIP-890) by outcome: ok, refused (INVALID_TXN_STATE or a fenced epoch), unavailable (coordinator not reachable; retried by the client).",
 		[]string{"result"}, nil)

@@ -54,7 +54,12 @@ func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 		setAll(code(err))
 	} else {
 		g.mu.Lock()
-		cerr := g.commitAllowed(r.Generation, r.MemberID, str(r.InstanceID))
+		var cerr int16
+		if g.cons != nil {
+			cerr = g.consumerCommitAllowed(r.Generation, r.MemberID, r.Version, false)
+		} else {
+			cerr = g.commitAllowed(r.Generation, r.MemberID, str(r.InstanceID))
+		}
 		g.mu.Unlock()
 		setAll(cerr)
 	}

@@ -15,10 +15,17 @@ type fetchTopic struct {
 
 // fetchGroup answers one group of an OffsetFetch: topics nil means every
 // committed offset. A partition without a commit gets offset -1.
-func (c *Coordinator) fetchGroup(ctx context.Context, id string, topics []fetchTopic, requireStable bool) ([]kmsg.OffsetFetchResponseGroupTopic, int16) {
+func (c *Coordinator) fetchGroup(ctx context.Context, id string, topics []fetchTopic, requireStable bool, memberID *string, epoch int32) ([]kmsg.OffsetFetchResponseGroupTopic, int16) {
 	g, err := c.group(ctx, id)
 	if err != nil {
 		return nil, code(err)
+	}
+	// v9+ of a consumer-protocol member: it must be at its current epoch.
+	g.mu.Lock()
+	ec := g.consumerFetchAllowed(memberID, epoch)
+	g.mu.Unlock()
+	if ec != 0 {
+		return nil, ec
 	}
 	part := func(p int32, cm committed, ok bool) kmsg.OffsetFetchResponseGroupTopicPartition {
 		rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
@@ -87,7 +94,7 @@ func (c *Coordinator) offsetFetch(ctx context.Context, r *kmsg.OffsetFetchReques
 			}
 			og := kmsg.NewOffsetFetchResponseGroup()
 			og.Group = rg.Group
-			og.Topics, og.ErrorCode = c.fetchGroup(ctx, rg.Group, topics, r.RequireStable)
+			og.Topics, og.ErrorCode = c.fetchGroup(ctx, rg.Group, topics, r.RequireStable, rg.MemberID, rg.MemberEpoch)
 			resp.Groups = append(resp.Groups, og)
 		}
 		return resp
@@ -99,7 +106,7 @@ func (c *Coordinator) offsetFetch(ctx context.Context, r *kmsg.OffsetFetchReques
 			topics = append(topics, fetchTopic{t.Topic, t.Partitions})
 		}
 	}
-	gts, ec := c.fetchGroup(ctx, r.Group, topics, r.RequireStable)
+	gts, ec := c.fetchGroup(ctx, r.Group, topics, r.RequireStable, nil, -1)
 	resp.ErrorCode = ec
 	if ec != 0 && r.Version < 2 {
 		// v0-1 have no group-level error: every partition carries it.

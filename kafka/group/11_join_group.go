@@ -35,6 +35,13 @@ func (c *Coordinator) joinGroup(ctx context.Context, r *kmsg.JoinGroupRequest) (
 	if ec != 0 {
 		return fail(ec)
 	}
+	if g.cons != nil && len(g.cons.members) > 0 {
+		// A consumer-protocol group refuses classic members (Kafka does
+		// too unless its group.consumer.migration.policy allows them).
+		g.mu.Unlock()
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+	g.dropConsumers() // an empty consumer-protocol group becomes classic
 	if !g.supports(r.ProtocolType, r.Protocols) {
 		g.mu.Unlock()
 		return fail(kerr.InconsistentGroupProtocol.Code)

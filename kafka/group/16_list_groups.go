@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -10,7 +11,7 @@ import (
 // with members here and those whose offsets stream it serves.
 func (c *Coordinator) listGroups(ctx context.Context, r *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
-	type entry struct{ protocolType, state string }
+	type entry struct{ protocolType, state, typ string }
 	found := map[string]entry{}
 	after := ""
 	for {
@@ -26,7 +27,7 @@ func (c *Coordinator) listGroups(ctx context.Context, r *kmsg.ListGroupsRequest)
 				continue
 			}
 			if _, self, err := c.loc.Locate(ctx, in.Name); err == nil && self {
-				found[id] = entry{state: stateEmpty.String()}
+				found[id] = entry{state: stateEmpty.String(), typ: "classic"}
 			}
 		}
 		if !more || len(infos) == 0 {
@@ -41,21 +42,29 @@ func (c *Coordinator) listGroups(ctx context.Context, r *kmsg.ListGroupsRequest)
 	c.mu.Unlock()
 	for _, g := range gs {
 		g.mu.Lock()
-		if _, listed := found[g.id]; listed || len(g.members) > 0 {
-			found[g.id] = entry{g.protocolType, g.state.String()}
+		_, listed := found[g.id]
+		switch {
+		case g.cons != nil && (listed || len(g.cons.members) > 0):
+			found[g.id] = entry{"consumer", g.cons.state(), "consumer"}
+		case listed || len(g.members) > 0:
+			found[g.id] = entry{g.protocolType, g.state.String(), "classic"}
 		}
 		g.mu.Unlock()
 	}
 	filter := map[string]bool{}
 	for _, s := range r.StatesFilter {
-		filter[s] = true
+		filter[strings.ToLower(s)] = true
+	}
+	types := map[string]bool{}
+	for _, s := range r.TypesFilter {
+		types[strings.ToLower(s)] = true
 	}
 	for id, e := range found {
-		if len(filter) > 0 && !filter[e.state] {
+		if len(filter) > 0 && !filter[strings.ToLower(e.state)] || len(types) > 0 && !types[e.typ] {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, e.protocolType, e.state, "classic"
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, e.protocolType, e.state, e.typ
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return resp

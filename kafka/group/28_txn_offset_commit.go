@@ -30,7 +30,11 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 			// KIP-447: a producer that names its consumer's
 			// generation is checked like an OffsetCommit.
 			g.mu.Lock()
-			errCode = g.commitAllowed(r.Generation, r.MemberID, str(r.InstanceID))
+			if g.cons != nil {
+				errCode = g.consumerCommitAllowed(r.Generation, r.MemberID, r.Version, true)
+			} else {
+				errCode = g.commitAllowed(r.Generation, r.MemberID, str(r.InstanceID))
+			}
 			g.mu.Unlock()
 		}
 	}

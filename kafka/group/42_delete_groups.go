@@ -32,7 +32,7 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
 		return code(err)
 	}
 	g.mu.Lock()
-	busy := len(g.members) > 0 || len(g.pending) > 0
+	busy := len(g.members) > 0 || len(g.pending) > 0 || g.cons != nil && len(g.cons.members) > 0
 	g.mu.Unlock()
 	if busy {
 		return kerr.NonEmptyGroup.Code

@@ -35,13 +35,15 @@ func (c *Coordinator) offsetDelete(ctx context.Context, r *kmsg.OffsetDeleteRequ
 	g.mu.Lock()
 	var subs map[string]bool
 	switch {
+	case g.cons != nil && len(g.cons.members) > 0:
+		subs = g.cons.subscribedNames()
 	case len(g.members) == 0:
 	case g.protocolType == "consumer":
 		subs = g.subscribed()
 	default:
 		resp.ErrorCode = kerr.NonEmptyGroup.Code
 	}
-	known := len(g.members) > 0 || g.offs.exists()
+	known := len(g.members) > 0 || g.cons != nil && len(g.cons.members) > 0 || g.offs.exists()
 	g.mu.Unlock()
 	if !known {
 		resp.ErrorCode = kerr.GroupIDNotFound.Code

@@ -1,6 +1,7 @@
-// Package group is the Kafka consumer-group coordinator (the classic
-// protocol: JoinGroup/SyncGroup/Heartbeat/LeaveGroup, committed offsets,
-// and the admin keys around them).
+// Package group is the Kafka consumer-group coordinator: the classic
+// protocol (JoinGroup/SyncGroup/Heartbeat/LeaveGroup), the KIP-848
+// consumer protocol (ConsumerGroupHeartbeat with server-side assignment,
+// consumer.go), committed offsets, and the admin keys around them.
 //
 // Where a group lives: every group has one offsets stream,
 // /_sys/kafka/groups/<group> (offsets.go), and the node that serves that
@@ -14,7 +15,8 @@
 //
 // Contract with the frontend (package kafka): New, Versions,
 // Coordinator.Handle for the group keys, Close; the frontend implements
-// Locator and may tag the context with WithClient. Handle blocks for the
+// Locator, lists topics for the server-side assignors (Config.Topics) and
+// may tag the context with WithClient. Handle blocks for the
 // long-poll keys (JoinGroup, SyncGroup) until the rebalance completes: the
 // frontend must call it from the connection's own goroutine, so only that
 // connection waits.
@@ -25,7 +27,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -86,6 +90,20 @@ type Config struct {
 	// LocateTxn answers FindCoordinator for transactional ids (key type
 	// 1); nil: only group coordinators exist.
 	LocateTxn func(ctx context.Context, id string) (Broker, error)
+	// Topics lists every topic (name, id, partition count) for the
+	// server-side assignors of consumer-protocol groups; nil: none exist.
+	Topics func(ctx context.Context) ([]TopicInfo, error)
+	// TopicsMaxAge bounds how stale the topic list a consumer-protocol
+	// heartbeat assigns from may be: a topic created or deleted is
+	// noticed within it. Default 1 s.
+	TopicsMaxAge time.Duration
+	// ConsumerSessionTimeout is the session timeout of consumer-protocol
+	// members (Kafka's group.consumer.session.timeout.ms). Default 45 s.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is the heartbeat interval told to
+	// consumer-protocol members (group.consumer.heartbeat.interval.ms).
+	// Default 5 s.
+	ConsumerHeartbeatInterval time.Duration
 	// CompactAfter: once the offsets stream holds this many records more
 	// than the group has live offsets, the live offsets are rewritten as
 	// one batch and everything before it is trimmed. Default 4096.
@@ -99,6 +117,12 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MinSessionTimeout, time.Second)
 	defaults.Set(&c.MaxSessionTimeout, 30*time.Minute)
 	defaults.Set(&c.CompactAfter, 4096)
+	defaults.Set(&c.TopicsMaxAge, time.Second)
+	defaults.Set(&c.ConsumerSessionTimeout, 45*time.Second)
+	defaults.Set(&c.ConsumerHeartbeatInterval, 5*time.Second)
+	if c.Topics == nil {
+		c.Topics = func(context.Context) ([]TopicInfo, error) { return nil, nil }
+	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -118,6 +142,12 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	closed bool
+
+	topicsMu sync.Mutex // held while the topic list is read
+	topics   []TopicInfo
+	topicsAt time.Time
+
+	stats struct{ heartbeats, epochs, fenced atomic.Uint64 }
 }
 
 // New builds a coordinator over the stream service svc; loc says which node
@@ -146,10 +176,13 @@ var versions = map[int16][2]int16{
 	kmsg.LeaveGroup.Int16():      {0, 5},
 	kmsg.SyncGroup.Int16():       {0, 5},
 	kmsg.DescribeGroups.Int16():  {0, 5},
-	kmsg.ListGroups.Int16():      {0, 4},
+	kmsg.ListGroups.Int16():      {0, 5},
 	kmsg.DeleteGroups.Int16():    {0, 2},
 	kmsg.OffsetDelete.Int16():    {0, 0},
 	kmsg.TxnOffsetCommit.Int16(): {0, 3},
+	// KIP-848 consumer-protocol groups.
+	kmsg.ConsumerGroupHeartbeat.Int16(): {0, 1},
+	kmsg.ConsumerGroupDescribe.Int16():  {0, 1},
 }
 
 // Versions returns the API keys the coordinator handles with their
@@ -202,6 +235,10 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 		return c.offsetDelete(ctx, r), nil
 	case *kmsg.TxnOffsetCommitRequest:
 		return c.txnOffsetCommit(ctx, r), nil
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return c.consumerGroupHeartbeat(ctx, r), nil
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return c.consumerGroupDescribe(ctx, r), nil
 	}
 	return nil, fmt.Errorf("%w: %T", errUnsupported, req)
 }
@@ -358,4 +395,66 @@ func (c *Coordinator) Committed() []Committed {
 		}
 	}
 	return out
+}
+
+// topicSnapshot returns the topic list, read again when older than
+// TopicsMaxAge, or when a name in need is missing from it and it is older
+// than a tenth of that (a consumer subscribing to a topic just created).
+func (c *Coordinator) topicSnapshot(ctx context.Context, need []string) ([]TopicInfo, error) {
+	c.topicsMu.Lock()
+	defer c.topicsMu.Unlock()
+	age := c.clock.Now().Sub(c.topicsAt)
+	fresh := c.topics != nil && age < c.cfg.TopicsMaxAge
+	if fresh && age >= c.cfg.TopicsMaxAge/10 {
+		for _, n := range need {
+			if !slices.ContainsFunc(c.topics, func(t TopicInfo) bool { return t.Name == n }) {
+				fresh = false
+				break
+			}
+		}
+	}
+	if fresh {
+		return c.topics, nil
+	}
+	ts, err := c.cfg.Topics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	if ts == nil {
+		ts = []TopicInfo{}
+	}
+	c.topics, c.topicsAt = ts, c.clock.Now()
+	return ts, nil
+}
+
+// ConsumerStats counts consumer-protocol (KIP-848) activity since start.
+type ConsumerStats struct {
+	// Heartbeats: ConsumerGroupHeartbeat requests answered.
+	Heartbeats uint64
+	// Epochs: group epochs started (each a new target assignment).
+	Epochs uint64
+	// Fenced: members removed by the coordinator (session expired, or
+	// partitions not revoked within the rebalance timeout).
+	Fenced uint64
+	// Members: consumer-protocol members of the groups loaded here.
+	Members int
+}
+
+// ConsumerStats returns the counters of consumer-protocol groups (metrics).
+func (c *Coordinator) ConsumerStats() ConsumerStats {
+	st := ConsumerStats{Heartbeats: c.stats.heartbeats.Load(), Epochs: c.stats.epochs.Load(), Fenced: c.stats.fenced.Load()}
+	c.mu.Lock()
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+	for _, g := range gs {
+		g.mu.Lock()
+		if g.cons != nil {
+			st.Members += len(g.cons.members)
+		}
+		g.mu.Unlock()
+	}
+	return st
 }

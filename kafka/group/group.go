@@ -51,6 +51,7 @@ type group struct {
 	tseq         map[string]uint64      // arm sequence of each running timer: stale firings are ignored
 	seq          uint64
 	unloaded     bool
+	cons         *cgroup // consumer-protocol (KIP-848) state; nil: classic or unused
 
 	offs offsets
 }
@@ -137,6 +138,7 @@ func (g *group) unload() {
 		g.failWaits(m, kerr.NotCoordinator.Code)
 	}
 	g.members, g.pending, g.static = map[string]*member{}, map[string]clock.Timer{}, map[string]string{}
+	g.dropConsumers()
 	g.state = stateDead
 }
 
@@ -151,6 +153,7 @@ func (g *group) resetMembership() {
 	for _, m := range g.members {
 		g.remove(m, kerr.UnknownMemberID.Code)
 	}
+	g.dropConsumers()
 	g.state, g.protocol, g.leader = stateEmpty, "", ""
 }
 

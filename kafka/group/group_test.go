@@ -34,7 +34,7 @@ func (l *locator) Locate(ctx context.Context, name string) (Broker, bool, error)
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	st  *streamtest.Env
 	loc *locator
 	c   *Coordinator
@@ -42,7 +42,7 @@ type env struct {
 	clk *clock.Fake // the coordinator's time: moves only when a test says so
 }
 
-func newEnv(t *testing.T, cfg Config) *env {
+func newEnv(t testing.TB, cfg Config) *env {
 	e := &env{t: t, st: streamtest.New(t, stream.Config{}), loc: &locator{}, cfg: cfg,
 		clk: clock.NewFake(time.Unix(1_700_000_000, 0))}
 	e.start()
@@ -92,7 +92,7 @@ func (e *env) async(req kmsg.Request) <-chan kmsg.Response {
 	return ch
 }
 
-func recv[T kmsg.Response](t *testing.T, ch <-chan kmsg.Response) T {
+func recv[T kmsg.Response](t testing.TB, ch <-chan kmsg.Response) T {
 	t.Helper()
 	select {
 	case r := <-ch:
