@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,8 +71,12 @@ func requireGroups(t *testing.T, addr string) {
 // test. Any failure fails this test. (The suite skips its KIP-848 variants
 // by itself: PicoMQ serves the classic group protocol.) Its SCRAM tests run
 // against the same node (KGO_TEST_SCRAM_SEEDS) with a SCRAM-SHA-256 user
-// created first through AlterUserScramCredentials. PICOMQ_KGO_RUN, when
-// set, is passed as -test.run (to run a part of the suite by hand).
+// created first through AlterUserScramCredentials, and its OAUTHBEARER test
+// (KGO_TEST_OAUTH_SEEDS: unsecured JWTs) too, the node running with
+// --kafka-oauth-unsecured-jwt. TestOAuthAuth and
+// TestIssueProduceBrokerTooOldFailsRecords (Produce below v3 not
+// advertised) must run, not skip. PICOMQ_KGO_RUN, when set, is passed as
+// -test.run (to run a part of the suite by hand).
 func TestKafkaKgoSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the kgo suite takes minutes")
@@ -97,7 +102,7 @@ func TestKafkaKgoSuite(t *testing.T) {
 		t.Fatalf("building the kgo tests: %v\n%s", err, b)
 	}
 
-	_, addr := startKafkaNode(t, t.TempDir())
+	_, addr := startKafkaNode(t, t.TempDir(), "--kafka-oauth-unsecured-jwt")
 	requireGroups(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -111,7 +116,7 @@ func TestKafkaKgoSuite(t *testing.T) {
 	run := exec.CommandContext(ctx, bin, args...)
 	run.Dir = pkgDir
 	run.Env = append(os.Environ(), "KGO_SEEDS="+addr, "KGO_TEST_RF=1", "KGO_TEST_RECORDS=20000", "KGO_LOG_LEVEL=none",
-		"KGO_TEST_SCRAM_SEEDS="+addr, "KGO_TEST_SCRAM=kgo-suite:kgo-suite-pw:256")
+		"KGO_TEST_SCRAM_SEEDS="+addr, "KGO_TEST_SCRAM=kgo-suite:kgo-suite-pw:256", "KGO_TEST_OAUTH_SEEDS="+addr)
 	var buf bytes.Buffer
 	run.Stdout, run.Stderr = &buf, &buf
 	start := time.Now()
@@ -135,6 +140,11 @@ func TestKafkaKgoSuite(t *testing.T) {
 		}
 	}
 	t.Logf("skipped by the suite itself: %s; reasons: %v", strings.Join(skipped, ", "), reasons)
+	for _, name := range []string{"TestOAuthAuth", "TestIssueProduceBrokerTooOldFailsRecords"} {
+		if slices.Contains(skipped, name) {
+			t.Errorf("kgo suite skipped %s: the node should serve what it tests", name)
+		}
+	}
 	if runErr != nil || count("FAIL") > 0 {
 		var fails []string
 		for _, l := range strings.Split(res, "\n") {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,7 +18,9 @@ import (
 // password (the user name is ignored) or OAUTHBEARER's token (RFC 7628)
 // is a bearer token checked at once; SCRAM takes two steps
 // (scramStep). With authentication off every PLAIN and OAUTHBEARER
-// exchange succeeds, so clients configured for SASL still connect; SCRAM
+// exchange succeeds, so clients configured for SASL still connect (an
+// OAUTHBEARER token must be a valid unsecured JWT with
+// Config.OAuthUnsecuredJWT); SCRAM
 // always checks the user's credential (its answer carries a signature
 // only the credential can make). It may be repeated on a live connection
 // (re-authentication).
@@ -29,7 +32,9 @@ func handleSASLAuthenticate(s *Server, ctx context.Context, cc *connState, kreq 
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		msg := "authentication failed: " + err.Error()
 		if cc.mechanism == mechOAuthBearer {
-			msg = "invalid_token: " + err.Error()
+			// RFC 7628 §3.2.2's error status, which Kafka puts in the
+			// message too, then why.
+			msg = `{"status":"invalid_token"} ` + strings.TrimPrefix(err.Error(), errInvalidToken.Error()+": ")
 		}
 		resp.ErrorMessage = &msg
 		return resp, nil
@@ -60,6 +65,9 @@ func (s *Server) authenticate(ctx context.Context, cc *connState, b []byte) ([]b
 	}
 	token, err := saslToken(cc.mechanism, b)
 	var p *auth.Principal
+	if err == nil && s.cfg.Auth == nil && s.cfg.OAuthUnsecuredJWT && cc.mechanism == mechOAuthBearer {
+		_, err = parseUnsecuredJWT(token, time.Now())
+	}
 	if err == nil && s.cfg.Auth != nil {
 		p, err = s.cfg.Auth.Authenticate(token)
 		if err == nil && p.ScrapeOnly() {
