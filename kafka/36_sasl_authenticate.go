@@ -69,7 +69,7 @@ func (s *Server) authenticate(ctx context.Context, cc *connState, b []byte) ([]b
 		_, err = parseUnsecuredJWT(token, time.Now())
 	}
 	if err == nil && s.cfg.Auth != nil {
-		p, err = s.cfg.Auth.Authenticate(token)
+		p, err = s.bearer(cc.mechanism, token)
 		if err == nil && p.ScrapeOnly() {
 			// A Prometheus credential: Metadata alone would list every topic.
 			p, err = nil, errors.New("scrape-only token (scope metrics) cannot use Kafka")
@@ -83,6 +83,24 @@ func (s *Server) authenticate(ctx context.Context, cc *connState, b []byte) ([]b
 	cc.authenticated.Store(true)
 	cc.principal = p
 	return nil, true, nil
+}
+
+// bearer authenticates a PLAIN or OAUTHBEARER token: an OAUTHBEARER
+// token shaped like a JWT (two dots) is checked against Config.OAuthKeys
+// first, then, refused, as a PicoMQ token (whose text is free); if both
+// refuse it the JWT's reason is the answer.
+func (s *Server) bearer(mechanism, token string) (*auth.Principal, error) {
+	if s.cfg.OAuthKeys == nil || mechanism != mechOAuthBearer || strings.Count(token, ".") != 2 {
+		return s.cfg.Auth.Authenticate(token)
+	}
+	p, jwtErr := s.cfg.OAuthKeys.principal(token, time.Now())
+	if jwtErr == nil {
+		return p, nil
+	}
+	if p, err := s.cfg.Auth.Authenticate(token); err == nil {
+		return p, nil
+	}
+	return nil, jwtErr
 }
 
 // saslFailed logs the connection out: a failed exchange (a failed

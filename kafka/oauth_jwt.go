@@ -36,6 +36,7 @@ const jwtClockSkew = 5 * time.Second
 type jwtClaims struct {
 	Subject string
 	Expiry  time.Time
+	Scopes  []string // the scope claim's words
 }
 
 // errInvalidToken marks every validation failure: SaslAuthenticate
@@ -44,71 +45,99 @@ var errInvalidToken = errors.New("invalid_token")
 
 // parseUnsecuredJWT validates token as an unsecured JWT at time now:
 // three base64url (unpadded) parts, a header whose alg is "none" and that
-// names no critical extension, claims with a non-empty string sub and a
-// numeric exp after now (less the skew), iat and nbf, when present,
-// numbers not after now (plus the skew), iat before exp, and an empty
-// signature. Errors wrap errInvalidToken and say which rule failed.
+// names no critical extension, an empty signature, and the claims
+// checkClaims checks. Errors wrap errInvalidToken and say which rule
+// failed.
 func parseUnsecuredJWT(token string, now time.Time) (jwtClaims, error) {
-	fail := func(format string, args ...any) (jwtClaims, error) {
-		return jwtClaims{}, fmt.Errorf("%w: "+format, append([]any{errInvalidToken}, args...)...)
-	}
+	return parseJWT(token, now, nil)
+}
+
+// parseJWT validates token at time now: unsecured (alg none, empty
+// signature) when keys is nil, else signed (RS256 or ES256) by one of
+// keys (oauth_jwks.go).
+func parseJWT(token string, now time.Time, keys *JWTKeys) (jwtClaims, error) {
 	if len(token) > maxJWTBytes {
-		return fail("token of %d bytes (at most %d)", len(token), maxJWTBytes)
+		return jwtClaims{}, invalidToken("token of %d bytes (at most %d)", len(token), maxJWTBytes)
 	}
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return fail("not a compact JWS (%d dot-separated parts, want 3)", len(parts))
-	}
-	if parts[2] != "" {
-		return fail("signed tokens are not accepted (the unsecured validator takes alg none, empty signature)")
+		return jwtClaims{}, invalidToken("not a compact JWS (%d dot-separated parts, want 3)", len(parts))
 	}
 	header, err := jwtObject(parts[0])
 	if err != nil {
-		return fail("header: %v", err)
+		return jwtClaims{}, invalidToken("header: %v", err)
 	}
 	var alg string
-	if err := json.Unmarshal(header["alg"], &alg); err != nil || alg != "none" {
-		return fail(`header alg %s, want "none"`, orMissing(header["alg"]))
+	if err := json.Unmarshal(header["alg"], &alg); err != nil {
+		return jwtClaims{}, invalidToken(`header alg %s, want a string`, orMissing(header["alg"]))
 	}
 	if _, ok := header["crit"]; ok {
-		return fail("header names critical extensions (crit), none are understood")
+		return jwtClaims{}, invalidToken("header names critical extensions (crit), none are understood")
+	}
+	if keys == nil {
+		if alg != "none" {
+			return jwtClaims{}, invalidToken(`header alg %q, want "none"`, alg)
+		}
+		if parts[2] != "" {
+			return jwtClaims{}, invalidToken("signed tokens are not accepted (the unsecured validator takes alg none, empty signature)")
+		}
+	} else if err := keys.verify(header, alg, parts); err != nil {
+		return jwtClaims{}, err
 	}
 	claims, err := jwtObject(parts[1])
 	if err != nil {
-		return fail("claims: %v", err)
+		return jwtClaims{}, invalidToken("claims: %v", err)
 	}
+	return checkClaims(claims, now)
+}
+
+func invalidToken(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errInvalidToken}, args...)...)
+}
+
+// checkClaims: a non-empty string sub, a numeric exp after now (less the
+// skew), iat and nbf, when present, numbers not after now (plus the
+// skew), iat before exp; scope, when present, a space-separated string.
+func checkClaims(claims map[string]json.RawMessage, now time.Time) (jwtClaims, error) {
 	var c jwtClaims
 	if err := json.Unmarshal(claims["sub"], &c.Subject); err != nil || c.Subject == "" {
-		return fail("sub %s, want a non-empty string", orMissing(claims["sub"]))
+		return jwtClaims{}, invalidToken("sub %s, want a non-empty string", orMissing(claims["sub"]))
 	}
 	exp, ok, err := numericDate(claims, "exp")
 	switch {
 	case err != nil:
-		return fail("%v", err)
+		return jwtClaims{}, invalidToken("%v", err)
 	case !ok:
-		return fail("no exp claim (required)")
+		return jwtClaims{}, invalidToken("no exp claim (required)")
 	case !exp.After(now.Add(-jwtClockSkew)):
-		return fail("expired at %s (now %s)", exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		return jwtClaims{}, invalidToken("expired at %s (now %s)", exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	c.Expiry = exp
 	for _, name := range []string{"iat", "nbf"} {
 		t, ok, err := numericDate(claims, name)
 		if err != nil {
-			return fail("%v", err)
+			return jwtClaims{}, invalidToken("%v", err)
 		}
 		if ok && t.After(now.Add(jwtClockSkew)) {
-			return fail("%s %s is in the future (now %s)", name, t.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+			return jwtClaims{}, invalidToken("%s %s is in the future (now %s)", name, t.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 		}
 		if ok && name == "iat" && !t.Before(exp) {
-			return fail("iat %s is not before exp %s", t.UTC().Format(time.RFC3339), exp.UTC().Format(time.RFC3339))
+			return jwtClaims{}, invalidToken("iat %s is not before exp %s", t.UTC().Format(time.RFC3339), exp.UTC().Format(time.RFC3339))
 		}
+	}
+	if raw, ok := claims["scope"]; ok {
+		var scope string
+		if err := json.Unmarshal(raw, &scope); err != nil {
+			return jwtClaims{}, invalidToken("scope %s, want a space-separated string (RFC 8693)", raw)
+		}
+		c.Scopes = strings.Fields(scope)
 	}
 	return c, nil
 }
 
 // jwtObject decodes one base64url part into a JSON object's members.
 func jwtObject(part string) (map[string]json.RawMessage, error) {
-	b, err := base64.RawURLEncoding.DecodeString(part)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(part)
 	if err != nil {
 		return nil, fmt.Errorf("not unpadded base64url: %v", err)
 	}

@@ -82,6 +82,10 @@ type Config struct {
 	// (oauth_jwt.go), as Kafka's default validator does: only with Auth
 	// nil (the node refuses both together: such a token proves nothing).
 	OAuthUnsecuredJWT bool
+	// OAuthKeys, with Auth set, lets an OAUTHBEARER token also be a JWT
+	// signed by one of these keys (oauth_jwks.go), its scope claim
+	// granting the scopes; nil = only Auth's tokens.
+	OAuthKeys *JWTKeys
 	// Scram keeps SCRAM users' credentials (etcd); nil = SCRAM-SHA-256/512
 	// are not offered. Users grants SCRAM users their scopes when Auth
 	// is set.

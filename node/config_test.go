@@ -97,6 +97,20 @@ func TestConfigOAuthUnsecuredJWT(t *testing.T) {
 	}
 }
 
+// TestConfigOAuthJWKS: --kafka-oauth-jwks is read from flags and YAML and
+// needs --auth-tokens (scopes mean nothing without authentication).
+func TestConfigOAuthJWKS(t *testing.T) {
+	if cfg, err := parseWith(t, "", "--kafka-oauth-jwks", "/k.json", "--auth-tokens", "/t.yaml"); err != nil || cfg.KafkaOAuthJWKS != "/k.json" {
+		t.Fatalf("flag: %q %v", cfg.KafkaOAuthJWKS, err)
+	}
+	if cfg, err := parseWith(t, "kafka_oauth_jwks: /k.json\nauth_tokens: /t.yaml\n"); err != nil || cfg.KafkaOAuthJWKS != "/k.json" {
+		t.Fatalf("YAML: %q %v", cfg.KafkaOAuthJWKS, err)
+	}
+	if _, err := parseWith(t, "", "--kafka-oauth-jwks", "/k.json"); err == nil || !strings.Contains(err.Error(), "--auth-tokens") {
+		t.Fatalf("without --auth-tokens: err = %v, want a refusal", err)
+	}
+}
+
 func TestToggleH2C(t *testing.T) {
 	for _, c := range []struct {
 		args     []string

@@ -63,6 +63,12 @@ func (n *Node) serveKafka(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka: cluster secret: %w", err)
 	}
+	var jwtKeys *kafka.JWTKeys
+	if n.cfg.KafkaOAuthJWKS != "" {
+		if jwtKeys, err = kafka.LoadJWKS(n.cfg.KafkaOAuthJWKS); err != nil {
+			return settingErr("--kafka-oauth-jwks", err)
+		}
+	}
 	var peerTLS *tls.Config
 	if n.tlsCfg != nil {
 		if peerTLS, err = peerClientTLS(n.cfg.TLSCert); err != nil {
@@ -73,6 +79,7 @@ func (n *Node) serveKafka(ctx context.Context) error {
 		ClusterID:         id,
 		Auth:              checker,
 		OAuthUnsecuredJWT: n.cfg.KafkaOAuthUnsecuredJWT,
+		OAuthKeys:         jwtKeys,
 		Scram:             scramCredentials{meta.NewScramStore(n.etcd, registryPrefix)},
 		Users:             users,
 		ClusterSecret:     secret,
