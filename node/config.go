@@ -44,8 +44,8 @@ type Config struct {
 	// KafkaOAuthJWKS is a JWK Set file: OAUTHBEARER tokens may also be
 	// JWTs signed by its keys, granting their scope claim (needs
 	// --auth-tokens).
-	KafkaOAuthJWKS string
-	KafkaMaxFrameBytes     int64
+	KafkaOAuthJWKS     string
+	KafkaMaxFrameBytes int64
 	// KafkaMaxMessageBytes bounds one produced batch (max.message.bytes).
 	KafkaMaxMessageBytes int64
 	EtcdEndpoints        []string
