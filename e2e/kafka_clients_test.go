@@ -162,17 +162,16 @@ func kafkaPython(t *testing.T) string {
 // TestKafkaPython runs kafka-python 2.0.2 (e2e/kafkapython/clients.py)
 // against a real node, once letting it probe the broker (ApiVersions) and
 // once per api_version it is told instead, when it never sends
-// ApiVersions and uses that broker's versions: 0.9 (Produce v1 with
-// magic-0 message sets, Fetch v1, ListOffsets v0, JoinGroup v0), 0.10.1
-// (Produce v2 with magic-1 sets, Fetch v3, ListOffsets v1, JoinGroup v1),
-// 1.0.0 and 2.0.0. Each run produces with acks 0/1/all and every codec the
+// ApiVersions and uses that broker's versions: 0.11.0 (Produce v3, the
+// oldest a node serves, as Kafka 4.0: 0.9 and 0.10 mean Produce v1/v2 with
+// magic 0/1 message sets), 1.0.0 and 2.0.0. Each run produces with acks 0/1/all and every codec the
 // format has, consumes from the beginning and from the end, looks up
 // offsets by time and a missing topic, runs a two-member group with a
 // member leaving, resumes after commits, and creates and deletes topics.
 func TestKafkaPython(t *testing.T) {
 	py := kafkaPython(t)
 	n, addr := startKafkaNode(t, t.TempDir())
-	for _, api := range []string{"", "0.9", "0.10.1", "1.0.0", "2.0.0"} {
+	for _, api := range []string{"", "0.11.0", "1.0.0", "2.0.0"} {
 		name := "probe"
 		if api != "" {
 			name = "api" + api
@@ -218,14 +217,14 @@ func TestKafkaConfluentGo(t *testing.T) {
 // TestKafkaPythonSASL: kafka-python authenticates with SaslHandshake v0
 // and a raw PLAIN message whatever its api_version; against a node with
 // --auth-tokens the right token creates, produces and consumes (probing,
-// and told 0.10.1), a wrong one cannot connect.
+// and told 0.11.0), a wrong one cannot connect.
 func TestKafkaPythonSASL(t *testing.T) {
 	py := kafkaPython(t)
 	dir := t.TempDir()
 	tokens := writeTokenFile(t, filepath.Join(dir, "tokens.yaml"), matrixTokens...)
 	n, addr := startKafkaNode(t, filepath.Join(dir, "data"), "--auth-tokens", tokens)
 	const root = "tok-root-0123456789" // matrixTokens: admin:/
-	for _, run := range [][]string{{root, "sasl-probe"}, {root, "sasl-0101", "0.10.1"}, {"wrong", "sasl-wrong"}} {
+	for _, run := range [][]string{{root, "sasl-probe"}, {root, "sasl-0110", "0.11.0"}, {"wrong", "sasl-wrong"}} {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		cmd := exec.CommandContext(ctx, py, append([]string{"sasl.py", addr}, run...)...)
 		cmd.Dir = "kafkapython"

@@ -273,9 +273,9 @@ func brokerIDOf(brokers map[int32]string, n *clusterNode) int32 {
 }
 
 // metadataAt asks the broker at addr (and only it) for topic's metadata.
-func metadataAt(t *testing.T, ctx context.Context, addr, topic string) *kmsg.MetadataResponse {
+func metadataAt(t *testing.T, ctx context.Context, addr, topic string, opts ...kgo.Opt) *kmsg.MetadataResponse {
 	t.Helper()
-	cl := kafkaClient(t, kgo.SeedBrokers(addr))
+	cl := kafkaClient(t, append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	defer cl.Close()
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
@@ -344,11 +344,11 @@ func rawFetchAt(t *testing.T, ctx context.Context, addr, topic string, p int32) 
 }
 
 // consumeAll reads every partition of topic from its start to its high
-// watermark and returns the values seen.
-func consumeAll(t *testing.T, ctx context.Context, seeds []string, topic string, parts int) map[string]bool {
+// watermark and returns the values seen (opts: the client's SASL, if any).
+func consumeAll(t *testing.T, ctx context.Context, seeds []string, topic string, parts int, opts ...kgo.Opt) map[string]bool {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

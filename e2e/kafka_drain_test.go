@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,17 +25,39 @@ import (
 // really sent moved partitions to it; every acknowledged record is read
 // back. Without the forwarding the pause is 4-5 s.
 func TestKafkaProduceThroughDrain(t *testing.T) {
+	produceThroughDrain(t, clusterOpts{Kafka: true}, "")
+}
+
+// TestKafkaProduceThroughDrainWithAuth: the same with --auth-tokens on
+// every node and a producer authenticated with SASL PLAIN: the drained
+// node forwards as the nodes' internal SCRAM identity (the client's
+// token is not the owner's business: the forwarding node authorised the
+// write). Without forwarding on authenticated listeners the drained node
+// forwards nothing and the pause is about 5 s.
+func TestKafkaProduceThroughDrainWithAuth(t *testing.T) {
+	tokens := writeTokenFile(t, filepath.Join(t.TempDir(), "tokens.yaml"), matrixTokens...)
+	produceThroughDrain(t, clusterOpts{Kafka: true, Token: rootToken, Extra: []string{"--auth-tokens", tokens}}, rootToken)
+}
+
+// produceThroughDrain runs the drain test on a cluster started with opts;
+// token, if any, is the Kafka clients' SASL PLAIN password and the bearer
+// token of the drain and metrics requests.
+func produceThroughDrain(t *testing.T, opts clusterOpts, token string) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startCluster(t, 3, clusterOpts{Kafka: true})
+	var sasl []kgo.Opt
+	if token != "" {
+		sasl = append(sasl, plainSASL(token))
+	}
+	c := startCluster(t, 3, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const topic, parts = "drain", 6
-	createTopic(t, ctx, c.nodes[0].KafkaAddr, topic, parts)
+	createTopic(t, ctx, c.nodes[0].KafkaAddr, topic, parts, sasl...)
 
-	prod := kafkaClient(t, kgo.SeedBrokers(c.kafkaSeeds()...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.RecordDeliveryTimeout(60*time.Second))
+	prod := kafkaClient(t, append([]kgo.Opt{kgo.SeedBrokers(c.kafkaSeeds()...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RecordDeliveryTimeout(60 * time.Second)}, sasl...)...)
 	defer prod.Close()
 	var (
 		mu       sync.Mutex
@@ -71,7 +94,7 @@ func TestKafkaProduceThroughDrain(t *testing.T) {
 
 	// Drain the node leading partition 0 (not the one the topic was
 	// created on, so the metadata below comes from a node that stays).
-	md := metadataAt(t, ctx, c.nodes[0].KafkaAddr, topic)
+	md := metadataAt(t, ctx, c.nodes[0].KafkaAddr, topic, sasl...)
 	brokers := map[int32]string{}
 	for _, b := range md.Brokers {
 		brokers[b.NodeID] = fmt.Sprintf("%s:%d", b.Host, b.Port)
@@ -92,7 +115,7 @@ func TestKafkaProduceThroughDrain(t *testing.T) {
 		t.Fatal("the producer stopped before the drain")
 	}
 	from := time.Now()
-	r, err := send(ctx, &http.Client{Transport: transport, Timeout: 2 * time.Minute}, "POST", victim.URL+"/_sys/drain", nil)
+	r, err := send(ctx, &http.Client{Transport: transport, Timeout: 2 * time.Minute}, "POST", victim.URL+"/_sys/drain", nil, bearerHdr(token)...)
 	if err != nil {
 		t.Fatalf("POST /_sys/drain to %s: %v", victim.ID, err)
 	}
@@ -125,7 +148,7 @@ func TestKafkaProduceThroughDrain(t *testing.T) {
 		t.Errorf("the producer went %v without an acknowledgement across the drain of %s (bound %v)", longest.Round(time.Millisecond), victim.ID, maxKafkaPause)
 	}
 
-	resp, err := send(ctx, noRedirect, "GET", victim.URL+"/metrics", nil)
+	resp, err := send(ctx, noRedirect, "GET", victim.URL+"/metrics", nil, bearerHdr(token)...)
 	if err != nil || resp.Status != 200 {
 		t.Fatalf("metrics of %s: %v", victim.ID, err)
 	}
@@ -136,7 +159,7 @@ func TestKafkaProduceThroughDrain(t *testing.T) {
 		t.Errorf("%s forwarded no produce after its drain: the producer never sent it a moved partition, or it refused them", victim.ID)
 	}
 
-	got := consumeAll(t, ctx, c.kafkaSeeds(), topic, parts)
+	got := consumeAll(t, ctx, c.kafkaSeeds(), topic, parts, sasl...)
 	for _, v := range acked {
 		if !got[v] {
 			t.Fatalf("acknowledged record %s not read back (%d acknowledged, %d read)", v, len(acked), len(got))

@@ -22,10 +22,11 @@ func kafkaClient(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// createTopic creates topic with n partitions through the Kafka API.
-func createTopic(t testing.TB, ctx context.Context, addr, topic string, n int32) {
+// createTopic creates topic with n partitions through the Kafka API (opts:
+// the client's SASL, if any).
+func createTopic(t testing.TB, ctx context.Context, addr, topic string, n int32, opts ...kgo.Opt) {
 	t.Helper()
-	cl := kafkaClient(t, kgo.SeedBrokers(addr))
+	cl := kafkaClient(t, append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	defer cl.Close()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()

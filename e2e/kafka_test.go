@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,8 +73,12 @@ func requireGroups(t *testing.T, addr string) {
 // "848" variants and Test848RegexBrokerResolves must run); the suite still
 // skips its share-group tests itself (not served). Its SCRAM tests run
 // against the same node (KGO_TEST_SCRAM_SEEDS) with a SCRAM-SHA-256 user
-// created first through AlterUserScramCredentials. PICOMQ_KGO_RUN, when
-// set, is passed as -test.run (to run a part of the suite by hand).
+// created first through AlterUserScramCredentials, and its OAUTHBEARER test
+// (KGO_TEST_OAUTH_SEEDS: unsecured JWTs) too, the node running with
+// --kafka-oauth-unsecured-jwt. TestOAuthAuth and
+// TestIssueProduceBrokerTooOldFailsRecords (Produce below v3 not
+// advertised) must run, not skip. PICOMQ_KGO_RUN, when set, is passed as
+// -test.run (to run a part of the suite by hand).
 func TestKafkaKgoSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the kgo suite takes minutes")
@@ -99,7 +104,7 @@ func TestKafkaKgoSuite(t *testing.T) {
 		t.Fatalf("building the kgo tests: %v\n%s", err, b)
 	}
 
-	node, addr := startKafkaNode(t, t.TempDir())
+	node, addr := startKafkaNode(t, t.TempDir(), "--kafka-oauth-unsecured-jwt")
 	requireGroups(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -113,7 +118,7 @@ func TestKafkaKgoSuite(t *testing.T) {
 	run := exec.CommandContext(ctx, bin, args...)
 	run.Dir = pkgDir
 	run.Env = append(os.Environ(), "KGO_SEEDS="+addr, "KGO_TEST_RF=1", "KGO_TEST_RECORDS=20000", "KGO_LOG_LEVEL=none",
-		"KGO_TEST_SCRAM_SEEDS="+addr, "KGO_TEST_SCRAM=kgo-suite:kgo-suite-pw:256")
+		"KGO_TEST_SCRAM_SEEDS="+addr, "KGO_TEST_SCRAM=kgo-suite:kgo-suite-pw:256", "KGO_TEST_OAUTH_SEEDS="+addr)
 	var buf bytes.Buffer
 	run.Stdout, run.Stderr = &buf, &buf
 	start := time.Now()
@@ -160,6 +165,11 @@ func TestKafkaKgoSuite(t *testing.T) {
 	for r := range reasons {
 		if strings.Contains(r, "KIP-848") {
 			t.Errorf("the suite skipped KIP-848 tests (%s): ConsumerGroupHeartbeat is not advertised as it should be", r)
+		}
+	}
+	for _, name := range []string{"TestOAuthAuth", "TestIssueProduceBrokerTooOldFailsRecords"} {
+		if slices.Contains(skipped, name) {
+			t.Errorf("kgo suite skipped %s: the node should serve what it tests", name)
 		}
 	}
 	if runErr != nil || count("FAIL") > 0 {

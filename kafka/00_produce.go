@@ -171,12 +171,6 @@ func (s *Server) submitPartition(ctx context.Context, cc *connState, pc *produce
 	if err == nil && len(rp.Records) == 0 {
 		err = fmt.Errorf("%w: no record batch", kerr.InvalidRecord)
 	}
-	if err == nil && version <= 2 && record.IsLegacy(rp.Records) {
-		// Produce v0–v2 carry the magic 0/1 message sets of clients
-		// from before Kafka 0.11: converted to one v2 batch, as Kafka
-		// converts them for a v2 log. v3+ must be magic 2.
-		rp.Records, err = record.UpconvertLegacy(nil, rp.Records, time.Now().UnixMilli())
-	}
 	if err != nil {
 		failPartition(op, version, err)
 		return

@@ -29,7 +29,9 @@ var handlers map[int16]handler
 
 func init() {
 	handlers = map[int16]handler{
-		kmsg.Produce.Int16():                 {0, 11, handleProduce, false},
+		// Produce v0–v2 (magic 0/1 message sets) are not served, as in
+		// Kafka 4.0 (KIP-896): PicoMQ stores magic 2 only.
+		kmsg.Produce.Int16():                 {3, 11, handleProduce, false},
 		kmsg.Fetch.Int16():                   {0, 12, handleFetch, false},
 		kmsg.ListOffsets.Int16():             {0, 6, handleListOffsets, false},
 		kmsg.Metadata.Int16():                {0, 12, handleMetadata, false},

@@ -51,13 +51,22 @@ const moveWait = 10 * time.Second
 // instead: the produce waits while its stream is moving (ErrUnavailable)
 // and is forwarded once it has moved (a redirect).
 //
+// With authentication the forward goes as the nodes' internal SCRAM
+// identity (peerClients, scram.go), not as the client: this node has
+// already authenticated the client and authorised the write with its
+// scopes (submitPartition checks them before submitting), so the owner
+// needs only to know the request comes from a node. Without a cluster
+// secret there is no such identity and the owner would refuse the
+// connection: then nothing is forwarded.
+//
 // Not forwarded: transactional batches (the transaction's partitions are
-// tracked with their leader), requests on a listener with authentication
-// (the peer connection carries no client credentials: the owner would
-// refuse it), and requests that were themselves forwarded.
+// tracked with their leader) and requests that were themselves forwarded.
 func (s *Server) forwardable(cc *connState, err error, batches []splitBatch) bool {
 	var re *stream.RedirectError
-	if s.cfg.Auth != nil || cc.clientID == peerClientID || !(errors.As(err, &re) || isMoving(err)) {
+	if s.cfg.Auth != nil && s.internal == nil {
+		return false
+	}
+	if cc.clientID == peerClientID || !(errors.As(err, &re) || isMoving(err)) {
 		return false
 	}
 	for _, b := range batches {

@@ -17,13 +17,15 @@ func (denyAll) Authenticate(string) (*auth.Principal, error) { return nil, auth.
 // TestForwardable: which refused partitions wait for their stream's move
 // and go to the new owner, and which are answered NOT_LEADER at once. The
 // forwarding itself runs against real nodes in e2e
-// TestKafkaClusterPresentation and TestLocalClusterRollingUpgrade.
+// TestKafkaProduceThroughDrain (with and without authentication) and
+// TestLocalClusterRollingUpgrade.
 func TestForwardable(t *testing.T) {
 	redirect := fmt.Errorf("submit: %w", &stream.RedirectError{Name: "/t/0", NodeID: "b"})
 	moving := fmt.Errorf("submit: %w", &stream.MovingError{Name: "/t/0"})
 	plain := []splitBatch{{h: record.BatchHeader{ProducerID: -1}}}
 	txnal := []splitBatch{{h: record.BatchHeader{ProducerID: 7, Attributes: 0x10}}}
 	open, withAuth := &Server{}, &Server{cfg: Config{Auth: denyAll{}}}
+	withAuthAndSecret := &Server{cfg: Config{Auth: denyAll{}}, internal: internalCredentials("cluster-secret")}
 	client, peer := &connState{clientID: "kgo"}, &connState{clientID: peerClientID}
 	for _, c := range []struct {
 		desc    string
@@ -38,7 +40,9 @@ func TestForwardable(t *testing.T) {
 		{"other unavailability (shutting down, log failed)", open, client, fmt.Errorf("%w: log failed", stream.ErrUnavailable), plain, false},
 		{"not found", open, client, stream.ErrNotFound, plain, false},
 		{"transactional", open, client, redirect, txnal, false},
-		{"authentication on", withAuth, client, redirect, plain, false},
+		{"authentication on, no cluster secret (no identity to forward as)", withAuth, client, redirect, plain, false},
+		{"authentication on, forwarded as the internal identity", withAuthAndSecret, client, redirect, plain, true},
+		{"authentication on, already forwarded", withAuthAndSecret, peer, moving, plain, false},
 		{"already forwarded", open, peer, redirect, plain, false},
 	} {
 		if got := c.s.forwardable(c.cc, c.err, c.batches); got != c.want {

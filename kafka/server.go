@@ -78,6 +78,14 @@ type Config struct {
 	// = authentication is off: every connection may do everything, and
 	// SASL exchanges succeed whatever they carry.
 	Auth auth.Checker
+	// OAuthUnsecuredJWT validates OAUTHBEARER tokens as unsecured JWTs
+	// (oauth_jwt.go), as Kafka's default validator does: only with Auth
+	// nil (the node refuses both together: such a token proves nothing).
+	OAuthUnsecuredJWT bool
+	// OAuthKeys, with Auth set, lets an OAUTHBEARER token also be a JWT
+	// signed by one of these keys (oauth_jwks.go), its scope claim
+	// granting the scopes; nil = only Auth's tokens.
+	OAuthKeys *JWTKeys
 	// Scram keeps SCRAM users' credentials (etcd); nil = SCRAM-SHA-256/512
 	// are not offered. Users grants SCRAM users their scopes when Auth
 	// is set.

@@ -37,6 +37,14 @@ type Config struct {
 	// to (default: the bound Kafka address).
 	KafkaAdvertiseAddr string
 	KafkaAutoCreate    bool
+	// KafkaOAuthUnsecuredJWT validates Kafka OAUTHBEARER tokens as
+	// unsecured JWTs (alg none), as Kafka's default validator does; for
+	// development, never with --auth-tokens (Validate).
+	KafkaOAuthUnsecuredJWT bool
+	// KafkaOAuthJWKS is a JWK Set file: OAUTHBEARER tokens may also be
+	// JWTs signed by its keys, granting their scope claim (needs
+	// --auth-tokens).
+	KafkaOAuthJWKS     string
 	KafkaMaxFrameBytes int64
 	// KafkaMaxMessageBytes bounds one produced batch (max.message.bytes).
 	KafkaMaxMessageBytes int64
@@ -205,6 +213,8 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.StringVar(&cfg.KafkaAddr, "kafka-addr", defaultKafkaAddr, "Kafka listener address, or off")
 	fs.StringVar(&cfg.KafkaAdvertiseAddr, "kafka-advertise-addr", "", "host:port Kafka clients are told to connect to (default: the bound --kafka-addr)")
 	fs.BoolVar(&cfg.KafkaAutoCreate, "kafka-auto-create-topics", false, "create unknown topics (1 partition) on Kafka Metadata and Produce")
+	fs.BoolVar(&cfg.KafkaOAuthUnsecuredJWT, "kafka-oauth-unsecured-jwt", false, "development only: accept a Kafka OAUTHBEARER token only if it is a valid unexpired unsecured JWT (alg none, sub, exp); not with --auth-tokens")
+	fs.StringVar(&cfg.KafkaOAuthJWKS, "kafka-oauth-jwks", "", "JWK Set file: a Kafka OAUTHBEARER token may also be a JWT signed (RS256, ES256) by one of its keys, its scope claim granting PicoMQ scopes; needs --auth-tokens")
 	fs.Int64Var(&cfg.KafkaMaxMessageBytes, "kafka-max-message-bytes", defaultKafkaMaxMessageBytes, "largest record batch a Kafka producer may send (Kafka's max.message.bytes)")
 	fs.Int64Var(&cfg.KafkaMaxFrameBytes, "kafka-max-frame-bytes", defaultKafkaMaxFrameBytes, "largest Kafka request accepted; larger ones close the connection")
 	fs.StringVar(&etcd, "etcd-endpoints", "", "comma-separated external etcd endpoints (empty = embedded etcd in the data dir)")
@@ -494,6 +504,14 @@ func (c *Config) validateSecurity() error {
 	}
 	if c.AuthTokens != "" && c.InsecureNoAuth {
 		return errors.New("--insecure-no-auth: contradicts --auth-tokens; give one")
+	}
+	if c.AuthTokens != "" && c.KafkaOAuthUnsecuredJWT {
+		// An unsigned token is written by anyone: it must never stand
+		// for a token with scopes.
+		return errors.New("--kafka-oauth-unsecured-jwt: contradicts --auth-tokens (an unsigned JWT proves nothing and must not grant scopes); give one")
+	}
+	if c.KafkaOAuthJWKS != "" && c.AuthTokens == "" {
+		return errors.New("--kafka-oauth-jwks: needs --auth-tokens (without authentication a token's scopes mean nothing)")
 	}
 	if c.AuthTokens == "" && !c.InsecureNoAuth {
 		if !isLoopbackAddr(c.HTTPAddr) {

@@ -78,6 +78,39 @@ func TestConfigRefusesOpenListenerWithoutAuth(t *testing.T) {
 	}
 }
 
+// TestConfigOAuthUnsecuredJWT: --kafka-oauth-unsecured-jwt is read from
+// flags and YAML, and refused together with --auth-tokens (an unsigned
+// token must never stand for one with scopes).
+func TestConfigOAuthUnsecuredJWT(t *testing.T) {
+	if cfg, err := parseWith(t, "", "--kafka-oauth-unsecured-jwt"); err != nil || !cfg.KafkaOAuthUnsecuredJWT {
+		t.Fatalf("flag: %v %v", cfg.KafkaOAuthUnsecuredJWT, err)
+	}
+	if cfg, err := parseWith(t, "kafka_oauth_unsecured_jwt: true\n"); err != nil || !cfg.KafkaOAuthUnsecuredJWT {
+		t.Fatalf("YAML: %v %v", cfg.KafkaOAuthUnsecuredJWT, err)
+	}
+	if cfg, err := parseWith(t, ""); err != nil || cfg.KafkaOAuthUnsecuredJWT {
+		t.Fatalf("default: %v %v", cfg.KafkaOAuthUnsecuredJWT, err)
+	}
+	_, err := parseWith(t, "", "--kafka-oauth-unsecured-jwt", "--auth-tokens", "/t.yaml")
+	if err == nil || !strings.Contains(err.Error(), "--auth-tokens") {
+		t.Fatalf("with --auth-tokens: err = %v, want a refusal", err)
+	}
+}
+
+// TestConfigOAuthJWKS: --kafka-oauth-jwks is read from flags and YAML and
+// needs --auth-tokens (scopes mean nothing without authentication).
+func TestConfigOAuthJWKS(t *testing.T) {
+	if cfg, err := parseWith(t, "", "--kafka-oauth-jwks", "/k.json", "--auth-tokens", "/t.yaml"); err != nil || cfg.KafkaOAuthJWKS != "/k.json" {
+		t.Fatalf("flag: %q %v", cfg.KafkaOAuthJWKS, err)
+	}
+	if cfg, err := parseWith(t, "kafka_oauth_jwks: /k.json\nauth_tokens: /t.yaml\n"); err != nil || cfg.KafkaOAuthJWKS != "/k.json" {
+		t.Fatalf("YAML: %q %v", cfg.KafkaOAuthJWKS, err)
+	}
+	if _, err := parseWith(t, "", "--kafka-oauth-jwks", "/k.json"); err == nil || !strings.Contains(err.Error(), "--auth-tokens") {
+		t.Fatalf("without --auth-tokens: err = %v, want a refusal", err)
+	}
+}
+
 func TestToggleH2C(t *testing.T) {
 	for _, c := range []struct {
 		args     []string

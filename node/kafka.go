@@ -63,6 +63,12 @@ func (n *Node) serveKafka(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka: cluster secret: %w", err)
 	}
+	var jwtKeys *kafka.JWTKeys
+	if n.cfg.KafkaOAuthJWKS != "" {
+		if jwtKeys, err = kafka.LoadJWKS(n.cfg.KafkaOAuthJWKS); err != nil {
+			return settingErr("--kafka-oauth-jwks", err)
+		}
+	}
 	var peerTLS *tls.Config
 	if n.tlsCfg != nil {
 		if peerTLS, err = peerClientTLS(n.cfg.TLSCert); err != nil {
@@ -70,13 +76,15 @@ func (n *Node) serveKafka(ctx context.Context) error {
 		}
 	}
 	n.kafka = kafka.New(n.svc, kafka.Config{
-		ClusterID:     id,
-		Auth:          checker,
-		Scram:         scramCredentials{meta.NewScramStore(n.etcd, registryPrefix)},
-		Users:         users,
-		ClusterSecret: secret,
-		PeerTLS:       peerTLS,
-		LogDir:        n.cfg.DataDir,
+		ClusterID:         id,
+		Auth:              checker,
+		OAuthUnsecuredJWT: n.cfg.KafkaOAuthUnsecuredJWT,
+		OAuthKeys:         jwtKeys,
+		Scram:             scramCredentials{meta.NewScramStore(n.etcd, registryPrefix)},
+		Users:             users,
+		ClusterSecret:     secret,
+		PeerTLS:           peerTLS,
+		LogDir:            n.cfg.DataDir,
 		LogDirSpace: func() (int64, int64, error) {
 			size, avail, err := fsSpace(n.cfg.DataDir)
 			return int64(size), int64(avail), err
@@ -101,6 +109,9 @@ func (n *Node) serveKafka(ctx context.Context) error {
 		n.kafkaServed <- err
 	}()
 	n.onClose("kafka server", func(ctx context.Context) error { n.closeKafka(ctx); return nil })
+	if n.cfg.KafkaOAuthUnsecuredJWT {
+		n.log.Warn("kafka: OAUTHBEARER takes unsecured JWTs (--kafka-oauth-unsecured-jwt): anyone can write one; authentication is off, for development only")
+	}
 	n.log.Info("kafka listener serving", "kafka", ln.Addr().String(), "advertised", n.members.member.KafkaAddr,
 		"auto_create_topics", n.cfg.KafkaAutoCreate)
 	return nil

@@ -1,10 +1,11 @@
 """kafka-python (Debian python3-kafka 2.0.2) against a PicoMQ node.
 
-Usage: clients.py BROKER TOPIC [API_VERSION]   e.g. 0.10.1; default: probe.
+Usage: clients.py BROKER TOPIC [API_VERSION]   e.g. 0.11.0; default: probe.
 
 With an API_VERSION the client never sends ApiVersions and uses the
-versions it assumes that broker has (e.g. 0.10.1: Produce v2 with magic-1
-message sets, Fetch v3, ListOffsets v1, JoinGroup v1, OffsetCommit v2).
+versions it assumes that broker has (e.g. 0.11.0: Produce v3 with magic-2
+batches). Older ones (0.9, 0.10: Produce v1/v2 with magic 0/1 message
+sets) are refused by a node, as by Kafka 4.0.
 Exits non-zero with a message on the first failure.
 """
 import sys, time, threading, logging
