@@ -120,6 +120,14 @@ func TestKafkaKgoSuite(t *testing.T) {
 	count := func(word string) int {
 		return len(regexp.MustCompile(`(?m)^\s*--- `+word+`: `).FindAllString(res, -1))
 	}
+	if os.Getenv("PICOMQ_KGO_RUN") != "" {
+		// A part of the suite run by hand: show each test's result and logs.
+		for _, l := range strings.Split(res, "\n") {
+			if regexp.MustCompile(`^\s*(--- (PASS|SKIP|FAIL)|\S+_test\.go:\d+:)`).MatchString(l) {
+				t.Log(l)
+			}
+		}
+	}
 	t.Logf("kgo suite: %d PASS, %d SKIP, %d FAIL (subtests included) in %v", count("PASS"), count("SKIP"), count("FAIL"), time.Since(start).Round(time.Second))
 	// The suite skips what the broker does not advertise (KIP-848 groups,
 	// share groups): name the skips and the reasons given, so a new one
