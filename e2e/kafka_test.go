@@ -67,8 +67,12 @@ func requireGroups(t *testing.T, addr string) {
 // TestKafkaKgoSuite runs franz-go's own kgo integration tests black-box
 // against a real node (KGO_TEST_RF=1, 20000 records), transactions
 // (TestTxnEtl) and the group tests included: nothing is skipped by this
-// test. Any failure fails this test. (The suite skips its KIP-848 variants
-// by itself: PicoMQ serves the classic group protocol.) Its SCRAM tests run
+// test, and the share-group tests (KIP-932: TestShareGroup,
+// TestShareGroupETL, TestShareGroupAckOnClose, TestShareGroupOffsetsAdmin,
+// TestConsumeRegexShareSkipsInternal) run since the node advertises
+// ShareFetch/ShareAcknowledge v2. Any failure fails this test. (The suite
+// skips its KIP-848 variants by itself: PicoMQ serves the classic group
+// protocol.) Its SCRAM tests run
 // against the same node (KGO_TEST_SCRAM_SEEDS) with a SCRAM-SHA-256 user
 // created first through AlterUserScramCredentials. PICOMQ_KGO_RUN, when
 // set, is passed as -test.run (to run a part of the suite by hand).

@@ -135,7 +135,7 @@ type Server struct {
 	// stored (this node does not coordinate the group, or the store
 	// failed).
 	shareUnpersisted atomic.Int64
-	peers  peerClients // WriteTxnMarkers and forwarded produces to other nodes
+	peers            peerClients // WriteTxnMarkers and forwarded produces to other nodes
 	// txnChecks count the KIP-890 checks of transactional produces.
 	txnChecks txnChecks
 	// forwards count forwarded produce partitions (produce_forward.go).
