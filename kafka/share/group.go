@@ -238,13 +238,16 @@ func (m *Manager) leave(group, id string) {
 // node knows it as a share group.
 func (m *Manager) Members(group string) (int, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	g := m.groups[group]
 	if g == nil {
+		m.mu.Unlock()
 		return 0, false
 	}
-	g.expireLocked(m, m.cfg.Clock.Now())
-	return len(g.members), true
+	gone := g.expireLocked(m, m.cfg.Clock.Now())
+	n := len(g.members)
+	m.mu.Unlock()
+	m.releaseGone(group, gone)
+	return n, true
 }
 
 // GroupIDs lists the share groups this node coordinates, with their state
@@ -272,14 +275,16 @@ func (m *Manager) Describe(id string) kmsg.ShareGroupDescribeResponseGroup {
 	dg.GroupID = id
 	dg.AuthorizedOperations = -2147483648 // not computed
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	g := m.groups[id]
 	if g == nil {
+		m.mu.Unlock()
 		msg := "no such share group"
 		dg.ErrorCode, dg.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
 		return dg
 	}
-	g.expireLocked(m, m.cfg.Clock.Now())
+	gone := g.expireLocked(m, m.cfg.Clock.Now())
+	defer m.releaseGone(id, gone)
+	defer m.mu.Unlock()
 	dg.GroupState, dg.GroupEpoch, dg.AssignmentEpoch, dg.Assignor = state(g), g.epoch, g.epoch, "simple"
 	ids := slices.Sorted(maps.Keys(g.members))
 	for _, mid := range ids {
