@@ -147,3 +147,51 @@ func TestShareStartOffsetSurvivesRestart(t *testing.T) {
 		t.Fatalf("after the restart got %v, want r10-r12 only", got)
 	}
 }
+
+// TestShareGroupAdminWithMembers: a share group with a member is listed as
+// a share group and refuses DeleteGroups and AlterShareGroupOffsets
+// (NON_EMPTY_GROUP); once the member left, DeleteGroups deletes it.
+func TestShareGroupAdminWithMembers(t *testing.T) {
+	ts := startServer(t, Config{})
+	cl := ts.client()
+	createTopic(t, cl, "sadm", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.MemberEpoch, hb.SubscribedTopicNames = "sg-adm", "m1", 0, []string{"sadm"}
+	hresp, err := hb.RequestWith(ctx, cl)
+	if err != nil || hresp.ErrorCode != 0 || hresp.Assignment == nil || len(hresp.Assignment.TopicPartitions) != 1 ||
+		len(hresp.Assignment.TopicPartitions[0].Partitions) != 2 {
+		t.Fatalf("join: %v %+v", err, hresp)
+	}
+
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.TypesFilter = []string{"share"}
+	lresp, err := lg.RequestWith(ctx, cl)
+	if err != nil || len(lresp.Groups) != 1 || lresp.Groups[0].Group != "sg-adm" || lresp.Groups[0].GroupType != "share" || lresp.Groups[0].GroupState != "Stable" {
+		t.Fatalf("ListGroups(type share): %v %+v", err, lresp)
+	}
+
+	alter := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	alter.GroupID = "sg-adm"
+	alter.Topics = []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: "sadm", Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 0}}}}
+	if aresp, err := alter.RequestWith(ctx, cl); err != nil || aresp.ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("AlterShareGroupOffsets with a member: %v %+v, want NON_EMPTY_GROUP", err, aresp)
+	}
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"sg-adm"}
+	if dresp, err := del.RequestWith(ctx, cl); err != nil || len(dresp.Groups) != 1 || dresp.Groups[0].ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("DeleteGroups with a member: %v %+v, want NON_EMPTY_GROUP", err, dresp)
+	}
+
+	hb.MemberEpoch = -1
+	if hresp, err := hb.RequestWith(ctx, cl); err != nil || hresp.ErrorCode != 0 {
+		t.Fatalf("leave: %v %+v", err, hresp)
+	}
+	if dresp, err := del.RequestWith(ctx, cl); err != nil || len(dresp.Groups) != 1 || dresp.Groups[0].ErrorCode != 0 {
+		t.Fatalf("DeleteGroups after the leave: %v %+v", err, dresp)
+	}
+	if lresp, err := lg.RequestWith(ctx, cl); err != nil || len(lresp.Groups) != 0 {
+		t.Fatalf("ListGroups after the delete: %v %+v", err, lresp)
+	}
+}

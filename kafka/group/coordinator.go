@@ -146,7 +146,7 @@ var versions = map[int16][2]int16{
 	kmsg.LeaveGroup.Int16():      {0, 5},
 	kmsg.SyncGroup.Int16():       {0, 5},
 	kmsg.DescribeGroups.Int16():  {0, 5},
-	kmsg.ListGroups.Int16():      {0, 4},
+	kmsg.ListGroups.Int16():      {0, 5},
 	kmsg.DeleteGroups.Int16():    {0, 2},
 	kmsg.OffsetDelete.Int16():    {0, 0},
 	kmsg.TxnOffsetCommit.Int16(): {0, 3},
