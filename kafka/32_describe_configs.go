@@ -47,6 +47,12 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 				{"socket.request.max.bytes", strconv.Itoa(int(s.cfg.MaxFrameBytes))},
 				{"message.max.bytes", strconv.Itoa(int(s.cfg.MaxMessageBytes))},
 			}
+		case kmsg.ConfigResourceTypeGroupConfig:
+			if !s.shareGroupAdmin(cc, rr.ResourceName) {
+				or.ErrorCode = kerr.GroupAuthorizationFailed.Code
+				break
+			}
+			configs, set = s.describeGroupConfigs(rr.ResourceName)
 		default:
 			or.ErrorCode = kerr.InvalidRequest.Code
 		}
@@ -62,6 +68,9 @@ func handleDescribeConfigs(s *Server, ctx context.Context, cc *connState, kreq k
 			oc.IsDefault = true
 			if set[c[0]] {
 				oc.Source, oc.IsDefault = kmsg.ConfigSourceDynamicTopicConfig, false
+				if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+					oc.Source = kmsg.ConfigSourceGroupConfig
+				}
 			}
 			or.Configs = append(or.Configs, oc)
 		}

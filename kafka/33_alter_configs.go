@@ -55,6 +55,8 @@ var alterableConfigs = map[string]bool{"retention.ms": true, "retention.bytes": 
 func (s *Server) alterConfigs(ctx context.Context, cc *connState, typ kmsg.ConfigResourceType, name string, ops []configOp, incremental, validateOnly bool) error {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return s.alterGroupConfigs(cc, name, ops, incremental, validateOnly)
 	case kmsg.ConfigResourceTypeBroker:
 		return fmt.Errorf("%w: broker configs are the node's command-line flags (docs/configuration.md); they cannot be altered over Kafka", kerr.InvalidConfig)
 	default:

@@ -59,6 +59,15 @@ func init() {
 		// SCRAM credentials (50_, 51_)
 		kmsg.DescribeUserSCRAMCredentials.Int16(): {0, 0, handleDescribeUserSCRAMCredentials, false},
 		kmsg.AlterUserSCRAMCredentials.Int16():    {0, 0, handleAlterUserSCRAMCredentials, false},
+		// Share groups (KIP-932, 76_ to 79_, 90_ to 92_): the versions
+		// Kafka 4.2 clients send; v0 of the first four was early access.
+		kmsg.ShareGroupHeartbeat.Int16():       {1, 1, handleShareGroupHeartbeat, false},
+		kmsg.ShareGroupDescribe.Int16():        {1, 1, handleShareGroupDescribe, false},
+		kmsg.ShareFetch.Int16():                {1, 2, handleShareFetch, false},
+		kmsg.ShareAcknowledge.Int16():          {1, 2, handleShareAcknowledge, false},
+		kmsg.DescribeShareGroupOffsets.Int16(): {0, 1, handleDescribeShareGroupOffsets, false},
+		kmsg.AlterShareGroupOffsets.Int16():    {0, 0, handleAlterShareGroupOffsets, false},
+		kmsg.DeleteShareGroupOffsets.Int16():   {0, 0, handleDeleteShareGroupOffsets, false},
 	}
 	// The consumer-group keys are the group coordinator's, with the
 	// versions it implements.

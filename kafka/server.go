@@ -27,6 +27,7 @@ import (
 	"github.com/PicoMQ/picomq/internal/defaults"
 	"github.com/PicoMQ/picomq/internal/netx"
 	"github.com/PicoMQ/picomq/kafka/group"
+	"github.com/PicoMQ/picomq/kafka/share"
 	"github.com/PicoMQ/picomq/kafka/txn"
 	"github.com/PicoMQ/picomq/node/stream"
 )
@@ -137,7 +138,12 @@ type Server struct {
 	svc    Streams
 	groups *group.Coordinator
 	txns   *txn.Coordinator
-	peers  peerClients // WriteTxnMarkers and forwarded produces to other nodes
+	share  *share.Manager // share groups (KIP-932)
+	// shareUnpersisted counts share start offsets that could not be
+	// stored (this node does not coordinate the group, or the store
+	// failed).
+	shareUnpersisted atomic.Int64
+	peers            peerClients // WriteTxnMarkers and forwarded produces to other nodes
 	// txnChecks count the KIP-890 checks of transactional produces.
 	txnChecks txnChecks
 	// forwards count forwarded produce partitions (produce_forward.go).
@@ -168,6 +174,7 @@ func New(svc Streams, cfg Config) *Server {
 		conns: map[net.Conn]struct{}{}, internal: internalCredentials(cfg.ClusterSecret),
 		peers: peerClients{secret: cfg.ClusterSecret, tls: cfg.PeerTLS}}
 	s.txns = txn.New(txn.Config{Streams: svc, Locator: s, Markers: s, Logger: cfg.Logger, NewProducerID: newProducerID})
+	s.share = share.New(share.Config{Logger: cfg.Logger})
 	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate,
 		Topics: s.assignableTopics})
 	s.jobs.Add(1)
@@ -287,7 +294,7 @@ func (s *Server) handle(ctx context.Context, cc *connState, req kmsg.Request) (k
 		if s.cfg.Auth != nil {
 			ctx = group.WithAuthorizer(ctx, groupAuthz{s, cc})
 		}
-		return s.groups.Handle(ctx, req)
+		return s.handleGroup(ctx, cc, req)
 	}
 	return h.fn(s, ctx, cc, req)
 }

@@ -174,7 +174,28 @@ func (n *Node) registerKafkaMetrics(k *kafka.Server) {
 		ch <- prometheus.MustNewConstMetric(cgFencedDesc, prometheus.CounterValue, float64(st.Fenced))
 		ch <- prometheus.MustNewConstMetric(cgMembersDesc, prometheus.GaugeValue, float64(st.Members))
 	}, cgHeartbeatsDesc, cgEpochsDesc, cgFencedDesc, cgMembersDesc))
+	n.metrics.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
+		st := k.ShareStats()
+		ch <- prometheus.MustNewConstMetric(shareAcquiredDesc, prometheus.CounterValue, float64(st.Acquired))
+		ch <- prometheus.MustNewConstMetric(shareReleasedDesc, prometheus.CounterValue, float64(st.Released))
+		ch <- prometheus.MustNewConstMetric(shareUnpersistedDesc, prometheus.CounterValue, float64(st.Unpersisted))
+		for typ, v := range st.Acks {
+			ch <- prometheus.MustNewConstMetric(shareAcksDesc, prometheus.CounterValue, float64(v), typ)
+		}
+	}, shareAcquiredDesc, shareReleasedDesc, shareUnpersistedDesc, shareAcksDesc))
 }
+
+var (
+	shareAcquiredDesc = prometheus.NewDesc("picomq_kafka_share_acquired_records_total",
+		"Records this node handed to share group members in ShareFetch answers (redeliveries included).", nil, nil)
+	shareAcksDesc = prometheus.NewDesc("picomq_kafka_share_acknowledged_records_total",
+		"Share group records acknowledged on this node, by type: accept, release, reject, renew, gap (offsets without a record).",
+		[]string{"type"}, nil)
+	shareReleasedDesc = prometheus.NewDesc("picomq_kafka_share_released_records_total",
+		"Acquired share group records this node returned for redelivery because their member's share session closed or the member left.", nil, nil)
+	shareUnpersistedDesc = prometheus.NewDesc("picomq_kafka_share_start_offset_unstored_total",
+		"Share-partition start offsets this node could not store in the group's offsets stream (the group is coordinated by another node, or the write failed); they are kept in memory and retried.", nil, nil)
+)
 
 var (
 	cgHeartbeatsDesc = prometheus.NewDesc("picomq_kafka_consumer_group_heartbeats_total",
