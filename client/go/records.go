@@ -252,6 +252,9 @@ func (it *Records) Next(ctx context.Context) bool {
 		}
 		page, err := it.nextPage(ctx)
 		if err != nil {
+			if !isContextError(err) {
+				it.dropAhead() // the iteration ends here
+			}
 			it.err = err
 			return false
 		}
