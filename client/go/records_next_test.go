@@ -190,7 +190,7 @@ func appendCounting(t testing.TB, ctx context.Context, s picomq.Stream, n, size 
 	}
 }
 
-// checkRecord fails unless it's current record is record i of appendCounting.
+// checkRecord fails unless its current record is record i of appendCounting.
 func checkRecord(t testing.TB, c picomq.Client, it *picomq.Records, i, size int) {
 	t.Helper()
 	rec := it.Record()
