@@ -5,7 +5,10 @@
 // each page request reaches the node's read handler and when it is
 // answered, and where the handler's time went (waiting for the cache,
 // waiting for the next request, writing, runnable, running); with the
-// client's trace, when the client's page reads start and end. Both
+// client's trace, when the client's page reads start and end. With
+// several page requests in flight (one connection and handler goroutine
+// each) the per-state totals add the handlers up; the last line gives
+// the time no handler had a request to serve. Both
 // traces use the machine's monotonic clock, so the times are on one axis,
 // in ms from the first page request. docs/benchmarks.md has the figures.
 // A module of its own, for golang.org/x/exp/trace:
@@ -97,6 +100,12 @@ func main() {
 	since := map[trace.GoID]trace.Time{}
 	total := map[string]time.Duration{}
 	var first, last trace.Time
+	// With reads ahead the client has more than one page request in
+	// flight, on as many connections (one handler goroutine each): the
+	// node is idle only while every handler waits for a request.
+	busy := map[trace.GoID]bool{}
+	var idleSince trace.Time
+	var idle time.Duration
 	read(os.Args[1], func(e trace.Event) {
 		st := e.StateTransition()
 		g := st.Resource.Goroutine()
@@ -140,6 +149,18 @@ func main() {
 		if state[g] == "waiting for the next request" && to != trace.GoWaiting {
 			lines = append(lines, line{e.Time(), fmt.Sprintf("    node handler g%d: request arrives", g)})
 		}
+		wasIdle := len(busy) == 0
+		if why == "waiting for the next request" {
+			delete(busy, g)
+		} else {
+			busy[g] = true
+		}
+		switch {
+		case wasIdle && len(busy) > 0 && idleSince != 0:
+			idle += time.Duration(e.Time() - idleSince)
+		case !wasIdle && len(busy) == 0:
+			idleSince = e.Time()
+		}
 		state[g], since[g] = why, e.Time()
 		if first == 0 {
 			first = e.Time()
@@ -169,4 +190,5 @@ func main() {
 	}) {
 		fmt.Printf("  %-32s %8.1f ms\n", k, float64(total[k])/1e6)
 	}
+	fmt.Printf("%d handler goroutines; every one waiting for a request (the node idle between pages): %.1f ms\n", len(handler), float64(idle)/1e6)
 }

@@ -218,9 +218,20 @@ func (s *stream) picoPosition(ctx context.Context, from string) (string, error) 
 var readAccept = http.Header{"Accept": {wire.MediaRecordBatches + ", " + wire.MediaBatch + ";q=0.5"}}
 
 func (s *stream) picoRead(ctx context.Context, from string, opts ReadOptions) (Page, error) {
-	off, err := s.picoPosition(ctx, from)
+	r, err := s.picoReadStart(ctx, from, opts)
 	if err != nil {
 		return Page{}, err
+	}
+	return s.picoReadFinish(r)
+}
+
+// picoReadStart sends a page read and returns once its headers are in
+// (r.page holds Next, UpToDate, Cursor); picoReadFinish reads the body and
+// decodes the records.
+func (s *stream) picoReadStart(ctx context.Context, from string, opts ReadOptions) (pageReply, error) {
+	off, err := s.picoPosition(ctx, from)
+	if err != nil {
+		return pageReply{}, err
 	}
 	q := url.Values{}
 	if off != "" {
@@ -236,12 +247,20 @@ func (s *stream) picoRead(ctx context.Context, from string, opts ReadOptions) (P
 		q.Set(wire.QueryMaxBytes, strconv.Itoa(opts.MaxBytes))
 	}
 	setLongPoll(q, opts)
-	r, err := s.getPage(ctx, picoHeaders, q, readAccept)
-	if err != nil || r.noContent {
-		return r.page, err
+	return s.startPage(ctx, picoHeaders, q, readAccept)
+}
+
+// picoReadFinish reads and decodes the body of a reply from picoReadStart.
+func (s *stream) picoReadFinish(r pageReply) (Page, error) {
+	if r.noContent {
+		return r.page, nil
+	}
+	if err := r.readBody(); err != nil {
+		return Page{}, err
 	}
 	page := r.page
 	var recs []codec.Record
+	var err error
 	if wire.MediaType(r.header.Get("Content-Type")) == wire.MediaRecordBatches {
 		var from int64
 		if v := r.header.Get(wire.HeaderPageOffset); v != "" {

@@ -71,10 +71,26 @@ type pageReply struct {
 	page      Page
 	header    http.Header
 	body      []byte
-	noContent bool // a 204: nothing new, no body
+	noContent bool           // a 204: nothing new, no body
+	resp      *http.Response // the unread body's response (startPage), nil once read
 }
 
 func (s *stream) getPage(ctx context.Context, n headerNames, q url.Values, reqHeader http.Header) (pageReply, error) {
+	r, err := s.startPage(ctx, n, q, reqHeader)
+	if err != nil {
+		return pageReply{}, err
+	}
+	if err := r.readBody(); err != nil {
+		return pageReply{}, err
+	}
+	return r, nil
+}
+
+// startPage sends a page GET and returns as soon as the response's headers
+// are in: the page's Next, UpToDate, Closed and Cursor are known while its
+// body is still unread (readBody reads it). A catch-up asks for the next
+// page on that knowledge, so the node works on it while this body travels.
+func (s *stream) startPage(ctx context.Context, n headerNames, q url.Values, reqHeader http.Header) (pageReply, error) {
 	resp, err := s.c.do(ctx, &call{method: "GET", path: s.name, query: q, header: reqHeader, retry: true, owner: &s.owner})
 	if err != nil {
 		return pageReply{}, err
@@ -91,10 +107,20 @@ func (s *stream) getPage(ctx context.Context, n headerNames, q url.Values, reqHe
 		r.noContent = true
 		return r, nil
 	}
-	if r.body, err = readAll(resp); err != nil {
-		return pageReply{}, err
-	}
+	r.resp = resp
 	return r, nil
+}
+
+// readBody reads (and closes) the body of a reply from startPage.
+func (r *pageReply) readBody() error {
+	if r.resp == nil {
+		return nil
+	}
+	resp := r.resp
+	r.resp = nil
+	var err error
+	r.body, err = readAll(resp)
+	return err
 }
 
 // head sends a HEAD for the stream and describes it: the name and content

@@ -52,17 +52,32 @@ type Records struct {
 	cur    Record
 	done   bool
 	err    error
-	// ahead is the read of the page at pos already in flight (nil: none):
-	// while the caller works through one page of a catch-up, the next one
-	// is on its way, so the reader does not wait a round trip per page.
-	ahead *pageRead
+	// A Pico catch-up reads ahead: as soon as a page's response headers
+	// say the stream goes on (not up to date, Pico-Next-Offset past the
+	// page's start), the next page's request is sent, on another
+	// connection, while this page's body is read and decoded and the
+	// caller works through it. waiting is the read Next awaits (nil:
+	// none), ahead the reads started after it, in stream order, at most
+	// maxReadsAhead of them.
+	waiting *pageRead
+	ahead   []*pageRead
 }
+
+// maxReadsAhead bounds the page reads a Records iterator has in flight
+// beyond the page it is reading or handing out. One is enough to keep a
+// node busy while the client takes a page (docs/benchmarks.md, "Fifth
+// pass"); more would hold more connections and pages of memory per reader.
+const maxReadsAhead = 1
 
 // pageRead is one page read started ahead of need.
 type pageRead struct {
 	from   string
 	cursor string
-	done   chan struct{}
+	cancel context.CancelFunc
+	head   chan struct{} // closed once the headers are in (or the read failed)
+	headOK bool          // set before head closes: hdr holds the headers' page
+	hdr    Page          // Next, UpToDate, Closed, Cursor; no records
+	done   chan struct{} // closed once page and err are set
 	page   Page
 	err    error
 }
@@ -82,46 +97,135 @@ func (it *Records) readOptions(cursor string) ReadOptions {
 	return ReadOptions{Limit: it.opts.Limit, MaxBytes: it.opts.MaxBytes, LongPoll: it.opts.Live, Cursor: cursor}
 }
 
-// readAhead starts reading the page at it.pos. Only pages of history are
-// read ahead: a page that would long-poll at the end of the stream is
-// asked for when it is needed. The read runs on ctx without its
+// goesOn reports whether a page read from `from` whose headers are hdr is
+// followed by more history worth reading ahead: not up to date (a read
+// there would long-poll or find nothing), not closed, and moving forward.
+func goesOn(from string, hdr Page) bool {
+	return !hdr.UpToDate && !hdr.Closed && hdr.Next != "" && hdr.Next != from
+}
+
+// startAhead starts reading the page at from. Only pages of history are
+// read ahead (never a long-poll). The read runs on ctx without its
 // cancellation (a caller may give each Next its own short context), bound
-// by its own deadline; an iterator dropped mid-stream leaves at most this
-// one read to finish.
-func (it *Records) readAhead(ctx context.Context) {
-	a := &pageRead{from: it.pos, cursor: it.cursor, done: make(chan struct{})}
-	it.ahead = a
-	opts := it.readOptions(a.cursor)
+// by its own deadline; an iterator dropped mid-stream leaves at most
+// maxReadsAhead+1 such reads to finish, each within readAheadTimeout.
+func (it *Records) startAhead(ctx context.Context, from, cursor string) {
+	a := &pageRead{from: from, cursor: cursor, head: make(chan struct{}), done: make(chan struct{})}
+	opts := it.readOptions(cursor)
 	opts.LongPoll = false
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readAheadTimeout)
+	a.cancel = cancel
+	s := it.s
 	go func() {
 		defer close(a.done)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readAheadTimeout)
 		defer cancel()
-		a.page, a.err = it.s.Read(rctx, a.from, opts)
+		r, err := s.picoReadStart(rctx, from, opts)
+		if err != nil {
+			a.err = err
+			close(a.head)
+			return
+		}
+		a.hdr, a.headOK = r.page, true
+		close(a.head)
+		a.page, a.err = s.picoReadFinish(r)
 	}()
+	it.ahead = append(it.ahead, a)
 }
 
 // readAheadTimeout bounds a page read started ahead of need.
 const readAheadTimeout = 2 * time.Minute
 
-// takeAhead returns the page read ahead at it.pos if it arrived whole;
-// ok=false (a failed, stale or empty read) means read the page now, so
-// errors and long-polls happen as without read-ahead.
-func (it *Records) takeAhead(ctx context.Context) (Page, bool, error) {
-	a := it.ahead
-	if a == nil {
-		return Page{}, false, nil
+// topUp starts the reads ahead that the headers already in allow, up to
+// maxReadsAhead. It does not block: when the next read depends on headers
+// still on their way it returns the channel that closes when they arrive,
+// else nil.
+func (it *Records) topUp(ctx context.Context) <-chan struct{} {
+	for len(it.ahead) < maxReadsAhead {
+		src := it.waiting
+		if n := len(it.ahead); n > 0 {
+			src = it.ahead[n-1]
+		}
+		if src == nil {
+			return nil
+		}
+		select {
+		case <-src.head:
+		default:
+			return src.head
+		}
+		if !src.headOK || !goesOn(src.from, src.hdr) {
+			return nil
+		}
+		cursor := src.hdr.Cursor
+		if cursor == "" {
+			cursor = src.cursor
+		}
+		it.startAhead(ctx, src.hdr.Next, cursor)
 	}
-	select {
-	case <-a.done:
-	case <-ctx.Done():
-		return Page{}, false, ctx.Err() // the read stays in flight for the next Next
+	return nil
+}
+
+// dropAhead cancels the reads ahead (after one failed, or a position
+// changed under them): the next page is then read as without read-ahead.
+func (it *Records) dropAhead() {
+	for _, a := range it.ahead {
+		a.cancel()
 	}
 	it.ahead = nil
-	if a.err != nil || a.from != it.pos || len(a.page.Records) == 0 {
-		return Page{}, false, nil
+}
+
+// nextPage returns the page at it.pos: the one read ahead if it arrived
+// whole, else read now, so errors and long-polls happen as without
+// read-ahead. Cancelling ctx while a read ahead is awaited leaves it in
+// flight for the next Next.
+func (it *Records) nextPage(ctx context.Context) (Page, error) {
+	if it.waiting == nil && len(it.ahead) > 0 {
+		it.waiting, it.ahead = it.ahead[0], it.ahead[1:]
 	}
-	return a.page, true, nil
+	if w := it.waiting; w != nil {
+	wait:
+		for {
+			headers := it.topUp(ctx) // the page after w is asked for once w's headers are in
+			select {
+			case <-w.done:
+				break wait
+			case <-headers:
+			case <-ctx.Done():
+				return Page{}, ctx.Err()
+			}
+		}
+		it.topUp(ctx)
+		it.waiting = nil
+		if w.err == nil && w.from == it.pos && len(w.page.Records) > 0 {
+			return w.page, nil
+		}
+		it.dropAhead()
+	}
+	return it.readNow(ctx)
+}
+
+// readNow reads the page at it.pos on ctx. On Pico the page after it is
+// asked for as soon as this one's headers are in.
+func (it *Records) readNow(ctx context.Context) (Page, error) {
+	opts := it.readOptions(it.cursor)
+	if it.s.ds() {
+		return it.s.Read(ctx, it.pos, opts)
+	}
+	if err := it.s.checkName(); err != nil {
+		return Page{}, err
+	}
+	r, err := it.s.picoReadStart(ctx, it.pos, opts)
+	if err != nil {
+		return Page{}, err
+	}
+	if len(it.ahead) < maxReadsAhead && goesOn(it.pos, r.page) {
+		cursor := r.page.Cursor
+		if cursor == "" {
+			cursor = it.cursor
+		}
+		it.startAhead(ctx, r.page.Next, cursor)
+	}
+	return it.s.picoReadFinish(r)
 }
 
 // Next advances to the next record, reading pages as needed, and reports
@@ -138,22 +242,21 @@ func (it *Records) Next(ctx context.Context) bool {
 		if it.i < len(it.page) {
 			it.cur = it.page[it.i]
 			it.i++
+			if len(it.ahead) < maxReadsAhead && len(it.ahead) > 0 {
+				it.topUp(ctx) // a deeper read-ahead grows as headers arrive
+			}
 			return true
 		}
 		if it.done {
 			return false
 		}
-		page, ok, err := it.takeAhead(ctx)
+		page, err := it.nextPage(ctx)
 		if err != nil {
+			if !isContextError(err) {
+				it.dropAhead() // the iteration ends here
+			}
 			it.err = err
 			return false
-		}
-		if !ok {
-			page, err = it.s.Read(ctx, it.pos, it.readOptions(it.cursor))
-			if err != nil {
-				it.err = err
-				return false
-			}
 		}
 		it.page, it.i = page.Records, 0
 		if page.Next != "" {
@@ -164,9 +267,7 @@ func (it *Records) Next(ctx context.Context) bool {
 		}
 		if page.Closed || (page.UpToDate && !it.opts.Live) {
 			it.done = true
-		}
-		if !it.done && !page.UpToDate && len(page.Records) > 0 && !it.s.ds() {
-			it.readAhead(ctx)
+			it.dropAhead()
 		}
 	}
 }

@@ -225,7 +225,8 @@ func ingestPaced(ctx context.Context, n *node, s picomq.Stream) error {
 // objects.
 func (m *matrix) coldReadSlowStore(ctx context.Context, run int, s3 minio) error {
 	prefix := fmt.Sprintf("r%d-slow/", run)
-	n, err := m.startNode("pico-slow", "--object-store", s3.url(prefix), "--seal-max-bytes", fmt.Sprint(slowSealBytes))
+	pprofFlags, pprofAddr := pprofArgs()
+	n, err := m.startNode("pico-slow", append([]string{"--object-store", s3.url(prefix), "--seal-max-bytes", fmt.Sprint(slowSealBytes)}, pprofFlags...)...)
 	if err != nil {
 		return err
 	}
@@ -264,7 +265,9 @@ func (m *matrix) coldReadSlowStore(ctx context.Context, run int, s3 minio) error
 	}
 	defer c.Close()
 	px.writeLog("proxy-before-read.log")
+	stopProfile := profileRead("cold-read-latency", pprofAddr)
 	pico, err := coldRead(ctx, c, "/mb/object", objectMiB<<20)
+	stopProfile()
 	px.writeLog("proxy-cold-read-latency.log")
 	if err != nil {
 		return err
