@@ -226,12 +226,12 @@ func picoConsume(ctx context.Context, url, prefix string, streams int, want int6
 
 // startKafkaNode starts a node with a Kafka listener on a free port and
 // an admin client of it; on error nothing is left running.
-func (m *matrix) startKafkaNode(name string) (*node, string, *kgo.Client, error) {
+func (m *matrix) startKafkaNode(name string, extra ...string) (*node, string, *kgo.Client, error) {
 	addr, err := testproc.FreeAddr()
 	if err != nil {
 		return nil, "", nil, err
 	}
-	n, err := m.startNode(name, "--kafka-addr", addr)
+	n, err := m.startNode(name, append([]string{"--kafka-addr", addr}, extra...)...)
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -19,7 +19,8 @@ const kafkaTxnProduces = 10
 // non-transactional rate) next to the same producers without
 // transactions, at 1 partition x 1 producer and 16 partitions x 8.
 func (m *matrix) kafkaTxnRows(ctx context.Context, run int) error {
-	n, addr, admin, err := m.startKafkaNode("pico-kafka-txn")
+	pprofFlags, pprofAddr := pprofArgs()
+	n, addr, admin, err := m.startKafkaNode("pico-kafka-txn", pprofFlags...)
 	if err != nil {
 		return err
 	}
@@ -54,13 +55,19 @@ func (m *matrix) kafkaTxnRows(ctx context.Context, run int) error {
 			kLat, tLat *benchreport.Latency
 			kErr, tErr error
 		)
+		// With PICOMQ_BENCH_PROFILE_DIR, the transactional side is
+		// profiled (node and client, CPU and execution trace).
+		txnProduce := func() (float64, *benchreport.Latency, error) {
+			defer profileRead(fmt.Sprintf("kafka-txn-p%d-c%d-r%d", p.parts, p.prods, run), pprofAddr)()
+			return m.kafkaTxnProduce(ctx, addr, txn, p.prods, run)
+		}
 		if run%2 == 1 {
 			k, kLat, kErr = m.kafkaProduce(ctx, addr, plain, p.prods)
 			if kErr == nil {
-				t, tLat, tErr = m.kafkaTxnProduce(ctx, addr, txn, p.prods, run)
+				t, tLat, tErr = txnProduce()
 			}
 		} else {
-			t, tLat, tErr = m.kafkaTxnProduce(ctx, addr, txn, p.prods, run)
+			t, tLat, tErr = txnProduce()
 			if tErr == nil {
 				k, kLat, kErr = m.kafkaProduce(ctx, addr, plain, p.prods)
 			}
