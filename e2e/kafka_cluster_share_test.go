@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"testing"
@@ -22,28 +24,58 @@ import (
 // survivor, 5 more records are produced, and a new share consumer gets
 // exactly those 5: the accepted ones are not delivered again (the group's
 // share.auto.offset.reset is earliest, so a lost SPSO would redeliver them).
+// Before the SPSO was sent to the coordinator, the stored offset stayed -1
+// and the new consumer got all 25 records.
 func TestKafkaClusterShareStartOffset(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startCluster(t, 3, clusterOpts{Kafka: true, Extra: []string{"--durability", "object"}})
+	shareStartOffset(t, startCluster(t, 3, clusterOpts{Kafka: true, Extra: []string{"--durability", "object"}}))
+}
+
+// TestKafkaClusterShareStartOffsetSASL is the same on listeners that
+// require SASL: the SPSO travels as the internal SCRAM user.
+func TestKafkaClusterShareStartOffsetSASL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	tokens := writeTokenFile(t, filepath.Join(t.TempDir(), "tokens.yaml"), matrixTokens...)
+	shareStartOffset(t, startCluster(t, 3, clusterOpts{Kafka: true, Token: rootToken,
+		Extra: []string{"--durability", "object", "--auth-tokens", tokens}}), plainSASL(rootToken))
+}
+
+func shareStartOffset(t *testing.T, c *cluster, opts ...kgo.Opt) {
 	seeds := c.kafkaSeeds()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
 	const topic = "spso"
-	createSpreadTopic(t, c, topic, 1) // on c.nodes[0]
-	victim := c.nodes[0]
-	md := metadataAt(t, ctx, victim.KafkaAddr, topic)
+	admin := kafkaClient(t, append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+	defer admin.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
+	req.Topics = append(req.Topics, rt)
+	if resp, err := req.RequestWith(ctx, admin); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create %s: %v %+v", topic, err, resp)
+	}
+	md := metadataAt(t, ctx, seeds[0], topic, opts...)
 	brokers := map[int32]string{}
 	for _, b := range md.Brokers {
-		brokers[b.NodeID] = b.Host + ":" + strconv.Itoa(int(b.Port))
+		brokers[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 	}
-	if len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 1 || md.Topics[0].Partitions[0].Leader != brokerIDOf(brokers, victim) {
-		t.Fatalf("metadata of %s: %+v, want partition 0 led by %s", topic, md.Topics, victim.ID)
+	if len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 1 {
+		t.Fatalf("metadata of %s: %+v", topic, md.Topics)
 	}
-	admin := kafkaClient(t, kgo.SeedBrokers(seeds...))
-	defer admin.Close()
+	var victim *clusterNode
+	for _, n := range c.nodes {
+		if brokerIDOf(brokers, n) == md.Topics[0].Partitions[0].Leader {
+			victim = n
+		}
+	}
+	if victim == nil {
+		t.Fatalf("partition 0 of %s led by %d, none of the nodes %v", topic, md.Topics[0].Partitions[0].Leader, brokers)
+	}
 	var group string
 	var coord *clusterNode
 	for i := 0; i < 64 && coord == nil; i++ {
@@ -59,16 +91,16 @@ func TestKafkaClusterShareStartOffset(t *testing.T) {
 	// Group configs are per node: earliest on each, so that a node
 	// without the stored SPSO would start from the log's start.
 	for _, n := range c.nodes {
-		setShareConfig(t, ctx, n.KafkaAddr, group, "share.auto.offset.reset", "earliest")
+		setShareConfig(t, ctx, n.KafkaAddr, group, "share.auto.offset.reset", "earliest", opts...)
 	}
 
-	produceValues(t, ctx, seeds, topic, "a", 20)
-	if got := shareConsumeAll(t, ctx, seeds, group, topic, 20); len(got) != 20 {
+	produceValues(t, ctx, seeds, topic, "a", 20, opts...)
+	if got := shareConsumeAll(t, ctx, seeds, group, topic, 20, opts...); len(got) != 20 {
 		t.Fatalf("first share consumer got %d records, want 20: %v", len(got), got)
 	}
 	var stored int64 = -2
 	if !pollUntil(time.Minute, 200*time.Millisecond, func() bool {
-		stored = storedShareOffset(ctx, coord.KafkaAddr, group, topic)
+		stored = storedShareOffset(ctx, coord.KafkaAddr, group, topic, opts...)
 		return stored == 20
 	}) {
 		t.Fatalf("stored start offset on the coordinator %s: %d, want 20 (the partition's node did not store it there)", coord.ID, stored)
@@ -82,17 +114,17 @@ func TestKafkaClusterShareStartOffset(t *testing.T) {
 			survivors = append(survivors, n.KafkaAddr)
 		}
 	}
-	produceValues(t, ctx, survivors, topic, "b", 5)
-	got := shareConsumeAll(t, ctx, survivors, group, topic, 5)
+	produceValues(t, ctx, survivors, topic, "b", 5, opts...)
+	got := shareConsumeAll(t, ctx, survivors, group, topic, 5, opts...)
 	if fmt.Sprint(got) != "[b0 b1 b2 b3 b4]" {
 		t.Fatalf("share consumer after the kill got %v, want only [b0 b1 b2 b3 b4] (accepted records delivered again)", got)
 	}
 }
 
 // setShareConfig sets a share group config on the node at addr.
-func setShareConfig(t *testing.T, ctx context.Context, addr, group, name, value string) {
+func setShareConfig(t *testing.T, ctx context.Context, addr, group, name, value string, opts ...kgo.Opt) {
 	t.Helper()
-	cl := kafkaClient(t, kgo.SeedBrokers(addr))
+	cl := kafkaClient(t, append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	defer cl.Close()
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
@@ -114,9 +146,9 @@ func setShareConfig(t *testing.T, ctx context.Context, addr, group, name, value 
 
 // produceValues produces prefix0..prefix(n-1) to partition 0 of topic,
 // each acknowledged (the client retries through a leader change).
-func produceValues(t *testing.T, ctx context.Context, seeds []string, topic, prefix string, n int) {
+func produceValues(t *testing.T, ctx context.Context, seeds []string, topic, prefix string, n int, opts ...kgo.Opt) {
 	t.Helper()
-	cl := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := kafkaClient(t, append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -130,9 +162,9 @@ func produceValues(t *testing.T, ctx context.Context, seeds []string, topic, pre
 // shareConsumeAll polls a share consumer of group until it got want
 // records and then three polls came back empty (bounded to 3 minutes),
 // accepting every record; it returns the values sorted.
-func shareConsumeAll(t *testing.T, ctx context.Context, seeds []string, group, topic string, want int) []string {
+func shareConsumeAll(t *testing.T, ctx context.Context, seeds []string, group, topic string, want int, opts ...kgo.Opt) []string {
 	t.Helper()
-	cl := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ShareGroup(group), kgo.FetchMaxWait(500*time.Millisecond))
+	cl := kafkaClient(t, append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ShareGroup(group), kgo.FetchMaxWait(500 * time.Millisecond)}, opts...)...)
 	defer cl.Close()
 	var got []string
 	empty := 0
@@ -164,8 +196,8 @@ func shareConsumeAll(t *testing.T, ctx context.Context, seeds []string, group, t
 // storedShareOffset asks the node at addr (the group's coordinator) for
 // the share group's start offset of partition 0 of topic: -1 when none,
 // -2 on an error.
-func storedShareOffset(ctx context.Context, addr, group, topic string) int64 {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+func storedShareOffset(ctx context.Context, addr, group, topic string, opts ...kgo.Opt) int64 {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		return -2
 	}

@@ -53,6 +53,9 @@ func (s *Server) storeShareOffset(ctx context.Context, gid, topic string, p int3
 	}
 	for _, t := range resp.Topics {
 		for _, rp := range t.Partitions {
+			if t.Topic != topic || rp.Partition != p {
+				continue
+			}
 			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
 				return fmt.Errorf("node %d answered the share start offset commit of %s[%d]: %w", b, topic, p, err)
 			}
@@ -89,8 +92,11 @@ func (s *Server) fetchShareOffset(ctx context.Context, gid, topic string, p int3
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: share start offset from node %d: %v", stream.ErrUnavailable, b, err)
 	}
+	// An error answer (the group moving, say) reaches the share consumer
+	// as the partition's error: retriable, as a lost connection, not the
+	// coordinator's own code (NOT_COORDINATOR means nothing to ShareFetch).
 	fail := func(c int16) error {
-		return fmt.Errorf("node %d answered the share start offset fetch of %s[%d]: %w", b, topic, p, kerr.ErrorForCode(c))
+		return fmt.Errorf("%w: node %d answered the share start offset fetch of %s[%d]: %v", stream.ErrUnavailable, b, topic, p, kerr.ErrorForCode(c))
 	}
 	if resp.ErrorCode != 0 {
 		return 0, false, fail(resp.ErrorCode)
