@@ -82,22 +82,31 @@ func (s *Server) shareResolve(ctx context.Context) func([]string) map[string]sha
 }
 
 // loadShare sets a share-partition's start offset the first time this node
-// uses it: the stored SPSO, else share.auto.offset.reset (latest: the end
-// of the log; earliest: its start), which is then stored.
+// uses it: the stored SPSO (read from the group's coordinator, here or
+// another node), else share.auto.offset.reset (latest: the end of the log;
+// earliest: its start), which is then stored.
 func (s *Server) loadShare(ctx context.Context, gid, topic string, p int32, name string, sp *share.Partition) error {
 	head, err := s.svc.Head(ctx, name)
 	if err != nil {
 		return err
 	}
 	stored, err := s.groups.ShareOffsets(ctx, gid)
-	if err != nil && group.Code(err) != kerr.NotCoordinator.Code {
-		return err
+	off, ok := stored[topic][p]
+	if err != nil {
+		if group.Code(err) != kerr.NotCoordinator.Code {
+			return err
+		}
+		// Another node coordinates the group: its offsets stream has the
+		// SPSO. Failing here (the fetch is retried) beats guessing one.
+		if off, ok, err = s.fetchShareOffset(ctx, gid, topic, p); err != nil {
+			return err
+		}
 	}
-	if off, ok := stored[topic][p]; ok {
+	if ok {
 		sp.Init(max(off, head.StartOffset), off >= head.StartOffset)
 		return nil
 	}
-	off := head.NextOffset
+	off = head.NextOffset
 	if s.share.Configs(gid)[share.ConfigAutoOffsetReset] == "earliest" {
 		off = head.StartOffset
 	}
@@ -105,7 +114,8 @@ func (s *Server) loadShare(ctx context.Context, gid, topic string, p int32, name
 	return nil
 }
 
-// shareFlush stores a share-partition's start offset if it moved, in the
+// shareFlush stores a share-partition's start offset if it moved, on the
+// group's coordinator (here or another node, share_remote.go), in the
 // background and one write at a time per partition: acknowledgements do
 // not wait for it, so a coordinator restart may deliver again what was
 // acknowledged in the last moments (at-least-once, docs/kafka.md).
@@ -119,7 +129,7 @@ func (s *Server) shareFlush(gid, topic string, p int32, sp *share.Partition) {
 		defer s.jobs.Done()
 		for {
 			ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-			err := s.groups.CommitShareOffsets(ctx, gid, []group.ShareOffset{{Topic: topic, Partition: p, Offset: off}})
+			err := s.storeShareOffset(ctx, gid, topic, p, off)
 			cancel()
 			sp.EndFlush(off, err == nil, time.Now())
 			if err != nil {
