@@ -87,9 +87,14 @@ func upgradeFrom(t *testing.T, script string) (bin, desc string) {
 // 4.6 s in two rolls, the first drained node's partitions apparently not
 // forwarded, cause not yet found (the previous run of the same tree
 // passed within 3 s). TestKafkaProduceThroughDrain keeps forwarding itself
-// bounded (3 s against 5 s without it); this bound catches a producer
-// stuck for longer than one metadata back-off.
+// bounded (maxDrainPause, 3 s, against 5 s without it); this bound
+// catches a producer stuck for longer than one metadata back-off.
 const maxKafkaPause = 6 * time.Second
+
+// maxDrainPause bounds the producer's pause across one drain in
+// TestKafkaProduceThroughDrain: below franz-go's 5 s metadata back-off, so
+// it fails when the drained node does not forward.
+const maxDrainPause = 3 * time.Second
 
 // TestLocalClusterRollingUpgrade is the rolling upgrade of docs/operations.md
 // on deploy/local-cluster.sh's three nodes (real etcd, real MinIO), from
