@@ -574,8 +574,9 @@ func TestReplicatedFollowerPartition(t *testing.T) {
 // acks=1 means the leader's write only: with both followers stopped
 // (SIGSTOP), an acks=1 produce is acknowledged (after the leader's fsync)
 // while an acks=all produce is not; the acks=1 record is not readable
-// (the high watermark stays below it) until the followers return and hold
-// it, then it is. Metadata answers for partitions led by other nodes read
+// (the high watermark stays below it) while only the leader holds it, and
+// is readable after the followers return (through the next flush or
+// append, docs/durability.md). Metadata answers for partitions led by other nodes read
 // their replica sets from etcd at most once per second each, not once per
 // request.
 func TestKafkaReplicatedAcks(t *testing.T) {
