@@ -676,16 +676,10 @@ func (w *WAL) wait(ctx context.Context, g *group) error {
 // forms the next group and goes to the writer goroutine: the caller
 // commits only the group it waits for, so its latency is one commit.
 func (w *WAL) commitParked(g *group) {
-	if w.parked.Load() != g {
+	b := w.takeParked(g)
+	if b == nil {
 		return
 	}
-	w.mu.Lock()
-	if w.parked.Load() != g {
-		w.mu.Unlock()
-		return
-	}
-	b := w.takeLocked()
-	w.mu.Unlock()
 	if err := w.commit(b); err != nil {
 		w.fail(err, b)
 		return
@@ -704,16 +698,10 @@ func (w *WAL) commitParked(g *group) {
 // answers without a goroutine hand-off on the way (waking the writer to
 // write, being woken by it), and without waiting for the disk.
 func (w *WAL) writeParked(g *group) {
-	if w.parked.Load() != g {
+	b := w.takeParked(g)
+	if b == nil {
 		return
 	}
-	w.mu.Lock()
-	if w.parked.Load() != g {
-		w.mu.Unlock()
-		return
-	}
-	b := w.takeLocked()
-	w.mu.Unlock()
 	if err := w.write(b); err != nil {
 		w.fail(err, b)
 		return
@@ -725,6 +713,20 @@ func (w *WAL) writeParked(g *group) {
 		w.work.Signal()
 	}
 	w.mu.Unlock()
+}
+
+// takeParked takes the writer token and q if g is still the parked group
+// (commitParked, writeParked); nil if the writer or another waiter took it.
+func (w *WAL) takeParked(g *group) *batch {
+	if w.parked.Load() != g {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.parked.Load() != g {
+		return nil
+	}
+	return w.takeLocked()
 }
 
 // takeLocked takes the writer token and q for a commit. The token must be
