@@ -176,7 +176,7 @@ func New(svc Streams, cfg Config) *Server {
 	s.txns = txn.New(txn.Config{Streams: svc, Locator: s, Markers: s, Logger: cfg.Logger, NewProducerID: newProducerID})
 	s.share = share.New(share.Config{Logger: cfg.Logger})
 	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate,
-		Topics: s.assignableTopics})
+		Topics: s.assignableTopics, ShareGroups: s.share.GroupIDs})
 	s.jobs.Add(1)
 	go func() {
 		defer s.jobs.Done()

@@ -304,51 +304,11 @@ func (s *Server) describeGroupConfigs(gid string) ([][2]string, map[string]bool)
 	return out, explicit
 }
 
-// patchListGroups adds the share groups this node coordinates to a
-// ListGroups answer (type "share") and applies the types filter (v5).
-func (s *Server) patchListGroups(req *kmsg.ListGroupsRequest, resp *kmsg.ListGroupsResponse) {
-	states := map[string]bool{}
-	for _, st := range req.StatesFilter {
-		states[strings.ToLower(st)] = true
-	}
-	types := map[string]bool{}
-	for _, t := range req.TypesFilter {
-		types[strings.ToLower(t)] = true
-	}
-	shares := s.share.GroupIDs()
-	out := resp.Groups[:0]
-	for _, g := range resp.Groups {
-		if _, ok := shares[g.Group]; ok {
-			continue // answered below as a share group
-		}
-		if len(types) > 0 && !types[strings.ToLower(g.GroupType)] {
-			continue
-		}
-		out = append(out, g)
-	}
-	for id, st := range shares {
-		if len(types) > 0 && !types["share"] || len(states) > 0 && !states[strings.ToLower(st)] {
-			continue
-		}
-		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, "share", st, "share"
-		out = append(out, lg)
-	}
-	resp.Groups = out
-}
-
 // handleGroup passes a group key to the group coordinator, with what share
-// groups change about ListGroups (they are listed, type "share") and
-// DeleteGroups (a share group with members is NON_EMPTY_GROUP; one without
+// groups change about DeleteGroups (a share group with members is NON_EMPTY_GROUP; one without
 // loses its share state too).
 func (s *Server) handleGroup(ctx context.Context, cc *connState, req kmsg.Request) (kmsg.Response, error) {
 	switch r := req.(type) {
-	case *kmsg.ListGroupsRequest:
-		resp, err := s.groups.Handle(ctx, req)
-		if lr, ok := resp.(*kmsg.ListGroupsResponse); ok && err == nil {
-			s.patchListGroups(r, lr)
-		}
-		return resp, err
 	case *kmsg.DeleteGroupsRequest:
 		busy := map[string]bool{}
 		known := map[string]bool{}

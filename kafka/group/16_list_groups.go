@@ -8,7 +8,9 @@ import (
 )
 
 // listGroups handles ListGroups: the groups this node coordinates, those
-// with members here and those whose offsets stream it serves.
+// with members here and those whose offsets stream it serves, and the share
+// groups of Config.ShareGroups. The states and types filters (v4, v5) are
+// applied once, here, to every kind.
 func (c *Coordinator) listGroups(ctx context.Context, r *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
 	type entry struct{ protocolType, state, typ string }
@@ -51,6 +53,11 @@ func (c *Coordinator) listGroups(ctx context.Context, r *kmsg.ListGroupsRequest)
 		}
 		g.mu.Unlock()
 	}
+	if c.cfg.ShareGroups != nil {
+		for id, st := range c.cfg.ShareGroups() {
+			found[id] = entry{"share", st, "share"}
+		}
+	}
 	filter := map[string]bool{}
 	for _, s := range r.StatesFilter {
 		filter[strings.ToLower(s)] = true
@@ -60,7 +67,7 @@ func (c *Coordinator) listGroups(ctx context.Context, r *kmsg.ListGroupsRequest)
 		types[strings.ToLower(s)] = true
 	}
 	for id, e := range found {
-		if len(filter) > 0 && !filter[strings.ToLower(e.state)] || len(types) > 0 && !types[e.typ] {
+		if len(filter) > 0 && !filter[strings.ToLower(e.state)] || len(types) > 0 && !types[strings.ToLower(e.typ)] {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()

@@ -97,6 +97,12 @@ type Config struct {
 	// heartbeat assigns from may be: a topic created or deleted is
 	// noticed within it. Default 1 s.
 	TopicsMaxAge time.Duration
+	// ShareGroups lists the share groups this node coordinates (KIP-932),
+	// id to state, so that ListGroups answers them as type "share" under
+	// the same filters as every other group; nil: none exist. A share
+	// group's id shadows a classic entry of the same id (its stored
+	// offsets).
+	ShareGroups func() map[string]string
 	// ConsumerSessionTimeout is the session timeout of consumer-protocol
 	// members (Kafka's group.consumer.session.timeout.ms). Default 45 s.
 	ConsumerSessionTimeout time.Duration

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
@@ -792,5 +793,45 @@ func TestStreamNames(t *testing.T) {
 	}
 	if _, err := streamName(string(long)); err == nil {
 		t.Fatal("a 600-byte group id got a stream name")
+	}
+}
+
+// TestListGroupsWithShareGroups: share groups from Config.ShareGroups are
+// listed as type "share" under the same states and types filters as
+// classic groups, and a share group's id is listed once, as a share group,
+// even when offsets are stored under it.
+func TestListGroupsWithShareGroups(t *testing.T) {
+	e := newEnv(t, Config{ShareGroups: func() map[string]string {
+		return map[string]string{"sg-empty": "Empty", "sg-live": "Stable", "both": "Stable"}
+	}})
+	e.stableOne("classic", joinOpts{}, "x")
+	if ec := commitErr(e.do(commitReq("both", "", -1, "t", map[int32]int64{0: 1}))); ec != 0 {
+		t.Fatal(kerr.ErrorForCode(ec))
+	}
+	list := func(states, types []string) map[string]string {
+		lr := kmsg.NewPtrListGroupsRequest()
+		lr.Version, lr.StatesFilter, lr.TypesFilter = 5, states, types
+		got := map[string]string{}
+		for _, g := range e.do(lr).(*kmsg.ListGroupsResponse).Groups {
+			if _, dup := got[g.Group]; dup {
+				t.Fatalf("group %q listed twice", g.Group)
+			}
+			got[g.Group] = g.GroupType + "/" + g.GroupState
+		}
+		return got
+	}
+	all := list(nil, nil)
+	want := map[string]string{"classic": "classic/Stable", "sg-empty": "share/Empty", "sg-live": "share/Stable", "both": "share/Stable"}
+	if fmt.Sprint(all) != fmt.Sprint(want) {
+		t.Fatalf("ListGroups = %v, want %v", all, want)
+	}
+	if got := list(nil, []string{"Share"}); len(got) != 3 || got["classic"] != "" {
+		t.Fatalf("ListGroups(types share) = %v", got)
+	}
+	if got := list([]string{"stable"}, []string{"share"}); len(got) != 2 || got["sg-empty"] != "" {
+		t.Fatalf("ListGroups(stable share) = %v", got)
+	}
+	if got := list(nil, []string{"classic"}); len(got) != 1 || got["classic"] != "classic/Stable" {
+		t.Fatalf("ListGroups(types classic) = %v", got)
 	}
 }
