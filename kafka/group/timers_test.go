@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -59,10 +60,28 @@ func TestStateMachineTimers(t *testing.T) {
 		}},
 		{"a member waiting in JoinGroup outlives its session", Config{}, func(t *testing.T, e *env) {
 			a, _ := e.stableOne("g", o, "x")
+			// b's first join only reserves an id (KIP-394): the pending id
+			// holds the rebalance that a's rejoin starts until b is back.
+			// Taken in this order so that a's rejoin cannot complete a
+			// generation of its own first.
+			bo := joinOpts{session: 10 * time.Second, rebalance: o.rebalance}
+			first := e.do(joinReq("g", bo)).(*kmsg.JoinGroupResponse)
+			if first.ErrorCode != kerr.MemberIDRequired.Code || first.MemberID == "" {
+				t.Fatalf("b's first join: %+v", first)
+			}
 			ach := e.async(joinReq("g", joinOpts{member: a, session: o.session, rebalance: o.rebalance}))
-			_, bch := e.joinNew("g", joinOpts{session: 10 * time.Second, rebalance: o.rebalance})
+			e.until("PreparingRebalance", func() bool { return e.state("g") == "PreparingRebalance" })
+			e.clk.Advance(2 * o.session) // twice a's session, within the rebalance timeout
+			if !pending(ach) {
+				t.Fatal("a's join answered while b was still expected")
+			}
+			if n := len(e.describe("g").Members); n != 1 {
+				t.Fatalf("%d members after a's session passed in JoinGroup, want a still there", n)
+			}
+			bo.member = first.MemberID
+			bch := e.async(joinReq("g", bo))
 			ja, jb := recv[*kmsg.JoinGroupResponse](t, ach), recv[*kmsg.JoinGroupResponse](t, bch)
-			if ja.ErrorCode != 0 || jb.ErrorCode != 0 || ja.Generation != jb.Generation {
+			if ja.ErrorCode != 0 || jb.ErrorCode != 0 || ja.Generation != jb.Generation || len(ja.Members)+len(jb.Members) != 2 {
 				t.Fatalf("joins: %+v / %+v", ja, jb)
 			}
 		}},
