@@ -81,10 +81,14 @@ func upgradeFrom(t *testing.T, script string) (bin, desc string) {
 // producer moves at once and has left the node before it stops; without
 // the hint (a forward, or a bare NOT_LEADER) it learns of the move only
 // from a metadata refresh, which franz-go rate-limits to one per 5 s
-// (2.9-4.6 s pauses measured when the node stopped 1-2 s after the
-// client's last refresh). Measured 0.1-1.8 s; the longest when every one
-// of the client's metadata connections was to a node's previous process
-// (each reads EOF, with franz-go's back-off between the tries).
+// (with forwarding instead of the hint: 2.2-4.6 s, depending on how long
+// before the node's stop the client's last refresh ran). Measured with the
+// hint at load 8-20 on 2 cores: 0.4-2.5 s over 7 runs; the longest when
+// the node stopped before the client produced to one of its partitions
+// again (its metadata refresh then tried connections to restarted
+// processes, each reading EOF, with franz-go's back-off between the
+// tries) or the new leader's first produce took 1-2 s on the loaded
+// machine.
 const maxKafkaPause = 3 * time.Second
 
 // maxDrainPause bounds the producer's pause across one drain in
