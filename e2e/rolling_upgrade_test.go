@@ -83,7 +83,7 @@ func upgradeFrom(t *testing.T, script string) (bin, desc string) {
 // from a metadata refresh, which franz-go rate-limits to one per 5 s
 // (with forwarding instead of the hint: 2.2-4.6 s, depending on how long
 // before the node's stop the client's last refresh ran). Measured with the
-// hint at load 8-20 on 2 cores: 0.4-2.5 s over 7 runs; the longest when
+// hint at load 8-20 on 2 cores: 0.4-2.7 s over 9 runs; the longest when
 // the node stopped before the client produced to one of its partitions
 // again (its metadata refresh then tried connections to restarted
 // processes, each reading EOF, with franz-go's back-off between the
