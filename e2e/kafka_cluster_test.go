@@ -23,8 +23,11 @@ import (
 //     every node's Metadata lists the same three brokers at their
 //     advertised addresses with the same leaders and epochs.
 //   - Produce sent to a broker that does not lead the partition is
-//     forwarded to the leader (a client whose metadata is stale after a
-//     drain keeps producing); Fetch there gets NOT_LEADER_OR_FOLLOWER.
+//     answered NOT_LEADER_OR_FOLLOWER naming the leader, its epoch and
+//     its endpoint at Produce v10+ (KIP-951: the client moves at once),
+//     and forwarded to the leader at v9 (a client whose metadata is
+//     stale after a drain keeps producing); Fetch there gets
+//     NOT_LEADER_OR_FOLLOWER.
 //   - A franz-go producer keeps producing to every partition while the
 //     node leading some of them is killed with -9: it refreshes metadata
 //     and goes on by itself, the dead node's partitions get new leaders
@@ -96,8 +99,17 @@ func TestKafkaClusterPresentation(t *testing.T) {
 			break
 		}
 	}
-	if code := rawProduceAt(t, ctx, other.KafkaAddr, topic, 0); code != 0 {
-		t.Fatalf("produce to partition 0 at non-leader %s: %v, want it forwarded to the leader", other.ID, kerr.ErrorForCode(code))
+	hinted := rawProduceRespAt(t, ctx, other.KafkaAddr, topic, 0)
+	hp := hinted.Topics[0].Partitions[0]
+	if hinted.Version < 10 || hp.ErrorCode != kerr.NotLeaderForPartition.Code || hp.CurrentLeader.LeaderID != leaders[0] || hp.CurrentLeader.LeaderEpoch != epochs[0] {
+		t.Fatalf("produce v%d to partition 0 at non-leader %s: %v, current leader %+v; want NOT_LEADER_OR_FOLLOWER naming leader %d at epoch %d",
+			hinted.Version, other.ID, kerr.ErrorForCode(hp.ErrorCode), hp.CurrentLeader, leaders[0], epochs[0])
+	}
+	if len(hinted.Brokers) != 1 || hinted.Brokers[0].NodeID != leaders[0] || net.JoinHostPort(hinted.Brokers[0].Host, strconv.Itoa(int(hinted.Brokers[0].Port))) != brokers[leaders[0]] {
+		t.Fatalf("produce at non-leader %s: node endpoints %+v, want only leader %d at %s", other.ID, hinted.Brokers, leaders[0], brokers[leaders[0]])
+	}
+	if code := rawProduceAt(t, ctx, other.KafkaAddr, topic, 0, produceV9()); code != 0 {
+		t.Fatalf("produce v9 to partition 0 at non-leader %s: %v, want it forwarded to the leader", other.ID, kerr.ErrorForCode(code))
 	}
 	if md := metadataAt(t, ctx, other.KafkaAddr, topic); md.Topics[0].Partitions[0].Leader != leaders[0] {
 		t.Fatalf("the forwarded produce moved partition 0: leader %d, was %d", md.Topics[0].Partitions[0].Leader, leaders[0])
@@ -289,10 +301,17 @@ func metadataAt(t *testing.T, ctx context.Context, addr, topic string, opts ...k
 }
 
 // rawProduceAt sends one produce of a one-record batch for partition p to
-// the broker at addr and returns the partition's error code.
-func rawProduceAt(t *testing.T, ctx context.Context, addr, topic string, p int32) int16 {
+// the broker at addr (the client's opts may cap its version) and returns
+// the partition's error code.
+func rawProduceAt(t *testing.T, ctx context.Context, addr, topic string, p int32, opts ...kgo.Opt) int16 {
 	t.Helper()
-	cl := kafkaClient(t, kgo.SeedBrokers(addr))
+	return rawProduceRespAt(t, ctx, addr, topic, p, opts...).Topics[0].Partitions[0].ErrorCode
+}
+
+// rawProduceRespAt is rawProduceAt's whole response.
+func rawProduceRespAt(t *testing.T, ctx context.Context, addr, topic string, p int32, opts ...kgo.Opt) *kmsg.ProduceResponse {
+	t.Helper()
+	cl := kafkaClient(t, append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	defer cl.Close()
 	rec := kmsg.NewRecord()
 	rec.Value = []byte("misdirected")
@@ -318,7 +337,7 @@ func rawProduceAt(t *testing.T, ctx context.Context, addr, topic string, p int32
 	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		t.Fatalf("produce at %s: %v %+v", addr, err, resp)
 	}
-	return resp.Topics[0].Partitions[0].ErrorCode
+	return resp
 }
 
 // rawFetchAt fetches partition p from offset 0 at the broker at addr and

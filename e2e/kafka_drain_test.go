@@ -11,38 +11,58 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // TestKafkaProduceThroughDrain: a franz-go producer (defaults: idempotent,
-// 5 s MetadataMinAge) keeps producing while the node leading some of its
-// partitions is drained (POST /_sys/drain, the node stays up). Its
-// metadata was refreshed just before the drain, so a NOT_LEADER for a
-// moved partition would make it wait out the rest of the 5 s before it
-// could learn the new leader; the drained node forwards those produces to
-// the new leaders instead. Checked: the producer never goes maxKafkaPause without an
-// acknowledgement; the drained node counts forwarded produces
-// (picomq_kafka_produce_forwarded_total{result="ok"}), i.e. the client
+// 5 s MetadataMinAge, Produce v11) keeps producing while the node leading
+// some of its partitions is drained (POST /_sys/drain, the node stays up).
+// Its metadata was refreshed just before the drain, so a bare NOT_LEADER
+// for a moved partition would make it wait out the rest of the 5 s before
+// it could learn the new leader; the drained node answers NOT_LEADER
+// naming the new leader instead (KIP-951, Produce v10+), and the client
+// moves there at once. Checked: the producer never goes maxDrainPause
+// without an acknowledgement; the drained node counts the hinted answers
+// (picomq_kafka_produce_forwarded_total{result="hinted"}), i.e. the client
 // really sent moved partitions to it; every acknowledged record is read
-// back. Without the forwarding the pause is 4-5 s.
+// back. Without the hint and the forwarding the pause is 4-5 s.
 func TestKafkaProduceThroughDrain(t *testing.T) {
-	produceThroughDrain(t, clusterOpts{Kafka: true}, "")
+	produceThroughDrain(t, clusterOpts{Kafka: true}, "", nil, "hinted")
 }
 
-// TestKafkaProduceThroughDrainWithAuth: the same with --auth-tokens on
-// every node and a producer authenticated with SASL PLAIN: the drained
-// node forwards as the nodes' internal SCRAM identity (the client's
-// token is not the owner's business: the forwarding node authorised the
-// write). Without forwarding on authenticated listeners the drained node
-// forwards nothing and the pause is about 5 s.
+// TestKafkaProduceThroughDrainForwarded: the same with the producer
+// limited to Produce v9, whose response has no place for the new leader:
+// the drained node forwards those produces to the new leaders
+// (picomq_kafka_produce_forwarded_total{result="ok"}).
+func TestKafkaProduceThroughDrainForwarded(t *testing.T) {
+	produceThroughDrain(t, clusterOpts{Kafka: true}, "", []kgo.Opt{produceV9()}, "ok")
+}
+
+// TestKafkaProduceThroughDrainWithAuth: forwarding (Produce v9) with
+// --auth-tokens on every node and a producer authenticated with SASL
+// PLAIN: the drained node forwards as the nodes' internal SCRAM identity
+// (the client's token is not the owner's business: the forwarding node
+// authorised the write). Without forwarding on authenticated listeners
+// the drained node forwards nothing and the pause is about 5 s.
 func TestKafkaProduceThroughDrainWithAuth(t *testing.T) {
 	tokens := writeTokenFile(t, filepath.Join(t.TempDir(), "tokens.yaml"), matrixTokens...)
-	produceThroughDrain(t, clusterOpts{Kafka: true, Token: rootToken, Extra: []string{"--auth-tokens", tokens}}, rootToken)
+	produceThroughDrain(t, clusterOpts{Kafka: true, Token: rootToken, Extra: []string{"--auth-tokens", tokens}}, rootToken, []kgo.Opt{produceV9()}, "ok")
+}
+
+// produceV9 limits a franz-go client to Produce v9 (Kafka 3.6's), the
+// last version without KIP-951's leader hints.
+func produceV9() kgo.Opt {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(0, 9)
+	return kgo.MaxVersions(v)
 }
 
 // produceThroughDrain runs the drain test on a cluster started with opts;
 // token, if any, is the Kafka clients' SASL PLAIN password and the bearer
-// token of the drain and metrics requests.
-func produceThroughDrain(t *testing.T, opts clusterOpts, token string) {
+// token of the drain and metrics requests; popts are more producer
+// options; answered is the picomq_kafka_produce_forwarded_total result
+// the drained node must count (hinted, or ok for forwarded).
+func produceThroughDrain(t *testing.T, opts clusterOpts, token string, popts []kgo.Opt, answered string) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
@@ -57,7 +77,7 @@ func produceThroughDrain(t *testing.T, opts clusterOpts, token string) {
 	createTopic(t, ctx, c.nodes[0].KafkaAddr, topic, parts, sasl...)
 
 	prod := kafkaClient(t, append([]kgo.Opt{kgo.SeedBrokers(c.kafkaSeeds()...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.RecordDeliveryTimeout(60 * time.Second)}, sasl...)...)
+		kgo.RecordDeliveryTimeout(60 * time.Second)}, append(sasl, popts...)...)...)
 	defer prod.Close()
 	var (
 		mu       sync.Mutex
@@ -153,10 +173,11 @@ func produceThroughDrain(t *testing.T, opts clusterOpts, token string) {
 		t.Fatalf("metrics of %s: %v", victim.ID, err)
 	}
 	m := parseExposition(string(resp.Body))
-	forwarded := m[`picomq_kafka_produce_forwarded_total{result="ok"}`]
-	t.Logf("%s forwarded %v produce partitions (failed: %v)", victim.ID, forwarded, m[`picomq_kafka_produce_forwarded_total{result="failed"}`])
-	if forwarded == 0 {
-		t.Errorf("%s forwarded no produce after its drain: the producer never sent it a moved partition, or it refused them", victim.ID)
+	counted := m[`picomq_kafka_produce_forwarded_total{result="`+answered+`"}`]
+	t.Logf("%s: moved produce partitions forwarded %v, hinted %v, failed %v", victim.ID, m[`picomq_kafka_produce_forwarded_total{result="ok"}`],
+		m[`picomq_kafka_produce_forwarded_total{result="hinted"}`], m[`picomq_kafka_produce_forwarded_total{result="failed"}`])
+	if counted == 0 {
+		t.Errorf("%s answered no produce after its drain with result %q: the producer never sent it a moved partition, or it answered them otherwise", victim.ID, answered)
 	}
 
 	got := consumeAll(t, ctx, c.kafkaSeeds(), topic, parts, sasl...)

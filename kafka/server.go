@@ -146,8 +146,9 @@ type Server struct {
 	peers            peerClients // WriteTxnMarkers and forwarded produces to other nodes
 	// txnChecks count the KIP-890 checks of transactional produces.
 	txnChecks txnChecks
-	// forwards count forwarded produce partitions (produce_forward.go).
-	forwards struct{ ok, failed atomic.Uint64 }
+	// forwards count forwarded produce partitions and those answered
+	// with the new leader instead (produce_forward.go).
+	forwards struct{ ok, failed, hinted atomic.Uint64 }
 	jobs     sync.WaitGroup
 	log      *slog.Logger
 	topics   *topicCache

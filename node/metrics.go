@@ -109,7 +109,7 @@ var (
 		"Kafka SASL exchanges finished, by mechanism (PLAIN, OAUTHBEARER, SCRAM-SHA-256, SCRAM-SHA-512) and result (ok, failed).",
 		[]string{"mechanism", "result"}, nil)
 	produceForwardedDesc = prometheus.NewDesc("picomq_kafka_produce_forwarded_total",
-		"Kafka produce partitions that arrived after their partition moved to another node and were forwarded to it (result ok), or answered NOT_LEADER because the forward failed (failed).",
+		"Kafka produce partitions that arrived after their partition moved to another node and were forwarded to it (result ok), answered NOT_LEADER naming the new leader to a client of Produce v10+ (hinted, KIP-951), or answered NOT_LEADER because the forward failed (failed).",
 		[]string{"result"}, nil)
 )
 
@@ -146,9 +146,10 @@ func (n *Node) registerKafkaMetrics(k *kafka.Server) {
 		for _, l := range k.GroupLags(ctx) {
 			ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(l.Messages), l.Group, l.Topic)
 		}
-		ok, failed := k.ForwardedProduces()
+		ok, failed, hinted := k.ForwardedProduces()
 		ch <- prometheus.MustNewConstMetric(produceForwardedDesc, prometheus.CounterValue, float64(ok), "ok")
 		ch <- prometheus.MustNewConstMetric(produceForwardedDesc, prometheus.CounterValue, float64(failed), "failed")
+		ch <- prometheus.MustNewConstMetric(produceForwardedDesc, prometheus.CounterValue, float64(hinted), "hinted")
 	}, groupLagDesc, produceForwardedDesc))
 	n.metrics.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
 		for k, v := range k.SASLLogins() {
