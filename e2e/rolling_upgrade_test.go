@@ -88,8 +88,10 @@ func upgradeFrom(t *testing.T, script string) (bin, desc string) {
 // again (its metadata refresh then tried connections to restarted
 // processes, each reading EOF, with franz-go's back-off between the
 // tries) or the new leader's first produce took 1-2 s on the loaded
-// machine.
-const maxKafkaPause = 3 * time.Second
+// machine. The bound is below the 5 s back-off that a lost hint would show
+// as, and leaves 1.3 s above the longest pause measured for a machine
+// busier than that one.
+const maxKafkaPause = 4 * time.Second
 
 // maxDrainPause bounds the producer's pause across one drain in
 // TestKafkaProduceThroughDrain: below franz-go's 5 s metadata back-off, so
