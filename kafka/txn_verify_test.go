@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/PicoMQ/picomq/record"
 )
@@ -20,7 +22,12 @@ import (
 // next transaction must add the partition again.
 func TestProduceVerifiesTxnPartition(t *testing.T) {
 	ts := startServer(t, Config{})
-	admin := ts.client()
+	// transaction.version 1 requests: the partition-1 client adds its
+	// partitions and ends without an epoch bump.
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(kmsg.AddPartitionsToTxn.Int16(), 3)
+	v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
+	admin := ts.client(kgo.MaxVersions(v))
 	createTopic(t, admin, "k890", 2)
 	ctx := context.Background()
 	id := "k890-id"
