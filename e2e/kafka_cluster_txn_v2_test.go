@@ -44,6 +44,11 @@ func TestKafkaClusterTxnV2(t *testing.T) {
 	}
 	p := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.TransactionalID(txnID), kgo.DefaultProduceTopic(topic),
 		kgo.TransactionTimeout(60*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// franz-go chooses transaction.version 2 at BeginTransaction from
+	// the ApiVersions it has: connect first.
+	if err := p.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
 	txn := func(prefix string, commit bool) {
 		t.Helper()
 		if err := p.BeginTransaction(); err != nil {
@@ -79,6 +84,7 @@ func TestKafkaClusterTxnV2(t *testing.T) {
 	}
 	var remoteAdds float64
 	for _, n := range c.nodes {
+		t.Logf("%s (coordinator %v): checks ok %v added %v", n.ID, n == coord, metric(t, n.URL, `picomq_kafka_txn_checks_total{result="ok"}`), metric(t, n.URL, `picomq_kafka_txn_checks_total{result="added"}`))
 		if n != coord {
 			remoteAdds += metric(t, n.URL, `picomq_kafka_txn_checks_total{result="added"}`)
 		}

@@ -82,11 +82,11 @@ func TestUnsupportedVersionAnswered(t *testing.T) {
 	rc := ts.raw()
 
 	prod := produceRequest("uv", -1, -1, -1, 1)
-	prod.SetVersion(12) // above Produce's 11
+	prod.SetVersion(13) // above Produce's 12 (v13 names the topic by id, here the zero one)
 	pr := rc.roundTrip(prod, 1).(*kmsg.ProduceResponse)
-	if len(pr.Topics) != 1 || pr.Topics[0].Topic != "uv" || len(pr.Topics[0].Partitions) != 1 ||
+	if len(pr.Topics) != 1 || pr.Topics[0].TopicID != prod.Topics[0].TopicID || len(pr.Topics[0].Partitions) != 1 ||
 		pr.Topics[0].Partitions[0].ErrorCode != kerr.UnsupportedVersion.Code {
-		t.Fatalf("produce v12: %+v, want UNSUPPORTED_VERSION for uv/0", pr.Topics)
+		t.Fatalf("produce v13: %+v, want UNSUPPORTED_VERSION for partition 0 of the topic asked", pr.Topics)
 	}
 	prod.Acks = 0
 	rc.send(prod, 2) // no answer: the next response is the next request's
