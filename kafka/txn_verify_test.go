@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/record"
 )
 
@@ -243,5 +246,68 @@ func TestProduceV12AddsPartition(t *testing.T) {
 	}
 	if rc := consumeAll(t, ts, "k890p2", kgo.ReadCommitted(), 2); fmt.Sprint(rc) != "[a b]" {
 		t.Fatalf("read_committed: %v", rc)
+	}
+}
+
+// TestAddPartitionsBatchedNeedsAdmin: AddPartitionsToTxn v4+ (the
+// node-to-node form a leader sends the coordinator) is refused to a
+// producer that may only write (TOPIC_AUTHORIZATION_FAILED, nothing
+// added), and served to an admin: VerifyOnly checks without adding
+// (INVALID_TXN_STATE before the add), the add starts the transaction.
+func TestAddPartitionsBatchedNeedsAdmin(t *testing.T) {
+	store := tokenStore(t, "  - name: writer\n    sha256: "+auth.HashToken("pmq_writer-token-0123456789")+"\n    scopes: [\"write:/\"]\n")
+	ts := startServer(t, Config{Auth: store})
+	root := ts.client(kgo.SASL(plain.Auth{User: "u", Pass: "pmq_root-token-0123456789"}.AsMechanism()))
+	writer := ts.client(kgo.SASL(plain.Auth{User: "u", Pass: "pmq_writer-token-0123456789"}.AsMechanism()))
+	createTopic(t, root, "apb", 2)
+	ctx := context.Background()
+	id := "apb-id"
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = &id, 60_000
+	ir, err := init.RequestWith(ctx, writer)
+	if err != nil || ir.ErrorCode != 0 {
+		t.Fatalf("init: %v %+v", err, ir)
+	}
+	add := func(cl *kgo.Client, verifyOnly bool) int16 {
+		t.Helper()
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = id, ir.ProducerID, ir.ProducerEpoch, verifyOnly
+		tx.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "apb", Partitions: []int32{1}}}
+		req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tx}
+		// To the broker itself: the client would split a v4+ request
+		// into v3 ones (kgo's sharding), as it does for producers.
+		resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
+		if err != nil || resp.Version < 4 || len(resp.Transactions) != 1 {
+			t.Fatalf("AddPartitionsToTxn v4+: %v %+v", err, resp)
+		}
+		return resp.Transactions[0].Topics[0].Partitions[0].ErrorCode
+	}
+	describe := func() string {
+		dt := kmsg.NewPtrDescribeTransactionsRequest()
+		dt.TransactionalIDs = []string{id}
+		r, err := dt.RequestWith(ctx, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(r.TransactionStates[0].State, r.TransactionStates[0].Topics)
+	}
+	if c := add(writer, false); c != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("a writer's batched add: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(c))
+	}
+	if c := add(root, true); c != kerr.InvalidTxnState.Code {
+		t.Fatalf("verify before the add: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(c))
+	}
+	if got := describe(); got != "Empty[]" {
+		t.Fatalf("after the refused add and the check: %s, want nothing added", got)
+	}
+	if c := add(root, false); c != 0 {
+		t.Fatalf("an admin's batched add: %v", kerr.ErrorForCode(c))
+	}
+	if c := add(root, true); c != 0 {
+		t.Fatalf("verify after the add: %v", kerr.ErrorForCode(c))
+	}
+	if got := describe(); !strings.HasPrefix(got, "Ongoing[{apb [1]") {
+		t.Fatalf("after the add: %s", got)
 	}
 }
