@@ -396,6 +396,9 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 		m.Epoch++
 	}
 	m.State, m.Partitions, m.Reserved, m.Groups, m.StartMs, m.TimeoutMs = Empty, nil, nil, nil, 0, timeoutMs
+	// The producer that ended the last transaction is re-initialised
+	// (or fenced): its old id and epoch are accepted no more.
+	m.Bumped, m.PrevProducerID, m.PrevEpoch = false, 0, 0
 	if err := c.save(ctx, e, m); err != nil {
 		return -1, -1, err
 	}

@@ -429,4 +429,7 @@ func TestEndTxnBumping(t *testing.T) {
 	if p, ep, err := e.c.InitProducerID(ctx, "v2", 60_000, pid, last); err != nil || p != next || ep != 1 {
 		t.Fatalf("re-init with the exhausted epoch: %d/%d %v, want %d/1", p, ep, err, next)
 	}
+	if _, _, err := e.c.InitProducerID(ctx, "v2", 60_000, pid, last); !errors.Is(err, kerr.ProducerFenced) {
+		t.Fatalf("a second re-init with the exhausted epoch: %v, want PRODUCER_FENCED", err)
+	}
 }
