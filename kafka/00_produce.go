@@ -217,7 +217,9 @@ func (s *Server) submitPartition(ctx context.Context, cc *connState, pc *produce
 		if err == nil && sub.Unverified() {
 			// The batch would open its producer's transaction here:
 			// only once the coordinator says the partition is in it.
-			if err = s.verifyTxn(ctx, pc.req.TransactionID, topic, rp.Partition, h.ProducerID, h.ProducerEpoch); err == nil {
+			// From v12 (transaction.version 2) the leader adds the
+			// partition itself; before, it checks the client did.
+			if err = s.verifyTxn(ctx, cc, pc.req.TransactionID, topic, rp.Partition, h.ProducerID, h.ProducerEpoch, version >= 12); err == nil {
 				ar.VerifyTxn = false
 				sub, err = s.svc.SubmitBatch(ctx, name, ar)
 			}

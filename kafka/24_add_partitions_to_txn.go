@@ -14,9 +14,24 @@ import (
 // (v0-3: one transaction per request, from the producer itself). Every
 // partition must exist and be writable by the principal; otherwise none
 // is added: the others answer OPERATION_NOT_ATTEMPTED, as in Kafka.
+//
+// v4+ is the batched form partition leaders send a transaction's
+// coordinator (Kafka's broker-to-broker verification, KIP-890): many
+// transactions per request, each either checked (VerifyOnly) or added.
+// PicoMQ nodes send it for a Produce v12+ to a partition whose leader
+// does not coordinate the transaction (txn_verify.go). Like
+// WriteTxnMarkers it needs admin access to each partition, which the
+// nodes' internal login has and producers do not (Kafka requires
+// CLUSTER_ACTION).
 func handleAddPartitionsToTxn(s *Server, ctx context.Context, cc *connState, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if req.Version >= 4 {
+		for _, tx := range req.Transactions {
+			resp.Transactions = append(resp.Transactions, s.addPartitionsBatched(ctx, cc, tx))
+		}
+		return resp, nil
+	}
 	codes := make([][]int16, len(req.Topics))
 	var parts []txn.Partition
 	failed := false
@@ -57,6 +72,60 @@ func handleAddPartitionsToTxn(s *Server, ctx context.Context, cc *connState, kre
 	return resp, nil
 }
 
+// addPartitionsBatched is one transaction of an AddPartitionsToTxn v4+:
+// its partitions are added (or, VerifyOnly, checked) together, and every
+// partition answers the outcome, or its own refusal (then nothing is
+// added, the others answering OPERATION_NOT_ATTEMPTED as in v0-3).
+func (s *Server) addPartitionsBatched(ctx context.Context, cc *connState, tx kmsg.AddPartitionsToTxnRequestTransaction) kmsg.AddPartitionsToTxnResponseTransaction {
+	out := kmsg.NewAddPartitionsToTxnResponseTransaction()
+	out.TransactionalID = tx.TransactionalID
+	codes := make([][]int16, len(tx.Topics))
+	var parts, reserve []txn.Partition
+	failed := false
+	for i, t := range tx.Topics {
+		codes[i] = make([]int16, len(t.Partitions))
+		for j, p := range t.Partitions {
+			name, err := s.partitionName(ctx, t.Topic, p, false)
+			if err == nil {
+				err = s.allow(cc, auth.Admin, name)
+			}
+			if err != nil {
+				codes[i][j], failed = errCode(err), true
+				continue
+			}
+			parts = append(parts, txn.Partition{Topic: t.Topic, Partition: p})
+		}
+		reserve = append(reserve, s.txnReserveTopic(cc, t.Topic)...)
+	}
+	var code int16
+	switch {
+	case failed:
+		code = kerr.OperationNotAttempted.Code
+	case tx.VerifyOnly:
+		for _, p := range parts {
+			if code = txnCode(s.txns.Includes(ctx, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, p), 5); code != 0 {
+				break
+			}
+		}
+	default:
+		code = txnCode(s.txns.AddPartitions(ctx, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, parts, reserve), 5)
+	}
+	for i, t := range tx.Topics {
+		rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+		rt.Topic = t.Topic
+		for j, p := range t.Partitions {
+			rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+			rp.Partition, rp.ErrorCode = p, codes[i][j]
+			if rp.ErrorCode == 0 {
+				rp.ErrorCode = code
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
+	return out
+}
+
 // txnReserveMax bounds the partitions of a topic that AddPartitionsToTxn
 // reserves (txn.Coordinator.AddPartitions): a larger topic reserves
 // nothing, so a coordinator taking a transaction over writes at most
@@ -69,14 +138,21 @@ const txnReserveMax = 64
 func (s *Server) txnReserve(ctx context.Context, cc *connState, topics []kmsg.AddPartitionsToTxnRequestTopic) []txn.Partition {
 	var out []txn.Partition
 	for _, t := range topics {
-		e, ok := s.topics.get(t.Topic)
-		if !ok || e.partitions > txnReserveMax {
-			continue
-		}
-		for p := range e.partitions {
-			if s.allow(cc, auth.Write, partitionStream(e.base, p)) == nil {
-				out = append(out, txn.Partition{Topic: t.Topic, Partition: p})
-			}
+		out = append(out, s.txnReserveTopic(cc, t.Topic)...)
+	}
+	return out
+}
+
+// txnReserveTopic is txnReserve of one topic.
+func (s *Server) txnReserveTopic(cc *connState, topic string) []txn.Partition {
+	e, ok := s.topics.get(topic)
+	if !ok || e.partitions > txnReserveMax {
+		return nil
+	}
+	var out []txn.Partition
+	for p := range e.partitions {
+		if s.allow(cc, auth.Write, partitionStream(e.base, p)) == nil {
+			out = append(out, txn.Partition{Topic: topic, Partition: p})
 		}
 	}
 	return out

@@ -305,7 +305,7 @@ const minFrame = 2 + 2 + 4 + 2
 // decodeRequest parses a request header and, for a key and version this
 // server handles, its body. An ApiVersions request of a version newer than
 // advertised is returned undecoded (req nil): KIP-511 says to answer it with
-// a v0 error listing our versions, whatever its body holds.
+// a v0 error naming our ApiVersions range, whatever its body holds.
 func decodeRequest(frame []byte) (request, error) {
 	var r request
 	if len(frame) < minFrame {
@@ -392,11 +392,18 @@ func encodeResponse(dst []byte, r request, resp kmsg.Response) []byte {
 // dispatch applies the authentication gate and runs the handler. A nil
 // response with nil error means "send nothing" (acks=0).
 func (s *Server) dispatch(ctx context.Context, cc *connState, r request) (kmsg.Response, error) {
-	if r.req == nil { // ApiVersions newer than ours (KIP-511)
+	if r.req == nil {
+		// ApiVersions newer than ours (KIP-511): the answer lists only
+		// the ApiVersions range, as Kafka's does, so the client asks
+		// again at our newest version. A client given every key here
+		// would use them from this v0 body, which has no features:
+		// franz-go then never saw transaction.version on that
+		// connection.
 		resp := kmsg.NewPtrApiVersionsResponse()
 		resp.SetVersion(0)
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
-		resp.ApiKeys = apiVersionKeys()
+		h := handlers[kmsg.ApiVersions.Int16()]
+		resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: kmsg.ApiVersions.Int16(), MinVersion: h.min, MaxVersion: h.max}}
 		return resp, nil
 	}
 	if !cc.authenticated.Load() {

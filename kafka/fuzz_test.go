@@ -49,10 +49,23 @@ func seedRequests() [][]byte {
 	pr := kmsg.NewPtrProduceRequest()
 	pr.Acks = -1
 	pr.Topics = []kmsg.ProduceRequestTopic{{Topic: t, Partitions: []kmsg.ProduceRequestTopicPartition{{Records: batch}}}}
-	for _, v := range []int16{3, 7, 9, 11} {
+	for _, v := range []int16{3, 7, 9, 11, 12} {
 		pr.SetVersion(v)
 		out = append(out, frameOf(pr, 3))
 	}
+	// KIP-890 part 2: the batched AddPartitionsToTxn nodes send each
+	// other, and EndTxn v5.
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{{TransactionalID: "tx", ProducerID: 7, ProducerEpoch: 2,
+		Topics: []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: t, Partitions: []int32{0, 3}}}}}
+	for _, v := range []int16{4, 5} {
+		ap.SetVersion(v)
+		out = append(out, frameOf(ap, 9))
+	}
+	et := kmsg.NewPtrEndTxnRequest()
+	et.SetVersion(5)
+	et.TransactionalID, et.ProducerID, et.ProducerEpoch, et.Commit = "tx", 7, 2, true
+	out = append(out, frameOf(et, 10))
 	fr := kmsg.NewPtrFetchRequest()
 	fr.Topics = []kmsg.FetchRequestTopic{{Topic: t, Partitions: []kmsg.FetchRequestTopicPartition{{FetchOffset: 5, PartitionMaxBytes: 1 << 20}}}}
 	for _, v := range []int16{4, 11, 12} {

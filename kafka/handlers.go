@@ -31,7 +31,7 @@ func init() {
 	handlers = map[int16]handler{
 		// Produce v0–v2 (magic 0/1 message sets) are not served, as in
 		// Kafka 4.0 (KIP-896): PicoMQ stores magic 2 only.
-		kmsg.Produce.Int16():                 {3, 11, handleProduce, false},
+		kmsg.Produce.Int16():                 {3, 12, handleProduce, false},
 		kmsg.Fetch.Int16():                   {0, 12, handleFetch, false},
 		kmsg.ListOffsets.Int16():             {0, 6, handleListOffsets, false},
 		kmsg.Metadata.Int16():                {0, 12, handleMetadata, false},
@@ -45,9 +45,9 @@ func init() {
 		kmsg.SASLAuthenticate.Int16():        {0, 2, handleSASLAuthenticate, false},
 		kmsg.CreatePartitions.Int16():        {0, 3, handleCreatePartitions, false},
 		kmsg.DescribeCluster.Int16():         {0, 1, handleDescribeCluster, false},
-		kmsg.AddPartitionsToTxn.Int16():      {0, 3, handleAddPartitionsToTxn, false},
+		kmsg.AddPartitionsToTxn.Int16():      {0, 5, handleAddPartitionsToTxn, false},
 		kmsg.AddOffsetsToTxn.Int16():         {0, 3, handleAddOffsetsToTxn, false},
-		kmsg.EndTxn.Int16():                  {0, 3, handleEndTxn, false},
+		kmsg.EndTxn.Int16():                  {0, 5, handleEndTxn, false},
 		kmsg.WriteTxnMarkers.Int16():         {0, 1, handleWriteTxnMarkers, false},
 		kmsg.DescribeProducers.Int16():       {0, 0, handleDescribeProducers, false},
 		kmsg.DescribeTransactions.Int16():    {0, 0, handleDescribeTransactions, false},

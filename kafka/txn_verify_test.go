@@ -2,12 +2,18 @@ package kafka
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/PicoMQ/picomq/auth"
 	"github.com/PicoMQ/picomq/record"
 )
 
@@ -20,7 +26,12 @@ import (
 // next transaction must add the partition again.
 func TestProduceVerifiesTxnPartition(t *testing.T) {
 	ts := startServer(t, Config{})
-	admin := ts.client()
+	// transaction.version 1 requests: the partition-1 client adds its
+	// partitions and ends without an epoch bump.
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(kmsg.AddPartitionsToTxn.Int16(), 3)
+	v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
+	admin := ts.client(kgo.MaxVersions(v))
 	createTopic(t, admin, "k890", 2)
 	ctx := context.Background()
 	id := "k890-id"
@@ -105,5 +116,198 @@ func TestProduceVerifiesTxnPartition(t *testing.T) {
 	lr, err := lo.RequestWith(ctx, admin)
 	if err != nil || lr.Topics[0].Partitions[0].ErrorCode != 0 || lr.Topics[0].Partitions[0].Offset != 0 {
 		t.Fatalf("partition 1's end: %v %+v, want 0", err, lr)
+	}
+}
+
+// TestProduceV12AddsPartition (KIP-890 part 2, transaction.version 2):
+// ApiVersions v4 offers and finalizes transaction.version 2 (v3 leaves
+// the supported range starting at 0 out); a Produce v12 of a partition
+// the producer never added adds it to the transaction before the batch
+// is written; EndTxn v5 answers the bumped epoch and the marker carries
+// it; the ended epoch is then fenced both where it wrote (the marker) and
+// where it did not (the coordinator); the next transaction at the new
+// epoch starts with sequence 0.
+func TestProduceV12AddsPartition(t *testing.T) {
+	ts := startServer(t, Config{})
+	admin := ts.client()
+	createTopic(t, admin, "k890p2", 2)
+	rc := ts.raw()
+	corr := int32(0)
+	round := func(req kmsg.Request) kmsg.Response {
+		corr++
+		return rc.roundTrip(req, corr)
+	}
+
+	for _, v := range []int16{3, 4} {
+		av := kmsg.NewPtrApiVersionsRequest()
+		av.Version = v
+		r := round(av).(*kmsg.ApiVersionsResponse)
+		if len(r.FinalizedFeatures) != 1 || r.FinalizedFeatures[0].Name != "transaction.version" ||
+			r.FinalizedFeatures[0].MaxVersionLevel != 2 || r.FinalizedFeaturesEpoch < 0 {
+			t.Fatalf("ApiVersions v%d finalized features %+v epoch %d", v, r.FinalizedFeatures, r.FinalizedFeaturesEpoch)
+		}
+		if wantSupported := v >= 4; (len(r.SupportedFeatures) == 1) != wantSupported {
+			t.Fatalf("ApiVersions v%d supported features %+v", v, r.SupportedFeatures)
+		}
+	}
+
+	id := "k890p2-id"
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.Version = 5
+	init.TransactionalID, init.TransactionTimeoutMillis = &id, 60_000
+	ir := round(init).(*kmsg.InitProducerIDResponse)
+	if ir.ErrorCode != 0 {
+		t.Fatalf("init: %+v", ir)
+	}
+	pid, epoch := ir.ProducerID, ir.ProducerEpoch
+	produce := func(p int32, ep int16, seq int32, value string) int16 {
+		t.Helper()
+		batch := record.AppendBatch(nil, record.BatchOptions{Timestamp: time.Now().UnixMilli(),
+			ProducerID: pid, ProducerEpoch: ep, BaseSequence: seq, Transactional: true},
+			[]record.Record{{Value: []byte(value)}})
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = 12, -1, 10_000, &id
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "k890p2"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, batch
+		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
+		req.Topics = []kmsg.ProduceRequestTopic{rt}
+		return round(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	want := func(what string, got int16, want *kerr.Error) {
+		t.Helper()
+		wantCode := int16(0)
+		if want != nil {
+			wantCode = want.Code
+		}
+		if got != wantCode {
+			t.Fatalf("%s: error %v, want %v", what, kerr.ErrorForCode(got), want)
+		}
+	}
+	endTxn := func(ep int16, commit bool) *kmsg.EndTxnResponse {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.Version = 5
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, ep, commit
+		return round(req).(*kmsg.EndTxnResponse)
+	}
+
+	want("partition 0, never added", produce(0, epoch, 0, "a"), nil)
+	want("partition 0, second batch", produce(0, epoch, 1, "b"), nil)
+	dt := kmsg.NewPtrDescribeTransactionsRequest()
+	dt.TransactionalIDs = []string{id}
+	if d := round(dt).(*kmsg.DescribeTransactionsResponse).TransactionStates[0]; d.State != "Ongoing" ||
+		len(d.Topics) != 1 || fmt.Sprint(d.Topics[0].Partitions) != "[0]" {
+		t.Fatalf("after the produce: %+v, want Ongoing with k890p2/0", d)
+	}
+	er := endTxn(epoch, true)
+	if er.ErrorCode != 0 || er.ProducerID != pid || er.ProducerEpoch != epoch+1 {
+		t.Fatalf("EndTxn v5: %+v, want %d/%d", er, pid, epoch+1)
+	}
+	if r := endTxn(epoch, true); r.ErrorCode != 0 || r.ProducerEpoch != epoch+1 {
+		t.Fatalf("EndTxn v5 retried: %+v", r)
+	}
+	want("partition 0 at the ended epoch", produce(0, epoch, 2, "late"), kerr.InvalidProducerEpoch)
+	want("partition 1 at the ended epoch", produce(1, epoch, 0, "late"), kerr.InvalidProducerEpoch)
+	want("partition 0 at the new epoch", produce(0, epoch+1, 0, "c"), nil)
+	if r := endTxn(epoch+1, false); r.ErrorCode != 0 || r.ProducerEpoch != epoch+2 {
+		t.Fatalf("abort: %+v", r)
+	}
+	if st := ts.srv.TxnStats(); st.ChecksAdded != 2 || st.ChecksOK != 0 || st.ChecksRefused != 1 {
+		t.Fatalf("check counters %+v, want 2 added (one per transaction), 1 refused", st)
+	}
+
+	// Partition 0 holds a, b, the commit marker at epoch 1, c and the
+	// abort marker at epoch 2; read_committed sees a and b.
+	fr := kmsg.NewPtrFetchRequest()
+	fr.Version, fr.MaxWaitMillis, fr.MaxBytes = 11, 100, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "k890p2"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = []kmsg.FetchRequestTopicPartition{fp}
+	fr.Topics = []kmsg.FetchRequestTopic{ft}
+	fres := round(fr).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	var got []string
+	for b := fres.RecordBatches; len(b) > 0; {
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(b); err != nil {
+			t.Fatal(err)
+		}
+		b = b[12+rb.Length:]
+		if rb.Attributes&0x20 != 0 {
+			got = append(got, fmt.Sprintf("marker@%d", rb.ProducerEpoch))
+		} else {
+			got = append(got, fmt.Sprintf("data@%d", rb.ProducerEpoch))
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprintf("[data@%d data@%d marker@%d data@%d marker@%d]", epoch, epoch, epoch+1, epoch+1, epoch+2) {
+		t.Fatalf("partition 0: %v", got)
+	}
+	if rc := consumeAll(t, ts, "k890p2", kgo.ReadCommitted(), 2); fmt.Sprint(rc) != "[a b]" {
+		t.Fatalf("read_committed: %v", rc)
+	}
+}
+
+// TestAddPartitionsBatchedNeedsAdmin: AddPartitionsToTxn v4+ (the
+// node-to-node form a leader sends the coordinator) is refused to a
+// producer that may only write (TOPIC_AUTHORIZATION_FAILED, nothing
+// added), and served to an admin: VerifyOnly checks without adding
+// (INVALID_TXN_STATE before the add), the add starts the transaction.
+func TestAddPartitionsBatchedNeedsAdmin(t *testing.T) {
+	store := tokenStore(t, "  - name: writer\n    sha256: "+auth.HashToken("pmq_writer-token-0123456789")+"\n    scopes: [\"write:/\"]\n")
+	ts := startServer(t, Config{Auth: store})
+	root := ts.client(kgo.SASL(plain.Auth{User: "u", Pass: "pmq_root-token-0123456789"}.AsMechanism()))
+	writer := ts.client(kgo.SASL(plain.Auth{User: "u", Pass: "pmq_writer-token-0123456789"}.AsMechanism()))
+	createTopic(t, root, "apb", 2)
+	ctx := context.Background()
+	id := "apb-id"
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = &id, 60_000
+	ir, err := init.RequestWith(ctx, writer)
+	if err != nil || ir.ErrorCode != 0 {
+		t.Fatalf("init: %v %+v", err, ir)
+	}
+	add := func(cl *kgo.Client, verifyOnly bool) int16 {
+		t.Helper()
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = id, ir.ProducerID, ir.ProducerEpoch, verifyOnly
+		tx.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "apb", Partitions: []int32{1}}}
+		req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tx}
+		// To the broker itself: the client would split a v4+ request
+		// into v3 ones (kgo's sharding), as it does for producers.
+		resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
+		if err != nil || resp.Version < 4 || len(resp.Transactions) != 1 {
+			t.Fatalf("AddPartitionsToTxn v4+: %v %+v", err, resp)
+		}
+		return resp.Transactions[0].Topics[0].Partitions[0].ErrorCode
+	}
+	describe := func() string {
+		dt := kmsg.NewPtrDescribeTransactionsRequest()
+		dt.TransactionalIDs = []string{id}
+		r, err := dt.RequestWith(ctx, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(r.TransactionStates[0].State, r.TransactionStates[0].Topics)
+	}
+	if c := add(writer, false); c != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("a writer's batched add: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(c))
+	}
+	if c := add(root, true); c != kerr.InvalidTxnState.Code {
+		t.Fatalf("verify before the add: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(c))
+	}
+	if got := describe(); got != "Empty[]" {
+		t.Fatalf("after the refused add and the check: %s, want nothing added", got)
+	}
+	if c := add(root, false); c != 0 {
+		t.Fatalf("an admin's batched add: %v", kerr.ErrorForCode(c))
+	}
+	if c := add(root, true); c != 0 {
+		t.Fatalf("verify after the add: %v", kerr.ErrorForCode(c))
+	}
+	if got := describe(); !strings.HasPrefix(got, "Ongoing[{apb [1]") {
+		t.Fatalf("after the add: %s", got)
 	}
 }

@@ -82,11 +82,11 @@ func TestUnsupportedVersionAnswered(t *testing.T) {
 	rc := ts.raw()
 
 	prod := produceRequest("uv", -1, -1, -1, 1)
-	prod.SetVersion(12) // above Produce's 11
+	prod.SetVersion(13) // above Produce's 12 (v13 names the topic by id, here the zero one)
 	pr := rc.roundTrip(prod, 1).(*kmsg.ProduceResponse)
-	if len(pr.Topics) != 1 || pr.Topics[0].Topic != "uv" || len(pr.Topics[0].Partitions) != 1 ||
+	if len(pr.Topics) != 1 || pr.Topics[0].TopicID != prod.Topics[0].TopicID || len(pr.Topics[0].Partitions) != 1 ||
 		pr.Topics[0].Partitions[0].ErrorCode != kerr.UnsupportedVersion.Code {
-		t.Fatalf("produce v12: %+v, want UNSUPPORTED_VERSION for uv/0", pr.Topics)
+		t.Fatalf("produce v13: %+v, want UNSUPPORTED_VERSION for partition 0 of the topic asked", pr.Topics)
 	}
 	prod.Acks = 0
 	rc.send(prod, 2) // no answer: the next response is the next request's
@@ -146,7 +146,7 @@ func legacyMessage(ts int64, key, value []byte) []byte {
 
 // TestProduceBelowV3Refused: Produce v0–v2 (magic 0/1 message sets, what
 // kafka-python sends when told api_version 0.10) are not advertised
-// (ApiVersions says 3–11, as Kafka 4.0 does: franz-go pinned to 0.10.2
+// (ApiVersions says 3–12; Kafka 4.0 says 3–13: franz-go pinned to 0.10.2
 // fails the records with its "broker too old") and a v2 request that comes
 // anyway is answered UNSUPPORTED_VERSION with nothing written; a magic-1
 // set in Produce v3+ (which must be magic 2) is
@@ -157,8 +157,8 @@ func TestProduceBelowV3Refused(t *testing.T) {
 	rc := ts.raw()
 	av := rc.roundTrip(kmsg.NewPtrApiVersionsRequest(), 1).(*kmsg.ApiVersionsResponse)
 	for _, k := range av.ApiKeys {
-		if k.ApiKey == kmsg.Produce.Int16() && (k.MinVersion != 3 || k.MaxVersion != 11) {
-			t.Fatalf("ApiVersions: Produce %d–%d, want 3–11", k.MinVersion, k.MaxVersion)
+		if k.ApiKey == kmsg.Produce.Int16() && (k.MinVersion != 3 || k.MaxVersion != 12) {
+			t.Fatalf("ApiVersions: Produce %d–%d, want 3–12", k.MinVersion, k.MaxVersion)
 		}
 	}
 	now := time.Now().UnixMilli()

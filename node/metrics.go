@@ -162,7 +162,7 @@ func (n *Node) registerKafkaMetrics(k *kafka.Server) {
 	}, saslLoginsDesc))
 	n.metrics.MustRegister(newFuncCollector(func(ch chan<- prometheus.Metric) {
 		st := k.TxnStats()
-		for result, v := range map[string]int64{"ok": st.ChecksOK, "refused": st.ChecksRefused, "unavailable": st.ChecksUnavailable} {
+		for result, v := range map[string]int64{"ok": st.ChecksOK, "added": st.ChecksAdded, "refused": st.ChecksRefused, "unavailable": st.ChecksUnavailable} {
 			ch <- prometheus.MustNewConstMetric(txnChecksDesc, prometheus.CounterValue, float64(v), result)
 		}
 		ch <- prometheus.MustNewConstMetric(txnWritesDesc, prometheus.CounterValue, float64(st.StateWrites))
@@ -208,7 +208,7 @@ var (
 	cgMembersDesc = prometheus.NewDesc("picomq_kafka_consumer_group_members",
 		"Members of the consumer-protocol groups this node coordinates.", nil, nil)
 	txnChecksDesc = prometheus.NewDesc("picomq_kafka_txn_checks_total",
-		"Transactional produces verified with the transaction coordinator (KIP-890) by outcome: ok, refused (INVALID_TXN_STATE or a fenced epoch), unavailable (coordinator not reachable; retried by the client).",
+		"Transactional produces verified with the transaction coordinator (KIP-890) by outcome: ok, added (a Produce v12+ added the partition to its transaction, KIP-890 part 2), refused (INVALID_TXN_STATE or a fenced epoch), unavailable (coordinator not reachable; retried by the client).",
 		[]string{"result"}, nil)
 	txnWritesDesc = prometheus.NewDesc("picomq_kafka_txn_state_writes_total",
 		"Transaction state records this node's transaction coordinator wrote to etcd.", nil, nil)

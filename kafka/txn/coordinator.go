@@ -376,7 +376,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 		}
 		return m.ProducerID, m.Epoch, nil
 	}
-	if pid >= 0 && (pid != e.m.ProducerID || (epoch != e.m.Epoch && epoch != e.m.Epoch-1)) {
+	if pid >= 0 && (pid != e.m.ProducerID || (epoch != e.m.Epoch && epoch != e.m.Epoch-1)) && !e.m.isPrev(pid, epoch) {
 		return -1, -1, fmt.Errorf("%w: producer %d epoch %d is not transactional id %q's current producer", kerr.ProducerFenced, pid, epoch, id)
 	}
 	if e.m.State.preparing() {
@@ -396,6 +396,9 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 		m.Epoch++
 	}
 	m.State, m.Partitions, m.Reserved, m.Groups, m.StartMs, m.TimeoutMs = Empty, nil, nil, nil, 0, timeoutMs
+	// The producer that ended the last transaction is re-initialised
+	// (or fenced): its old id and epoch are accepted no more.
+	m.Bumped, m.PrevProducerID, m.PrevEpoch = false, 0, 0
 	if err := c.save(ctx, e, m); err != nil {
 		return -1, -1, err
 	}
@@ -408,6 +411,7 @@ func (c *Coordinator) begin(m *Meta) bool {
 		return false
 	}
 	m.State, m.Partitions, m.Reserved, m.Groups, m.StartMs = Ongoing, nil, nil, nil, c.clk.Now().UnixMilli()
+	m.Bumped, m.PrevProducerID, m.PrevEpoch = false, 0, 0
 	return true
 }
 
@@ -584,6 +588,101 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 	return fmt.Errorf("%w: %s of a transaction that is %s", kerr.InvalidTxnState, map[bool]string{true: "commit", false: "abort"}[commit], e.m.State)
 }
 
+// EndTxnBumping is EndTxn as transaction.version 2 has it (KIP-890 part
+// 2, EndTxn v5+): every end bumps the producer's epoch, the Prepare
+// record carries the bumped epoch and the markers are written with it (so
+// each partition fences the ended transaction's epoch as its marker
+// lands), and the answer is the producer id and epoch the next
+// transaction runs under. When the bump reaches the last epoch the
+// markers use it and the id continues with a new producer id at epoch 0.
+// An abort with no transaction open succeeds and bumps the epoch too
+// (franz-go aborts after produces it cannot confirm). A retry of an end
+// whose answer was lost carries the epoch before the bump: it gets the
+// current producer id and epoch if it asks for the same outcome.
+func (c *Coordinator) EndTxnBumping(ctx context.Context, id string, pid int64, epoch int16, commit bool) (int64, int16, error) {
+	ctx = stream.WithSystemAccess(ctx)
+	e, err := c.lockedEntry(ctx, id)
+	if err != nil {
+		return -1, -1, err
+	}
+	defer e.mu.Unlock()
+	prepare, complete := PrepareAbort, CompleteAbort
+	if commit {
+		prepare, complete = PrepareCommit, CompleteCommit
+	}
+	if e.exists && e.m.isPrev(pid, epoch) && (pid != e.m.ProducerID || epoch != e.m.Epoch) {
+		switch e.m.State {
+		case complete:
+			return e.m.ProducerID, e.m.Epoch, nil // a retry
+		case prepare:
+			if err := c.complete(ctx, e); err != nil {
+				return -1, -1, err
+			}
+			return e.m.ProducerID, e.m.Epoch, nil
+		}
+		return -1, -1, fmt.Errorf("%w: epoch %d of producer %d ended its transaction already", kerr.ProducerFenced, epoch, pid)
+	}
+	if err := e.checkProducer(pid, epoch); err != nil {
+		return -1, -1, err
+	}
+	switch e.m.State {
+	case Ongoing:
+		m := e.m
+		m.State, m.Reserved = prepare, nil // the partitions are exact now
+		c.bump(&m)
+		if err := c.save(ctx, e, m); err != nil {
+			return -1, -1, err
+		}
+		e.disarm()
+		if err := c.complete(ctx, e); err != nil {
+			return -1, -1, err
+		}
+		return e.m.ProducerID, e.m.Epoch, nil
+	case prepare:
+		// Decided by an earlier end at this epoch that did not bump
+		// (EndTxn v4 or older): finish it.
+		if err := c.complete(ctx, e); err != nil {
+			return -1, -1, err
+		}
+		return e.m.ProducerID, e.m.Epoch, nil
+	case Empty, CompleteCommit, CompleteAbort:
+		if !commit {
+			// Nothing open: an empty abort, which bumps the epoch all
+			// the same. No marker is due, so the new id or epoch is
+			// the state at once.
+			m := e.m
+			m.State, m.Partitions, m.Reserved, m.Groups = CompleteAbort, nil, nil, nil
+			c.bump(&m)
+			if m.NextProducerID != 0 {
+				m.ProducerID, m.Epoch, m.NextProducerID = m.NextProducerID, 0, 0
+			}
+			if err := c.save(ctx, e, m); err != nil {
+				return -1, -1, err
+			}
+			return m.ProducerID, m.Epoch, nil
+		}
+	}
+	return -1, -1, fmt.Errorf("%w: %s of a transaction that is %s", kerr.InvalidTxnState, map[bool]string{true: "commit", false: "abort"}[commit], e.m.State)
+}
+
+// bump is an end's epoch bump under transaction.version 2: m keeps the
+// ending producer id and epoch as Prev (to recognise a retry) and moves to
+// the next epoch; at the last usable epoch it also names the producer id
+// the transactional id continues with (NextProducerID).
+func (c *Coordinator) bump(m *Meta) {
+	m.Bumped, m.PrevProducerID, m.PrevEpoch = true, m.ProducerID, m.Epoch
+	m.Epoch++
+	if m.Epoch >= math.MaxInt16-1 {
+		m.NextProducerID = c.cfg.NewProducerID()
+	}
+}
+
+// isPrev reports whether pid/epoch ran the transaction the last bumping
+// EndTxn ended.
+func (m *Meta) isPrev(pid int64, epoch int16) bool {
+	return m.Bumped && pid == m.PrevProducerID && epoch == m.PrevEpoch
+}
+
 // complete writes the markers of a decided transaction and marks it
 // complete. The Complete state is not written to the state stream on its
 // own (it would cost one more object-durable write per transaction): the
@@ -603,6 +702,12 @@ func (c *Coordinator) complete(ctx context.Context, e *entry) error {
 	}
 	e.m.State = done
 	e.m.UpdateMs = c.clk.Now().UnixMilli()
+	if e.m.NextProducerID != 0 {
+		// The bump exhausted the epochs: the markers went out at the
+		// last one, and the id continues with the producer id the
+		// Prepare record names.
+		e.m.ProducerID, e.m.Epoch, e.m.NextProducerID = e.m.NextProducerID, 0, 0
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -329,5 +330,106 @@ func TestReservedPartitions(t *testing.T) {
 				t.Fatalf("prepared record %+v: want both partitions, none reserved", got)
 			}
 		})
+	}
+}
+
+// TestEndTxnBumping (transaction.version 2, EndTxn v5): every end bumps
+// the epoch and the markers carry the bumped one; the answer is the next
+// epoch; a retry with the epoch before the bump gets the same answer, a
+// request at that epoch is fenced; an abort with nothing open bumps too,
+// a commit with nothing open is INVALID_TXN_STATE; a coordinator that
+// takes over a bumped Prepare record writes its markers at the bumped
+// epoch and answers the retry; at the last epoch the id moves to a new
+// producer id, the markers going out at the last epoch of the old one.
+func TestEndTxnBumping(t *testing.T) {
+	e := newEnv(t)
+	pid, epoch, err := e.c.InitProducerID(ctx, "v2", 60_000, -1, -1)
+	if err != nil || epoch != 0 {
+		t.Fatalf("init: %d %d %v", pid, epoch, err)
+	}
+	if err := e.c.AddPartitions(ctx, "v2", pid, 0, []Partition{{"t", 0}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	end := func(what string, p int64, ep int16, commit bool, wantPID int64, wantEpoch int16, wantErr error) {
+		t.Helper()
+		gotPID, gotEpoch, err := e.c.EndTxnBumping(ctx, "v2", p, ep, commit)
+		if wantErr != nil {
+			if !errors.Is(err, wantErr) {
+				t.Fatalf("%s: %v, want %v", what, err, wantErr)
+			}
+			return
+		}
+		if err != nil || gotPID != wantPID || gotEpoch != wantEpoch {
+			t.Fatalf("%s: %d/%d %v, want %d/%d", what, gotPID, gotEpoch, err, wantPID, wantEpoch)
+		}
+	}
+	end("commit", pid, 0, true, pid, 1, nil)
+	if fmt.Sprint(e.mk.written) != "[/t-0@1:commit]" {
+		t.Fatalf("markers %v, want the commit at the bumped epoch 1", e.mk.written)
+	}
+	end("retried commit", pid, 0, true, pid, 1, nil)
+	end("abort retrying a commit", pid, 0, false, 0, 0, kerr.ProducerFenced)
+	if err := e.c.AddPartitions(ctx, "v2", pid, 0, []Partition{{"t", 1}}, nil); !errors.Is(err, kerr.ProducerFenced) {
+		t.Fatalf("add at the ended epoch: %v, want PRODUCER_FENCED", err)
+	}
+	end("empty abort", pid, 1, false, pid, 2, nil)
+	end("empty commit", pid, 2, true, 0, 0, kerr.InvalidTxnState)
+	if len(e.mk.written) != 1 {
+		t.Fatalf("markers %v: an empty end writes none", e.mk.written)
+	}
+
+	// A Prepare record with the bump made durable, no marker written,
+	// then the node dies.
+	if err := e.c.AddPartitions(ctx, "v2", pid, 2, []Partition{{"t", 1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	en, err := e.c.lockedEntry(ctx, "v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := en.m
+	m.State = PrepareCommit
+	e.c.bump(&m)
+	if err := e.c.save(ctx, en, m); err != nil {
+		t.Fatal(err)
+	}
+	en.mu.Unlock()
+	e.takeOver()
+	if err := e.c.Scan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(e.mk.written[1:]) != "[/t-1@3:commit]" {
+		t.Fatalf("markers after the takeover %v, want the commit at epoch 3", e.mk.written)
+	}
+	end("commit retried after the takeover", pid, 2, true, pid, 3, nil)
+
+	// Epoch exhaustion: the last usable epoch.
+	en, err = e.c.lockedEntry(ctx, "v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = en.m
+	m.Epoch = math.MaxInt16 - 2
+	if err := e.c.save(ctx, en, m); err != nil {
+		t.Fatal(err)
+	}
+	en.mu.Unlock()
+	last := int16(math.MaxInt16 - 2)
+	if err := e.c.AddPartitions(ctx, "v2", pid, last, []Partition{{"t", 0}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	next := e.pid + 1001 // what NewProducerID hands out next
+	end("commit at the last epoch", pid, last, true, next, 0, nil)
+	if got := e.mk.written[len(e.mk.written)-1]; got != fmt.Sprintf("/t-0@%d:commit", last+1) {
+		t.Fatalf("marker %s, want the old producer's epoch %d", got, last+1)
+	}
+	end("its retry", pid, last, true, next, 0, nil)
+	// KIP-360: a producer that lost that answer re-initialises with the
+	// producer id and epoch it had.
+	if p, ep, err := e.c.InitProducerID(ctx, "v2", 60_000, pid, last); err != nil || p != next || ep != 1 {
+		t.Fatalf("re-init with the exhausted epoch: %d/%d %v, want %d/1", p, ep, err, next)
+	}
+	if _, _, err := e.c.InitProducerID(ctx, "v2", 60_000, pid, last); !errors.Is(err, kerr.ProducerFenced) {
+		t.Fatalf("a second re-init with the exhausted epoch: %v, want PRODUCER_FENCED", err)
 	}
 }

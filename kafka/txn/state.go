@@ -76,6 +76,18 @@ type Meta struct {
 	// AddPartitionsToTxn/AddOffsetsToTxn); UpdateMs the last transition.
 	StartMs  int64 `json:"startMs,omitempty"`
 	UpdateMs int64 `json:"updateMs"`
+	// Bumped says the last EndTxn was a transaction.version 2 end (KIP-890
+	// part 2), which bumped the epoch: PrevProducerID/PrevEpoch are the
+	// producer id and epoch the ending transaction ran under, so a retry
+	// of that EndTxn (which carries them) is recognised and answered with
+	// the current ones. Cleared when the next transaction begins.
+	Bumped         bool  `json:"bumped,omitempty"`
+	PrevProducerID int64 `json:"prevPid,omitempty"`
+	PrevEpoch      int16 `json:"prevEpoch,omitempty"`
+	// NextProducerID is set on a Prepare record whose bump exhausted the
+	// epochs: once the markers (at the last epoch) are written the id
+	// continues with this producer id at epoch 0.
+	NextProducerID int64 `json:"nextPid,omitempty"`
 }
 
 func (m *Meta) encode() []byte {
