@@ -217,6 +217,11 @@ func (s *Service) StartReplica(frames []ReplicaFrame) (_ []ReplicaResult, wait f
 	var last *wal.Pending
 	var buf []byte
 	rs := &s.replicas
+	onWrite := s.cfg.Replication.Ack == ReplicaAckWrite
+	enqueue := s.log.EnqueueForWait
+	if onWrite {
+		enqueue = s.log.EnqueueLazy
+	}
 	rs.mu.Lock()
 	for i, f := range frames {
 		out[i] = ReplicaResult{StreamID: f.StreamID, Epoch: f.Epoch}
@@ -264,7 +269,7 @@ func (s *Service) StartReplica(frames []ReplicaFrame) (_ []ReplicaResult, wait f
 			}
 			buf = appendReplicaHeader(buf[:0], 0, f.Epoch, r.next)
 			buf = append(buf, data...)
-			p, werr := s.log.EnqueueForWait(buf)
+			p, werr := enqueue(buf)
 			if werr != nil {
 				rs.mu.Unlock()
 				s.fail(werr)
@@ -286,13 +291,13 @@ func (s *Service) StartReplica(frames []ReplicaFrame) (_ []ReplicaResult, wait f
 		out[i].Status, out[i].Next = ReplicaOK, r.next
 	}
 	rs.mu.Unlock()
-	onWrite := s.cfg.Replication.Ack == ReplicaAckWrite
 	wait = func(ctx context.Context) error {
 		if last != nil {
 			var err error
 			if onWrite {
-				// The WAL writer fdatasyncs the entries right after. If
-				// that fails, this node's WAL fails: every later request
+				// The WAL fdatasyncs the entries right after, or at most
+				// --replica-sync-interval later. If that fails, this
+				// node's WAL fails: every later request
 				// gets an error, so the owner stops counting this copy
 				// as in sync within its lag timeout.
 				err = last.WaitWritten(ctx)
