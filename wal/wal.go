@@ -106,7 +106,7 @@ type Stats struct {
 	QueuedBytes  int64  // gauge: framed bytes enqueued and not yet taken by the writer
 	Entries      uint64 // entries made durable
 	PayloadBytes uint64 // payload bytes of those entries
-	Groups       uint64 // commit groups: one write and one fdatasync each (plus one per rotation)
+	Groups       uint64 // commit groups: one write and one fdatasync each (plus one per rotation), but lazy groups (LazyGroups) share a later fdatasync
 	WaiterGroups uint64 // of Groups, committed by the goroutine waiting for them, not the writer (a lone append on an idle log)
 	// LazyGroups: of Groups, written without an fdatasync of their own
 	// (only EnqueueLazy entries, Options.LazySync > 0); a later fdatasync
