@@ -103,8 +103,8 @@ func TestLazyEntriesShareTheNextCommit(t *testing.T) {
 }
 
 // The lazy fdatasync happens by itself once LazySync has passed: the
-// entry survives a power cut after its Wait returned, and that Wait came
-// after at least LazySync.
+// entry survives a power cut after its Done closed, and that came after
+// at least LazySync.
 func TestLazySyncIsBounded(t *testing.T) {
 	dir := t.TempDir()
 	fs := faultfs.New()
@@ -119,6 +119,7 @@ func TestLazySyncIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	written := time.Now()
+	within(t, p.Done(), "the lazy entry's fdatasync after LazySync")
 	if err := p.Wait(bounded(t)); err != nil {
 		t.Fatalf("Wait of a lazy entry: %v", err)
 	}
@@ -186,6 +187,41 @@ func TestLazyEntryPowerCutAndClose(t *testing.T) {
 			t.Fatalf("after Close and a power cut the log holds %d entries, want the lazy one", len(got))
 		}
 	})
+}
+
+// A Wait on a lazy entry does not wait out LazySync: it has the writer
+// fdatasync the unsynced lazy groups at once (a takeover reading a
+// follower's copy waits so).
+func TestLazyWaitSyncsNow(t *testing.T) {
+	dir := t.TempDir()
+	fs := faultfs.New()
+	w := openLazy(t, dir, fs, time.Hour)
+	var ps []*wal.Pending
+	for i := range 3 {
+		p, err := w.EnqueueLazy(record(uint64(i), 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.WaitWritten(bounded(t)); err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if err := ps[1].Wait(bounded(t)); err != nil {
+		t.Fatalf("Wait of a lazy entry with LazySync an hour away: %v", err)
+	}
+	for _, p := range ps {
+		if _, err := w.ReadAt(p.Pos(), nil); err != nil {
+			t.Fatalf("ReadAt after the Wait: %v", err)
+		}
+	}
+	if err := fs.Crash(nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	if got := replayed(t, dir); len(got) != 3 {
+		t.Fatalf("after the Wait and a power cut the log holds %d entries, want 3", len(got))
+	}
 }
 
 // A failed lazy fdatasync fails the log: the lazy entries' Wait reports

@@ -601,9 +601,11 @@ func (w *WAL) Append(ctx context.Context, data []byte) (Pos, error) {
 // WaitWritten and can let its fdatasync wait: with Options.LazySync > 0,
 // a group of such entries alone is written and not fdatasync'ed; one
 // fdatasync covers it at most LazySync later, or sooner when an ordinary
-// entry is committed behind it. Until then a crash of the machine (not
-// of the process) can lose it, ReadAt refuses it (not durable), and its
-// Wait and Done wait for that fdatasync. With LazySync zero it is
+// entry is committed behind it or a Wait asks for it. Until then a crash
+// of the machine (not of the process) can lose it, ReadAt refuses it (not
+// durable), and its Done stays open. Its Wait (or a Wait on any later
+// entry) has the writer fdatasync the unsynced lazy groups at once: who
+// waits wants the entry durable now. With LazySync zero it is
 // EnqueueForWait.
 func (w *WAL) EnqueueLazy(data []byte) (*Pending, error) {
 	pos, g, err := w.enqueue(data, true, true)
@@ -719,7 +721,30 @@ func (w *WAL) wait(ctx context.Context, g *group) error {
 	} else {
 		w.commitParked(g)
 	}
+	w.hurry(g)
 	return g.wait(ctx)
+}
+
+// hurry makes the writer fdatasync the unsynced lazy groups now rather
+// than when LazySync is up, for a caller that waits for g to be durable:
+// g may be one of them (or behind them). Without LazySync there are none.
+func (w *WAL) hurry(g *group) {
+	if w.lazySync == 0 {
+		return
+	}
+	select {
+	case <-g.done:
+		return
+	default:
+	}
+	w.mu.Lock()
+	if w.hasUnsynced || w.committing {
+		w.syncDue = true
+		if w.lazyDueLocked() && w.writerIdle {
+			w.work.Signal()
+		}
+	}
+	w.mu.Unlock()
 }
 
 // commitParked commits q in the calling goroutine if it is g's parked

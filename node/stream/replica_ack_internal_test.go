@@ -132,8 +132,10 @@ func ackModes(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 
 // With ReplicaAckWrite and a lazy WAL (--replica-sync-interval), a
 // follower answers request after request with no fdatasync at all (one
-// later fdatasync covers them), and a takeover's pull, whose fence is an
-// ordinary entry, makes them durable and reads them all back. In
+// later fdatasync covers them), and pulls of the copy read them all back:
+// one at the same epoch (no fence: the pull waits for the copies, which
+// has the WAL fdatasync them now) and a takeover's, whose fence is an
+// ordinary entry. In
 // ReplicaAckFsync mode the same lazy WAL changes nothing: each answer
 // waits for its own fdatasync, which happens at once.
 func TestReplicaLazySync(t *testing.T) {
@@ -174,7 +176,13 @@ func TestReplicaLazySync(t *testing.T) {
 			if mode == ReplicaAckFsync && (st.Syncs-syncs0 < requests || st.LazyGroups != 0) {
 				t.Fatalf("fsync mode: %d fdatasyncs and %d lazy groups for %d requests; want one each and none", st.Syncs-syncs0, st.LazyGroups, requests)
 			}
-			f, err := svc.ReplicaTail(ctx, 7, 2, 0)
+			// A pull at the copy's own epoch writes no fence: it must
+			// have the lazy copies made durable before it reads them.
+			f, err := svc.ReplicaTail(ctx, 7, 1, 0)
+			if err != nil || len(f.Entries) != requests {
+				t.Fatalf("pull at the same epoch: %d entries, %v; want %d", len(f.Entries), err, requests)
+			}
+			f, err = svc.ReplicaTail(ctx, 7, 2, 0)
 			if err != nil {
 				t.Fatalf("takeover pull: %v", err)
 			}
