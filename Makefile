@@ -76,17 +76,18 @@ test: lint
 
 ## soak: the history checker under random faults on a 3-node cluster with real etcd and MinIO
 ## (e2e TestSoak, docs/durability.md); DURATION, FAULT_EVERY (mean time between faults) and
-## SOAK_DURABILITY (local,replicated,object) are variables. Beside the faults it creates, forks, trims, sets retention,
+## SOAK_DURABILITY (local,replicated,object) and SOAK_NODE_FLAGS (serve flags for every node) are variables. Beside the faults it creates, forks, trims, sets retention,
 ## deletes, with GC/retention/compaction every few seconds. Ends with the line `soak: N operations,
 ## M acknowledged records checked, K faults, G GC runs, D objects deleted, F fork reads checked, V violations`;
 ## exit status 1 when V > 0.
 DURATION ?= 10m
 FAULT_EVERY ?= 10s
 SOAK_DURABILITY ?= local,replicated,object
+SOAK_NODE_FLAGS ?=
 soak:
 	@out=$$(mktemp); \
 	{ $(MINIO_BIN_ENV) PICOMQ_SOAK_DURATION=$(DURATION) PICOMQ_SOAK_FAULT_EVERY=$(FAULT_EVERY) \
-	  PICOMQ_SOAK_DURABILITY=$(SOAK_DURABILITY) \
+	  PICOMQ_SOAK_DURABILITY=$(SOAK_DURABILITY) PICOMQ_SOAK_NODE_FLAGS='$(SOAK_NODE_FLAGS)' \
 	  $(GO) test -tags soak -count=1 -v -timeout 4h -run '^TestSoak$$' ./e2e/ 2>&1; echo $$? > $$out.rc; } | tee $$out | \
 	  grep --line-buffered -E '^(soak|    soak_test|--- )'; \
 	status=$$(cat $$out.rc); line=$$(grep -E '^soak: [0-9]+ operations' $$out | tail -1); rm -f $$out.rc; \

@@ -98,15 +98,23 @@ func checkAllAcked(s *killStream, recs []record) (lost int, firstErr error) {
 //
 // It runs with both --replica-ack modes: with write, the followers'
 // confirmations mean their copies are in the page cache, which SIGKILL of
-// the owner does not touch, so nothing acknowledged may be lost either.
+// the owner does not touch, so nothing acknowledged may be lost either;
+// and with write and a --replica-sync-interval longer than the lease
+// TTL, so that the followers' copies are still waiting for their
+// fdatasync at the takeover: the new owner pulls the others' copies
+// behind a fence (an ordinary entry, which makes them durable first) and
+// waits for its own before it reads them.
 func TestReplicatedMachineLost(t *testing.T) {
 	for _, mode := range []string{"fsync", "write"} {
 		t.Run("replica-ack="+mode, func(t *testing.T) { replicatedMachineLost(t, mode) })
 	}
+	t.Run("replica-ack=write,replica-sync-interval=5s", func(t *testing.T) {
+		replicatedMachineLost(t, "write", "--replica-sync-interval", "5s")
+	})
 }
 
-func replicatedMachineLost(t *testing.T, replicaAck string) {
-	opts := clusterOpts{LeaseTTL: 3 * time.Second, SealMaxAge: 10 * time.Second, Extra: []string{"--replica-ack", replicaAck}}
+func replicatedMachineLost(t *testing.T, replicaAck string, extra ...string) {
+	opts := clusterOpts{LeaseTTL: 3 * time.Second, SealMaxAge: 10 * time.Second, Extra: append([]string{"--replica-ack", replicaAck}, extra...)}
 	c := startCluster(t, 3, opts)
 	a := c.nodes[0]
 	survivors := c.nodes[1:]

@@ -25,9 +25,12 @@ import (
 //
 // Environment: PICOMQ_SOAK_DURATION (default 90s), PICOMQ_SOAK_FAULT_EVERY
 // (mean time between faults, default 10s), PICOMQ_SOAK_DURABILITY (comma
-// list, default "local,replicated,object").
+// list, default "local,replicated,object"), PICOMQ_SOAK_NODE_FLAGS (serve
+// flags added to every node, space-separated, e.g. "--replica-ack write
+// --replica-sync-interval 10ms").
 func TestSoak(t *testing.T) {
 	res := runSoak(t, soakOpts{
+		nodeFlags:    strings.Fields(os.Getenv("PICOMQ_SOAK_NODE_FLAGS")),
 		duration:     envDuration(t, "PICOMQ_SOAK_DURATION", 90*time.Second),
 		faultEvery:   envDuration(t, "PICOMQ_SOAK_FAULT_EVERY", 10*time.Second),
 		durabilities: strings.Split(envOr("PICOMQ_SOAK_DURABILITY", "local,replicated,object"), ","),

@@ -89,6 +89,7 @@ func TestSoakCatchesBrokenBuild(t *testing.T) {
 
 type soakOpts struct {
 	bin          string
+	nodeFlags    []string      // added to every node's serve flags (e.g. --replica-ack write)
 	duration     time.Duration // at least; on until every kind of faults was injected
 	faultEvery   time.Duration // mean time between faults
 	durabilities []string
@@ -117,7 +118,7 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 	if o.lossWindow == 0 {
 		o.lossWindow = sealMaxAge + 2*time.Second
 	}
-	copts := clusterOpts{LeaseTTL: ttl, SealMaxAge: sealMaxAge, Bin: o.bin}
+	copts := clusterOpts{LeaseTTL: ttl, SealMaxAge: sealMaxAge, Bin: o.bin, Extra: o.nodeFlags}
 	if o.deletion {
 		copts.Extra = append(copts.Extra, deletionFlags...)
 	}

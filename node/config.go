@@ -64,7 +64,11 @@ type Config struct {
 	// (its WAL copy is fdatasync'ed) or write (written to the WAL file,
 	// in the OS page cache; docs/durability.md).
 	ReplicaAck string
-	LeaseTTL   time.Duration
+	// ReplicaSyncInterval, with ReplicaAck write: how long a follower may
+	// put off the fdatasync of the copies it has confirmed (0: right
+	// after the write; docs/durability.md#replica-sync).
+	ReplicaSyncInterval time.Duration
+	LeaseTTL            time.Duration
 	// Periods of the passes that reclaim storage (docs/configuration.md).
 	GCInterval         time.Duration
 	CompactionInterval time.Duration
@@ -227,6 +231,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.IntVar(&cfg.MinInSync, "min-insync", 2, "copies a replicated append needs before it is acknowledged (Kafka's min.insync.replicas), unless the stream sets its own")
 	fs.DurationVar(&cfg.ReplicaLagTimeout, "replica-lag-timeout", time.Second, "an in-sync follower that has not confirmed an append this long is removed from the in-sync set")
 	fs.StringVar(&cfg.ReplicaAck, "replica-ack", "fsync", "when this node, as a follower, confirms a replicated append: fsync (after its WAL fdatasync) or write (after its WAL write, before the fdatasync that follows: a copy in the OS page cache, as Kafka's acks=all)")
+	fs.DurationVar(&cfg.ReplicaSyncInterval, "replica-sync-interval", 0, "with --replica-ack write: a follower fdatasyncs the copies it confirmed at most this long after writing them, one fdatasync for all of them, instead of right after each write (Kafka's flush.ms); 0 keeps the fdatasync right after the write")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "etcd membership lease; a node silent this long is considered dead")
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", defaultGCInterval, "how often unreferenced objects (of deleted streams, below a trim point, replaced by compaction) are deleted from object storage")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", defaultCompactionInterval, "how often small flush objects are merged into larger ones")
@@ -433,6 +438,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplicaAck != "fsync" && c.ReplicaAck != "write" {
 		return fmt.Errorf("--replica-ack %q: want fsync or write", c.ReplicaAck)
+	}
+	if c.ReplicaSyncInterval < 0 || c.ReplicaSyncInterval > 10*time.Second {
+		return fmt.Errorf("--replica-sync-interval %s: want between 0 and 10s", c.ReplicaSyncInterval)
+	}
+	if c.ReplicaSyncInterval > 0 && c.ReplicaAck != "write" {
+		return fmt.Errorf("--replica-sync-interval %s needs --replica-ack write (with fsync a follower answers after its fdatasync)", c.ReplicaSyncInterval)
 	}
 	if c.ReplicaLagTimeout < 10*time.Millisecond || c.ReplicaLagTimeout > time.Minute {
 		return fmt.Errorf("--replica-lag-timeout %s: want between 10ms and 1m", c.ReplicaLagTimeout)

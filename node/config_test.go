@@ -223,3 +223,28 @@ func TestConfigReplicaAck(t *testing.T) {
 		t.Fatalf("--replica-ack memory: err = %v, want a refusal naming the flag", err)
 	}
 }
+
+// TestConfigReplicaSyncInterval: --replica-sync-interval defaults to 0
+// (the follower's fdatasync right after its write), is read from flags
+// and YAML, and is refused without --replica-ack write or out of range.
+func TestConfigReplicaSyncInterval(t *testing.T) {
+	cfg, err := parseWith(t, "")
+	if err != nil || cfg.ReplicaSyncInterval != 0 {
+		t.Fatalf("default: %s, %v; want 0", cfg.ReplicaSyncInterval, err)
+	}
+	if cfg, err = parseWith(t, "replica_ack: write\nreplica_sync_interval: 20ms\n"); err != nil || cfg.ReplicaSyncInterval != 20*time.Millisecond {
+		t.Fatalf("YAML: %s, %v; want 20ms", cfg.ReplicaSyncInterval, err)
+	}
+	if cfg, err = parseWith(t, "", "--replica-ack", "write", "--replica-sync-interval", "5ms"); err != nil || cfg.ReplicaSyncInterval != 5*time.Millisecond {
+		t.Fatalf("flags: %s, %v; want 5ms", cfg.ReplicaSyncInterval, err)
+	}
+	for _, args := range [][]string{
+		{"--replica-sync-interval", "10ms"}, // fsync mode: nothing to put off
+		{"--replica-ack", "write", "--replica-sync-interval", "-1ms"},
+		{"--replica-ack", "write", "--replica-sync-interval", "11s"},
+	} {
+		if _, err := parseWith(t, "", args...); err == nil || !strings.Contains(err.Error(), "--replica-sync-interval") {
+			t.Errorf("%v: err = %v, want a refusal naming the flag", args, err)
+		}
+	}
+}

@@ -329,7 +329,11 @@ func (n *Node) openWAL(context.Context) error {
 	if fs == nil {
 		fs = testWALFS(n.cfg.DataDir) // nil outside test-only builds
 	}
-	w, report, err := wal.Open(wal.Options{Dir: filepath.Join(n.cfg.DataDir, "wal"), Logger: n.log, FS: fs})
+	// Only a follower's confirmed copies are lazy (stream.Service uses
+	// EnqueueLazy for them with --replica-ack write); every other entry
+	// is fdatasync'ed before it is acknowledged, as always.
+	w, report, err := wal.Open(wal.Options{Dir: filepath.Join(n.cfg.DataDir, "wal"), Logger: n.log, FS: fs,
+		LazySync: n.cfg.ReplicaSyncInterval})
 	if err != nil {
 		return fmt.Errorf("write-ahead log: %w", err)
 	}

@@ -25,8 +25,20 @@
 // Pending.WaitWritten returns earlier than Wait: once the commit's pwrite
 // is done, before its fdatasync (the entry is in the OS page cache, safe
 // from a process crash, not from power loss). A follower of a replicated
-// stream answers on it with --replica-ack write; such an entry goes to the
-// writer goroutine, which fdatasyncs it right after, as any other.
+// stream answers on it with --replica-ack write; its fdatasync follows
+// right after, in the writer goroutine, as any entry's.
+//
+// Unless it is lazy: with Options.LazySync > 0, a group made only of
+// EnqueueLazy entries (a follower's copies with --replica-sync-interval)
+// is written and not fdatasync'ed. The committer records it as unsynced
+// and gives the writer token back; the next fdatasync of the segment,
+// whoever runs it, makes it durable and completes its Wait. That is the
+// next ordinary commit, or one the writer runs for the unsynced groups
+// alone once LazySync has passed since the oldest of them was written (a
+// timer), or Close. The durable point that ReadAt checks moves only with
+// an fdatasync, so a lazy entry is not readable before it is durable. A
+// follower that answers on the write thereby stops competing, once per
+// request, for a disk it may share with the owner's fdatasync.
 //
 // # Directory layout
 //

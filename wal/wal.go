@@ -69,6 +69,12 @@ type Options struct {
 	// FS is the filesystem the log works through; nil means OSFS. Tests
 	// pass a fault-injecting one (package wal/faultfs).
 	FS FS
+	// LazySync is how long the fdatasync of entries enqueued with
+	// EnqueueLazy may be put off after they are written: such entries
+	// share one fdatasync at most LazySync after the first of them was
+	// written, or the next ordinary commit's, whichever comes first.
+	// Zero: they are fdatasync'ed right after their write, as any entry.
+	LazySync time.Duration
 }
 
 // Pos locates one entry's payload: segment number, byte offset of the payload
@@ -95,16 +101,20 @@ type RecoveryReport struct {
 // Stats are cumulative since Open unless noted, shaped for Prometheus
 // counters, gauges and a group-size histogram.
 type Stats struct {
-	Segments     int           // gauge: segment files in the log
-	DiskBytes    int64         // gauge: their size, including preallocated padding (not the one file being prepared)
-	QueuedBytes  int64         // gauge: framed bytes enqueued and not yet taken by the writer
-	Entries      uint64        // entries made durable
-	PayloadBytes uint64        // payload bytes of those entries
-	Groups       uint64        // commit groups: one write and one fdatasync each (plus one per rotation)
-	WaiterGroups uint64        // of Groups, committed by the goroutine waiting for them, not the writer (a lone append on an idle log)
-	Syncs        uint64        // fdatasync calls on segment files
-	SyncedBytes  uint64        // framed bytes written, all covered by those fdatasyncs
-	SyncTime     time.Duration // time spent in fdatasync
+	Segments     int    // gauge: segment files in the log
+	DiskBytes    int64  // gauge: their size, including preallocated padding (not the one file being prepared)
+	QueuedBytes  int64  // gauge: framed bytes enqueued and not yet taken by the writer
+	Entries      uint64 // entries made durable
+	PayloadBytes uint64 // payload bytes of those entries
+	Groups       uint64 // commit groups: one write and one fdatasync each (plus one per rotation), but lazy groups (LazyGroups) share a later fdatasync
+	WaiterGroups uint64 // of Groups, committed by the goroutine waiting for them, not the writer (a lone append on an idle log)
+	// LazyGroups: of Groups, written without an fdatasync of their own
+	// (only EnqueueLazy entries, Options.LazySync > 0); a later fdatasync
+	// covers them.
+	LazyGroups  uint64
+	Syncs       uint64        // fdatasync calls on segment files
+	SyncedBytes uint64        // framed bytes written, all covered by those fdatasyncs
+	SyncTime    time.Duration // time spent in fdatasync
 	// GroupSizes counts commit groups by entries per group: bucket 0 holds
 	// groups of 1 entry, bucket i > 0 groups of (2^(i-1), 2^i] entries, the
 	// last bucket everything larger.
@@ -153,9 +163,17 @@ type WAL struct {
 	// spaceWaiters counts Enqueue calls blocked on a full queue, so the
 	// writer broadcasts only when someone listens.
 	spaceWaiters int
-	closed       bool
-	err          error // sticky failure
-	enqueued     bool
+	// Lazy sync (Options.LazySync), guarded by mu: hasUnsynced mirrors
+	// len(unsynced) > 0 for the writer loop; syncDue is set by lazyTimer
+	// (of generation lazyGen) when the oldest unsynced group is due.
+	lazySync    time.Duration
+	hasUnsynced bool
+	syncDue     bool
+	lazyTimer   *time.Timer
+	lazyGen     uint64
+	closed      bool
+	err         error // sticky failure
+	enqueued    bool
 
 	// Writer state: whoever holds the writer token (committing) owns these;
 	// Open and Close touch them only when the writer goroutine is not
@@ -165,6 +183,9 @@ type WAL struct {
 	curDirty bool // written since the last fdatasync
 	next     *prepared
 	idle     *idleGate // lets the next segment's zero-fill use the writer's idle time
+	// unsynced are lazy groups written and not yet fdatasync'ed, oldest
+	// first; the next fdatasync closes them.
+	unsynced []lazyGroup
 
 	// segMu guards the segment table and the durable point, which ReadAt
 	// reads without contending with Enqueue on mu.
@@ -184,7 +205,7 @@ type WAL struct {
 
 type counters struct {
 	entries, payloadBytes, groups, syncs, syncedBytes, syncNanos atomic.Uint64
-	waiterGroups                                                 atomic.Uint64
+	waiterGroups, lazyGroups                                     atomic.Uint64
 	groupSizes                                                   [GroupBuckets]atomic.Uint64
 }
 
@@ -203,6 +224,17 @@ type batch struct {
 	spans []span // runs of buf that go to one segment each, usually one
 	n     int    // entries
 	g     *group
+	// durable: an entry needs its fdatasync now (any entry but those of
+	// EnqueueLazy).
+	durable bool
+}
+
+// lazyGroup is a written batch's group whose fdatasync is put off: what
+// the counters need once it is durable.
+type lazyGroup struct {
+	g            *group
+	n            int
+	payload, buf uint64
 }
 
 type span struct {
@@ -220,6 +252,7 @@ func (b *batch) reset() {
 	b.spans = b.spans[:0]
 	b.n = 0
 	b.g = nil
+	b.durable = false
 }
 
 // group is shared by every entry of one commit: one channel close wakes all
@@ -370,16 +403,17 @@ func open(opts Options, sync func(File) error) (_ *WAL, rep RecoveryReport, err 
 		return nil, rep, err
 	}
 	w := &WAL{
-		dir:     opts.Dir,
-		segSize: opts.SegmentSize,
-		log:     opts.Logger,
-		fs:      opts.FS,
-		sync:    sync,
-		lock:    lock,
-		q:       &batch{},
-		spare:   &batch{},
-		done:    make(chan struct{}),
-		idle:    newIdleGate(),
+		dir:      opts.Dir,
+		segSize:  opts.SegmentSize,
+		log:      opts.Logger,
+		fs:       opts.FS,
+		sync:     sync,
+		lock:     lock,
+		q:        &batch{},
+		spare:    &batch{},
+		done:     make(chan struct{}),
+		idle:     newIdleGate(),
+		lazySync: max(opts.LazySync, 0),
 	}
 	w.work.L = &w.mu
 	w.space.L = &w.mu
@@ -528,7 +562,7 @@ func (w *WAL) Replay(fn func(pos Pos, data []byte) error) error {
 // position is assigned before Enqueue returns, and entries are written in
 // Enqueue order. data may be reused as soon as Enqueue returns.
 func (w *WAL) Enqueue(data []byte) (*Pending, error) {
-	pos, g, err := w.enqueue(data, false)
+	pos, g, err := w.enqueue(data, false, false)
 	if err != nil {
 		return nil, err
 	}
@@ -544,7 +578,7 @@ func (w *WAL) Enqueue(data []byte) (*Pending, error) {
 // is called, a Wait's ctx has ended, or at Close, so an entry whose Pending
 // is dropped is still written, only later.
 func (w *WAL) EnqueueForWait(data []byte) (*Pending, error) {
-	pos, g, err := w.enqueue(data, true)
+	pos, g, err := w.enqueue(data, true, false)
 	if err != nil {
 		return nil, err
 	}
@@ -556,17 +590,36 @@ func (w *WAL) EnqueueForWait(data []byte) (*Pending, error) {
 // will still be written. Like Wait, Append does not return in the middle of
 // a commit it runs itself.
 func (w *WAL) Append(ctx context.Context, data []byte) (Pos, error) {
-	pos, g, err := w.enqueue(data, true)
+	pos, g, err := w.enqueue(data, true, false)
 	if err != nil {
 		return Pos{}, err
 	}
 	return pos, w.wait(ctx, g)
 }
 
+// EnqueueLazy is EnqueueForWait for an entry whose caller waits with
+// WaitWritten and can let its fdatasync wait: with Options.LazySync > 0,
+// a group of such entries alone is written and not fdatasync'ed; one
+// fdatasync covers it at most LazySync later, or sooner when an ordinary
+// entry is committed behind it or a Wait asks for it. Until then a crash
+// of the machine (not of the process) can lose it, ReadAt refuses it (not
+// durable), and its Done stays open. Its Wait (or a Wait on any later
+// entry) has the writer fdatasync the unsynced lazy groups at once: who
+// waits wants the entry durable now. With LazySync zero it is
+// EnqueueForWait.
+func (w *WAL) EnqueueLazy(data []byte) (*Pending, error) {
+	pos, g, err := w.enqueue(data, true, true)
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{pos: pos, g: g, w: w}, nil
+}
+
 // enqueue appends data to q. park: the caller will wait for the entry, so
 // when nobody is committing and q was empty the writer is left asleep and
-// the waiter commits (commitParked).
-func (w *WAL) enqueue(data []byte, park bool) (Pos, *group, error) {
+// the waiter commits (commitParked). lazy: the entry's fdatasync may be
+// put off (EnqueueLazy).
+func (w *WAL) enqueue(data []byte, park, lazy bool) (Pos, *group, error) {
 	if len(data) > MaxEntrySize {
 		return Pos{}, nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxEntrySize)
 	}
@@ -612,6 +665,7 @@ func (w *WAL) enqueue(data []byte, park bool) (Pos, *group, error) {
 	copy(b.buf[start+headerSize:], data)
 	b.spans[len(b.spans)-1].end = start + need
 	b.n++
+	b.durable = b.durable || !lazy || w.lazySync == 0
 	pos := Pos{Segment: w.tailSeg, Offset: w.tailOff + headerSize, Len: int32(len(data))}
 	w.tailOff += int64(need)
 	w.enqueued = true
@@ -667,7 +721,30 @@ func (w *WAL) wait(ctx context.Context, g *group) error {
 	} else {
 		w.commitParked(g)
 	}
+	w.hurry(g)
 	return g.wait(ctx)
+}
+
+// hurry makes the writer fdatasync the unsynced lazy groups now rather
+// than when LazySync is up, for a caller that waits for g to be durable:
+// g may be one of them (or behind them). Without LazySync there are none.
+func (w *WAL) hurry(g *group) {
+	if w.lazySync == 0 {
+		return
+	}
+	select {
+	case <-g.done:
+		return
+	default:
+	}
+	w.mu.Lock()
+	if w.hasUnsynced || w.committing {
+		w.syncDue = true
+		if w.lazyDueLocked() && w.writerIdle {
+			w.work.Signal()
+		}
+	}
+	w.mu.Unlock()
 }
 
 // commitParked commits q in the calling goroutine if it is g's parked
@@ -707,12 +784,37 @@ func (w *WAL) writeParked(g *group) {
 		return
 	}
 	g.markWritten()
+	if !b.durable {
+		// Lazy: the fdatasync is put off, the token given back.
+		w.deferSync(b)
+		w.mu.Lock()
+		w.releaseLocked(b)
+		w.mu.Unlock()
+		return
+	}
 	w.mu.Lock()
 	w.syncNext = b
 	if w.writerIdle {
 		w.work.Signal()
 	}
 	w.mu.Unlock()
+}
+
+// deferSync records the written lazy batch b as waiting for a later
+// fdatasync and resets it. Writer token held.
+func (w *WAL) deferSync(b *batch) {
+	w.unsynced = append(w.unsynced, lazyGroup{g: b.g, n: b.n,
+		payload: uint64(len(b.buf) - b.n*headerSize), buf: uint64(len(b.buf))})
+	w.ctr.lazyGroups.Add(1)
+	w.ctr.groups.Add(1)
+	w.ctr.groupSizes[min(bits.Len(uint(b.n-1)), GroupBuckets-1)].Add(1)
+	b.reset()
+}
+
+// lazyDueLocked reports whether the writer should fdatasync the unsynced
+// lazy groups now: their time is up, or the log is closing. mu held.
+func (w *WAL) lazyDueLocked() bool {
+	return !w.committing && w.hasUnsynced && (w.syncDue || w.closed)
 }
 
 // takeParked takes the writer token and q if g is still the parked group
@@ -749,6 +851,27 @@ func (w *WAL) takeLocked() *batch {
 func (w *WAL) releaseLocked(b *batch) {
 	w.committing = false
 	w.spare = b
+	w.hasUnsynced = len(w.unsynced) > 0
+	switch {
+	case !w.hasUnsynced:
+		w.syncDue = false
+		if w.lazyTimer != nil {
+			w.lazyTimer.Stop()
+			w.lazyTimer = nil
+		}
+	case w.lazyTimer == nil && !w.syncDue:
+		// The oldest unsynced group was just written: its fdatasync is
+		// due LazySync from now.
+		w.lazyGen++
+		gen := w.lazyGen
+		w.lazyTimer = time.AfterFunc(w.lazySync, func() { w.lazyExpired(gen) })
+	}
+	if w.lazyDueLocked() {
+		if w.writerIdle {
+			w.work.Signal()
+		}
+		return
+	}
 	if w.q.n > 0 || w.closed {
 		if w.writerIdle {
 			w.work.Signal()
@@ -756,6 +879,20 @@ func (w *WAL) releaseLocked(b *batch) {
 		return
 	}
 	w.idle.set(true)
+}
+
+// lazyExpired is the lazy timer of generation gen: the unsynced groups
+// are due, the writer fdatasyncs them.
+func (w *WAL) lazyExpired(gen uint64) {
+	w.mu.Lock()
+	if gen == w.lazyGen && w.lazyTimer != nil {
+		w.lazyTimer = nil
+		w.syncDue = true
+		if w.lazyDueLocked() && w.writerIdle {
+			w.work.Signal()
+		}
+	}
+	w.mu.Unlock()
 }
 
 // run is the writer goroutine: it takes everything queued, writes and
@@ -767,8 +904,8 @@ func (w *WAL) run() {
 	w.mu.Lock()
 	w.idle.set(true)
 	for {
-		for w.syncNext == nil && (w.committing || w.q.n == 0 || (w.parked.Load() != nil && !w.closed)) {
-			if w.err != nil || (w.closed && !w.committing && w.q.n == 0) {
+		for w.syncNext == nil && !w.lazyDueLocked() && (w.committing || w.q.n == 0 || (w.parked.Load() != nil && !w.closed)) {
+			if w.err != nil || (w.closed && !w.committing && w.q.n == 0 && !w.hasUnsynced) {
 				// Failed (by a waiter's commit), or closed with
 				// everything enqueued before Close written.
 				w.mu.Unlock()
@@ -780,22 +917,37 @@ func (w *WAL) run() {
 		}
 		var b *batch
 		var err error
+		synced := true
 		if b = w.syncNext; b != nil {
 			// Written by a WaitWritten caller, who passed the token on.
 			w.syncNext = nil
 			w.mu.Unlock()
 			err = w.syncBatch(b)
 		} else {
+			// With lazy groups due, q (possibly empty) is committed
+			// with an fdatasync that covers them too.
+			due := w.lazyDueLocked()
 			b = w.takeLocked()
 			w.mu.Unlock()
-			err = w.commit(b)
+			if b.durable || due {
+				err = w.commit(b)
+			} else {
+				err, synced = w.write(b), false
+			}
 		}
 		if err != nil {
 			w.fail(err, b)
 			return
 		}
-		close(b.g.done)
-		b.reset()
+		if synced {
+			if b.g != nil {
+				close(b.g.done)
+			}
+			b.reset()
+		} else {
+			b.g.markWritten()
+			w.deferSync(b)
+		}
 		w.mu.Lock()
 		w.releaseLocked(b)
 	}
@@ -807,7 +959,9 @@ func (w *WAL) commit(b *batch) error {
 	if err := w.write(b); err != nil {
 		return err
 	}
-	b.g.markWritten()
+	if b.g != nil { // nil: an empty batch, the fdatasync of lazy groups alone
+		b.g.markWritten()
+	}
 	return w.syncBatch(b)
 }
 
@@ -844,11 +998,23 @@ func (w *WAL) syncBatch(b *batch) error {
 	w.segMu.Unlock()
 
 	c := &w.ctr
-	c.entries.Add(uint64(b.n))
-	c.payloadBytes.Add(uint64(len(b.buf) - b.n*headerSize))
-	c.syncedBytes.Add(uint64(len(b.buf)))
-	c.groups.Add(1)
-	c.groupSizes[min(bits.Len(uint(b.n-1)), GroupBuckets-1)].Add(1)
+	if b.n > 0 {
+		c.entries.Add(uint64(b.n))
+		c.payloadBytes.Add(uint64(len(b.buf) - b.n*headerSize))
+		c.syncedBytes.Add(uint64(len(b.buf)))
+		c.groups.Add(1)
+		c.groupSizes[min(bits.Len(uint(b.n-1)), GroupBuckets-1)].Add(1)
+	}
+	// The lazy groups written before b are durable too (counted as
+	// groups when they were written).
+	for _, u := range w.unsynced {
+		c.entries.Add(uint64(u.n))
+		c.payloadBytes.Add(u.payload)
+		c.syncedBytes.Add(u.buf)
+		close(u.g.done)
+	}
+	clear(w.unsynced)
+	w.unsynced = w.unsynced[:0]
 	return nil
 }
 
@@ -915,14 +1081,28 @@ func (w *WAL) fail(cause error, b *batch) {
 	w.mu.Lock()
 	w.err = err
 	w.parked.Store(nil)
-	b.g.err = err
-	close(b.g.done)
-	b.g.markWritten()
+	if b.g != nil { // nil: an empty batch, the fdatasync of lazy groups alone
+		b.g.err = err
+		close(b.g.done)
+		b.g.markWritten()
+	}
 	if q := w.q; q.g != nil {
 		q.g.err = err
 		close(q.g.done)
 		q.g.markWritten()
 		q.reset()
+	}
+	// Written, never fdatasync'ed: their WaitWritten callers have
+	// returned, their Wait callers learn the failure.
+	for _, u := range w.unsynced {
+		u.g.err = err
+		close(u.g.done)
+	}
+	w.unsynced = nil
+	w.hasUnsynced = false
+	if w.lazyTimer != nil {
+		w.lazyTimer.Stop()
+		w.lazyTimer = nil
 	}
 	w.space.Broadcast()
 	w.work.Broadcast() // the writer exits when a waiter's commit failed
@@ -1040,6 +1220,7 @@ func (w *WAL) Stats() Stats {
 	s.PayloadBytes = c.payloadBytes.Load()
 	s.Groups = c.groups.Load()
 	s.WaiterGroups = c.waiterGroups.Load()
+	s.LazyGroups = c.lazyGroups.Load()
 	s.Syncs = c.syncs.Load()
 	s.SyncedBytes = c.syncedBytes.Load()
 	s.SyncTime = time.Duration(c.syncNanos.Load())

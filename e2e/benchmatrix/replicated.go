@@ -23,24 +23,38 @@ import (
 // appended payload byte. The streams are created with Pico-Durability
 // before picomq bench appends to them.
 //
-// It runs twice per run, on a fresh cluster for each --replica-ack mode
-// (what a follower's confirmation means: fsync, the default, or write);
-// the write mode's rows carry a -write suffix, each next to the local
-// appends of its own cluster.
+// It runs three times per run, on a fresh cluster for each follower mode
+// (what a follower's confirmation means: --replica-ack fsync, the
+// default, or write; and write with the follower's fdatasyncs put off by
+// --replica-sync-interval); the rows of the write modes carry a -write
+// or -write-lazy suffix, each next to the local appends of its own
+// cluster.
 func (m *matrix) replicatedRows(ctx context.Context, run int) error {
-	for _, mode := range []string{"fsync", "write"} {
+	for _, mode := range []replMode{
+		{ack: "fsync"},
+		{ack: "write", suffix: "-write", label: ", follower ack on write"},
+		{ack: "write", syncInterval: replLazySync, suffix: "-write-lazy",
+			label: ", follower ack on write, follower fdatasync at most every " + replLazySync.String()},
+	} {
 		if err := m.replicatedCluster(ctx, run, mode); err != nil {
-			return fmt.Errorf("--replica-ack %s: %w", mode, err)
+			return fmt.Errorf("--replica-ack %s%s: %w", mode.ack, mode.suffix, err)
 		}
 	}
 	return nil
 }
 
-func (m *matrix) replicatedCluster(ctx context.Context, run int, mode string) error {
-	suffix, label := "", ""
-	if mode != "fsync" {
-		suffix, label = "-"+mode, ", follower ack on "+mode
-	}
+// replLazySync is the -write-lazy rows' --replica-sync-interval.
+const replLazySync = 10 * time.Millisecond
+
+// replMode is one follower configuration of the replicated rows.
+type replMode struct {
+	ack           string
+	syncInterval  time.Duration
+	suffix, label string
+}
+
+func (m *matrix) replicatedCluster(ctx context.Context, run int, mode replMode) error {
+	suffix, label := mode.suffix, mode.label
 	etcdBin := os.Getenv("PICOMQ_ETCD_BIN")
 	if etcdBin == "" {
 		if p, err := exec.LookPath("etcd"); err == nil {
@@ -70,7 +84,8 @@ func (m *matrix) replicatedCluster(ctx context.Context, run int, mode string) er
 		pargs, paddr := pprofArgs()
 		pprofAddrs = append(pprofAddrs, paddr)
 		n, err := m.startNode("pico-repl"+suffix+"-"+id, append([]string{"--node-id", "repl-" + id, "--etcd-endpoints", etcdURL,
-			"--object-store", s3.url(fmt.Sprintf("repl-r%d%s/", run, suffix)), "--lease-ttl", "5s", "--replica-ack", mode}, pargs...)...)
+			"--object-store", s3.url(fmt.Sprintf("repl-r%d%s/", run, suffix)), "--lease-ttl", "5s", "--replica-ack", mode.ack,
+			"--replica-sync-interval", mode.syncInterval.String()}, pargs...)...)
 		if err != nil {
 			return err
 		}
@@ -163,8 +178,8 @@ func (m *matrix) replicatedCluster(ctx context.Context, run int, mode string) er
 				m.res.Add(nb, run, benchreport.SidePico, sent[0]/appended[0], nil)
 			}
 		}
-		logf("  replicated (replica-ack %s) c=%d: %.0f/s p50 %.2f ms; local %.0f/s p50 %.2f ms; replication bytes/appended byte %.2f",
-			mode, c, res[0].RecordsPerSec, res[0].Lat.P50, res[1].RecordsPerSec, res[1].Lat.P50, sent[0]/max(appended[0], 1))
+		logf("  replicated (replica-ack %s, sync interval %s) c=%d: %.0f/s p50 %.2f ms; local %.0f/s p50 %.2f ms; replication bytes/appended byte %.2f",
+			mode.ack, mode.syncInterval, c, res[0].RecordsPerSec, res[0].Lat.P50, res[1].RecordsPerSec, res[1].Lat.P50, sent[0]/max(appended[0], 1))
 	}
 	return nil
 }

@@ -57,6 +57,25 @@ type replica struct {
 	base, next int64
 	entries    []replicaEntry
 	touched    time.Time
+	// last is the WAL entry of the latest frame applied since this node
+	// started: with a lazy WAL (ReplicaAckWrite and
+	// --replica-sync-interval) it may be written and not yet durable,
+	// and the WAL reads only durable entries, so whoever reads the copy
+	// waits for it first (durable).
+	last *wal.Pending
+}
+
+// durableCopy waits until the copy's entries are durable in this node's WAL
+// (at once, unless some are lazy and unsynced: the wait has the WAL
+// fdatasync them now). rs.mu not held; last read under it.
+func (s *Service) durableCopy(ctx context.Context, last *wal.Pending) error {
+	if last == nil {
+		return nil
+	}
+	if err := last.Wait(ctx); err != nil {
+		return s.waitError("replica", err, ctx)
+	}
+	return nil
 }
 
 type replicaEntry struct {
@@ -217,6 +236,11 @@ func (s *Service) StartReplica(frames []ReplicaFrame) (_ []ReplicaResult, wait f
 	var last *wal.Pending
 	var buf []byte
 	rs := &s.replicas
+	onWrite := s.cfg.Replication.Ack == ReplicaAckWrite
+	enqueue := s.log.EnqueueForWait
+	if onWrite {
+		enqueue = s.log.EnqueueLazy
+	}
 	rs.mu.Lock()
 	for i, f := range frames {
 		out[i] = ReplicaResult{StreamID: f.StreamID, Epoch: f.Epoch}
@@ -264,13 +288,13 @@ func (s *Service) StartReplica(frames []ReplicaFrame) (_ []ReplicaResult, wait f
 			}
 			buf = appendReplicaHeader(buf[:0], 0, f.Epoch, r.next)
 			buf = append(buf, data...)
-			p, werr := s.log.EnqueueForWait(buf)
+			p, werr := enqueue(buf)
 			if werr != nil {
 				rs.mu.Unlock()
 				s.fail(werr)
 				return nil, nil, fmt.Errorf("%w: write-ahead log: %v", ErrUnavailable, werr)
 			}
-			last = p
+			last, r.last = p, p
 			if end > base {
 				r.entries = append(r.entries, replicaEntry{base: base, next: end, pos: p.Pos()})
 			}
@@ -286,13 +310,13 @@ func (s *Service) StartReplica(frames []ReplicaFrame) (_ []ReplicaResult, wait f
 		out[i].Status, out[i].Next = ReplicaOK, r.next
 	}
 	rs.mu.Unlock()
-	onWrite := s.cfg.Replication.Ack == ReplicaAckWrite
 	wait = func(ctx context.Context) error {
 		if last != nil {
 			var err error
 			if onWrite {
-				// The WAL writer fdatasyncs the entries right after. If
-				// that fails, this node's WAL fails: every later request
+				// The WAL fdatasyncs the entries right after, or at most
+				// --replica-sync-interval later. If that fails, this
+				// node's WAL fails: every later request
 				// gets an error, so the owner stops counting this copy
 				// as in sync within its lag timeout.
 				err = last.WaitWritten(ctx)
@@ -351,12 +375,14 @@ func (s *Service) ReplicaTail(ctx context.Context, id uint64, epoch, from int64)
 			ps = append(ps, e.pos)
 		}
 	}
-	name := r.name
+	name, last := r.name, r.last
 	rs.mu.Unlock()
 	if fence != nil {
 		if err := fence.Wait(ctx); err != nil {
 			return ReplicaFrame{}, s.waitError("replica fence", err, ctx)
 		}
+	} else if err := s.durableCopy(ctx, last); err != nil {
+		return ReplicaFrame{}, err // no fence (already at epoch) to cover the copy
 	}
 	f := ReplicaFrame{StreamID: id, Name: name, Epoch: epoch, From: first}
 	for _, p := range ps {

@@ -114,7 +114,7 @@ func (s *Service) adoptCopies(ctx context.Context, st *streamState) error {
 			return err
 		}
 	}
-	if err := s.applyCopy(st, id, from); err != nil {
+	if err := s.applyCopy(ctx, st, id, from); err != nil {
 		return fmt.Errorf("%w: apply the copy of %s: %v", ErrUnavailable, name, err)
 	}
 	st.mu.Lock()
@@ -219,10 +219,12 @@ func (s *Service) storeCopy(ctx context.Context, id uint64, name string, epoch i
 // st, as a replay would: chunks pointing at the copy's WAL entries,
 // producer state, closure. A hole in the copy (an earlier takeover's gap)
 // becomes a gap.
-func (s *Service) applyCopy(st *streamState, id uint64, from int64) error {
+func (s *Service) applyCopy(ctx context.Context, st *streamState, id uint64, from int64) error {
 	s.replicas.mu.Lock()
 	var ents []replicaEntry
+	var last *wal.Pending
 	if r := s.replicas.byID[id]; r != nil {
+		last = r.last
 		for _, e := range r.entries {
 			if e.next > from {
 				ents = append(ents, e)
@@ -230,6 +232,11 @@ func (s *Service) applyCopy(st *streamState, id uint64, from int64) error {
 		}
 	}
 	s.replicas.mu.Unlock()
+	// This node's own copy may hold lazy entries not yet fdatasync'ed
+	// (--replica-sync-interval), which the WAL does not read.
+	if err := s.durableCopy(ctx, last); err != nil {
+		return err
+	}
 	for _, re := range ents {
 		data, err := s.log.ReadAt(re.pos, nil)
 		if err != nil {

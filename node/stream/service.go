@@ -46,6 +46,10 @@ type Log interface {
 	// so a lone append on an idle log is committed by the goroutine that
 	// waits for it, without waking the WAL's writer goroutine.
 	EnqueueForWait(data []byte) (*wal.Pending, error)
+	// EnqueueLazy is EnqueueForWait for a follower's copy answered on
+	// its write (ReplicaAckWrite): the log may put its fdatasync off
+	// (wal.Options.LazySync, set by the node's --replica-sync-interval).
+	EnqueueLazy(data []byte) (*wal.Pending, error)
 	ReadAt(pos wal.Pos, dst []byte) ([]byte, error)
 	// ReadMany reads a flush's entries with one pread per run of
 	// neighbouring records, each verified (wal.WAL.ReadMany).
