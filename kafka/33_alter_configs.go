@@ -3,8 +3,6 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -216,7 +214,7 @@ func (s *Server) forwardConfig(ctx context.Context, name string, tc topicConfig)
 	if self {
 		return fmt.Errorf("%w: %s is moving to this node", stream.ErrUnavailable, name)
 	}
-	cl, err := s.peers.client(net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+	peer, err := s.peers.broker(b)
 	if err != nil {
 		return err
 	}
@@ -234,11 +232,7 @@ func (s *Server) forwardConfig(ctx context.Context, name string, tc topicConfig)
 		rr.Configs = append(rr.Configs, c)
 	}
 	req.Resources = append(req.Resources, rr)
-	seeds := cl.SeedBrokers()
-	if len(seeds) == 0 {
-		return fmt.Errorf("%w: no connection to %s", stream.ErrUnavailable, b.Host)
-	}
-	resp, err := req.RequestWith(ctx, seeds[0])
+	resp, err := req.RequestWith(ctx, peer)
 	if err != nil {
 		return fmt.Errorf("%w: IncrementalAlterConfigs to node %d: %v", stream.ErrUnavailable, b.NodeID, err)
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -254,13 +252,9 @@ func (s *Server) forwardProduce(ctx context.Context, f *forwardedPartition) erro
 	if self {
 		return fmt.Errorf("%w: %s is moving to this node", stream.ErrUnavailable, f.stream)
 	}
-	cl, err := s.peers.client(net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+	peer, err := s.peers.broker(b)
 	if err != nil {
 		return err
-	}
-	seeds := cl.SeedBrokers()
-	if len(seeds) == 0 {
-		return fmt.Errorf("%w: no connection to node %d", stream.ErrUnavailable, b.NodeID)
 	}
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
@@ -271,14 +265,14 @@ func (s *Server) forwardProduce(ctx context.Context, f *forwardedPartition) erro
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic, rt.Partitions = f.topic, []kmsg.ProduceRequestTopicPartition{f.rp}
 	req.Topics = []kmsg.ProduceRequestTopic{rt}
-	resp, err := req.RequestWith(ctx, seeds[0])
+	resp, err := req.RequestWith(ctx, peer)
 	if err != nil && ctx.Err() == nil && idempotent(f.batches) {
 		// Once more on a new connection: the pooled one may be to the
 		// node's previous process (a restart closes it; the first request
 		// on it reads EOF). Whether the first try was written is unknown,
 		// so only batches the owner deduplicates are sent again; others
 		// are left to the client's own retry, as without forwarding.
-		resp, err = req.RequestWith(ctx, seeds[0])
+		resp, err = req.RequestWith(ctx, peer)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: produce forwarded to node %d: %v", stream.ErrUnavailable, b.NodeID, err)

@@ -10,8 +10,6 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -143,13 +141,9 @@ func (s *Server) shareCoordinatorPeer(ctx context.Context, gid string) (int32, *
 	if self {
 		return 0, nil, fmt.Errorf("%w: group %s is moving to this node", stream.ErrUnavailable, gid)
 	}
-	cl, err := s.peers.client(net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+	peer, err := s.peers.broker(b)
 	if err != nil {
 		return 0, nil, err
 	}
-	seeds := cl.SeedBrokers()
-	if len(seeds) == 0 {
-		return 0, nil, fmt.Errorf("%w: no connection to node %d", stream.ErrUnavailable, b.NodeID)
-	}
-	return b.NodeID, seeds[0], nil
+	return b.NodeID, peer, nil
 }

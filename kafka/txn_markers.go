@@ -123,7 +123,7 @@ func (s *Server) forwardMarker(ctx context.Context, name string, pid int64, epoc
 	if err != nil {
 		return err
 	}
-	cl, err := s.peers.client(net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+	peer, err := s.peers.broker(b)
 	if err != nil {
 		return err
 	}
@@ -134,11 +134,7 @@ func (s *Server) forwardMarker(ctx context.Context, name string, pid int64, epoc
 	mt.Topic, mt.Partitions = topic, []int32{p}
 	mk.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{mt}
 	req.Markers = []kmsg.WriteTxnMarkersRequestMarker{mk}
-	seeds := cl.SeedBrokers()
-	if len(seeds) == 0 {
-		return fmt.Errorf("%w: no connection to %s", stream.ErrUnavailable, b.Host)
-	}
-	resp, err := req.RequestWith(ctx, seeds[0])
+	resp, err := req.RequestWith(ctx, peer)
 	if err != nil {
 		return fmt.Errorf("%w: WriteTxnMarkers to node %d: %v", stream.ErrUnavailable, b.NodeID, err)
 	}
@@ -187,6 +183,20 @@ type peerClients struct {
 	tls    *tls.Config // nil: plaintext listeners
 	mu     sync.Mutex
 	m      map[string]*kgo.Client
+}
+
+// broker is the connection to node b that node-to-node requests are sent
+// on (req.RequestWith): its client's seed broker, logged in as the node.
+func (pc *peerClients) broker(b group.Broker) (*kgo.Broker, error) {
+	cl, err := pc.client(net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+	if err != nil {
+		return nil, err
+	}
+	seeds := cl.SeedBrokers()
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("%w: no connection to node %d", stream.ErrUnavailable, b.NodeID)
+	}
+	return seeds[0], nil
 }
 
 func (pc *peerClients) client(addr string) (*kgo.Client, error) {

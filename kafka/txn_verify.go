@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -115,17 +113,13 @@ func coordinatorUnreachable(id string, err error) error {
 // verifyAt asks the coordinating node b for the transaction's state
 // (DescribeTransactions, the API admin clients use) and checks it.
 func (s *Server) verifyAt(ctx context.Context, b group.Broker, id string, pid int64, epoch int16, part txn.Partition) error {
-	cl, err := s.peers.client(net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+	peer, err := s.peers.broker(b)
 	if err != nil {
 		return err
 	}
-	seeds := cl.SeedBrokers()
-	if len(seeds) == 0 {
-		return fmt.Errorf("no connection to %s", b.Host)
-	}
 	req := kmsg.NewPtrDescribeTransactionsRequest()
 	req.TransactionalIDs = []string{id}
-	resp, err := req.RequestWith(ctx, seeds[0])
+	resp, err := req.RequestWith(ctx, peer)
 	if err != nil {
 		return fmt.Errorf("DescribeTransactions to node %d: %w", b.NodeID, err)
 	}
@@ -156,13 +150,9 @@ func (s *Server) verifyAt(ctx context.Context, b group.Broker, id string, pid in
 // each other, with VerifyOnly false (the node's internal login, which
 // the handler requires for these versions).
 func (s *Server) addAt(ctx context.Context, b group.Broker, id string, pid int64, epoch int16, part txn.Partition) error {
-	cl, err := s.peers.client(net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+	peer, err := s.peers.broker(b)
 	if err != nil {
 		return err
-	}
-	seeds := cl.SeedBrokers()
-	if len(seeds) == 0 {
-		return fmt.Errorf("no connection to %s", b.Host)
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
@@ -171,7 +161,7 @@ func (s *Server) addAt(ctx context.Context, b group.Broker, id string, pid int64
 	tt.Topic, tt.Partitions = part.Topic, []int32{part.Partition}
 	tx.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{tt}
 	req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tx}
-	resp, err := req.RequestWith(ctx, seeds[0])
+	resp, err := req.RequestWith(ctx, peer)
 	if err != nil {
 		return fmt.Errorf("AddPartitionsToTxn to node %d: %w", b.NodeID, err)
 	}
