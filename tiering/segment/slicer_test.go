@@ -180,3 +180,41 @@ func TestSlicerWindowsOverlap(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundedReadStopsAtWindowEnd: a bounded read whose batches lie in two
+// of the source's buffers (two GETs of the block cache) returns those of
+// the first, aliasing its memory, instead of copying them all into one
+// buffer; reading on from where it stopped gives the rest. (Before, the
+// page was copied whole: in a cold read that was a copy of every byte.)
+func TestBoundedReadStopsAtWindowEnd(t *testing.T) {
+	batches := segmenttest.Stream(0, 40, 4, 500, 1000)
+	data, info := build(t, WriterOptions{}, testStream{id: 1, batches: batches})
+	want := bytes.Join(batches, nil)
+	e := info.Streams[0]
+	runSize := int(e.Offset) + len(want)/2 // a run ends mid-range
+	src := &memRuns{data: data, runSize: runSize}
+	b, err := ReadStream(t.Context(), src, "k", e, e.First, len(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Data) == 0 || len(b.Data) >= len(want) || b.Pos+int64(len(b.Data)) > int64(runSize) {
+		t.Fatalf("read of %d bytes over a run ending at %d: %d bytes from %d; want the batches of the first run only", len(want), runSize, len(b.Data), b.Pos)
+	}
+	if &b.Data[0] != &data[b.Pos] {
+		t.Fatalf("the page was copied; want it lent from the source's memory")
+	}
+	got := bytes.Clone(b.Data)
+	for b.NextOffset <= e.Last() {
+		if b, err = ReadStreamAt(t.Context(), src, "k", e, b.Pos+int64(len(b.Data)), b.NextOffset, b.NextOffset, len(want)); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b.Data...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("reading on from where the read stopped: %d bytes differ from the range's %d", len(got), len(want))
+	}
+	// A whole-range read (maxBytes 0) still returns everything at once.
+	if all, err := ReadStream(t.Context(), src, "k", e, e.First, 0); err != nil || !bytes.Equal(all.Data, want) {
+		t.Fatalf("whole-range read: %d bytes, %v", len(all.Data), err)
+	}
+}
