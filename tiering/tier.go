@@ -139,9 +139,7 @@ func (t *Tier) Upload(ctx context.Context, key string, streams []StreamBatches) 
 }
 
 // ReadBatches returns whole, CRC-verified batches of ref's stream from the
-// batch holding offset from, at most about maxBytes long (fewer where a
-// GET's memory in the cache ends: no copy; maxBytes <= 0: the whole
-// range, in one buffer). A corrupt object is
+// batch holding offset from, about maxBytes long. A corrupt object is
 // dropped from the cache (the next read fetches it again, so a damaged
 // transfer or a restored object heals by itself) and logged once.
 func (t *Tier) ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error) {

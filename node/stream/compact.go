@@ -301,9 +301,7 @@ func (s *Service) compactReader() rangeReader {
 // readRange returns the batches of ref's range, checking that they cover
 // exactly its offsets.
 func readRange(ctx context.Context, read rangeReader, ref *ObjectRef) ([][]byte, error) {
-	// maxBytes 0: the whole range in one buffer (a bounded read may stop
-	// early where the cache's memory ends).
-	data, err := read(ctx, ref, ref.First, 0)
+	data, err := read(ctx, ref, ref.First, int(ref.Length))
 	if err != nil {
 		return nil, fmt.Errorf("compact: read %s: %w", ref.Key, err)
 	}

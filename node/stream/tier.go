@@ -24,10 +24,8 @@ type Tier interface {
 	// existing key.
 	Upload(ctx context.Context, key string, streams []tiering.StreamBatches) ([]ObjectRef, int64, error)
 	// ReadBatches returns whole, CRC-verified batches of ref's stream,
-	// starting with the batch holding offset from, at most about maxBytes
-	// long (at least one batch; fewer where the cache's memory ends, which
-	// saves a copy: read on from where they stop; maxBytes <= 0: the whole
-	// range). The bytes may be the block cache's own memory,
+	// starting with the batch holding offset from, about maxBytes long (at
+	// least one batch). The bytes may be the block cache's own memory,
 	// shared with other readers: never modify them (copy first, e.g. to
 	// rewrite a Kafka batch header).
 	ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error)

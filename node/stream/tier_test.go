@@ -118,7 +118,7 @@ func (d *dirTier) ReadBatches(ctx context.Context, ref *stream.ObjectRef, from i
 		if err != nil {
 			return nil, err
 		}
-		if maxBytes > 0 && n > 0 && n+h.Size() > maxBytes { // <= 0: the whole range
+		if n > 0 && n+h.Size() > maxBytes {
 			break
 		}
 		n += h.Size()

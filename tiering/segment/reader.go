@@ -159,10 +159,7 @@ type Batches struct {
 
 // ReadBatches returns the batches of stream holding offset and after it,
 // at least one batch and then as many as fit in maxBytes (<= 0: to the end
-// of the stream's range, in one buffer). A bounded read may return fewer
-// than fit: it stops where the source's memory ends (a Slicer's buffer, one
-// GET of the block cache) rather than copy the batches into one buffer;
-// read on from NextOffset. It uses the batch index to start at most
+// of the stream's range). It uses the batch index to start at most
 // IndexInterval bytes before the wanted batch.
 func (r *Reader) ReadBatches(ctx context.Context, stream uint64, offset int64, maxBytes int) (Batches, error) {
 	s, ok := r.stream(stream)
@@ -303,9 +300,8 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 		hint = e.End() - pos
 	}
 	// The batches taken are consecutive bytes of the object, and usually
-	// all in one window buffer: collect them as slices of the windows.
-	// A bounded read (maxBytes > 0) stops where its first window ends and
-	// never copies; a whole-range read copies if they span several.
+	// all in one window buffer: collect them as slices of the windows and
+	// copy only if they span several (most reads then copy nothing).
 	var parts [][]byte
 	size := 0
 	at := pos // position of the batch fn sees
@@ -323,13 +319,6 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 		}
 		if k := len(parts) - 1; k >= 0 && adjacent(parts[k], b) {
 			parts[k] = parts[k][:len(parts[k])+len(b)]
-		} else if out.Count > 0 && maxBytes > 0 {
-			// b lies in another buffer (the next GET's memory): stop
-			// here rather than copy the read into one buffer. The
-			// caller reads on from NextOffset (a resumed read costs no
-			// footer), and a page of stored batches hands each one on
-			// where it lies, so a cold read copies none of them.
-			return false, false
 		} else {
 			parts = append(parts, b)
 		}
