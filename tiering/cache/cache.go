@@ -29,8 +29,8 @@
 // comes first: while any reader waits for a GET of its own (a demand GET,
 // or read-ahead it caught up with), read-ahead GETs already sent leave
 // their bodies unread, so the object store's bandwidth goes to what a
-// reader is waiting for and read-ahead fills what is left of it, oldest
-// first, a few bodies at a time (AheadBodies; see yieldToDemand). Readers that know
+// reader is waiting for and read-ahead fills what is left of it (see
+// yieldToDemand). Readers that know
 // what they will read say so with Advise (segment.ReadStream does, for the
 // stream's byte range), which starts read-ahead at once and keeps it inside
 // the range: an L0 object holds many streams, and fetching the neighbours'
@@ -56,7 +56,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -144,12 +143,6 @@ type Options struct {
 	// waits for) in flight at once, node-wide (default ReadAheadBytes); a
 	// GET past it waits for an earlier one to land.
 	FetchBytes int64
-	// AheadBodies bounds the read-ahead GETs whose bodies are read at
-	// once (default 4), oldest first: the rest have their requests out
-	// (their round trips overlap) and read once earlier ones are done, so
-	// on a store bound by bandwidth the run a reader needs next arrives
-	// first instead of sharing the bandwidth with the whole window.
-	AheadBodies int
 	// Parallelism bounds concurrent read-ahead GETs (default 16). The
 	// budget, not this count, bounds memory; the count keeps the number
 	// of connections to the object store reasonable. Against remote S3 a
@@ -179,7 +172,6 @@ func (o *Options) setDefaults() {
 	defaults.Set(&o.ReadAheadBytes, 64<<20)
 	defaults.Set(&o.FetchBytes, o.ReadAheadBytes)
 	defaults.Set(&o.Parallelism, 16)
-	defaults.Set(&o.AheadBodies, 4)
 	defaults.Set(&o.StagingBlocks, int(o.ReadAheadBytes/o.BlockSize)+2*o.FetchBlocks)
 	defaults.Set(&o.FetchTimeout, 30*time.Second)
 }
@@ -231,8 +223,6 @@ type run struct {
 	fetching bool          // its buffer is allocated (tests count it)
 	demand   bool          // a reader waits for it: counted in Cache.demandOpen
 	settled  bool          // finish has run: it can no longer become demand
-	queued   bool          // in Cache.aheadQueue
-	ranked   atomic.Bool   // among the first AheadBodies of aheadQueue, or out of it: for good
 }
 
 func (r *run) ready() bool {
@@ -292,12 +282,6 @@ type Cache struct {
 	demandOpen  int64
 	demandIdle  chan struct{} // closed when demandOpen is zero; replaced when it rises
 	demandOpenA atomic.Int64  // demandOpen, for the read-ahead's lock-free check
-	// aheadQueue holds the read-ahead runs holding a GET slot (sem), not
-	// yet done or promoted, in the order they took it (about the order
-	// they were created); the first AheadBodies of them may read their
-	// bodies (yieldToDemand).
-	aheadQueue []*run
-	queueMoved chan struct{} // closed (and replaced) when a run leaves the head of aheadQueue
 
 	// Runs ristretto let go of (evicted, rejected, replaced). Its callback
 	// may run inside calls made under mu, so it only queues them here,
@@ -321,7 +305,6 @@ func New(src Source, opts Options) (*Cache, error) {
 
 		demandFreed: make(chan struct{}),
 		demandIdle:  make(chan struct{}),
-		queueMoved:  make(chan struct{}),
 	}
 	close(c.demandIdle)
 	rc, err := ristretto.NewCache(&ristretto.Config[string, *run]{
@@ -425,36 +408,6 @@ func (c *Cache) openDemandLocked(r *run) {
 	c.demandOpenA.Store(c.demandOpen)
 }
 
-// dequeueLocked takes r out of aheadQueue (it is done, or a reader waits
-// for it) and wakes the runs that may now read their bodies.
-func (c *Cache) dequeueLocked(r *run) {
-	if !r.queued {
-		return
-	}
-	r.queued = false
-	r.ranked.Store(true)
-	i := slices.Index(c.aheadQueue, r)
-	c.aheadQueue = slices.Delete(c.aheadQueue, i, i+1)
-	if i < c.opts.AheadBodies {
-		close(c.queueMoved)
-		c.queueMoved = make(chan struct{})
-	}
-}
-
-// rankedLocked says whether read-ahead run r may read its body as far as
-// the queue goes: it is among the first AheadBodies of aheadQueue (a run
-// only moves up, so this holds for good once true), or out of the queue.
-func (c *Cache) rankedLocked(r *run) bool {
-	if r.ranked.Load() {
-		return true
-	}
-	if !r.queued || slices.Index(c.aheadQueue[:min(len(c.aheadQueue), c.opts.AheadBodies)], r) >= 0 {
-		r.ranked.Store(true)
-		return true
-	}
-	return false
-}
-
 // closeDemandLocked ends openDemandLocked's count of r (it is done).
 func (c *Cache) closeDemandLocked(r *run) {
 	r.settled = true
@@ -470,8 +423,7 @@ func (c *Cache) closeDemandLocked(r *run) {
 }
 
 // yieldToDemand holds read-ahead run r's next body read while any reader
-// waits for a GET of its own, or while AheadBodies older read-ahead runs
-// are still being read; it returns once neither holds, r itself is
+// waits for a GET of its own, and returns once none does, r itself is
 // promoted (a reader now waits for it), or r has yielded for a quarter of
 // FetchTimeout in all (*yielded; so that read-ahead under constant demand
 // still lands before its GET times out).
@@ -482,10 +434,9 @@ func (c *Cache) closeDemandLocked(r *run) {
 // CPU, as loopback MinIO is), ten read-ahead bodies transferred beside the
 // demand body make the reader wait for all eleven. A body left unread
 // stops its sender once the socket's receive window is full (TCP flow
-// control), which leaves the store's bandwidth to the demand GET, and
-// then to the read-ahead the reader will need first.
+// control), which leaves the store's bandwidth to the demand GET.
 func (c *Cache) yieldToDemand(ctx context.Context, r *run, yielded *time.Duration) error {
-	if c.demandOpenA.Load() == 0 && r.ranked.Load() {
+	if c.demandOpenA.Load() == 0 {
 		return nil
 	}
 	select {
@@ -499,31 +450,22 @@ func (c *Cache) yieldToDemand(ctx context.Context, r *run, yielded *time.Duratio
 	}
 	start := time.Now()
 	defer func() { *yielded += time.Since(start) }()
-	var timer *time.Timer
+	timer := time.NewTimer(left)
+	defer timer.Stop()
 	counted := false
 	for {
 		c.mu.Lock()
-		open, idle, moved := c.demandOpen, c.demandIdle, c.queueMoved
-		ranked := c.rankedLocked(r)
+		open, idle := c.demandOpen, c.demandIdle
 		c.mu.Unlock()
-		if open == 0 && ranked {
-			return nil
-		}
 		if open == 0 {
-			idle = nil // nothing to wait for there
-		}
-		if ranked {
-			moved = nil
+			return nil
 		}
 		if !counted {
 			counted = true
 			c.yields.Add(1)
-			timer = time.NewTimer(left)
-			defer timer.Stop()
 		}
 		select {
 		case <-idle:
-		case <-moved:
 		case <-r.promote:
 			return nil
 		case <-timer.C:
@@ -618,7 +560,6 @@ func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast 
 				r.prefetch = false
 				close(r.promote)
 				c.openDemandLocked(r)
-				c.dequeueLocked(r)
 			}
 			c.joined.Add(1)
 			continue
@@ -790,14 +731,6 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 			select {
 			case c.sem <- struct{}{}:
 				defer func() { <-c.sem }()
-				// Queued once it holds a GET slot, so that the runs
-				// ranked to read their bodies are never waiting for one.
-				c.mu.Lock()
-				if r.prefetch && !r.settled {
-					r.queued = true
-					c.aheadQueue = append(c.aheadQueue, r)
-				}
-				c.mu.Unlock()
 			case <-r.promote:
 			case <-c.ctx.Done():
 				c.finish(r, nil, c.ctx.Err())
@@ -854,7 +787,6 @@ func (c *Cache) finish(r *run, buf []byte, err error) {
 	c.mu.Lock()
 	c.retireExitedLocked() // the Sets of earlier runs evicted some
 	c.closeDemandLocked(r)
-	c.dequeueLocked(r)
 	switch {
 	case err != nil:
 		r.err = err

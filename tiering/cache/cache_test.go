@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -781,85 +780,5 @@ func TestReadAheadYieldsToDemand(t *testing.T) {
 	}
 	if s := c.Stats(); s.Misses != 1 {
 		t.Errorf("%+v: want one demand miss (block 0), the rest read ahead", s)
-	}
-}
-
-// orderSource streams ranged GETs 16 KiB per Read and records how many
-// bodies are being read at once.
-type orderSource struct {
-	data           []byte
-	active, maxAct atomic.Int64
-}
-
-func (o *orderSource) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	n := copy(p, o.data[min(off, int64(len(o.data))):])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-func (o *orderSource) ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
-	end := min(off+length, int64(len(o.data)))
-	return io.NopCloser(&orderBody{o: o, rest: o.data[off:end]}), nil
-}
-
-type orderBody struct {
-	o       *orderSource
-	rest    []byte
-	started bool
-}
-
-func (b *orderBody) Read(p []byte) (int, error) {
-	if !b.started {
-		b.started = true
-		if a := b.o.active.Add(1); a > b.o.maxAct.Load() {
-			b.o.maxAct.Store(a)
-		}
-	}
-	n := copy(p[:min(len(p), 16<<10)], b.rest)
-	b.rest = b.rest[n:]
-	if len(b.rest) == 0 {
-		b.o.active.Add(-1)
-		return n, io.EOF
-	}
-	runtime.Gosched() // give the other bodies their chance to overlap
-	return n, nil
-}
-
-// TestReadAheadBodiesAFewAtATime: of a window of read-ahead GETs sent at
-// once, at most AheadBodies bodies are read at a time, so on a store bound
-// by bandwidth the oldest (the reader's next bytes) arrive first instead
-// of sharing it with the whole window; all of them land.
-func TestReadAheadBodiesAFewAtATime(t *testing.T) {
-	data := make([]byte, 64*bs)
-	for i := range data {
-		data[i] = byte(i*131 + i>>11)
-	}
-	src := &orderSource{data: data}
-	c, err := New(src, Options{BlockSize: bs, FetchBlocks: 4, ReadAhead: 32, AheadBodies: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	c.Advise("obj", 0, 32*bs) // eight GETs of four blocks
-	deadline := time.Now().Add(30 * time.Second)
-	for c.Stats().FetchedBytes < 32*bs {
-		if time.Now().After(deadline) {
-			t.Fatalf("read-ahead did not land: %+v", c.Stats())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if m := src.maxAct.Load(); m > 2 {
-		t.Errorf("%d read-ahead bodies read at once; want at most AheadBodies (2)", m)
-	}
-	p := make([]byte, bs)
-	for i := range 32 {
-		if _, err := c.ReadAt(t.Context(), "obj", p, int64(i)*bs); err != nil || !bytes.Equal(p, data[i*bs:(i+1)*bs]) {
-			t.Fatalf("block %d: %v", i, err)
-		}
-	}
-	if s := c.Stats(); s.Misses != 0 {
-		t.Errorf("%+v: every block should have been read ahead", s)
 	}
 }
