@@ -754,6 +754,9 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 		buf := make([]byte, count*c.opts.BlockSize)
 		var n int64
 		var err error
+		// Read-ahead streamed into its run yields to demand between body
+		// reads; a one-block GET (or a source that cannot stream) is read
+		// in one call and does not.
 		var gate func() error
 		if prefetch {
 			var yielded time.Duration
