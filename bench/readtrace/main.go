@@ -8,7 +8,9 @@
 // client's trace, when the client's page reads start and end. With
 // several page requests in flight (one connection and handler goroutine
 // each) the per-state totals add the handlers up; the last line gives
-// the time no handler had a request to serve. Both
+// the time no handler had a request to serve, and the first wave of GETs
+// (those started before the handler first waits for one; the last is
+// the demand GET the first page waits for). Both
 // traces use the machine's monotonic clock, so the times are on one axis,
 // in ms from the first page request. docs/benchmarks.md has the figures.
 // A module of its own, for golang.org/x/exp/trace:
@@ -95,6 +97,12 @@ func main() {
 		})
 	}
 	runs := map[trace.GoID]trace.Time{}
+	// The first wave: the GETs started before the handler first waits for
+	// one. The read path advises read-ahead before its first chunk read,
+	// so the last of them is the demand GET the first page waits for.
+	var wave []trace.GoID
+	took := map[trace.GoID]time.Duration{}
+	var firstWait, firstAnswer trace.Time
 	handler := map[trace.GoID]bool{}
 	state := map[trace.GoID]string{} // why a handler goroutine is not running
 	since := map[trace.GoID]trace.Time{}
@@ -112,9 +120,13 @@ func main() {
 		from, to := st.Goroutine()
 		if from == trace.GoNotExist && inside(e.Stack(), "startRunLocked") {
 			runs[g] = e.Time()
+			if firstWait == 0 {
+				wave = append(wave, g)
+			}
 			lines = append(lines, line{e.Time(), fmt.Sprintf("  node GET g%d starts", g)})
 		}
 		if s, ok := runs[g]; ok && to == trace.GoNotExist {
+			took[g] = time.Duration(e.Time() - s)
 			lines = append(lines, line{e.Time(), fmt.Sprintf("  node GET g%d done, %.2f ms", g, float64(e.Time()-s)/1e6)})
 		}
 		if st.Stack != trace.NoStack && inside(st.Stack, "pico.(*Handler).read") {
@@ -138,9 +150,15 @@ func main() {
 			switch {
 			case inside(st.Stack, "Cache).acquire"):
 				why = "waiting for the cache (a GET)"
+				if firstWait == 0 {
+					firstWait = e.Time()
+				}
 				lines = append(lines, line{e.Time(), fmt.Sprintf("    node handler g%d waits for a GET", g)})
 			case inside(st.Stack, "readRequest", "connReader", "backgroundRead", "abortPendingRead"):
 				why = "waiting for the next request"
+				if firstAnswer == 0 && firstWait != 0 {
+					firstAnswer = e.Time()
+				}
 				lines = append(lines, line{e.Time(), fmt.Sprintf("    node handler g%d answered, waits for the next request", g)})
 			default:
 				why = "waiting (other)"
@@ -189,6 +207,19 @@ func main() {
 		}
 	}) {
 		fmt.Printf("  %-32s %8.1f ms\n", k, float64(total[k])/1e6)
+	}
+	if n := len(wave); n > 0 && firstAnswer != 0 {
+		var others []time.Duration
+		for _, g := range wave[:n-1] {
+			others = append(others, took[g])
+		}
+		slices.Sort(others)
+		median := time.Duration(0)
+		if len(others) > 0 {
+			median = others[len(others)/2]
+		}
+		fmt.Printf("first wave: %d GETs before the handler first waited for one; the demand GET (the last, g%d) took %.1f ms, the others' median %.1f ms; first page answered at %.1f ms\n",
+			n, wave[n-1], float64(took[wave[n-1]])/1e6, float64(median)/1e6, float64(firstAnswer-t0)/1e6)
 	}
 	fmt.Printf("%d handler goroutines; every one waiting for a request (the node idle between pages): %.1f ms\n", len(handler), float64(idle)/1e6)
 }

@@ -25,7 +25,12 @@
 // costs and finds its next bytes already there. All readers share one
 // read-ahead budget in bytes (ReadAheadBytes): read-ahead that does not fit
 // is not sent, so memory stays bounded however many readers there are,
-// and demand GETs in flight are bounded the same way (FetchBytes). Readers that know
+// and demand GETs in flight are bounded the same way (FetchBytes). Demand
+// comes first: while any reader waits for a GET of its own (a demand GET,
+// or read-ahead it caught up with), read-ahead GETs already sent leave
+// their bodies unread, so the object store's bandwidth goes to what a
+// reader is waiting for and read-ahead fills what is left of it (see
+// yieldToDemand). Readers that know
 // what they will read say so with Advise (segment.ReadStream does, for the
 // stream's byte range), which starts read-ahead at once and keeps it inside
 // the range: an L0 object holds many streams, and fetching the neighbours'
@@ -74,8 +79,9 @@ type RangeStreamer interface {
 
 // readRun streams the range of len(buf) bytes starting at off into buf
 // and returns the bytes read; a range that ends early is not an error (the
-// object ended), a stream cut short is.
-func readRun(ctx context.Context, rs RangeStreamer, key string, off int64, buf []byte) (int64, error) {
+// object ended), a stream cut short is. gate, if set, is called before
+// each read of the body and may hold it (read-ahead yielding to demand).
+func readRun(ctx context.Context, rs RangeStreamer, key string, off int64, buf []byte, gate func() error) (int64, error) {
 	rc, err := rs.ReadRange(ctx, key, off, int64(len(buf)))
 	if err != nil {
 		return 0, err
@@ -86,6 +92,11 @@ func readRun(ctx context.Context, rs RangeStreamer, key string, off int64, buf [
 	// range with io.EOF and a cut one with another error.
 	var n int64
 	for n < int64(len(buf)) {
+		if gate != nil {
+			if err := gate(); err != nil {
+				return n, err
+			}
+		}
 		m, err := rc.Read(buf[n:])
 		n += int64(m)
 		if err == io.EOF {
@@ -180,6 +191,9 @@ type Stats struct {
 	ReadAheadSkipped int64
 	// FetchWaits counts demand GETs that waited for FetchBytes.
 	FetchWaits int64
+	// ReadAheadYields counts times a read-ahead GET held its body unread
+	// while a reader waited for a GET of its own (yieldToDemand).
+	ReadAheadYields int64
 }
 
 type blockID struct {
@@ -207,6 +221,8 @@ type run struct {
 	forgot   bool          // its object was forgotten while it was in flight
 	budget   int64         // read-ahead budget it holds until read or let go of
 	fetching bool          // its buffer is allocated (tests count it)
+	demand   bool          // a reader waits for it: counted in Cache.demandOpen
+	settled  bool          // finish has run: it can no longer become demand
 }
 
 func (r *run) ready() bool {
@@ -260,6 +276,12 @@ type Cache struct {
 	aheadUsed    int64         // read-ahead budget held (Options.ReadAheadBytes)
 	demandUsed   int64         // demand GET bytes in flight (Options.FetchBytes)
 	demandFreed  chan struct{} // closed (and replaced) when demandUsed drops
+	// demandOpen counts runs a reader waits for that are not done yet
+	// (demand GETs from creation, read-ahead from its promotion); while
+	// it is above zero, read-ahead bodies are not read (yieldToDemand).
+	demandOpen  int64
+	demandIdle  chan struct{} // closed when demandOpen is zero; replaced when it rises
+	demandOpenA atomic.Int64  // demandOpen, for the read-ahead's lock-free check
 
 	// Runs ristretto let go of (evicted, rejected, replaced). Its callback
 	// may run inside calls made under mu, so it only queues them here,
@@ -268,7 +290,7 @@ type Cache struct {
 	exited []*run
 
 	hits, misses, joined, prefetches, requests, fetched atomic.Int64
-	skipped, fetchWaits                                 atomic.Int64
+	skipped, fetchWaits, yields                         atomic.Int64
 }
 
 // New returns a cache over src.
@@ -282,7 +304,9 @@ func New(src Source, opts Options) (*Cache, error) {
 		seq:    map[string]*seqState{},
 
 		demandFreed: make(chan struct{}),
+		demandIdle:  make(chan struct{}),
 	}
+	close(c.demandIdle)
 	rc, err := ristretto.NewCache(&ristretto.Config[string, *run]{
 		NumCounters:        max(10*blocks, 1000),
 		MaxCost:            opts.MaxBytes,
@@ -334,6 +358,7 @@ func (c *Cache) Stats() Stats {
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Joined: c.joined.Load(),
 		Prefetches: c.prefetches.Load(), Requests: c.requests.Load(), FetchedBytes: c.fetched.Load(),
 		ReadAheadBytes: ahead, ReadAheadSkipped: c.skipped.Load(), FetchWaits: c.fetchWaits.Load(),
+		ReadAheadYields: c.yields.Load(),
 	}
 }
 
@@ -366,6 +391,87 @@ func (c *Cache) takeDemand(n int64) error {
 		case <-freed:
 		case <-c.ctx.Done():
 			return c.ctx.Err()
+		}
+	}
+}
+
+// openDemandLocked counts r as a run a reader waits for, until finish.
+func (c *Cache) openDemandLocked(r *run) {
+	if r.demand || r.settled {
+		return
+	}
+	r.demand = true
+	if c.demandOpen == 0 {
+		c.demandIdle = make(chan struct{})
+	}
+	c.demandOpen++
+	c.demandOpenA.Store(c.demandOpen)
+}
+
+// closeDemandLocked ends openDemandLocked's count of r (it is done).
+func (c *Cache) closeDemandLocked(r *run) {
+	r.settled = true
+	if !r.demand {
+		return
+	}
+	r.demand = false
+	c.demandOpen--
+	c.demandOpenA.Store(c.demandOpen)
+	if c.demandOpen == 0 {
+		close(c.demandIdle)
+	}
+}
+
+// yieldToDemand holds read-ahead run r's next body read while any reader
+// waits for a GET of its own, and returns once none does, r itself is
+// promoted (a reader now waits for it), or r has yielded for a quarter of
+// FetchTimeout in all (*yielded; so that read-ahead under constant demand
+// still lands before its GET times out).
+//
+// Why the body and not the request: the request goes out at once, so on a
+// store with latency (S3 across a network) read-ahead's round trip still
+// overlaps the demand GET's; but on a store bound by bandwidth (or by its
+// CPU, as loopback MinIO is), ten read-ahead bodies transferred beside the
+// demand body make the reader wait for all eleven. A body left unread
+// stops its sender once the socket's receive window is full (TCP flow
+// control), which leaves the store's bandwidth to the demand GET.
+func (c *Cache) yieldToDemand(ctx context.Context, r *run, yielded *time.Duration) error {
+	if c.demandOpenA.Load() == 0 {
+		return nil
+	}
+	select {
+	case <-r.promote:
+		return nil // a reader waits for r: it is demand itself now
+	default:
+	}
+	left := c.opts.FetchTimeout/4 - *yielded
+	if left <= 0 {
+		return nil
+	}
+	start := time.Now()
+	defer func() { *yielded += time.Since(start) }()
+	timer := time.NewTimer(left)
+	defer timer.Stop()
+	counted := false
+	for {
+		c.mu.Lock()
+		open, idle := c.demandOpen, c.demandIdle
+		c.mu.Unlock()
+		if open == 0 {
+			return nil
+		}
+		if !counted {
+			counted = true
+			c.yields.Add(1)
+		}
+		select {
+		case <-idle:
+		case <-r.promote:
+			return nil
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -453,6 +559,7 @@ func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast 
 				// Someone needs it now: let it skip the read-ahead queue.
 				r.prefetch = false
 				close(r.promote)
+				c.openDemandLocked(r)
 			}
 			c.joined.Add(1)
 			continue
@@ -615,6 +722,8 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 	if prefetch {
 		r.budget = count * c.opts.BlockSize
 		c.aheadUsed += r.budget
+	} else {
+		c.openDemandLocked(r) // from now on read-ahead bodies wait for it
 	}
 	go func() {
 		defer c.wg.Done()
@@ -645,8 +754,16 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 		buf := make([]byte, count*c.opts.BlockSize)
 		var n int64
 		var err error
+		// Read-ahead streamed into its run yields to demand between body
+		// reads; a one-block GET (or a source that cannot stream) is read
+		// in one call and does not.
+		var gate func() error
+		if prefetch {
+			var yielded time.Duration
+			gate = func() error { return c.yieldToDemand(ctx, r, &yielded) }
+		}
 		if rs, ok := c.src.(RangeStreamer); ok && count > 1 {
-			n, err = readRun(ctx, rs, key, first*c.opts.BlockSize, buf)
+			n, err = readRun(ctx, rs, key, first*c.opts.BlockSize, buf, gate)
 		} else {
 			var m int
 			m, err = c.src.ReadAt(ctx, key, buf, first*c.opts.BlockSize)
@@ -672,6 +789,7 @@ func (c *Cache) finish(r *run, buf []byte, err error) {
 	bs := c.opts.BlockSize
 	c.mu.Lock()
 	c.retireExitedLocked() // the Sets of earlier runs evicted some
+	c.closeDemandLocked(r)
 	switch {
 	case err != nil:
 		r.err = err

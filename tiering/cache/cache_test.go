@@ -32,6 +32,21 @@ func (c *counted) ReadAt(ctx context.Context, key string, p []byte, off int64) (
 	return c.Store.ReadAt(ctx, key, p, off)
 }
 
+// ReadRange makes counted a RangeStreamer when its store is one (the
+// file store and S3 are), so tests go through the path production reads
+// take: read-ahead streaming into its run and yielding to demand.
+func (c *counted) ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	rs, ok := c.Store.(RangeStreamer)
+	if !ok {
+		return nil, fmt.Errorf("counted: %T cannot stream ranges", c.Store)
+	}
+	c.reads.Add(1)
+	if c.delay > 0 {
+		time.Sleep(c.delay)
+	}
+	return rs.ReadRange(ctx, key, off, length)
+}
+
 const bs = 64 << 10
 
 func setup(t *testing.T, store objstore.Store, size int, opts Options) (*Cache, *counted, []byte) {
@@ -618,5 +633,152 @@ func TestColdSlicesOfOneWindowShareOneGET(t *testing.T) {
 	}
 	if got := src.reads.Load(); got != 2 {
 		t.Errorf("%d GETs after a slice of the second window, want 2", got)
+	}
+}
+
+// heldSource serves data as one object: ReadAt of the block at offset 0
+// (the demand GET in TestReadAheadYieldsToDemand) waits until release is
+// closed; ranged GETs (read-ahead) answer only once that demand GET has
+// been sent, like a store's response headers arriving after a round trip,
+// and stream their bodies 16 KiB per Read, noting any read made while the
+// demand GET is held.
+type heldSource struct {
+	data       []byte
+	demandSent chan struct{}
+	release    chan struct{}
+	ranges     atomic.Int64 // ranged GETs answered
+	held       atomic.Bool  // the demand GET is in progress
+	watch      atomic.Bool  // note body reads during it
+	violations atomic.Int64 // read-ahead body reads while the demand GET was held
+}
+
+func (h *heldSource) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	if off == 0 {
+		h.held.Store(true)
+		close(h.demandSent)
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		h.held.Store(false)
+	}
+	if off >= int64(len(h.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, h.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (h *heldSource) ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	select {
+	case <-h.demandSent:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	h.ranges.Add(1)
+	end := min(off+length, int64(len(h.data)))
+	return io.NopCloser(&heldBody{h: h, rest: h.data[off:end]}), nil
+}
+
+type heldBody struct {
+	h    *heldSource
+	rest []byte
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	if b.h.watch.Load() && b.h.held.Load() {
+		b.h.violations.Add(1)
+	}
+	if len(b.rest) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 16<<10)], b.rest)
+	b.rest = b.rest[n:]
+	return n, nil
+}
+
+// TestReadAheadYieldsToDemand: read-ahead GETs sent before a reader's
+// demand GET (as a cold read's prefetch of the following objects is) do
+// not read their bodies while the demand GET is in progress, so on a
+// store bound by bandwidth the reader does not wait for them; a reader
+// that catches up with one of them is served at once (it becomes demand
+// itself); and once the demand GET is done they complete. Without the
+// yield (readRun's gate) the read-ahead bodies are read beside the demand
+// one and the test fails on the violations.
+func TestReadAheadYieldsToDemand(t *testing.T) {
+	data := make([]byte, 64*bs)
+	for i := range data {
+		data[i] = byte(i*131 + i>>11)
+	}
+	src := &heldSource{data: data, demandSent: make(chan struct{}), release: make(chan struct{})}
+	c, err := New(src, Options{BlockSize: bs, FetchBlocks: 4, ReadAhead: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	src.watch.Store(true)
+	// Read-ahead first (blocks 32..47: four GETs of four blocks), then
+	// the demand GET (block 0).
+	c.Advise("obj", 32*bs, 64*bs)
+	type result struct {
+		b   []byte
+		err error
+	}
+	demand := make(chan result, 1)
+	go func() {
+		b, err := c.Slice(t.Context(), "obj", 0, bs, bs)
+		demand <- result{b, err}
+	}()
+	<-src.demandSent
+	// Await either outcome: every read-ahead GET answered and holding
+	// its body, or a body read during the demand GET.
+	deadline := time.Now().Add(30 * time.Second)
+	for src.violations.Load() == 0 && (src.ranges.Load() < 4 || c.Stats().ReadAheadYields < 4) {
+		if time.Now().After(deadline) {
+			t.Fatalf("read-ahead neither yielded nor read: %d ranges answered, %+v", src.ranges.Load(), c.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if v := src.violations.Load(); v > 0 {
+		t.Fatalf("read-ahead bodies were read %d times while the reader's demand GET was in progress", v)
+	}
+	src.watch.Store(false)
+
+	// A reader that reaches a held read-ahead run is not held with it.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	p := make([]byte, bs)
+	if _, err := c.ReadAt(ctx, "obj", p, 33*bs); err != nil || !bytes.Equal(p, data[33*bs:34*bs]) {
+		t.Fatalf("read of held read-ahead while another demand GET is in progress: %v", err)
+	}
+	select {
+	case r := <-demand:
+		t.Fatalf("demand read returned before its GET was released: %v", r.err)
+	default:
+	}
+
+	close(src.release)
+	r := <-demand
+	if r.err != nil || !bytes.Equal(r.b, data[:bs]) {
+		t.Fatalf("demand read: %v", r.err)
+	}
+	// The rest of the read-ahead lands once the demand GET is done.
+	for c.Stats().FetchedBytes < 17*bs {
+		if time.Now().After(deadline) {
+			t.Fatalf("read-ahead did not complete after the demand GET: %+v", c.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := 32; i < 48; i++ {
+		if _, err := c.ReadAt(ctx, "obj", p, int64(i)*bs); err != nil || !bytes.Equal(p, data[i*bs:(i+1)*bs]) {
+			t.Fatalf("block %d: %v", i, err)
+		}
+	}
+	if s := c.Stats(); s.Misses != 1 {
+		t.Errorf("%+v: want one demand miss (block 0), the rest read ahead", s)
 	}
 }
