@@ -1,4 +1,4 @@
-module github.com/PicoMQ/picomq/bench/readtrace
+module github.com/PicoMQ/picomq/bench/traces
 
 go 1.26.0
 

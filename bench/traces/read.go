@@ -1,4 +1,20 @@
-// Command readtrace prints the timeline of one cold read from the
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/exp/trace"
+)
+
+type line struct {
+	t    trace.Time
+	text string
+}
+
+// readTimeline prints the timeline of one cold read from the
 // execution traces the cold-read row writes (e2e/benchmatrix with
 // PICOMQ_BENCH_PROFILE_DIR): when each of the node's object-store GETs
 // (a tiering/cache run goroutine: created, done) starts and ends, when
@@ -13,71 +29,15 @@
 // the demand GET the first page waits for). Both
 // traces use the machine's monotonic clock, so the times are on one axis,
 // in ms from the first page request. docs/benchmarks.md has the figures.
-// A module of its own, for golang.org/x/exp/trace:
-//
-//	cd bench/readtrace && go run . DIR/node-cold-read.trace DIR/client-cold-read.trace
-package main
-
-import (
-	"fmt"
-	"io"
-	"os"
-	"slices"
-	"strings"
-	"time"
-
-	"golang.org/x/exp/trace"
-)
-
-func inside(s trace.Stack, fns ...string) bool {
-	for f := range s.Frames() {
-		for _, fn := range fns {
-			if strings.Contains(f.Func, fn) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-type line struct {
-	t    trace.Time
-	text string
-}
-
-func read(path string, each func(trace.Event)) {
-	f, err := os.Open(path)
-	if err != nil {
-		panic(err)
-	}
-	defer f.Close()
-	r, err := trace.NewReader(f)
-	if err != nil {
-		panic(err)
-	}
-	for {
-		e, err := r.ReadEvent()
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			panic(err)
-		}
-		if e.Kind() == trace.EventStateTransition && e.StateTransition().Resource.Kind == trace.ResourceGoroutine {
-			each(e)
-		}
-	}
-}
-
-func main() {
+func readTimeline(node, client string) {
 	var lines []line
 	// The client: each page read is a goroutine running (*Records).readAhead's
 	// read (or the iterator's own first read), from its first event inside
 	// picoRead to its exit or return.
 	var t0, tEnd trace.Time
-	if len(os.Args) > 2 {
+	if client != "" {
 		reading := map[trace.GoID]trace.Time{}
-		read(os.Args[2], func(e trace.Event) {
+		goroutineEvents(client, func(e trace.Event) {
 			st := e.StateTransition()
 			g := st.Resource.Goroutine()
 			_, to := st.Goroutine()
@@ -114,7 +74,7 @@ func main() {
 	busy := map[trace.GoID]bool{}
 	var idleSince trace.Time
 	var idle time.Duration
-	read(os.Args[1], func(e trace.Event) {
+	goroutineEvents(node, func(e trace.Event) {
 		st := e.StateTransition()
 		g := st.Resource.Goroutine()
 		from, to := st.Goroutine()

@@ -1,72 +1,38 @@
-// Command tailtrace reads a node's execution trace taken during the
+package main
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"golang.org/x/exp/trace"
+)
+
+// tailLatency reads a node's execution trace taken during the
 // live-tail row (e2e/benchmatrix with PICOMQ_BENCH_PROFILE_DIR writes
 // node-live-tail.trace) and prints, over every record delivered by SSE,
 // the time from the end of the fdatasync that made it durable to the SSE
 // handler's write syscall, split into its parts: the publish (fsync end to
 // the handler made runnable), the scheduler (runnable to running) and the
 // handler's own work (read the page, render, write). docs/benchmarks.md
-// has the figures. A module of its own, for golang.org/x/exp/trace:
-//
-//	cd bench/tailtrace && go run . DIR/node-live-tail.trace
-package main
-
-import (
-	"fmt"
-	"io"
-	"os"
-	"slices"
-	"strings"
-	"time"
-
-	"golang.org/x/exp/trace"
-)
-
-func has(s trace.Stack, subs ...string) bool {
-	for f := range s.Frames() {
-		for _, sub := range subs {
-			if strings.Contains(f.Func, sub) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func main() {
-	f, _ := os.Open(os.Args[1])
-	r, err := trace.NewReader(f)
-	if err != nil {
-		panic(err)
-	}
+// has the figures.
+func tailLatency(node string) {
 	inSync := map[trace.GoID]bool{}
 	var syncEnds []trace.Time
 	wakeT := map[trace.GoID]trace.Time{}
 	parked := map[trace.GoID]bool{} // SSE handlers waiting in WaitFor
 	runT := map[trace.GoID]trace.Time{}
 	var pub, sched, work, total []time.Duration
-	for {
-		e, err := r.ReadEvent()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			panic(err)
-		}
-		if e.Kind() != trace.EventStateTransition {
-			continue
-		}
+	goroutineEvents(node, func(e trace.Event) {
 		st := e.StateTransition()
-		if st.Resource.Kind != trace.ResourceGoroutine {
-			continue
-		}
 		g := st.Resource.Goroutine()
 		from, to := st.Goroutine()
 		t := e.Time()
 		switch {
 		case from == trace.GoRunning && to == trace.GoSyscall:
-			if has(st.Stack, "Fdatasync", "fdatasync") {
+			if inside(st.Stack, "Fdatasync", "fdatasync") {
 				inSync[g] = true
-			} else if has(st.Stack, "(*Handler).sse") && has(st.Stack, "Write", "write") {
+			} else if inside(st.Stack, "(*Handler).sse") && inside(st.Stack, "Write", "write") {
 				if w, ok := wakeT[g]; ok {
 					i, _ := slices.BinarySearch(syncEnds, w)
 					if i > 0 {
@@ -83,7 +49,7 @@ func main() {
 			delete(inSync, g)
 			syncEnds = append(syncEnds, t)
 		case from == trace.GoRunning && to == trace.GoWaiting:
-			if has(st.Stack, "sseWait") {
+			if inside(st.Stack, "sseWait") {
 				parked[g] = true
 			}
 		case from == trace.GoWaiting && to == trace.GoRunnable:
@@ -96,7 +62,7 @@ func main() {
 				runT[g] = t
 			}
 		}
-	}
+	})
 	show := func(name string, d []time.Duration) {
 		slices.Sort(d)
 		if len(d) == 0 {

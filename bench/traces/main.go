@@ -1,0 +1,78 @@
+// Command traces reads the execution traces that e2e/benchmatrix writes
+// with PICOMQ_BENCH_PROFILE_DIR and prints what a benchmark row's time
+// went to (docs/benchmarks.md has the figures):
+//
+//	traces read DIR/node-cold-read.trace [DIR/client-cold-read.trace]
+//	traces tail DIR/node-live-tail.trace
+//
+// A module of its own, for golang.org/x/exp/trace:
+//
+//	cd bench/traces && go run . read DIR/node-cold-read.trace DIR/client-cold-read.trace
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"golang.org/x/exp/trace"
+)
+
+func main() {
+	switch {
+	case len(os.Args) == 3 && os.Args[1] == "read":
+		readTimeline(os.Args[2], "")
+	case len(os.Args) == 4 && os.Args[1] == "read":
+		readTimeline(os.Args[2], os.Args[3])
+	case len(os.Args) == 3 && os.Args[1] == "tail":
+		tailLatency(os.Args[2])
+	default:
+		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces tail NODE.trace")
+		os.Exit(2)
+	}
+}
+
+// inside says whether any frame of s is in a function whose name contains
+// one of fns.
+func inside(s trace.Stack, fns ...string) bool {
+	for f := range s.Frames() {
+		for _, fn := range fns {
+			if strings.Contains(f.Func, fn) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// goroutineEvents calls each for every goroutine state transition in the
+// trace at path, in order.
+func goroutineEvents(path string, each func(trace.Event)) {
+	f, err := os.Open(path)
+	if err != nil {
+		fail(err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(f)
+	if err != nil {
+		fail(fmt.Errorf("%s: %w", path, err))
+	}
+	for {
+		e, err := r.ReadEvent()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", path, err))
+		}
+		if e.Kind() == trace.EventStateTransition && e.StateTransition().Resource.Kind == trace.ResourceGoroutine {
+			each(e)
+		}
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "traces:", err)
+	os.Exit(1)
+}
