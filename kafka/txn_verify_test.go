@@ -61,30 +61,11 @@ func TestProduceVerifiesTxnPartition(t *testing.T) {
 	corr := int32(0)
 	produce := func(txnID *string, p int32, ep int16, seq int32) int16 {
 		t.Helper()
-		batch := record.AppendBatch(nil, record.BatchOptions{Timestamp: time.Now().UnixMilli(),
-			ProducerID: pid, ProducerEpoch: ep, BaseSequence: seq, Transactional: true},
-			[]record.Record{{Value: []byte("v")}})
-		req := kmsg.NewPtrProduceRequest()
-		req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = 9, -1, 10_000, txnID
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "k890"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = p, batch
-		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
-		req.Topics = []kmsg.ProduceRequestTopic{rt}
 		corr++
+		req := txnProduce(9, txnID, "k890", p, pid, ep, seq, "v")
 		return rc.roundTrip(req, corr).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
 	}
-	want := func(what string, got int16, want *kerr.Error) {
-		t.Helper()
-		wantCode := int16(0)
-		if want != nil {
-			wantCode = want.Code
-		}
-		if got != wantCode {
-			t.Fatalf("%s: error %v, want %v", what, kerr.ErrorForCode(got), want)
-		}
-	}
+	want := func(what string, got int16, want *kerr.Error) { t.Helper(); wantErr(t, what, got, want) }
 	want("partition 1, never added", produce(&id, 1, epoch, 0), kerr.InvalidTxnState)
 	want("partition 1 without transactional id", produce(nil, 1, epoch, 0), kerr.InvalidTxnState)
 	want("partition 0, added", produce(&id, 0, epoch, 0), nil)
@@ -162,29 +143,10 @@ func TestProduceV12AddsPartition(t *testing.T) {
 	pid, epoch := ir.ProducerID, ir.ProducerEpoch
 	produce := func(p int32, ep int16, seq int32, value string) int16 {
 		t.Helper()
-		batch := record.AppendBatch(nil, record.BatchOptions{Timestamp: time.Now().UnixMilli(),
-			ProducerID: pid, ProducerEpoch: ep, BaseSequence: seq, Transactional: true},
-			[]record.Record{{Value: []byte(value)}})
-		req := kmsg.NewPtrProduceRequest()
-		req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = 12, -1, 10_000, &id
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "k890p2"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = p, batch
-		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
-		req.Topics = []kmsg.ProduceRequestTopic{rt}
+		req := txnProduce(12, &id, "k890p2", p, pid, ep, seq, value)
 		return round(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
 	}
-	want := func(what string, got int16, want *kerr.Error) {
-		t.Helper()
-		wantCode := int16(0)
-		if want != nil {
-			wantCode = want.Code
-		}
-		if got != wantCode {
-			t.Fatalf("%s: error %v, want %v", what, kerr.ErrorForCode(got), want)
-		}
-	}
+	want := func(what string, got int16, want *kerr.Error) { t.Helper(); wantErr(t, what, got, want) }
 	endTxn := func(ep int16, commit bool) *kmsg.EndTxnResponse {
 		req := kmsg.NewPtrEndTxnRequest()
 		req.Version = 5
@@ -309,5 +271,34 @@ func TestAddPartitionsBatchedNeedsAdmin(t *testing.T) {
 	}
 	if got := describe(); !strings.HasPrefix(got, "Ongoing[{apb [1]") {
 		t.Fatalf("after the add: %s", got)
+	}
+}
+
+// txnProduce is a Produce of one transactional batch of one record to
+// topic/p, at the given request version.
+func txnProduce(version int16, txnID *string, topic string, p int32, pid int64, epoch int16, seq int32, value string) *kmsg.ProduceRequest {
+	batch := record.AppendBatch(nil, record.BatchOptions{Timestamp: time.Now().UnixMilli(),
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, Transactional: true},
+		[]record.Record{{Value: []byte(value)}})
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = version, -1, 10_000, txnID
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = p, batch
+	rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
+	req.Topics = []kmsg.ProduceRequestTopic{rt}
+	return req
+}
+
+// wantErr fails the test unless got is want's code (0 for nil).
+func wantErr(t *testing.T, what string, got int16, want *kerr.Error) {
+	t.Helper()
+	wantCode := int16(0)
+	if want != nil {
+		wantCode = want.Code
+	}
+	if got != wantCode {
+		t.Fatalf("%s: error %v, want %v", what, kerr.ErrorForCode(got), want)
 	}
 }
