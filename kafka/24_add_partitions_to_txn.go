@@ -32,39 +32,17 @@ func handleAddPartitionsToTxn(s *Server, ctx context.Context, cc *connState, kre
 		}
 		return resp, nil
 	}
-	codes := make([][]int16, len(req.Topics))
-	var parts []txn.Partition
-	failed := false
+	topics := make([]txnTopic, len(req.Topics))
 	for i, t := range req.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
-		for j, p := range t.Partitions {
-			name, err := s.partitionName(ctx, t.Topic, p, false)
-			if err == nil {
-				err = s.allow(cc, auth.Write, name)
-			}
-			if err != nil {
-				codes[i][j], failed = errCode(err), true
-				continue
-			}
-			parts = append(parts, txn.Partition{Topic: t.Topic, Partition: p})
-		}
+		topics[i] = txnTopic{t.Topic, t.Partitions}
 	}
-	var code int16
-	if failed {
-		code = kerr.OperationNotAttempted.Code
-	} else {
-		reserve := s.txnReserve(ctx, cc, req.Topics)
-		code = txnCode(s.txns.AddPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts, reserve), req.Version)
-	}
+	codes := s.addToTxn(ctx, cc, req.TransactionalID, req.ProducerID, req.ProducerEpoch, topics, auth.Write, false, req.Version)
 	for i, t := range req.Topics {
 		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
 		rt.Topic = t.Topic
 		for j, p := range t.Partitions {
 			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p, codes[i][j]
-			if rp.ErrorCode == 0 {
-				rp.ErrorCode = code
-			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -72,58 +50,84 @@ func handleAddPartitionsToTxn(s *Server, ctx context.Context, cc *connState, kre
 	return resp, nil
 }
 
-// addPartitionsBatched is one transaction of an AddPartitionsToTxn v4+:
-// its partitions are added (or, VerifyOnly, checked) together, and every
-// partition answers the outcome, or its own refusal (then nothing is
-// added, the others answering OPERATION_NOT_ATTEMPTED as in v0-3).
+// addPartitionsBatched is one transaction of an AddPartitionsToTxn v4+,
+// answered as addToTxn decides, with admin access needed.
 func (s *Server) addPartitionsBatched(ctx context.Context, cc *connState, tx kmsg.AddPartitionsToTxnRequestTransaction) kmsg.AddPartitionsToTxnResponseTransaction {
 	out := kmsg.NewAddPartitionsToTxnResponseTransaction()
 	out.TransactionalID = tx.TransactionalID
-	codes := make([][]int16, len(tx.Topics))
-	var parts, reserve []txn.Partition
-	failed := false
+	topics := make([]txnTopic, len(tx.Topics))
 	for i, t := range tx.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
-		for j, p := range t.Partitions {
-			name, err := s.partitionName(ctx, t.Topic, p, false)
-			if err == nil {
-				err = s.allow(cc, auth.Admin, name)
-			}
-			if err != nil {
-				codes[i][j], failed = errCode(err), true
-				continue
-			}
-			parts = append(parts, txn.Partition{Topic: t.Topic, Partition: p})
-		}
-		reserve = append(reserve, s.txnReserveTopic(cc, t.Topic)...)
+		topics[i] = txnTopic{t.Topic, t.Partitions}
 	}
-	var code int16
-	switch {
-	case failed:
-		code = kerr.OperationNotAttempted.Code
-	case tx.VerifyOnly:
-		for _, p := range parts {
-			if code = txnCode(s.txns.Includes(ctx, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, p), 5); code != 0 {
-				break
-			}
-		}
-	default:
-		code = txnCode(s.txns.AddPartitions(ctx, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, parts, reserve), 5)
-	}
+	codes := s.addToTxn(ctx, cc, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, topics, auth.Admin, tx.VerifyOnly, 5)
 	for i, t := range tx.Topics {
 		rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
 		rt.Topic = t.Topic
 		for j, p := range t.Partitions {
 			rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
 			rp.Partition, rp.ErrorCode = p, codes[i][j]
-			if rp.ErrorCode == 0 {
-				rp.ErrorCode = code
-			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		out.Topics = append(out.Topics, rt)
 	}
 	return out
+}
+
+// txnTopic is one topic's partitions in an AddPartitionsToTxn, whichever
+// form it came in.
+type txnTopic struct {
+	topic      string
+	partitions []int32
+}
+
+// addToTxn adds topics' partitions to a transaction (or, verifyOnly,
+// checks that they are in it) and returns each partition's code: its own
+// refusal (unknown, or the principal lacks level on it; then nothing is
+// added and the others answer OPERATION_NOT_ATTEMPTED, as in Kafka), else
+// the transaction's outcome. version picks the error codes (txnCode).
+func (s *Server) addToTxn(ctx context.Context, cc *connState, id string, pid int64, epoch int16, topics []txnTopic, level auth.Level, verifyOnly bool, version int16) [][]int16 {
+	codes := make([][]int16, len(topics))
+	var parts []txn.Partition
+	failed := false
+	for i, t := range topics {
+		codes[i] = make([]int16, len(t.partitions))
+		for j, p := range t.partitions {
+			name, err := s.partitionName(ctx, t.topic, p, false)
+			if err == nil {
+				err = s.allow(cc, level, name)
+			}
+			if err != nil {
+				codes[i][j], failed = errCode(err), true
+				continue
+			}
+			parts = append(parts, txn.Partition{Topic: t.topic, Partition: p})
+		}
+	}
+	var code int16
+	switch {
+	case failed:
+		code = kerr.OperationNotAttempted.Code
+	case verifyOnly:
+		for _, p := range parts {
+			if code = txnCode(s.txns.Includes(ctx, id, pid, epoch, p), version); code != 0 {
+				break
+			}
+		}
+	default:
+		var reserve []txn.Partition
+		for _, t := range topics {
+			reserve = append(reserve, s.txnReserveTopic(cc, t.topic)...)
+		}
+		code = txnCode(s.txns.AddPartitions(ctx, id, pid, epoch, parts, reserve), version)
+	}
+	for i := range codes {
+		for j := range codes[i] {
+			if codes[i][j] == 0 {
+				codes[i][j] = code
+			}
+		}
+	}
+	return codes
 }
 
 // txnReserveMax bounds the partitions of a topic that AddPartitionsToTxn
@@ -132,18 +136,9 @@ func (s *Server) addPartitionsBatched(ctx context.Context, cc *connState, tx kms
 // this many markers per topic it did not need.
 const txnReserveMax = 64
 
-// txnReserve is every partition of the request's topics (those of at
-// most txnReserveMax partitions) that the principal may write: the
-// partitions the producer is likely to add next in the same transaction.
-func (s *Server) txnReserve(ctx context.Context, cc *connState, topics []kmsg.AddPartitionsToTxnRequestTopic) []txn.Partition {
-	var out []txn.Partition
-	for _, t := range topics {
-		out = append(out, s.txnReserveTopic(cc, t.Topic)...)
-	}
-	return out
-}
-
-// txnReserveTopic is txnReserve of one topic.
+// txnReserveTopic is every partition of topic (if it has at most
+// txnReserveMax) that the principal may write: the partitions the producer
+// is likely to add next in the same transaction.
 func (s *Server) txnReserveTopic(cc *connState, topic string) []txn.Partition {
 	e, ok := s.topics.get(topic)
 	if !ok || e.partitions > txnReserveMax {
