@@ -27,6 +27,9 @@ type testServer struct {
 	srv  *Server
 	addr string
 	cfg  Config
+	// wrap, when set, stands between the frontend and the service (a
+	// test that changes one answer of the service).
+	wrap func(Streams) Streams
 }
 
 func startServer(t *testing.T, cfg Config) *testServer {
@@ -45,7 +48,11 @@ func (ts *testServer) serve() {
 	cfg := ts.cfg
 	cfg.AdvertiseAddr, cfg.ClusterID, cfg.Logger = ln.Addr().String(), "test-cluster", quiet
 	ts.addr = ln.Addr().String()
-	ts.srv = New(ts.env.Svc, cfg)
+	var svc Streams = ts.env.Svc
+	if ts.wrap != nil {
+		svc = ts.wrap(svc)
+	}
+	ts.srv = New(svc, cfg)
 	done := make(chan error, 1)
 	go func() { done <- ts.srv.Serve(ln) }()
 	srv := ts.srv

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/PicoMQ/picomq/auth"
+	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/node/stream/streamtest"
 	"github.com/PicoMQ/picomq/record"
 )
 
@@ -300,5 +303,72 @@ func wantErr(t *testing.T, what string, got int16, want *kerr.Error) {
 	}
 	if got != wantCode {
 		t.Fatalf("%s: error %v, want %v", what, kerr.ErrorForCode(got), want)
+	}
+}
+
+// withOldMember makes the cluster look as it does during a rolling
+// upgrade from a build before KIP-890 part 2 while old is set: one more
+// live member whose record has no transaction.version.
+type withOldMember struct {
+	Streams
+	old atomic.Bool
+}
+
+func (w *withOldMember) Members(ctx context.Context) ([]stream.Member, error) {
+	ms, err := w.Streams.Members(ctx)
+	if err != nil || !w.old.Load() {
+		return ms, err
+	}
+	return append(ms, stream.Member{NodeID: "node-of-an-old-build"}), nil
+}
+
+// TestTxnVersionFinalizedOnceEveryNodeServesIt: while a live member of
+// the cluster serves no transaction.version 2, ApiVersions finalizes
+// nothing (epoch -1), so a franz-go transactional producer adds its
+// partitions itself (the leader's KIP-890 checks come out "ok", none
+// "added") and an old leader would accept its batches; once every member
+// serves it, level 2 is finalized at epoch 1. Fails when the level is
+// finalized unconditionally.
+func TestTxnVersionFinalizedOnceEveryNodeServesIt(t *testing.T) {
+	w := &withOldMember{}
+	w.old.Store(true)
+	ts := &testServer{t: t, env: streamtest.New(t, stream.Config{}), wrap: func(s Streams) Streams { w.Streams = s; return w }}
+	ts.serve()
+	apiVersions := func() *kmsg.ApiVersionsResponse {
+		t.Helper()
+		av := kmsg.NewPtrApiVersionsRequest()
+		av.Version = 4
+		return ts.raw().roundTrip(av, 1).(*kmsg.ApiVersionsResponse)
+	}
+	r := apiVersions()
+	if r.FinalizedFeaturesEpoch != -1 || len(r.FinalizedFeatures) != 0 {
+		t.Fatalf("with a member of an old build: finalized %+v epoch %d, want none, -1", r.FinalizedFeatures, r.FinalizedFeaturesEpoch)
+	}
+	if len(r.SupportedFeatures) != 1 || r.SupportedFeatures[0].MaxVersion != 2 {
+		t.Fatalf("this node's supported features %+v, want transaction.version up to 2", r.SupportedFeatures)
+	}
+
+	createTopic(t, ts.client(), "tvgate", 2)
+	ctx := context.Background()
+	p := ts.client(kgo.TransactionalID("tvgate-id"), kgo.DefaultProduceTopic("tvgate"))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("v"), Partition: int32(i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if st := ts.srv.TxnStats(); st.ChecksAdded != 0 || st.ChecksOK == 0 {
+		t.Fatalf("KIP-890 checks %+v: want checks that found the partitions added by the client, none added by Produce v12", st)
+	}
+
+	w.old.Store(false)
+	r = apiVersions()
+	if r.FinalizedFeaturesEpoch != 1 || len(r.FinalizedFeatures) != 1 || r.FinalizedFeatures[0].MaxVersionLevel != 2 {
+		t.Fatalf("every member upgraded: finalized %+v epoch %d, want transaction.version 2 at epoch 1", r.FinalizedFeatures, r.FinalizedFeaturesEpoch)
 	}
 }

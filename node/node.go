@@ -350,7 +350,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	cfg := n.cfg
 	n.members = &membership{
 		reg: n.reg, cli: n.etcd, ttl: cfg.LeaseTTL, log: n.log,
-		member:   metadata.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, Zone: cfg.Zone, StartedAt: time.Now().UTC()},
+		member:   metadata.Member{NodeID: cfg.NodeID, AdvertiseURL: cfg.AdvertiseURL, KafkaAddr: n.kafkaAdvertise, Protocol: cfg.Protocol, Zone: cfg.Zone, TxnVersion: kafka.TxnVersion, StartedAt: time.Now().UTC()},
 		leaseLog: filepath.Join(cfg.DataDir, "node-lease"),
 	}
 	if err := n.untilAvailable(ctx, "cluster membership", func(error) bool { return true }, n.members.join); err != nil {

@@ -16,8 +16,14 @@ type Member struct {
 	Protocol string `json:"protocol,omitempty"`
 	// Zone is the node's failure-domain label (--zone); replicated
 	// streams put their copies in other zones first.
-	Zone      string    `json:"zone,omitempty"`
-	StartedAt time.Time `json:"startedAt"`
+	Zone string `json:"zone,omitempty"`
+	// TxnVersion is the highest Kafka transaction.version the node's
+	// build serves (2: KIP-890 part 2); absent (0) in records of builds
+	// before it. The Kafka frontend finalizes a level only once every
+	// live member serves it, so a rolling upgrade never hands a client a
+	// protocol an old node would refuse.
+	TxnVersion int       `json:"txnVersion,omitempty"`
+	StartedAt  time.Time `json:"startedAt"`
 }
 
 // DecodeMember reads a membership value (JSON; the names are pinned by

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -197,6 +198,16 @@ func TestSampleMember(t *testing.T) {
 	check(t, "KafkaAddr", m.KafkaAddr, "10.0.0.1:9092")
 	check(t, "Protocol", m.Protocol, "pico")
 	check(t, "StartedAt", m.StartedAt, sampleCreated)
+	// The sample predates the field: such a node serves no
+	// transaction.version 2, and the Kafka frontend must see 0.
+	check(t, "TxnVersion", m.TxnVersion, 0)
+	b, err := json.Marshal(Member{NodeID: "n", TxnVersion: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"txnVersion":2`) {
+		t.Fatalf("member record %s: want the field txnVersion", b)
+	}
 }
 
 func TestSampleReservation(t *testing.T) {

@@ -20,6 +20,9 @@ type Member struct {
 	// KafkaAddr is the node's Kafka advertise address ("" = no Kafka
 	// listener).
 	KafkaAddr string
+	// TxnVersion is the Kafka transaction.version the node's build
+	// serves (metadata.Member.TxnVersion).
+	TxnVersion int
 }
 
 // Members returns the live nodes sorted by node id (at most a few hundred
@@ -36,7 +39,7 @@ func (s *Service) Members(ctx context.Context) ([]Member, error) {
 	}
 	out := make([]Member, len(ms))
 	for i, m := range ms {
-		out[i] = Member{NodeID: m.NodeID, AdvertiseURL: m.AdvertiseURL, KafkaAddr: m.KafkaAddr}
+		out[i] = Member{NodeID: m.NodeID, AdvertiseURL: m.AdvertiseURL, KafkaAddr: m.KafkaAddr, TxnVersion: m.TxnVersion}
 	}
 	return out, nil
 }
