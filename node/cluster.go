@@ -37,6 +37,10 @@ type clusterNode struct {
 	AdvertiseURL string `json:"advertiseUrl"`
 	KafkaAddr    string `json:"kafkaAddr,omitempty"`
 	Zone         string `json:"zone,omitempty"`
+	// TxnVersion is the Kafka transaction.version the node's build
+	// serves (absent: a build before it): during a rolling upgrade it
+	// shows which nodes still hold level 2 back.
+	TxnVersion int `json:"txnVersion,omitempty"`
 	// StartedAt is when the node wrote its membership record (joined
 	// under its current lease): the console shows its age.
 	StartedAt time.Time `json:"startedAt"`
@@ -134,7 +138,7 @@ func (n *Node) clusterInfo(w http.ResponseWriter, r *http.Request) {
 	}{Self: n.cfg.NodeID, Nodes: []clusterNode{}}
 	for _, m := range ms {
 		out.Nodes = append(out.Nodes, clusterNode{NodeID: m.NodeID, AdvertiseURL: m.AdvertiseURL, KafkaAddr: m.KafkaAddr,
-			Zone: m.Zone, StartedAt: m.StartedAt})
+			Zone: m.Zone, TxnVersion: m.TxnVersion, StartedAt: m.StartedAt})
 	}
 	if r.URL.Query().Get("figures") == "true" {
 		answers := fanOut(r.Context(), n, r, ms, "/_sys/node", func(context.Context) (nodeFigures, error) { return n.ownFigures(), nil })

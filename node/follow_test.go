@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/testproc"
+	"github.com/PicoMQ/picomq/kafka"
 	"github.com/PicoMQ/picomq/meta/metatest"
 )
 
@@ -173,6 +174,9 @@ func TestNodeFiguresMatchMetrics(t *testing.T) {
 	getJSON("/_sys/cluster", &plain)
 	if len(plain.Nodes) != 1 || plain.Nodes[0].Figures != nil {
 		t.Fatalf("cluster without ?figures: %+v", plain.Nodes)
+	}
+	if plain.Nodes[0].TxnVersion != kafka.TxnVersion {
+		t.Fatalf("cluster: txnVersion %d, want this build's %d (the membership record carries it)", plain.Nodes[0].TxnVersion, kafka.TxnVersion)
 	}
 }
 
