@@ -26,28 +26,85 @@ func (r *Registry) ManifestKey(node string, seq uint64) string {
 // which may have been declared dead and had its streams taken over — gets
 // ErrLeaseLost and commits nothing.
 func (r *Registry) CommitManifest(ctx context.Context, lease metadata.Lease, m metadata.Manifest, replaces []string) error {
-	sess, err := sessionOf(lease)
+	t, err := r.newManifestTxn(lease, m)
 	if err != nil {
 		return err
 	}
+	for _, k := range replaces {
+		t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
+		t.ops = append(t.ops, clientv3.OpDelete(k))
+	}
+	return r.commitManifest(ctx, t, "exists or a replaced manifest is gone")
+}
+
+// SwapManifests commits m, a new manifest, and in the same transaction
+// rewrites each manifest of changed in place (same key: a node's commit
+// order is kept) or deletes it when it has no stream left, only if lease
+// is still the node's live session and none of changed was modified since
+// it was read (Rev). Key compaction (node/stream/keycompact.go) moves one
+// stream's ranges out of the objects it shared with other streams this
+// way: the other streams' ranges stay where they are. Errors are those of
+// CommitManifest.
+func (r *Registry) SwapManifests(ctx context.Context, lease metadata.Lease, m metadata.Manifest, changed []metadata.Manifest) error {
+	t, err := r.newManifestTxn(lease, m)
+	if err != nil {
+		return err
+	}
+	for _, c := range changed {
+		if c.Key == "" || c.Rev == 0 {
+			return fmt.Errorf("meta: swap manifests: manifest %s/%d was not read from the registry", c.Node, c.Seq)
+		}
+		t.cmps = append(t.cmps, clientv3.Compare(clientv3.ModRevision(c.Key), "=", c.Rev))
+		if len(c.Streams) == 0 {
+			t.ops = append(t.ops, clientv3.OpDelete(c.Key))
+			continue
+		}
+		cv, err := json.Marshal(c)
+		if err != nil {
+			return fmt.Errorf("meta: encode manifest: %w", err)
+		}
+		t.ops = append(t.ops, clientv3.OpPut(c.Key, string(cv)))
+	}
+	return r.commitManifest(ctx, t, "exists or a changed manifest was modified")
+}
+
+// manifestTxn is the etcd transaction that writes a new manifest: its
+// conditions (the session's fence, the key not yet written, and what the
+// caller adds) and operations.
+type manifestTxn struct {
+	sess *Session
+	key  string
+	val  []byte
+	cmps []clientv3.Cmp
+	ops  []clientv3.Op
+}
+
+func (r *Registry) newManifestTxn(lease metadata.Lease, m metadata.Manifest) (*manifestTxn, error) {
+	sess, err := sessionOf(lease)
+	if err != nil {
+		return nil, err
+	}
 	val, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("meta: encode manifest: %w", err)
+		return nil, fmt.Errorf("meta: encode manifest: %w", err)
 	}
 	key := r.ManifestKey(m.Node, m.Seq)
-	cmps := []clientv3.Cmp{sess.fence(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
-	ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
-	for _, k := range replaces {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
-		ops = append(ops, clientv3.OpDelete(k))
-	}
-	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	return &manifestTxn{sess: sess, key: key, val: val,
+		cmps: []clientv3.Cmp{sess.fence(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		ops:  []clientv3.Op{clientv3.OpPut(key, string(val))}}, nil
+}
+
+// commitManifest runs t and says which way it went: nil, ErrCommitUnknown
+// (the caller must not delete the object the manifest references),
+// ErrLeaseLost, or ErrConflict with conflict as the reason.
+func (r *Registry) commitManifest(ctx context.Context, t *manifestTxn, conflict string) error {
+	sess, key, val := t.sess, t.key, t.val
+	resp, err := r.cli.Txn(ctx).If(t.cmps...).Then(t.ops...).Commit()
 	if err != nil {
 		// The transaction may have been applied with only its response
 		// lost (or ctx ended after it was sent). Read the key back: our
 		// exact manifest there means it was committed. Anything else
-		// stays unknown — it may yet be applied — and the caller must not
-		// delete the object it references.
+		// stays unknown — it may yet be applied.
 		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		g, gerr := r.cli.Get(gctx, key)
@@ -65,65 +122,7 @@ func (r *Registry) CommitManifest(ctx context.Context, lease metadata.Lease, m m
 		if gerr == nil && (len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != sess.createRev) {
 			return metadata.ErrLeaseLost
 		}
-		return fmt.Errorf("%w: manifest %s exists or a replaced manifest is gone", metadata.ErrConflict, key)
-	}
-	return nil
-}
-
-// SwapManifests commits m, a new manifest, and in the same transaction
-// rewrites each manifest of changed in place (same key: a node's commit
-// order is kept) or deletes it when it has no stream left, only if lease
-// is still the node's live session and none of changed was modified since
-// it was read (Rev). Key compaction (node/stream/keycompact.go) moves one
-// stream's ranges out of the objects it shared with other streams this
-// way: the other streams' ranges stay where they are. Errors are those of
-// CommitManifest.
-func (r *Registry) SwapManifests(ctx context.Context, lease metadata.Lease, m metadata.Manifest, changed []metadata.Manifest) error {
-	sess, err := sessionOf(lease)
-	if err != nil {
-		return err
-	}
-	val, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("meta: encode manifest: %w", err)
-	}
-	key := r.ManifestKey(m.Node, m.Seq)
-	cmps := []clientv3.Cmp{sess.fence(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
-	ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
-	for _, c := range changed {
-		if c.Key == "" || c.Rev == 0 {
-			return fmt.Errorf("meta: swap manifests: manifest %s/%d was not read from the registry", c.Node, c.Seq)
-		}
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.Key), "=", c.Rev))
-		if len(c.Streams) == 0 {
-			ops = append(ops, clientv3.OpDelete(c.Key))
-			continue
-		}
-		cv, err := json.Marshal(c)
-		if err != nil {
-			return fmt.Errorf("meta: encode manifest: %w", err)
-		}
-		ops = append(ops, clientv3.OpPut(c.Key, string(cv)))
-	}
-	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
-	if err != nil {
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		g, gerr := r.cli.Get(gctx, key)
-		if gerr == nil && len(g.Kvs) == 1 && string(g.Kvs[0].Value) == string(val) {
-			return nil
-		}
-		return fmt.Errorf("%w: manifest %s: %v", metadata.ErrCommitUnknown, key, err)
-	}
-	if !resp.Succeeded {
-		if sess.Lost() {
-			return metadata.ErrLeaseLost
-		}
-		g, gerr := r.cli.Get(ctx, sess.key)
-		if gerr == nil && (len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != sess.createRev) {
-			return metadata.ErrLeaseLost
-		}
-		return fmt.Errorf("%w: manifest %s exists or a changed manifest was modified", metadata.ErrConflict, key)
+		return fmt.Errorf("%w: manifest %s %s", metadata.ErrConflict, key, conflict)
 	}
 	return nil
 }
