@@ -4,6 +4,7 @@
 //
 //	traces read DIR/node-cold-read.trace [DIR/client-cold-read.trace]
 //	traces tail DIR/node-live-tail.trace
+//	traces append DIR/node-repl-r1-replicated-c1-a.trace
 //
 // A module of its own, for golang.org/x/exp/trace:
 //
@@ -27,8 +28,12 @@ func main() {
 		readTimeline(os.Args[2], os.Args[3])
 	case len(os.Args) == 3 && os.Args[1] == "tail":
 		tailLatency(os.Args[2])
+	case len(os.Args) >= 3 && os.Args[1] == "append":
+		for _, p := range os.Args[2:] {
+			appendParts(p)
+		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces tail NODE.trace")
+		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces tail NODE.trace | traces append NODE.trace...")
 		os.Exit(2)
 	}
 }
