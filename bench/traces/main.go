@@ -4,6 +4,7 @@
 //
 //	traces read DIR/node-cold-read.trace [DIR/client-cold-read.trace]
 //	traces tail DIR/node-live-tail.trace
+//	traces e2e DIR/node-live-tail.trace DIR/client-live-tail.trace
 //
 // A module of its own, for golang.org/x/exp/trace:
 //
@@ -27,8 +28,10 @@ func main() {
 		readTimeline(os.Args[2], os.Args[3])
 	case len(os.Args) == 3 && os.Args[1] == "tail":
 		tailLatency(os.Args[2])
+	case len(os.Args) == 4 && os.Args[1] == "e2e":
+		tailEndToEnd(os.Args[2], os.Args[3])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces tail NODE.trace")
+		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces tail NODE.trace | traces e2e NODE.trace CLIENT.trace")
 		os.Exit(2)
 	}
 }
