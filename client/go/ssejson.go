@@ -12,8 +12,8 @@ import (
 )
 
 // A live tail decodes one SSE data event and one control event per append.
-// encoding/json took ~4 µs and 15 allocations for a one-record event on
-// the reader's critical path (docs/benchmarks.md, "Live tail and catch-up,
+// encoding/json took 4-7 µs and 20 allocations for such a pair on the
+// reader's critical path (docs/benchmarks.md, "Live tail and catch-up,
 // issue 31 again"), so the shapes the node renders are parsed by hand
 // here: records of offset, timestamp, an optional key and a string or null
 // value, in the node's field order, with no escapes in their strings. Any
