@@ -5,6 +5,7 @@
 //	traces read DIR/node-cold-read.trace [DIR/client-cold-read.trace]
 //	traces tail DIR/node-live-tail.trace
 //	traces append DIR/node-repl-r1-replicated-c1-a.trace
+//	traces e2e DIR/node-live-tail.trace DIR/client-live-tail.trace
 //
 // A module of its own, for golang.org/x/exp/trace:
 //
@@ -32,8 +33,10 @@ func main() {
 		for _, p := range os.Args[2:] {
 			appendParts(p)
 		}
+	case len(os.Args) == 4 && os.Args[1] == "e2e":
+		tailEndToEnd(os.Args[2], os.Args[3])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces tail NODE.trace | traces append NODE.trace...")
+		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces tail NODE.trace | traces append NODE.trace... | traces e2e NODE.trace CLIENT.trace")
 		os.Exit(2)
 	}
 }

@@ -354,7 +354,7 @@ func (sub *Subscription) read(ctx context.Context, resp *http.Response) (deliver
 		} else {
 			switch ev.event {
 			case wire.EventData:
-				recs, err := decodeJSONRecords(ev.data)
+				recs, err := decodeDataEvent(ev.data)
 				if err != nil {
 					return delivered, false, fmt.Errorf("picomq: subscription: bad data event: %v", err)
 				}
@@ -366,8 +366,8 @@ func (sub *Subscription) read(ctx context.Context, resp *http.Response) (deliver
 				}
 				out = append(out, Event{Type: EventData, Records: recs, Next: next})
 			case wire.EventControl:
-				var c wire.ControlEvent
-				if err := json.Unmarshal(ev.data, &c); err != nil {
+				c, err := decodeControlEvent(ev.data)
+				if err != nil {
 					return delivered, false, fmt.Errorf("picomq: subscription: bad control event %q: %v", ev.data, err)
 				}
 				out = append(out, Event{Type: EventControl, Next: strconv.FormatInt(c.NextOffset, 10), UpToDate: c.UpToDate, Closed: c.Closed, Cursor: c.Cursor})

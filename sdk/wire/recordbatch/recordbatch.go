@@ -218,10 +218,14 @@ func (d *decoder) varint(p int, what string) (int64, int, error) {
 
 // bytes reads a length-prefixed field at p: nil for length -1.
 func (d *decoder) bytes(p int, what string) ([]byte, int, error) {
-	n, p, err := d.varint(p, what+" length")
-	if err != nil {
-		return nil, 0, err
+	// The varint is read here rather than by varint(p, what+" length"):
+	// that concatenation allocated twice per record on every page.
+	u, m := binary.Uvarint(d.b[p:])
+	if m <= 0 {
+		return nil, 0, errorf(d.base+p, "bad %s length varint", what)
 	}
+	n := int64(u>>1) ^ -int64(u&1)
+	p += m
 	if n == -1 {
 		return nil, p, nil
 	}
