@@ -38,8 +38,18 @@ type BatchRead struct {
 	Changed <-chan struct{}
 }
 
+// ObjectPageBytes bounds a ReadBatches page read from object storage
+// (history): about one GET of the block cache (4 MiB), as a Pico read page.
+// A Kafka consumer keeps one fetch in flight (franz-go, librdkafka's
+// default), so a fetch answered only once 16 MiB or more has come from the
+// store keeps the consumer idle for those GETs at the start and leaves it
+// decoding that much alone at the end; pages of one GET let it handle one
+// while the read-ahead fetches the next (docs/kafka.md, "Fetch").
+const ObjectPageBytes = 4 << 20
+
 // ReadBatches returns stored batches of the stream starting with the one
-// that holds offset, about maxBytes long: whole batches only, and at least
+// that holds offset, about maxBytes long (at most about ObjectPageBytes
+// from object storage): whole batches only, and at least
 // one batch when one is available even if it alone is larger (Kafka's
 // KIP-74 rule, or a consumer would stall on a large batch). Offsets below
 // the start offset are *TrimmedError, beyond the high watermark
@@ -129,6 +139,9 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 		}
 		if err := ctx.Err(); err != nil {
 			return BatchRead{}, err
+		}
+		if c.obj != nil {
+			maxBytes = min(maxBytes, ObjectPageBytes)
 		}
 		before := next
 		data, err := s.chunkBatches(ctx, info.ID, c, next, maxBytes-len(res.Batches))
