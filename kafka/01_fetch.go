@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -35,11 +36,21 @@ func handleFetch(s *Server, ctx context.Context, cc *connState, kreq kmsg.Reques
 	}
 }
 
+// fetchReply is a Fetch response whose partitions' record batches may lie
+// in several pieces of memory (history from the block cache): pieces maps
+// a partition (topic and partition index) to them, and fetchFrame writes
+// them to the socket where they lie. Such a partition's RecordBatches is
+// only a stand-in for the encoder.
+type fetchReply struct {
+	*kmsg.FetchResponse
+	pieces map[[2]int][][]byte
+}
+
 // fetchOnce reads every requested partition once. It returns the response,
 // its record bytes, the change channels to wait on, and whether to answer
 // now regardless of MinBytes (a partition error).
-func (s *Server) fetchOnce(ctx context.Context, cc *connState, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}, bool) {
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
+func (s *Server) fetchOnce(ctx context.Context, cc *connState, req *kmsg.FetchRequest) (*fetchReply, int, []<-chan struct{}, bool) {
+	resp := &fetchReply{FetchResponse: req.ResponseKind().(*kmsg.FetchResponse)}
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
 		budget = defaultFetchMaxBytes
@@ -62,7 +73,13 @@ func (s *Server) fetchOnce(ctx context.Context, cc *connState, req *kmsg.FetchRe
 			// KIP-74: the first partition with data gets at least one
 			// batch, even past the budgets; later ones only what is left.
 			limit := min(int(rp.PartitionMaxBytes), budget-total)
-			ch, n, err := s.fetchPartition(ctx, cc, req, rt.Topic, rp, limit, total == 0, &op)
+			ch, pieces, n, err := s.fetchPartition(ctx, cc, req, rt.Topic, rp, limit, total == 0, &op)
+			if len(pieces) > 1 {
+				if resp.pieces == nil {
+					resp.pieces = map[[2]int][][]byte{}
+				}
+				resp.pieces[[2]int{len(resp.Topics), len(ot.Partitions)}] = pieces
+			}
 			if err != nil {
 				op.ErrorCode = errCode(err)
 				op.HighWatermark, op.LastStableOffset, op.LogStartOffset = -1, -1, -1
@@ -80,49 +97,64 @@ func (s *Server) fetchOnce(ctx context.Context, cc *connState, req *kmsg.FetchRe
 }
 
 // fetchPartition fills op from one partition and returns the channel that
-// signals its next change and the bytes returned.
-func (s *Server) fetchPartition(ctx context.Context, cc *connState, req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, limit int, first bool, op *kmsg.FetchResponseTopicPartition) (<-chan struct{}, int, error) {
+// signals its next change, the record batches in pieces when they lie in
+// more than one (op.RecordBatches then only stands in for them: see
+// fetchReply), and the bytes returned.
+func (s *Server) fetchPartition(ctx context.Context, cc *connState, req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, limit int, first bool, op *kmsg.FetchResponseTopicPartition) (<-chan struct{}, [][]byte, int, error) {
 	name, err := s.partitionName(ctx, topic, rp.Partition, false)
 	if err == nil {
 		err = s.allow(cc, auth.Read, name)
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if limit <= 0 && !first {
 		limit = 1 // only the offsets: ReadBatches returns at least a batch, dropped below
 	}
 	// One service call reads and hands over the change channel, taken
-	// before the read.
-	br, err := s.svc.ReadBatches(ctx, name, rp.FetchOffset, max(limit, 1))
+	// before the read. The page stays in the pieces it lies in (the block
+	// cache's memory for history): no copy on the way to the socket.
+	br, err := s.svc.ReadBatchPieces(ctx, name, rp.FetchOffset, max(limit, 1))
 	if err != nil {
 		s.forgetOnMissing(topic, err)
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if err := checkLeaderEpoch(rp.CurrentLeaderEpoch, br.Stream.Epoch); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	op.HighWatermark = br.HighWatermark
 	op.LastStableOffset = br.LastStable
 	op.LogStartOffset = br.Stream.StartOffset
+	pieces := br.Pieces
 	if req.IsolationLevel == 1 {
 		// read_committed: nothing at or past the last stable offset, and
 		// the aborted transactions of what is returned, so the client
 		// drops their batches (markers it skips itself).
-		br.Batches = cutAt(br.Batches, br.LastStable)
+		pieces = cutAt(pieces, br.LastStable)
 		for _, a := range br.Aborted {
 			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 			op.AbortedTransactions = append(op.AbortedTransactions, at)
 		}
 	}
-	if len(br.Batches) > limit && !first {
-		return br.Changed, 0, nil // no room left in this response
+	n := 0
+	for _, p := range pieces {
+		n += len(p)
 	}
-	if len(br.Batches) > 0 {
-		op.RecordBatches = br.Batches
+	if n > limit && !first {
+		return br.Changed, nil, 0, nil // no room left in this response
 	}
-	return br.Changed, len(br.Batches), nil
+	switch {
+	case len(pieces) == 1:
+		op.RecordBatches = pieces[0]
+	case len(pieces) > 1 && n < spliceMin:
+		// Small: one copy into the response buffer either way.
+		op.RecordBatches = bytes.Join(pieces, nil)
+	case len(pieces) > 1:
+		op.RecordBatches = pieces[0]
+		return br.Changed, pieces, n, nil
+	}
+	return br.Changed, nil, n, nil
 }
 
 // checkLeaderEpoch applies KIP-320: a client that names a leader epoch
@@ -177,14 +209,20 @@ func waitAny(ctx context.Context, chs []<-chan struct{}, deadline time.Time) boo
 }
 
 // cutAt drops the batches at or past offset end (whole batches: a
-// transaction's first batch starts at the last stable offset).
-func cutAt(batches []byte, end int64) []byte {
-	for pos := 0; pos < len(batches); {
-		h, err := record.ParseHeader(batches[pos:])
-		if err != nil || h.BaseOffset >= end {
-			return batches[:pos]
+// transaction's first batch starts at the last stable offset). Pieces
+// hold whole batches.
+func cutAt(pieces [][]byte, end int64) [][]byte {
+	for i, p := range pieces {
+		for pos := 0; pos < len(p); {
+			h, err := record.ParseHeader(p[pos:])
+			if err != nil || h.BaseOffset >= end {
+				if pos == 0 {
+					return pieces[:i]
+				}
+				return append(pieces[:i:i], p[:pos])
+			}
+			pos += h.Size()
 		}
-		pos += h.Size()
 	}
-	return batches
+	return pieces
 }

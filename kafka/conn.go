@@ -214,8 +214,8 @@ func (s *Server) writeReplies(c net.Conn, replies <-chan reply, producing *sync.
 		frame := rp.raw
 		var pieces net.Buffers
 		if frame == nil && resp != nil && !broken {
-			if f, ok := resp.(*kmsg.FetchResponse); ok {
-				pieces, out = fetchFrame(out[:0], rp.r, f)
+			if f, ok := resp.(*fetchReply); ok {
+				pieces, out = fetchFrame(out[:0], rp.r, f.FetchResponse, f.pieces)
 			} else {
 				out = encodeResponse(out[:0], rp.r, resp)
 			}

@@ -42,6 +42,8 @@ type Streams interface {
 	AppendBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.AppendResult, error) // group offsets
 	SubmitBatch(ctx context.Context, name string, req stream.AppendRequest) (stream.Submitted, error)
 	ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (stream.BatchRead, error)
+	// ReadBatchPieces: Fetch, the page left where it lies (no copy).
+	ReadBatchPieces(ctx context.Context, name string, offset int64, maxBytes int) (stream.BatchRead, error)
 	Read(ctx context.Context, name string, opts stream.ReadOptions) (stream.ReadResult, error) // group offsets
 	State(ctx context.Context, name string) ([]byte, error)                                    // transaction state
 	PutState(ctx context.Context, name string, value []byte) error

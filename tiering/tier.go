@@ -143,7 +143,23 @@ func (t *Tier) Upload(ctx context.Context, key string, streams []StreamBatches) 
 // dropped from the cache (the next read fetches it again, so a damaged
 // transfer or a restored object heals by itself) and logged once.
 func (t *Tier) ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error) {
-	data, err := t.readBatches(ctx, ref, from, maxBytes)
+	b, err := t.checked(ctx, ref, from, maxBytes, true)
+	return b.Data, err
+}
+
+// ReadBatchParts reads like ReadBatches but returns the batches as the
+// stretches of the read cache's memory they lie in, not gathered into one
+// buffer (the Kafka fetch writes them with one writev). Never modify them.
+func (t *Tier) ReadBatchParts(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error) {
+	b, err := t.checked(ctx, ref, from, maxBytes, false)
+	if err != nil || b.Parts != nil {
+		return b.Parts, err
+	}
+	return [][]byte{b.Data}, nil
+}
+
+func (t *Tier) checked(ctx context.Context, ref *ObjectRef, from int64, maxBytes int, join bool) (segment.Batches, error) {
+	b, err := t.readBatches(ctx, ref, from, maxBytes, join)
 	if errors.Is(err, segment.ErrCorrupt) {
 		t.cache.Forget(ref.Key)
 		t.mu.Lock()
@@ -157,36 +173,41 @@ func (t *Tier) ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxB
 			t.log.Error("object storage returned a corrupt object; reads of its ranges fail until it is restored", "object", ref.Key, "stream_id", ref.StreamID, "err", err)
 		}
 	}
-	return data, err
+	return b, err
 }
 
-func (t *Tier) readBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error) {
-	if pos, base, ok := t.resumeAt(ref, from); ok {
-		b, err := segment.ReadStreamAt(ctx, t.src, ref.Key, ref.Extent, pos, base, from, maxBytes)
-		if err != nil {
-			return nil, missing(err)
-		}
-		t.remember(ref, b)
-		return b.Data, nil
+// readBatches reads with the resume marks, from the start of the range or
+// with the object's index; join: Batches.Data, else Batches.Parts (or
+// Data, from the index path).
+func (t *Tier) readBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int, join bool) (segment.Batches, error) {
+	pos, base, ok := t.resumeAt(ref, from)
+	if !ok && (ref.Length <= smallRange || from <= ref.First) {
+		pos, base, ok = ref.Offset, ref.First, true // the start of the range
 	}
-	if ref.Length <= smallRange || from <= ref.First {
-		b, err := segment.ReadStream(ctx, t.src, ref.Key, ref.Extent, from, maxBytes)
+	if ok {
+		var b segment.Batches
+		var err error
+		if join {
+			b, err = segment.ReadStreamAt(ctx, t.src, ref.Key, ref.Extent, pos, base, from, maxBytes)
+		} else {
+			b, err = segment.ReadStreamAtParts(ctx, t.src, ref.Key, ref.Extent, pos, base, from, maxBytes)
+		}
 		if err != nil {
-			return nil, missing(err)
+			return segment.Batches{}, missing(err)
 		}
 		t.remember(ref, b)
-		return b.Data, nil
+		return b, nil
 	}
 	r, err := t.reader(ctx, ref.Key, ref.ObjectSize)
 	if err != nil {
-		return nil, missing(err)
+		return segment.Batches{}, missing(err)
 	}
 	b, err := r.ReadBatches(ctx, ref.StreamID, from, maxBytes)
 	if err != nil {
-		return nil, err
+		return segment.Batches{}, err
 	}
 	t.remember(ref, b)
-	return b.Data, nil
+	return b, nil
 }
 
 // resumeAt returns a batch boundary of ref's range to read offset from,
@@ -209,21 +230,28 @@ func (t *Tier) resumeAt(ref *ObjectRef, from int64) (pos, base int64, ok bool) {
 // remember notes where a read of ref's range stopped (b: what it returned,
 // whole verified batches from b.Pos).
 func (t *Tier) remember(ref *ObjectRef, b segment.Batches) {
-	if len(b.Data) == 0 {
-		return
+	parts := b.Parts
+	if parts == nil {
+		parts = [][]byte{b.Data}
 	}
 	// The last batch of b: walk the headers (sizes only; the batches were
 	// verified when read).
-	last, lastBase := 0, b.FirstOffset
-	for p := 0; p < len(b.Data); {
-		h, err := record.ParseHeader(b.Data[p:])
-		if err != nil || p+h.Size() > len(b.Data) {
-			return
+	at, last, lastBase := int64(0), int64(-1), b.FirstOffset
+	for _, d := range parts {
+		for p := 0; p < len(d); {
+			h, err := record.ParseHeader(d[p:])
+			if err != nil || p+h.Size() > len(d) {
+				return
+			}
+			last, lastBase = at+int64(p), h.BaseOffset
+			p += h.Size()
 		}
-		last, lastBase = p, h.BaseOffset
-		p += h.Size()
+		at += int64(len(d))
 	}
-	m := resumeMark{lastPos: b.Pos + int64(last), lastBase: lastBase, endPos: b.Pos + int64(len(b.Data)), end: b.NextOffset}
+	if last < 0 {
+		return
+	}
+	m := resumeMark{lastPos: b.Pos + last, lastBase: lastBase, endPos: b.Pos + at, end: b.NextOffset}
 	t.mu.Lock()
 	if len(t.marks) >= maxResumeMarks {
 		clear(t.marks)

@@ -21,6 +21,11 @@ type BatchRead struct {
 	// stream offsets as base offsets. The first one holds the requested
 	// offset (it may start before it); the page is empty at the end.
 	Batches []byte
+	// Pieces is the page as ReadBatchPieces returns it instead of
+	// Batches: stretches of whole batches, in order, left where they lie
+	// (the block cache's memory for history, a fresh buffer for the WAL).
+	// Never modify them.
+	Pieces [][]byte
 	// HighWatermark is one past the last durable offset: the end of what
 	// any read may return.
 	HighWatermark int64
@@ -38,8 +43,18 @@ type BatchRead struct {
 	Changed <-chan struct{}
 }
 
+// ObjectPageBytes bounds a ReadBatches page read from object storage
+// (history): about one GET of the block cache (4 MiB), as a Pico read page.
+// A Kafka consumer keeps one fetch in flight (franz-go, librdkafka's
+// default), so a fetch answered only once 16 MiB or more has come from the
+// store keeps the consumer idle for those GETs at the start and leaves it
+// decoding that much alone at the end; pages of one GET let it handle one
+// while the read-ahead fetches the next (docs/kafka.md, "Fetch").
+const ObjectPageBytes = 4 << 20
+
 // ReadBatches returns stored batches of the stream starting with the one
-// that holds offset, about maxBytes long: whole batches only, and at least
+// that holds offset, about maxBytes long (at most about ObjectPageBytes
+// from object storage): whole batches only, and at least
 // one batch when one is available even if it alone is larger (Kafka's
 // KIP-74 rule, or a consumer would stall on a large batch). Offsets below
 // the start offset are *TrimmedError, beyond the high watermark
@@ -48,6 +63,29 @@ type BatchRead struct {
 // fetches from the partition leader. A stream deleted while it was being
 // looked up is ErrNotFound.
 func (s *Service) ReadBatches(ctx context.Context, name string, offset int64, maxBytes int) (BatchRead, error) {
+	res, err := s.ReadBatchPieces(ctx, name, offset, maxBytes)
+	switch {
+	case err != nil:
+	case len(res.Pieces) == 1:
+		res.Batches = res.Pieces[0]
+	case len(res.Pieces) > 1:
+		n := 0
+		for _, p := range res.Pieces {
+			n += len(p)
+		}
+		res.Batches = make([]byte, 0, n)
+		for _, p := range res.Pieces {
+			res.Batches = append(res.Batches, p...)
+		}
+	}
+	res.Pieces = nil
+	return res, err
+}
+
+// ReadBatchPieces reads like ReadBatches but returns the page as Pieces,
+// not gathered into one buffer: the Kafka fetch writes them to the socket
+// as they lie (one writev), with no copy of a consumer's history.
+func (s *Service) ReadBatchPieces(ctx context.Context, name string, offset int64, maxBytes int) (BatchRead, error) {
 	st, err := s.lookup(ctx, name)
 	if err != nil {
 		return BatchRead{}, err
@@ -66,6 +104,9 @@ func (s *Service) ReadBatches(ctx context.Context, name string, offset int64, ma
 	var res BatchRead
 	if st.info.Fork != nil {
 		res, err = s.readViewBatches(ctx, st, name, offset, maxBytes)
+		if len(res.Batches) > 0 {
+			res.Pieces, res.Batches = [][]byte{res.Batches}, nil
+		}
 	} else {
 		if err := s.awaitReadable(ctx, st, offset); err != nil {
 			return BatchRead{}, err
@@ -116,6 +157,7 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 	s.prefetchNext(refs, offset) // during the first chunk's GET, as Read does
 	next := offset
 	full := false
+	taken := 0 // bytes in res.Pieces
 	for ci := 0; ci < len(refs) && !full && next < hwm; {
 		c := refs[ci]
 		if next >= c.next {
@@ -130,67 +172,83 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 		if err := ctx.Err(); err != nil {
 			return BatchRead{}, err
 		}
+		if c.obj != nil {
+			maxBytes = min(maxBytes, ObjectPageBytes)
+		}
 		before := next
-		data, err := s.chunkBatches(ctx, info.ID, c, next, maxBytes-len(res.Batches))
+		pieces, err := s.chunkPieces(ctx, info.ID, c, next, maxBytes-taken)
 		if errors.Is(err, ErrObjectMissing) {
 			return BatchRead{}, err
 		}
 		if err != nil {
 			return BatchRead{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, next, err)
 		}
-		// The batches taken from data are one stretch of it, [from, to):
-		// the page's first stretch is handed on as it is (object reads
-		// lend the cache's memory, WAL reads are fresh), later ones are
-		// appended.
-		from, to := -1, -1
-		for pos := 0; pos < len(data); {
-			h, err := record.ParseHeader(data[pos:])
-			if err != nil || pos+h.Size() > len(data) {
-				return BatchRead{}, fmt.Errorf("%w: stored batch of %s at offset %d: %v", ErrUnavailable, name, next, err)
-			}
-			start := pos
-			pos += h.Size()
-			if h.LastOffset() < next {
-				continue
-			}
-			if h.BaseOffset >= hwm {
-				full = true
+		// The batches taken from each piece are one stretch of it, handed
+		// on as it lies (object reads lend the cache's memory, WAL reads
+		// are fresh): never copied.
+		for _, data := range pieces {
+			if full {
 				break
 			}
-			taken := len(res.Batches) + max(to-from, 0)
-			if taken > 0 && taken+h.Size() > maxBytes {
-				full = true
-				break
+			from, to := -1, -1
+			for pos := 0; pos < len(data); {
+				h, err := record.ParseHeader(data[pos:])
+				if err != nil || pos+h.Size() > len(data) {
+					return BatchRead{}, fmt.Errorf("%w: stored batch of %s at offset %d: %v", ErrUnavailable, name, next, err)
+				}
+				start := pos
+				pos += h.Size()
+				if h.LastOffset() < next {
+					continue
+				}
+				if h.BaseOffset >= hwm {
+					full = true
+					break
+				}
+				if t := taken + max(to-from, 0); t > 0 && t+h.Size() > maxBytes {
+					full = true
+					break
+				}
+				if from < 0 {
+					from = start
+				}
+				to = pos
+				next = h.LastOffset() + 1
 			}
-			if from < 0 {
-				from = start
-			}
-			to = pos
-			next = h.LastOffset() + 1
-		}
-		if from >= 0 {
-			switch {
-			case res.Batches == nil:
-				res.Batches = data[from:to:to]
-			case cap(res.Batches)-len(res.Batches) < to-from:
-				// The first stretch aliases the cache (no room after it):
-				// one buffer for the whole page, not one per growth step.
-				b := make([]byte, len(res.Batches), max(maxBytes, len(res.Batches)+to-from))
-				copy(b, res.Batches)
-				res.Batches = append(b, data[from:to]...)
-			default:
-				res.Batches = append(res.Batches, data[from:to]...)
+			if from >= 0 {
+				res.Pieces = append(res.Pieces, data[from:to:to])
+				taken += to - from
 			}
 		}
 		switch {
+		case full:
 		case next >= min(c.next, hwm):
 			ci++
-		case next == before || len(res.Batches) >= maxBytes:
+		case next == before || taken >= maxBytes:
 			full = true
 		}
 	}
 	s.prefetchNext(refs, next)
 	return res, nil
+}
+
+// BatchPartsReader is an optional Tier capability: ReadBatches with the
+// batches left in the memory they lie in, as several stretches
+// (tiering.Tier.ReadBatchParts), for ReadBatchPieces.
+type BatchPartsReader interface {
+	ReadBatchParts(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error)
+}
+
+// chunkPieces reads like chunkBatches, as pieces where the tier can.
+func (s *Service) chunkPieces(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int) ([][]byte, error) {
+	if pr, ok := s.tier.(BatchPartsReader); ok && c.obj != nil && !c.gap {
+		return pr.ReadBatchParts(ctx, c.obj, max(from, c.base), max(maxBytes, 1))
+	}
+	data, err := s.chunkBatches(ctx, streamID, c, from, maxBytes)
+	if err != nil || len(data) == 0 {
+		return nil, err
+	}
+	return [][]byte{data}, nil
 }
 
 // readViewBatches serves a fork (whose history below the fork point is the

@@ -147,7 +147,12 @@ func (r *Reader) Stream(id uint64) (extent.Extent, bool) {
 // split, exactly as a Kafka fetch returns it); callers skip its leading
 // records.
 type Batches struct {
-	Data        []byte
+	Data []byte
+	// Parts is Data as the stretches it lies in, in order, each whole
+	// batches (only from ReadStreamAtParts, whose Data is nil): one per
+	// window of the source's memory read, so a caller writing them out
+	// (writev) copies nothing.
+	Parts       [][]byte
 	FirstOffset int64 // base offset of the first batch in Data
 	NextOffset  int64 // offset after the last record in Data
 	Count       int   // number of batches
@@ -172,7 +177,7 @@ func (r *Reader) ReadBatches(ctx context.Context, stream uint64, offset int64, m
 	// The last index entry at or before offset.
 	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].Offset > offset }) - 1
 	e := s.index[i]
-	b, _, _, err := readRange(ctx, r.src, r.key, s.Extent, e.Pos, e.Offset, offset, maxBytes)
+	b, _, _, err := readRange(ctx, r.src, r.key, s.Extent, e.Pos, e.Offset, offset, maxBytes, true)
 	return b, err
 }
 
@@ -219,7 +224,7 @@ func ReadStream(ctx context.Context, src RangeReader, key string, e extent.Exten
 	if offset < e.First || offset > e.Last() {
 		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.First, e.Last(), e.StreamID, offset)
 	}
-	b, _, _, err := readRange(ctx, src, key, e, e.Offset, e.First, offset, maxBytes)
+	b, _, _, err := readRange(ctx, src, key, e, e.Offset, e.First, offset, maxBytes, true)
 	return b, err
 }
 
@@ -229,11 +234,23 @@ func ReadStream(ctx context.Context, src RangeReader, key string, e extent.Exten
 // offset is at or after base. A consumer's next page resumes there with
 // neither the footer nor a re-scan from the start of the range.
 func ReadStreamAt(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int) (Batches, error) {
+	return readStreamAt(ctx, src, key, e, pos, base, offset, maxBytes, true)
+}
+
+// ReadStreamAtParts reads like ReadStreamAt but leaves the batches in the
+// stretches of memory they were read into (Batches.Parts, Data nil)
+// instead of gathering them into one buffer: the Kafka fetch writes them
+// to the socket as they lie.
+func ReadStreamAtParts(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int) (Batches, error) {
+	return readStreamAt(ctx, src, key, e, pos, base, offset, maxBytes, false)
+}
+
+func readStreamAt(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int, join bool) (Batches, error) {
 	if pos < e.Offset || pos >= e.End() || base < e.First || base > e.Last() || offset < base || offset > e.Last() {
 		return Batches{}, fmt.Errorf("%w: object %q: no batch of stream %d at byte %d with base offset %d for offset %d (range [%d, %d) at bytes [%d, %d))",
 			ErrOffsetOutOfRange, key, e.StreamID, pos, base, offset, e.First, e.Next, e.Offset, e.End())
 	}
-	b, _, _, err := readRange(ctx, src, key, e, pos, base, offset, maxBytes)
+	b, _, _, err := readRange(ctx, src, key, e, pos, base, offset, maxBytes, join)
 	return b, err
 }
 
@@ -282,7 +299,7 @@ func (c *Cursor) Next(ctx context.Context, maxBytes int) (Batches, error) {
 	if c.pos >= c.e.End() {
 		return Batches{}, io.EOF
 	}
-	b, pos, base, err := readRange(ctx, c.src, c.key, c.e, c.pos, c.base, max(c.offset, c.base), maxBytes)
+	b, pos, base, err := readRange(ctx, c.src, c.key, c.e, c.pos, c.base, max(c.offset, c.base), maxBytes, true)
 	if err != nil {
 		return Batches{}, err
 	}
@@ -292,7 +309,7 @@ func (c *Cursor) Next(ctx context.Context, maxBytes int) (Batches, error) {
 
 // readRange collects the batches of e holding offset and after, from the
 // batch at byte pos with base offset base; it returns where it stopped.
-func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int) (Batches, int64, int64, error) {
+func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int, join bool) (Batches, int64, int64, error) {
 	out := Batches{FirstOffset: -1}
 	// Read what the caller wants plus what the index may make us skip.
 	hint := int64(maxBytes) + DefaultIndexInterval
@@ -332,6 +349,13 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 	}
 	if out.Count == 0 {
 		return Batches{}, 0, 0, corruptf(key, pos, "stream %d: no batch holds offset %d although the index says so", e.StreamID, offset)
+	}
+	if !join {
+		for i, p := range parts {
+			parts[i] = p[:len(p):len(p)] // see below
+		}
+		out.Parts = parts
+		return out, pos, base, nil
 	}
 	if len(parts) == 1 {
 		// Capped: the window may be the source's memory (Slicer), and an
