@@ -143,7 +143,23 @@ func (t *Tier) Upload(ctx context.Context, key string, streams []StreamBatches) 
 // dropped from the cache (the next read fetches it again, so a damaged
 // transfer or a restored object heals by itself) and logged once.
 func (t *Tier) ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error) {
-	data, err := t.readBatches(ctx, ref, from, maxBytes)
+	b, err := t.read(ctx, ref, from, maxBytes, false)
+	return b.Data, err
+}
+
+// ReadBatchPieces reads like ReadBatches and returns the batches as they
+// lie in the block cache's memory: consecutive stretches of the object,
+// each of whole batches, neither copied nor joined (segment.Batches.Pieces).
+// A reader that writes them out as they are (an HTTP page of stored
+// batches) saves one copy of every byte of a page that spans two GETs.
+// The pieces alias the cache and must not be modified.
+func (t *Tier) ReadBatchPieces(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error) {
+	b, err := t.read(ctx, ref, from, maxBytes, true)
+	return b.Pieces, err
+}
+
+func (t *Tier) read(ctx context.Context, ref *ObjectRef, from int64, maxBytes int, pieces bool) (segment.Batches, error) {
+	b, err := t.readBatches(ctx, ref, from, maxBytes, pieces)
 	if errors.Is(err, segment.ErrCorrupt) {
 		t.cache.Forget(ref.Key)
 		t.mu.Lock()
@@ -157,36 +173,42 @@ func (t *Tier) ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxB
 			t.log.Error("object storage returned a corrupt object; reads of its ranges fail until it is restored", "object", ref.Key, "stream_id", ref.StreamID, "err", err)
 		}
 	}
-	return data, err
+	return b, err
 }
 
-func (t *Tier) readBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error) {
-	if pos, base, ok := t.resumeAt(ref, from); ok {
-		b, err := segment.ReadStreamAt(ctx, t.src, ref.Key, ref.Extent, pos, base, from, maxBytes)
+func (t *Tier) readBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int, pieces bool) (segment.Batches, error) {
+	var b segment.Batches
+	var err error
+	switch pos, base, ok := t.resumeAt(ref, from); {
+	case ok && pieces:
+		b, err = segment.ReadStreamAtPieces(ctx, t.src, ref.Key, ref.Extent, pos, base, from, maxBytes)
+	case ok:
+		b, err = segment.ReadStreamAt(ctx, t.src, ref.Key, ref.Extent, pos, base, from, maxBytes)
+	case (ref.Length <= smallRange || from <= ref.First) && pieces:
+		b, err = segment.ReadStreamPieces(ctx, t.src, ref.Key, ref.Extent, from, maxBytes)
+	case ref.Length <= smallRange || from <= ref.First:
+		b, err = segment.ReadStream(ctx, t.src, ref.Key, ref.Extent, from, maxBytes)
+	default:
+		r, rerr := t.reader(ctx, ref.Key, ref.ObjectSize)
+		if rerr != nil {
+			return segment.Batches{}, missing(rerr)
+		}
+		if pieces {
+			b, err = r.ReadBatchPieces(ctx, ref.StreamID, from, maxBytes)
+		} else {
+			b, err = r.ReadBatches(ctx, ref.StreamID, from, maxBytes)
+		}
 		if err != nil {
-			return nil, missing(err)
+			return segment.Batches{}, err
 		}
 		t.remember(ref, b)
-		return b.Data, nil
+		return b, nil
 	}
-	if ref.Length <= smallRange || from <= ref.First {
-		b, err := segment.ReadStream(ctx, t.src, ref.Key, ref.Extent, from, maxBytes)
-		if err != nil {
-			return nil, missing(err)
-		}
-		t.remember(ref, b)
-		return b.Data, nil
-	}
-	r, err := t.reader(ctx, ref.Key, ref.ObjectSize)
 	if err != nil {
-		return nil, missing(err)
-	}
-	b, err := r.ReadBatches(ctx, ref.StreamID, from, maxBytes)
-	if err != nil {
-		return nil, err
+		return segment.Batches{}, missing(err)
 	}
 	t.remember(ref, b)
-	return b.Data, nil
+	return b, nil
 }
 
 // resumeAt returns a batch boundary of ref's range to read offset from,
@@ -207,23 +229,31 @@ func (t *Tier) resumeAt(ref *ObjectRef, from int64) (pos, base int64, ok bool) {
 }
 
 // remember notes where a read of ref's range stopped (b: what it returned,
-// whole verified batches from b.Pos).
+// whole verified batches from b.Pos, in Data or in consecutive Pieces).
 func (t *Tier) remember(ref *ObjectRef, b segment.Batches) {
-	if len(b.Data) == 0 {
+	size := b.Size()
+	if size == 0 {
 		return
 	}
 	// The last batch of b: walk the headers (sizes only; the batches were
-	// verified when read).
-	last, lastBase := 0, b.FirstOffset
-	for p := 0; p < len(b.Data); {
-		h, err := record.ParseHeader(b.Data[p:])
-		if err != nil || p+h.Size() > len(b.Data) {
-			return
-		}
-		last, lastBase = p, h.BaseOffset
-		p += h.Size()
+	// verified when read). Pieces hold whole batches.
+	parts := b.Pieces
+	if len(b.Data) > 0 {
+		parts = [][]byte{b.Data}
 	}
-	m := resumeMark{lastPos: b.Pos + int64(last), lastBase: lastBase, endPos: b.Pos + int64(len(b.Data)), end: b.NextOffset}
+	last, lastBase, at := 0, b.FirstOffset, 0
+	for _, data := range parts {
+		for p := 0; p < len(data); {
+			h, err := record.ParseHeader(data[p:])
+			if err != nil || p+h.Size() > len(data) {
+				return
+			}
+			last, lastBase = at+p, h.BaseOffset
+			p += h.Size()
+		}
+		at += len(data)
+	}
+	m := resumeMark{lastPos: b.Pos + int64(last), lastBase: lastBase, endPos: b.Pos + int64(size), end: b.NextOffset}
 	t.mu.Lock()
 	if len(t.marks) >= maxResumeMarks {
 		clear(t.marks)
