@@ -119,7 +119,8 @@ type Options struct {
 	// read waits for the blocks it touches and nothing more.
 	BlockSize int64
 	// FetchBlocks is the most blocks one GET fetches (default 32, i.e.
-	// 4 MiB). Consecutive missing blocks of one read, and read-ahead, are
+	// 4 MiB; twice that for a cold scan whose wanted range crosses its
+	// aligned window, so the batch there lies in one run). Consecutive missing blocks of one read, and read-ahead, are
 	// fetched as runs of up to this many blocks: object stores charge a
 	// fixed cost per request, so a sequential reader wants few large GETs
 	// while a random reader wants small ones.
@@ -550,6 +551,14 @@ func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast 
 			c.refetched.Add(end - first)
 		}
 	}
+	// A scan's missing stretch is one GET up to twice FetchBlocks: the
+	// aligned window of a cold scan plus the rest of the batch it starts
+	// (a batch crossing the window's end would otherwise be copied out of
+	// two runs).
+	most := int64(c.opts.FetchBlocks)
+	if scan {
+		most *= 2
+	}
 	runStart := int64(-1)
 	flush := func(end int64) { // one GET for missing blocks [runStart, end)
 		if runStart >= 0 {
@@ -568,7 +577,7 @@ func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast 
 			c.misses.Add(1)
 			if runStart < 0 {
 				runStart = idx
-			} else if idx-runStart == int64(c.opts.FetchBlocks) {
+			} else if idx-runStart == most {
 				flush(idx)
 				runStart = idx
 			}

@@ -823,3 +823,32 @@ func TestScanFromARunsEndIsOneRun(t *testing.T) {
 		})
 	}
 }
+
+// TestColdScanAcrossTheWindowIsOneRun: a cold scan whose wanted range
+// crosses the end of its aligned window (a batch starting near it) is one
+// GET, so the batch is lent from one run rather than copied out of two.
+func TestColdScanAcrossTheWindowIsOneRun(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			c, src, data := setup(t, newStore(t), 32*bs, Options{ReadAhead: -1, FetchBlocks: 8})
+			off := int64(8*bs - 100)
+			head, err := c.Slice(t.Context(), "obj", off, 12, 4*bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := c.Slice(t.Context(), "obj", off, 4*bs, 4*bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a, data[off:off+4*bs]) {
+				t.Fatal("slice differs from the object")
+			}
+			if &a[0] != &head[0] {
+				t.Fatalf("the scan's range is copied out of two runs (first slice %d bytes)", len(head))
+			}
+			if got := src.reads.Load(); got != 1 {
+				t.Errorf("%d GETs, want 1", got)
+			}
+		})
+	}
+}
