@@ -2,13 +2,9 @@ package tiering
 
 import (
 	"bytes"
-	"context"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/PicoMQ/picomq/record"
-	"github.com/PicoMQ/picomq/tiering/objstore"
 	"github.com/PicoMQ/picomq/tiering/segment/segmenttest"
 )
 
@@ -32,12 +28,6 @@ func TestReadBatchPiecesUncopied(t *testing.T) {
 			}
 			ref := refs[0]
 			const page = 6 << 20 // more than one 4 MiB GET of the cache
-			// ReadBatches first: it waits for both GETs, so the pieces read
-			// finds the page in memory (it would end it where memory ends).
-			data, err := tier.ReadBatches(t.Context(), &ref, ref.First, page)
-			if err != nil {
-				t.Fatal(err)
-			}
 			pieces, err := tier.ReadBatchPieces(t.Context(), &ref, ref.First, page)
 			if err != nil {
 				t.Fatal(err)
@@ -51,6 +41,10 @@ func TestReadBatchPiecesUncopied(t *testing.T) {
 			}
 			if !bytes.HasPrefix(bytes.Join(batches, nil), joined) {
 				t.Fatal("pieces differ from the batches written")
+			}
+			data, err := tier.ReadBatches(t.Context(), &ref, ref.First, page)
+			if err != nil {
+				t.Fatal(err)
 			}
 			if !bytes.Equal(data, joined) {
 				t.Fatalf("ReadBatches returned %d bytes, the pieces %d, or other bytes", len(data), len(joined))
@@ -93,82 +87,6 @@ func TestReadBatchPiecesUncopied(t *testing.T) {
 			tier.mu.Unlock()
 			if opened != 0 {
 				t.Errorf("the next page opened the footer; it should resume where the pieces stopped")
-			}
-		})
-	}
-}
-
-// heldStore holds every read at or past from until release is closed.
-type heldStore struct {
-	objstore.Store
-	from    int64
-	release chan struct{}
-	held    atomic.Int64
-}
-
-func (s *heldStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	if off >= s.from {
-		s.held.Add(1)
-		select {
-		case <-s.release:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	return s.Store.ReadAt(ctx, key, p, off)
-}
-
-// TestReadBatchPiecesEndsWhereMemoryEnds: a page read as pieces that
-// holds batches does not wait for the next GET of the range (read-ahead
-// in flight): it ends with the batches fetched so far, and the next page
-// takes the rest once it has arrived. Every batch comes exactly once.
-func TestReadBatchPiecesEndsWhereMemoryEnds(t *testing.T) {
-	for name, newStore := range stores() {
-		t.Run(name, func(t *testing.T) {
-			store := &heldStore{Store: newStore(t), from: 4 << 20, release: make(chan struct{})}
-			batches := segmenttest.Stream(0, 160, 64, 1000, 1) // ~10 MiB
-			tier, err := NewTier(store, TierOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tier.Close()
-			refs, _, err := tier.Upload(t.Context(), L1Key(7, 0), []StreamBatches{{Stream: 7, Batches: batches}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref := refs[0]
-			// Without the stop, this read waits for a held GET until the
-			// deadline.
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-			defer cancel()
-			first, err := tier.ReadBatchPieces(ctx, &ref, ref.First, 6<<20)
-			if err != nil {
-				t.Fatalf("first page: %v (it waited for a GET in flight)", err)
-			}
-			got := bytes.Join(first, nil)
-			if len(got) == 0 || len(got) > 4<<20 {
-				t.Fatalf("first page holds %d bytes; want the batches of the first 4 MiB GET", len(got))
-			}
-			t.Logf("first page %d bytes, %d GETs held", len(got), store.held.Load())
-			close(store.release)
-			for {
-				var last record.BatchHeader
-				for p := 0; p < len(got); p += last.Size() {
-					if last, err = record.ParseHeader(got[p:]); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if last.LastOffset()+1 >= ref.Next {
-					break
-				}
-				next, err := tier.ReadBatchPieces(t.Context(), &ref, last.LastOffset()+1, 6<<20)
-				if err != nil || len(next) == 0 {
-					t.Fatalf("page at %d: %d pieces, %v", last.LastOffset()+1, len(next), err)
-				}
-				got = append(got, bytes.Join(next, nil)...)
-			}
-			if !bytes.Equal(got, bytes.Join(batches, nil)) {
-				t.Fatalf("pages hold %d bytes, not the %d written", len(got), len(bytes.Join(batches, nil)))
 			}
 		})
 	}

@@ -152,11 +152,7 @@ func (t *Tier) ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxB
 // each of whole batches, neither copied nor joined (segment.Batches.Pieces).
 // A reader that writes them out as they are (an HTTP page of stored
 // batches) saves one copy of every byte of a page that spans two GETs.
-// The pieces alias the cache and must not be modified. Once it holds a
-// batch, the read stops where the cache's fetched memory ends instead of
-// waiting for a GET in flight: the page can be answered now (the reader's
-// next request is usually already on its way) and the rest follows in
-// the next page.
+// The pieces alias the cache and must not be modified.
 func (t *Tier) ReadBatchPieces(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error) {
 	b, err := t.read(ctx, ref, from, maxBytes, true)
 	return b.Pieces, err

@@ -1704,7 +1704,7 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 			return ReadResult{}, err
 		}
 		before := res.NextOffset
-		pieces, uncopied, err := s.chunkPieces(ctx, info.ID, c, res.NextOffset, maxBytes-bytes, asBatches)
+		pieces, err := s.chunkPieces(ctx, info.ID, c, res.NextOffset, maxBytes-bytes, asBatches)
 		if errors.Is(err, ErrObjectMissing) {
 			return ReadResult{}, err
 		}
@@ -1778,11 +1778,9 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 		switch {
 		case res.NextOffset >= min(c.next, hwm):
 			ci++ // chunk exhausted (or the visible part of it)
-		case res.NextOffset == before || bytes >= maxBytes || uncopied:
+		case res.NextOffset == before || bytes >= maxBytes:
 			// No progress, or the byte budget is spent: stop here rather
-			// than skip the rest of this chunk. A PieceReader stops short
-			// where the object's fetched bytes end: the page ends there
-			// instead of waiting for the GET in flight.
+			// than skip the rest of this chunk.
 			full = true
 		}
 	}
@@ -1835,15 +1833,13 @@ func (s *Service) prefetchNext(refs []chunk, next int64) {
 
 // chunkPieces returns chunkBatches's batches as pieces: for a reader of
 // stored batches (asBatches) from an object, as they lie in the block
-// cache (PieceReader, uncopied true: possibly short of maxBytes where the
-// fetched bytes end); otherwise one piece.
-func (s *Service) chunkPieces(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int, asBatches bool) (pieces [][]byte, uncopied bool, err error) {
+// cache (PieceReader), uncopied; otherwise one piece.
+func (s *Service) chunkPieces(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int, asBatches bool) ([][]byte, error) {
 	if pr, ok := s.tier.(PieceReader); ok && asBatches && c.obj != nil && !c.gap {
-		pieces, err = pr.ReadBatchPieces(ctx, c.obj, max(from, c.base), max(maxBytes, 1))
-		return pieces, true, err
+		return pr.ReadBatchPieces(ctx, c.obj, max(from, c.base), max(maxBytes, 1))
 	}
 	data, err := s.chunkBatches(ctx, streamID, c, from, maxBytes)
-	return [][]byte{data}, false, err
+	return [][]byte{data}, err
 }
 
 // chunkBatches returns whole batches of chunk c, starting with the one that

@@ -45,8 +45,6 @@ type Prefetcher interface {
 // object as they lie in the block cache (each of whole batches, never
 // modified); a reader of stored batches that writes them out as they are
 // saves the copy a page spanning two of the cache's GETs costs otherwise.
-// It may return less than maxBytes where the bytes after the first batch
-// are not fetched yet: the page ends there rather than wait for a GET.
 type PieceReader interface {
 	ReadBatchPieces(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error)
 }

@@ -726,27 +726,6 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMos
 	return out, nil
 }
 
-// Resident says whether the bytes [off, off+n) of key are in memory now
-// (fetched, not in flight), so that reading them does not wait for a GET.
-// The read path of a page asks before it would wait, and ends the page
-// there instead (segment.Resident).
-func (c *Cache) Resident(key string, off, n int64) bool {
-	if off < 0 || n <= 0 {
-		return false
-	}
-	bs := c.opts.BlockSize
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for idx := off / bs; idx <= (off+n-1)/bs; {
-		r := c.blocks[blockID{key, idx}]
-		if r == nil || !r.ready() || r.err != nil {
-			return false
-		}
-		idx = r.first + r.count // the run's blocks are all there
-	}
-	return true
-}
-
 // missing says whether block idx of key is neither cached nor in
 // flight.
 func (c *Cache) missing(key string, idx int64) bool {

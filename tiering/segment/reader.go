@@ -37,15 +37,6 @@ type Slicer interface {
 	Slice(ctx context.Context, key string, off int64, atLeast, atMost int) ([]byte, error)
 }
 
-// Resident is implemented by RangeReaders that can tell, without waiting,
-// whether a range is in memory (the block cache). A read of pieces for a
-// page that already holds batches stops where the fetched memory ends
-// rather than waiting for the next GET: the page is answered now, and the
-// reader's next request finds the rest arrived or arriving.
-type Resident interface {
-	Resident(key string, off, n int64) bool
-}
-
 // DefaultTailRead is how many bytes Open reads from the end of an object
 // in its first request. It covers the trailer and the footer of any
 // ordinary object (an 8 MiB object with a few thousand streams), so Open is
@@ -169,9 +160,6 @@ type Batches struct {
 	// of the object, each holding whole batches, not copied together. A
 	// caller that writes them out (an HTTP page of stored batches) saves
 	// the copy Data needs when the batches span two of the cache's runs.
-	// A *Pieces read is a page's: once it holds a batch, it stops where
-	// the source's fetched memory ends (Resident) instead of waiting for
-	// a GET, so it may return fewer bytes than asked for.
 	Pieces [][]byte
 }
 
@@ -242,7 +230,7 @@ func (r *Reader) OffsetForTimestamp(ctx context.Context, stream uint64, ts int64
 			return false, false
 		}
 		return true, true
-	}, nil)
+	})
 	if err != nil {
 		return 0, false, err
 	}
@@ -359,12 +347,6 @@ func (c *Cursor) Next(ctx context.Context, maxBytes int) (Batches, error) {
 // memory they lie in (Batches.Pieces) instead of copied into one Data.
 func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int, pieces bool) (Batches, int64, int64, error) {
 	out := Batches{FirstOffset: -1}
-	// Pieces are for a page: once it holds a batch it ends where the
-	// source's fetched memory does rather than wait for a GET (Resident).
-	var held func() bool
-	if pieces {
-		held = func() bool { return out.Count > 0 }
-	}
 	// Read what the caller wants plus what the index may make us skip.
 	hint := int64(maxBytes) + DefaultIndexInterval
 	if maxBytes <= 0 {
@@ -397,7 +379,7 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 		out.NextOffset = bi.LastOffset() + 1
 		out.Count++
 		return true, maxBytes <= 0 || size < maxBytes
-	}, held)
+	})
 	if err != nil {
 		return Batches{}, 0, 0, err
 	}
@@ -437,14 +419,8 @@ func adjacent(a, b []byte) bool {
 // and whether to go on; scan returns the position and base offset of the
 // first batch not consumed. Reads are chunked, so a scan is a few large
 // ranged reads, not one per batch.
-//
-// held, if set, is asked before a read that needs bytes not in the
-// current window; when it returns true and the source says those bytes
-// are not in memory (Resident), the scan ends there as if fn had said no
-// more (a page that already holds batches does not wait for a GET).
-func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, stop, hint int64, fn func([]byte, record.BatchHeader) (consumed, more bool), held func() bool) (int64, int64, error) {
+func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, stop, hint int64, fn func([]byte, record.BatchHeader) (consumed, more bool)) (int64, int64, error) {
 	end := e.End()
-	res, _ := src.(Resident)
 	var buf []byte
 	var bufPos int64
 	advised := false
@@ -455,9 +431,6 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 		}
 		if p+n > end {
 			return nil, corruptf(key, p, "stream %d: batch of %d bytes crosses the end of its range at %d", e.StreamID, n, end)
-		}
-		if held != nil && res != nil && held() && !res.Resident(key, p, n) {
-			return nil, errNotResident
 		}
 		want := min(max(n, chunkSize(min(hint, stop-p))), end-p)
 		if adv, ok := src.(Advisor); ok && !advised && p+want < stop {
@@ -490,9 +463,6 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 	expect := base
 	for pos < stop {
 		hdr, err := window(pos, record.PrefixSize)
-		if err == errNotResident {
-			return pos, expect, nil
-		}
 		if err != nil {
 			return 0, 0, err
 		}
@@ -501,9 +471,6 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 			return 0, 0, corruptf(key, pos, "stream %d: %v", e.StreamID, err)
 		}
 		b, err := window(pos, n)
-		if err == errNotResident {
-			return pos, expect, nil
-		}
 		if err != nil {
 			return 0, 0, err
 		}
@@ -531,9 +498,6 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 	}
 	return pos, expect, nil
 }
-
-// errNotResident ends a scan whose next bytes are not in memory (held).
-var errNotResident = errors.New("segment: next bytes not in memory")
 
 // chunkSize is how much a scan reads at once: about what the caller
 // wants, at least enough to amortise a request, at most 4 MiB (the block
