@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,7 +35,7 @@ func (p *pieceCounter) ReadBatchPieces(ctx context.Context, ref *stream.ObjectRe
 // page holds every batch once, whole, in offset order, and its records
 // are those of a page of records over the same range.
 func TestBatchesPageOverCachePieces(t *testing.T) {
-	h := newTierHarness(t, stream.DurabilityObject)
+	h := newTierHarness(t, stream.DurabilityLocal)
 	h.close()
 	real, err := tiering.NewTier(objstoretest.FileStore(t), tiering.TierOptions{})
 	if err != nil {
@@ -44,31 +43,25 @@ func TestBatchesPageOverCachePieces(t *testing.T) {
 	}
 	t.Cleanup(func() { real.Close() })
 	pc := &pieceCounter{Tier: real}
-	// One object for all appends: they all arrive within the seal age.
-	h.real, h.seal, h.sealB = pc, 2*time.Second, 64<<20
+	// No flush until close: the final flush puts every batch in one
+	// object (timing-free).
+	h.real, h.seal, h.sealB = pc, time.Hour, 1<<30
 	h.open()
 	ctx := context.Background()
 	mustCreate(t, h.svc, "/p", stream.CreateOptions{})
 	const appends, perAppend = 96, 64 // 96 batches of 64 x 1 KiB: ~6 MiB
-	var wg sync.WaitGroup
-	errs := make(chan error, appends)
 	for i := range appends {
-		wg.Go(func() {
-			rs := make([]record.Record, perAppend)
-			for j := range rs {
-				rs[j].Value = bytes.Repeat([]byte{byte(i)}, 1024)
-				rs[j].Key = fmt.Appendf(nil, "%d-%d", i, j)
-			}
-			if _, err := h.svc.Append(ctx, "/p", rs); err != nil {
-				errs <- err
-			}
-		})
+		rs := make([]record.Record, perAppend)
+		for j := range rs {
+			rs[j].Value = bytes.Repeat([]byte{byte(i)}, 1024)
+			rs[j].Key = fmt.Appendf(nil, "%d-%d", i, j)
+		}
+		if _, err := h.svc.Append(ctx, "/p", rs); err != nil {
+			t.Fatal(err)
+		}
 	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		t.Fatal(err)
-	}
+	h.close()
+	h.open()
 	page, err := h.svc.Read(ctx, "/p", stream.ReadOptions{Offset: 0, Batches: true, MaxBytes: 8 << 20, MaxRecords: appends * perAppend})
 	if err != nil {
 		t.Fatal(err)
