@@ -45,6 +45,7 @@ func registerTierMetrics(reg prometheus.Registerer, t *tiering.Tier) {
 	gauge("picomq_cache_read_ahead_bytes", "Read-ahead budget in use: object bytes in flight or fetched ahead of readers and not yet read (at most --read-ahead-bytes).", func(s cache.Stats) float64 { return float64(s.ReadAheadBytes) })
 	counter("picomq_cache_read_ahead_skipped_blocks_total", "Blocks of read-ahead not sent because the node-wide --read-ahead-bytes budget was spent.", func(s cache.Stats) float64 { return float64(s.ReadAheadSkipped) })
 	counter("picomq_cache_fetch_waits_total", "Demand GETs that waited for room under the node-wide budget of demand bytes in flight.", func(s cache.Stats) float64 { return float64(s.FetchWaits) })
+	counter("picomq_cache_refetched_blocks_total", "Object blocks fetched again (at most two at the end of another GET) so that a scanned batch lies in one GET's memory instead of being copied out of two.", func(s cache.Stats) float64 { return float64(s.Refetched) })
 	counter("picomq_cache_read_ahead_yields_total", "Times a read-ahead GET left its body unread while a reader waited for a GET of its own (demand first).", func(s cache.Stats) float64 { return float64(s.ReadAheadYields) })
 }
 

@@ -143,23 +143,23 @@ func (t *Tier) Upload(ctx context.Context, key string, streams []StreamBatches) 
 // dropped from the cache (the next read fetches it again, so a damaged
 // transfer or a restored object heals by itself) and logged once.
 func (t *Tier) ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error) {
-	b, err := t.checked(ctx, ref, from, maxBytes, true)
+	b, err := t.read(ctx, ref, from, maxBytes, false)
 	return b.Data, err
 }
 
-// ReadBatchParts reads like ReadBatches but returns the batches as the
-// stretches of the read cache's memory they lie in, not gathered into one
-// buffer (the Kafka fetch writes them with one writev). Never modify them.
-func (t *Tier) ReadBatchParts(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error) {
-	b, err := t.checked(ctx, ref, from, maxBytes, false)
-	if err != nil || b.Parts != nil {
-		return b.Parts, err
-	}
-	return [][]byte{b.Data}, nil
+// ReadBatchPieces reads like ReadBatches and returns the batches as they
+// lie in the block cache's memory: consecutive stretches of the object,
+// each of whole batches, neither copied nor joined (segment.Batches.Pieces).
+// A reader that writes them out as they are (an HTTP page of stored
+// batches) saves one copy of every byte of a page that spans two GETs.
+// The pieces alias the cache and must not be modified.
+func (t *Tier) ReadBatchPieces(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error) {
+	b, err := t.read(ctx, ref, from, maxBytes, true)
+	return b.Pieces, err
 }
 
-func (t *Tier) checked(ctx context.Context, ref *ObjectRef, from int64, maxBytes int, join bool) (segment.Batches, error) {
-	b, err := t.readBatches(ctx, ref, from, maxBytes, join)
+func (t *Tier) read(ctx context.Context, ref *ObjectRef, from int64, maxBytes int, pieces bool) (segment.Batches, error) {
+	b, err := t.readBatches(ctx, ref, from, maxBytes, pieces)
 	if errors.Is(err, segment.ErrCorrupt) {
 		t.cache.Forget(ref.Key)
 		t.mu.Lock()
@@ -176,35 +176,36 @@ func (t *Tier) checked(ctx context.Context, ref *ObjectRef, from int64, maxBytes
 	return b, err
 }
 
-// readBatches reads with the resume marks, from the start of the range or
-// with the object's index; join: Batches.Data, else Batches.Parts (or
-// Data, from the index path).
-func (t *Tier) readBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int, join bool) (segment.Batches, error) {
-	pos, base, ok := t.resumeAt(ref, from)
-	if !ok && (ref.Length <= smallRange || from <= ref.First) {
-		pos, base, ok = ref.Offset, ref.First, true // the start of the range
-	}
-	if ok {
-		var b segment.Batches
-		var err error
-		if join {
-			b, err = segment.ReadStreamAt(ctx, t.src, ref.Key, ref.Extent, pos, base, from, maxBytes)
+func (t *Tier) readBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int, pieces bool) (segment.Batches, error) {
+	var b segment.Batches
+	var err error
+	switch pos, base, ok := t.resumeAt(ref, from); {
+	case ok && pieces:
+		b, err = segment.ReadStreamAtPieces(ctx, t.src, ref.Key, ref.Extent, pos, base, from, maxBytes)
+	case ok:
+		b, err = segment.ReadStreamAt(ctx, t.src, ref.Key, ref.Extent, pos, base, from, maxBytes)
+	case (ref.Length <= smallRange || from <= ref.First) && pieces:
+		b, err = segment.ReadStreamPieces(ctx, t.src, ref.Key, ref.Extent, from, maxBytes)
+	case ref.Length <= smallRange || from <= ref.First:
+		b, err = segment.ReadStream(ctx, t.src, ref.Key, ref.Extent, from, maxBytes)
+	default:
+		r, rerr := t.reader(ctx, ref.Key, ref.ObjectSize)
+		if rerr != nil {
+			return segment.Batches{}, missing(rerr)
+		}
+		if pieces {
+			b, err = r.ReadBatchPieces(ctx, ref.StreamID, from, maxBytes)
 		} else {
-			b, err = segment.ReadStreamAtParts(ctx, t.src, ref.Key, ref.Extent, pos, base, from, maxBytes)
+			b, err = r.ReadBatches(ctx, ref.StreamID, from, maxBytes)
 		}
 		if err != nil {
-			return segment.Batches{}, missing(err)
+			return segment.Batches{}, err
 		}
 		t.remember(ref, b)
 		return b, nil
 	}
-	r, err := t.reader(ctx, ref.Key, ref.ObjectSize)
 	if err != nil {
 		return segment.Batches{}, missing(err)
-	}
-	b, err := r.ReadBatches(ctx, ref.StreamID, from, maxBytes)
-	if err != nil {
-		return segment.Batches{}, err
 	}
 	t.remember(ref, b)
 	return b, nil
@@ -228,30 +229,31 @@ func (t *Tier) resumeAt(ref *ObjectRef, from int64) (pos, base int64, ok bool) {
 }
 
 // remember notes where a read of ref's range stopped (b: what it returned,
-// whole verified batches from b.Pos).
+// whole verified batches from b.Pos, in Data or in consecutive Pieces).
 func (t *Tier) remember(ref *ObjectRef, b segment.Batches) {
-	parts := b.Parts
-	if parts == nil {
-		parts = [][]byte{b.Data}
-	}
-	// The last batch of b: walk the headers (sizes only; the batches were
-	// verified when read).
-	at, last, lastBase := int64(0), int64(-1), b.FirstOffset
-	for _, d := range parts {
-		for p := 0; p < len(d); {
-			h, err := record.ParseHeader(d[p:])
-			if err != nil || p+h.Size() > len(d) {
-				return
-			}
-			last, lastBase = at+int64(p), h.BaseOffset
-			p += h.Size()
-		}
-		at += int64(len(d))
-	}
-	if last < 0 {
+	size := b.Size()
+	if size == 0 {
 		return
 	}
-	m := resumeMark{lastPos: b.Pos + last, lastBase: lastBase, endPos: b.Pos + at, end: b.NextOffset}
+	// The last batch of b: walk the headers (sizes only; the batches were
+	// verified when read). Pieces hold whole batches.
+	parts := b.Pieces
+	if len(b.Data) > 0 {
+		parts = [][]byte{b.Data}
+	}
+	last, lastBase, at := 0, b.FirstOffset, 0
+	for _, data := range parts {
+		for p := 0; p < len(data); {
+			h, err := record.ParseHeader(data[p:])
+			if err != nil || p+h.Size() > len(data) {
+				return
+			}
+			last, lastBase = at+p, h.BaseOffset
+			p += h.Size()
+		}
+		at += len(data)
+	}
+	m := resumeMark{lastPos: b.Pos + int64(last), lastBase: lastBase, endPos: b.Pos + int64(size), end: b.NextOffset}
 	t.mu.Lock()
 	if len(t.marks) >= maxResumeMarks {
 		clear(t.marks)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -466,7 +467,10 @@ func (m *matrix) minio() (minio, error) {
 func (m *matrix) startMinio() (minio, func(), error) {
 	state := filepath.Join(m.cfg.work, "minio")
 	script := "deploy/local-minio.sh"
-	env := append(os.Environ(), "PICOMQ_MINIO_STATE="+state, "PICOMQ_MINIO_PORT=29000")
+	// Port 29000 unless PICOMQ_BENCH_MINIO_PORT says otherwise: two
+	// matrices on one machine must not stop each other's MinIO.
+	port := cmp.Or(os.Getenv("PICOMQ_BENCH_MINIO_PORT"), "29000")
+	env := append(os.Environ(), "PICOMQ_MINIO_STATE="+state, "PICOMQ_MINIO_PORT="+port)
 	cmd := exec.Command(script, "start")
 	cmd.Env = env
 	cmd.Stderr = os.Stderr

@@ -176,7 +176,7 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 			maxBytes = min(maxBytes, ObjectPageBytes)
 		}
 		before := next
-		pieces, err := s.chunkPieces(ctx, info.ID, c, next, maxBytes-taken)
+		pieces, err := s.chunkPieces(ctx, info.ID, c, next, maxBytes-taken, true)
 		if errors.Is(err, ErrObjectMissing) {
 			return BatchRead{}, err
 		}
@@ -230,25 +230,6 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 	}
 	s.prefetchNext(refs, next)
 	return res, nil
-}
-
-// BatchPartsReader is an optional Tier capability: ReadBatches with the
-// batches left in the memory they lie in, as several stretches
-// (tiering.Tier.ReadBatchParts), for ReadBatchPieces.
-type BatchPartsReader interface {
-	ReadBatchParts(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error)
-}
-
-// chunkPieces reads like chunkBatches, as pieces where the tier can.
-func (s *Service) chunkPieces(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int) ([][]byte, error) {
-	if pr, ok := s.tier.(BatchPartsReader); ok && c.obj != nil && !c.gap {
-		return pr.ReadBatchParts(ctx, c.obj, max(from, c.base), max(maxBytes, 1))
-	}
-	data, err := s.chunkBatches(ctx, streamID, c, from, maxBytes)
-	if err != nil || len(data) == 0 {
-		return nil, err
-	}
-	return [][]byte{data}, nil
 }
 
 // readViewBatches serves a fork (whose history below the fork point is the

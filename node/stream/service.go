@@ -1704,14 +1704,14 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 			return ReadResult{}, err
 		}
 		before := res.NextOffset
-		data, err := s.chunkBatches(ctx, info.ID, c, res.NextOffset, maxBytes-bytes)
+		pieces, err := s.chunkPieces(ctx, info.ID, c, res.NextOffset, maxBytes-bytes, asBatches)
 		if errors.Is(err, ErrObjectMissing) {
 			return ReadResult{}, err
 		}
 		if err != nil {
 			return ReadResult{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
 		}
-		err = record.SplitBatches(data, func(batch []byte, h record.BatchHeader) error {
+		take := func(batch []byte, h record.BatchHeader) error {
 			if full || h.LastOffset() < res.NextOffset {
 				return nil
 			}
@@ -1769,9 +1769,11 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 				res.NextOffset = next
 			}
 			return nil
-		})
-		if err != nil {
-			return ReadResult{}, fmt.Errorf("%w: decode %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
+		}
+		for _, data := range pieces {
+			if err := record.SplitBatches(data, take); err != nil {
+				return ReadResult{}, fmt.Errorf("%w: decode %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
+			}
 		}
 		switch {
 		case res.NextOffset >= min(c.next, hwm):
@@ -1827,6 +1829,17 @@ func (s *Service) prefetchNext(refs []chunk, next int64) {
 		ahead += c.obj.Length
 		last = c.obj.Key
 	}
+}
+
+// chunkPieces returns chunkBatches's batches as pieces: for a reader of
+// stored batches (asBatches) from an object, as they lie in the block
+// cache (PieceReader), uncopied; otherwise one piece.
+func (s *Service) chunkPieces(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int, asBatches bool) ([][]byte, error) {
+	if pr, ok := s.tier.(PieceReader); ok && asBatches && c.obj != nil && !c.gap {
+		return pr.ReadBatchPieces(ctx, c.obj, max(from, c.base), max(maxBytes, 1))
+	}
+	data, err := s.chunkBatches(ctx, streamID, c, from, maxBytes)
+	return [][]byte{data}, err
 }
 
 // chunkBatches returns whole batches of chunk c, starting with the one that

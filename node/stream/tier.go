@@ -40,6 +40,15 @@ type Prefetcher interface {
 	Prefetch(ref *ObjectRef)
 }
 
+// PieceReader is an optional Tier capability: ReadBatches without joining
+// the batches into one slice. The pieces are consecutive stretches of the
+// object as they lie in the block cache (each of whole batches, never
+// modified); a reader of stored batches that writes them out as they are
+// saves the copy a page spanning two of the cache's GETs costs otherwise.
+type PieceReader interface {
+	ReadBatchPieces(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error)
+}
+
 // UploadStream is one stream's contribution to an object.
 type UploadStream struct {
 	StreamID uint64

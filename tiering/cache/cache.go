@@ -119,7 +119,8 @@ type Options struct {
 	// read waits for the blocks it touches and nothing more.
 	BlockSize int64
 	// FetchBlocks is the most blocks one GET fetches (default 32, i.e.
-	// 4 MiB). Consecutive missing blocks of one read, and read-ahead, are
+	// 4 MiB; twice that for a cold scan whose wanted range crosses its
+	// aligned window, so the batch there lies in one run). Consecutive missing blocks of one read, and read-ahead, are
 	// fetched as runs of up to this many blocks: object stores charge a
 	// fixed cost per request, so a sequential reader wants few large GETs
 	// while a random reader wants small ones.
@@ -194,6 +195,9 @@ type Stats struct {
 	// ReadAheadYields counts times a read-ahead GET held its body unread
 	// while a reader waited for a GET of its own (yieldToDemand).
 	ReadAheadYields int64
+	// Refetched counts blocks fetched again, though in memory or in
+	// flight, so that a scan's batch lies in one run (acquire).
+	Refetched int64
 }
 
 type blockID struct {
@@ -251,6 +255,11 @@ type seqState struct {
 	ahead int64 // read-ahead issued up to (exclusive)
 }
 
+// maxRefetchBlocks is how many blocks at the end of another run a scan
+// fetches again rather than straddle the two runs (acquire): up to
+// 256 KiB more from the store against a copy of the whole batch.
+const maxRefetchBlocks = 2
+
 // maxSeqStates bounds per-object read-ahead state; past it the state is
 // forgotten (read-ahead restarts on the next sequential access).
 const maxSeqStates = 4096
@@ -290,7 +299,7 @@ type Cache struct {
 	exited []*run
 
 	hits, misses, joined, prefetches, requests, fetched atomic.Int64
-	skipped, fetchWaits, yields                         atomic.Int64
+	skipped, fetchWaits, yields, refetched              atomic.Int64
 }
 
 // New returns a cache over src.
@@ -358,7 +367,7 @@ func (c *Cache) Stats() Stats {
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Joined: c.joined.Load(),
 		Prefetches: c.prefetches.Load(), Requests: c.requests.Load(), FetchedBytes: c.fetched.Load(),
 		ReadAheadBytes: ahead, ReadAheadSkipped: c.skipped.Load(), FetchWaits: c.fetchWaits.Load(),
-		ReadAheadYields: c.yields.Load(),
+		ReadAheadYields: c.yields.Load(), Refetched: c.refetched.Load(),
 	}
 }
 
@@ -520,7 +529,14 @@ func (c *Cache) dropLocked(r *run) {
 // fetching missing blocks (one GET per stretch of up to FetchBlocks) and
 // waiting for those in flight. Missing blocks up to fetchLast (>= last)
 // are fetched in the same GETs, but not waited for.
-func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast int64) ([]*run, error) {
+//
+// A scan (atMost > 0: it wants up to block fetchLast in one piece) whose
+// first block lies in the last one or two blocks of another run, with
+// the blocks after that run missing, fetches those leading blocks again
+// with the rest: the batch that begins there then lies in one run and is
+// lent, not copied out of two (readers of neighbouring streams of an L0
+// object otherwise straddle each other's GETs).
+func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast int64, scan bool) ([]*run, error) {
 	runs := make([]*run, fetchLast-first+1)
 	c.mu.Lock()
 	if c.closed {
@@ -528,6 +544,21 @@ func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast 
 		return nil, errors.New("cache: closed")
 	}
 	c.retireExitedLocked()
+	refetch := int64(-1) // blocks up to this one are fetched again
+	if r0 := c.blocks[blockID{key, first}]; scan && r0 != nil && fetchLast > first {
+		if end := r0.first + r0.count; end-first <= maxRefetchBlocks && end <= fetchLast && c.blocks[blockID{key, end}] == nil {
+			refetch = end - 1
+			c.refetched.Add(end - first)
+		}
+	}
+	// A scan's missing stretch is one GET up to twice FetchBlocks: the
+	// aligned window of a cold scan plus the rest of the batch it starts
+	// (a batch crossing the window's end would otherwise be copied out of
+	// two runs).
+	most := int64(c.opts.FetchBlocks)
+	if scan {
+		most *= 2
+	}
 	runStart := int64(-1)
 	flush := func(end int64) { // one GET for missing blocks [runStart, end)
 		if runStart >= 0 {
@@ -542,11 +573,11 @@ func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast 
 	for i := range runs {
 		idx := first + int64(i)
 		r := c.blocks[blockID{key, idx}]
-		if r == nil {
+		if r == nil || idx <= refetch {
 			c.misses.Add(1)
 			if runStart < 0 {
 				runStart = idx
-			} else if idx-runStart == int64(c.opts.FetchBlocks) {
+			} else if idx-runStart == most {
 				flush(idx)
 				runStart = idx
 			}
@@ -623,7 +654,7 @@ func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64) (in
 	}
 	bs := c.opts.BlockSize
 	first, last := off/bs, (off+int64(len(p))-1)/bs
-	runs, err := c.acquire(ctx, key, first, last, last)
+	runs, err := c.acquire(ctx, key, first, last, last, false)
 	if err != nil {
 		return 0, err
 	}
@@ -666,7 +697,7 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMos
 		from = first / fb * fb
 		fetchLast = max(fetchLast, from+fb-1)
 	}
-	runs, err := c.acquire(ctx, key, from, last, fetchLast)
+	runs, err := c.acquire(ctx, key, from, last, fetchLast, int64(atMost) > bs)
 	if err != nil {
 		return nil, err
 	}

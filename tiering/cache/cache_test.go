@@ -782,3 +782,73 @@ func TestReadAheadYieldsToDemand(t *testing.T) {
 		t.Errorf("%+v: want one demand miss (block 0), the rest read ahead", s)
 	}
 }
+
+// TestScanFromARunsEndIsOneRun: a scan whose first bytes lie in the last
+// block of an earlier run, with the blocks after it missing (a reader of
+// the next stream of an L0 object), fetches that block again with the
+// rest, so the batch it reads is lent from one run rather than copied out
+// of two.
+func TestScanFromARunsEndIsOneRun(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			c, src, data := setup(t, newStore(t), 32*bs, Options{ReadAhead: -1, FetchBlocks: 8})
+			if _, err := c.ReadAt(t.Context(), "obj", make([]byte, 8*bs), 0); err != nil {
+				t.Fatal(err)
+			}
+			off := int64(8*bs - 100)
+			head, err := c.Slice(t.Context(), "obj", off, 12, 4*bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := c.Slice(t.Context(), "obj", off, 4*bs, 4*bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := c.Slice(t.Context(), "obj", off, 4*bs, 4*bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a, data[off:off+4*bs]) || !bytes.Equal(b, a) {
+				t.Fatal("slices differ from the object")
+			}
+			if &a[0] != &b[0] || &a[0] != &head[0] {
+				t.Fatalf("the scan's range is copied out of two runs (first slice %d bytes)", len(head))
+			}
+			if got := src.reads.Load(); got != 2 {
+				t.Errorf("%d GETs, want 2", got)
+			}
+			if got := c.Stats().Refetched; got != 1 {
+				t.Errorf("%d blocks fetched again, want 1", got)
+			}
+		})
+	}
+}
+
+// TestColdScanAcrossTheWindowIsOneRun: a cold scan whose wanted range
+// crosses the end of its aligned window (a batch starting near it) is one
+// GET, so the batch is lent from one run rather than copied out of two.
+func TestColdScanAcrossTheWindowIsOneRun(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			c, src, data := setup(t, newStore(t), 32*bs, Options{ReadAhead: -1, FetchBlocks: 8})
+			off := int64(8*bs - 100)
+			head, err := c.Slice(t.Context(), "obj", off, 12, 4*bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := c.Slice(t.Context(), "obj", off, 4*bs, 4*bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a, data[off:off+4*bs]) {
+				t.Fatal("slice differs from the object")
+			}
+			if &a[0] != &head[0] {
+				t.Fatalf("the scan's range is copied out of two runs (first slice %d bytes)", len(head))
+			}
+			if got := src.reads.Load(); got != 1 {
+				t.Errorf("%d GETs, want 1", got)
+			}
+		})
+	}
+}

@@ -147,12 +147,7 @@ func (r *Reader) Stream(id uint64) (extent.Extent, bool) {
 // split, exactly as a Kafka fetch returns it); callers skip its leading
 // records.
 type Batches struct {
-	Data []byte
-	// Parts is Data as the stretches it lies in, in order, each whole
-	// batches (only from ReadStreamAtParts, whose Data is nil): one per
-	// window of the source's memory read, so a caller writing them out
-	// (writev) copies nothing.
-	Parts       [][]byte
+	Data        []byte
 	FirstOffset int64 // base offset of the first batch in Data
 	NextOffset  int64 // offset after the last record in Data
 	Count       int   // number of batches
@@ -160,6 +155,21 @@ type Batches struct {
 	// (or any batch boundary inside Data) it is where a later read can
 	// resume without the footer's index (ReadStreamAt).
 	Pos int64
+	// Pieces, set instead of Data by the *Pieces reads, are the same
+	// batches as they lie in the source's memory: consecutive stretches
+	// of the object, each holding whole batches, not copied together. A
+	// caller that writes them out (an HTTP page of stored batches) saves
+	// the copy Data needs when the batches span two of the cache's runs.
+	Pieces [][]byte
+}
+
+// Size returns the bytes of the batches, in Data or Pieces.
+func (b Batches) Size() int {
+	n := len(b.Data)
+	for _, p := range b.Pieces {
+		n += len(p)
+	}
+	return n
 }
 
 // ReadBatches returns the batches of stream holding offset and after it,
@@ -175,6 +185,22 @@ func (r *Reader) ReadBatches(ctx context.Context, stream uint64, offset int64, m
 		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, r.key, s.First, s.Last(), stream, offset)
 	}
 	// The last index entry at or before offset.
+	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].Offset > offset }) - 1
+	e := s.index[i]
+	b, _, _, err := readRange(ctx, r.src, r.key, s.Extent, e.Pos, e.Offset, offset, maxBytes, false)
+	return b, err
+}
+
+// ReadBatchPieces reads like ReadBatches and returns the batches as
+// Pieces (see Batches), not copied into one Data.
+func (r *Reader) ReadBatchPieces(ctx context.Context, stream uint64, offset int64, maxBytes int) (Batches, error) {
+	s, ok := r.stream(stream)
+	if !ok {
+		return Batches{}, fmt.Errorf("%w: object %q has no stream %d", ErrOffsetOutOfRange, r.key, stream)
+	}
+	if offset < s.First || offset > s.Last() {
+		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, r.key, s.First, s.Last(), stream, offset)
+	}
 	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].Offset > offset }) - 1
 	e := s.index[i]
 	b, _, _, err := readRange(ctx, r.src, r.key, s.Extent, e.Pos, e.Offset, offset, maxBytes, true)
@@ -224,6 +250,16 @@ func ReadStream(ctx context.Context, src RangeReader, key string, e extent.Exten
 	if offset < e.First || offset > e.Last() {
 		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.First, e.Last(), e.StreamID, offset)
 	}
+	b, _, _, err := readRange(ctx, src, key, e, e.Offset, e.First, offset, maxBytes, false)
+	return b, err
+}
+
+// ReadStreamPieces reads like ReadStream and returns the batches as
+// Pieces (see Batches), not copied into one Data.
+func ReadStreamPieces(ctx context.Context, src RangeReader, key string, e extent.Extent, offset int64, maxBytes int) (Batches, error) {
+	if offset < e.First || offset > e.Last() {
+		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, key, e.First, e.Last(), e.StreamID, offset)
+	}
 	b, _, _, err := readRange(ctx, src, key, e, e.Offset, e.First, offset, maxBytes, true)
 	return b, err
 }
@@ -234,23 +270,21 @@ func ReadStream(ctx context.Context, src RangeReader, key string, e extent.Exten
 // offset is at or after base. A consumer's next page resumes there with
 // neither the footer nor a re-scan from the start of the range.
 func ReadStreamAt(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int) (Batches, error) {
-	return readStreamAt(ctx, src, key, e, pos, base, offset, maxBytes, true)
-}
-
-// ReadStreamAtParts reads like ReadStreamAt but leaves the batches in the
-// stretches of memory they were read into (Batches.Parts, Data nil)
-// instead of gathering them into one buffer: the Kafka fetch writes them
-// to the socket as they lie.
-func ReadStreamAtParts(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int) (Batches, error) {
 	return readStreamAt(ctx, src, key, e, pos, base, offset, maxBytes, false)
 }
 
-func readStreamAt(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int, join bool) (Batches, error) {
+// ReadStreamAtPieces reads like ReadStreamAt and returns the batches as
+// Pieces (see Batches), not copied into one Data.
+func ReadStreamAtPieces(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int) (Batches, error) {
+	return readStreamAt(ctx, src, key, e, pos, base, offset, maxBytes, true)
+}
+
+func readStreamAt(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int, pieces bool) (Batches, error) {
 	if pos < e.Offset || pos >= e.End() || base < e.First || base > e.Last() || offset < base || offset > e.Last() {
 		return Batches{}, fmt.Errorf("%w: object %q: no batch of stream %d at byte %d with base offset %d for offset %d (range [%d, %d) at bytes [%d, %d))",
 			ErrOffsetOutOfRange, key, e.StreamID, pos, base, offset, e.First, e.Next, e.Offset, e.End())
 	}
-	b, _, _, err := readRange(ctx, src, key, e, pos, base, offset, maxBytes, join)
+	b, _, _, err := readRange(ctx, src, key, e, pos, base, offset, maxBytes, pieces)
 	return b, err
 }
 
@@ -299,7 +333,7 @@ func (c *Cursor) Next(ctx context.Context, maxBytes int) (Batches, error) {
 	if c.pos >= c.e.End() {
 		return Batches{}, io.EOF
 	}
-	b, pos, base, err := readRange(ctx, c.src, c.key, c.e, c.pos, c.base, max(c.offset, c.base), maxBytes, true)
+	b, pos, base, err := readRange(ctx, c.src, c.key, c.e, c.pos, c.base, max(c.offset, c.base), maxBytes, false)
 	if err != nil {
 		return Batches{}, err
 	}
@@ -309,7 +343,9 @@ func (c *Cursor) Next(ctx context.Context, maxBytes int) (Batches, error) {
 
 // readRange collects the batches of e holding offset and after, from the
 // batch at byte pos with base offset base; it returns where it stopped.
-func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int, join bool) (Batches, int64, int64, error) {
+// With pieces, the batches are returned as the stretches of the source's
+// memory they lie in (Batches.Pieces) instead of copied into one Data.
+func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, offset int64, maxBytes int, pieces bool) (Batches, int64, int64, error) {
 	out := Batches{FirstOffset: -1}
 	// Read what the caller wants plus what the index may make us skip.
 	hint := int64(maxBytes) + DefaultIndexInterval
@@ -350,11 +386,11 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 	if out.Count == 0 {
 		return Batches{}, 0, 0, corruptf(key, pos, "stream %d: no batch holds offset %d although the index says so", e.StreamID, offset)
 	}
-	if !join {
+	if pieces {
 		for i, p := range parts {
-			parts[i] = p[:len(p):len(p)] // see below
+			parts[i] = p[:len(p):len(p)] // capped, as below
 		}
-		out.Parts = parts
+		out.Pieces = parts
 		return out, pos, base, nil
 	}
 	if len(parts) == 1 {
