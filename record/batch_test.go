@@ -375,3 +375,57 @@ func TestErrorMessagesSayWhatAndWhere(t *testing.T) {
 		}
 	}
 }
+
+// TestWalkBatches: the same batches as SplitBatches for intact bytes; a
+// bad CRC is not looked at (the caller verified the bytes on their way
+// in), while framing is: a trailing partial batch is ErrTruncated naming
+// the batch, after fn saw the whole ones before it.
+func TestWalkBatches(t *testing.T) {
+	var payload []byte
+	for i := range 3 {
+		payload = AppendBatch(payload, BatchOptions{BaseOffset: int64(100 * i), ProducerID: -1}, valueRecords(i+1, 10))
+	}
+	collect := func(b []byte, walk func([]byte, func([]byte, BatchHeader) error) error) ([][]byte, error) {
+		var got [][]byte
+		err := walk(b, func(batch []byte, h BatchHeader) error {
+			if h.Size() != len(batch) || cap(batch) != len(batch) {
+				t.Fatalf("batch of %d bytes (capacity %d) with header size %d", len(batch), cap(batch), h.Size())
+			}
+			got = append(got, batch)
+			return nil
+		})
+		return got, err
+	}
+	split, err := collect(payload, SplitBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	walked, err := collect(payload, WalkBatches)
+	if err != nil || len(walked) != 3 {
+		t.Fatalf("walk: %d batches, %v; want 3", len(walked), err)
+	}
+	for i := range split {
+		if !bytes.Equal(split[i], walked[i]) {
+			t.Fatalf("batch %d differs from SplitBatches'", i)
+		}
+	}
+
+	badCRC := bytes.Clone(payload)
+	badCRC[len(split[0])+HeaderSize] ^= 0xff
+	if _, err := collect(badCRC, SplitBatches); !errors.Is(err, ErrBadCRC) {
+		t.Fatalf("SplitBatches of a damaged record: %v, want ErrBadCRC", err)
+	}
+	if got, err := collect(badCRC, WalkBatches); err != nil || len(got) != 3 {
+		t.Fatalf("WalkBatches of a damaged record: %d batches, %v; want 3 and no CRC check", len(got), err)
+	}
+
+	cut := append(bytes.Clone(payload), split[0][:HeaderSize+3]...)
+	got, err := collect(cut, WalkBatches)
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrTruncated) || e.Batch != 3 || e.Offset < len(payload) {
+		t.Fatalf("trailing partial batch: %v, want ErrTruncated naming batch 3 at or after byte %d", err, len(payload))
+	}
+	if len(got) != 3 {
+		t.Fatalf("fn saw %d whole batches before the partial one, want 3", len(got))
+	}
+}

@@ -236,3 +236,39 @@ func parseCorpusFile(t *testing.T, s string) []byte {
 	}
 	return []byte(v)
 }
+
+// FuzzWalkBatches walks arbitrary bytes with WalkBatches. Properties: no
+// panic; errors are ErrInvalid; the batches handed to fn are consecutive
+// slices of the input, each as long as its header says; and wherever
+// SplitBatches accepts the input, WalkBatches visits the same batches.
+func FuzzWalkBatches(f *testing.F) {
+	var payload []byte
+	for i := range 3 {
+		payload = AppendBatch(payload, BatchOptions{BaseOffset: int64(100 * i), ProducerID: -1}, valueRecords(i+1, 10))
+	}
+	f.Add(payload)
+	f.Add(payload[:len(payload)-5])
+	f.Add(payload[:HeaderSize-1])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		total, n := 0, 0
+		err := WalkBatches(data, func(batch []byte, h BatchHeader) error {
+			if !bytes.Equal(batch, data[total:total+len(batch)]) || h.Size() != len(batch) {
+				t.Fatalf("batch %d at byte %d is not the next %d bytes of the input", n, total, h.Size())
+			}
+			total += len(batch)
+			n++
+			return nil
+		})
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("error outside ErrInvalid: %v", err)
+		}
+		if err == nil && total != len(data) {
+			t.Fatalf("batches cover %d of %d bytes", total, len(data))
+		}
+		splitN := 0
+		if SplitBatches(data, func([]byte, BatchHeader) error { splitN++; return nil }) == nil && (err != nil || splitN != n) {
+			t.Fatalf("SplitBatches accepts %d batches, WalkBatches saw %d (%v)", splitN, n, err)
+		}
+	})
+}

@@ -1770,8 +1770,11 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 			}
 			return nil
 		}
+		// Verified on their way in (the segment reader checks every
+		// batch of an object, the WAL its entry's CRC): only the framing
+		// is walked here, not a second CRC pass over every byte served.
 		for _, data := range pieces {
-			if err := record.SplitBatches(data, take); err != nil {
+			if err := record.WalkBatches(data, take); err != nil {
 				return ReadResult{}, fmt.Errorf("%w: decode %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
 			}
 		}
