@@ -244,13 +244,7 @@ func SplitBatches(b []byte, fn func(batch []byte, h BatchHeader) error) error {
 	for pos, i := 0, 0; pos < len(b); i++ {
 		h, err := Validate(b[pos:min(len(b), pos+batchSpan(b[pos:]))])
 		if err != nil {
-			if e, ok := err.(*Error); ok {
-				e.Batch = i
-				if e.Offset >= 0 {
-					e.Offset += pos
-				}
-			}
-			return err
+			return inBatch(err, i, pos)
 		}
 		pos += h.Size()
 	}
@@ -266,6 +260,18 @@ func SplitBatches(b []byte, fn func(batch []byte, h BatchHeader) error) error {
 	return nil
 }
 
+// inBatch places a validation error of the i-th batch, which starts pos
+// bytes into the caller's buffer, in that buffer.
+func inBatch(err error, i, pos int) error {
+	if e, ok := err.(*Error); ok {
+		e.Batch = i
+		if e.Offset >= 0 {
+			e.Offset += pos
+		}
+	}
+	return err
+}
+
 // WalkBatches calls fn with each batch of b and its header, like
 // SplitBatches, but checks only the framing (a sane header, the batch
 // inside b), not the CRC: it is for bytes a reader already verified on
@@ -279,13 +285,7 @@ func WalkBatches(b []byte, fn func(batch []byte, h BatchHeader) error) error {
 			err = headerError(ErrTruncated, len(b)-pos, fmt.Sprintf("batch length says %d bytes, have %d", h.Size(), len(b)-pos))
 		}
 		if err != nil {
-			if e, ok := err.(*Error); ok {
-				e.Batch = i
-				if e.Offset >= 0 {
-					e.Offset += pos
-				}
-			}
-			return err
+			return inBatch(err, i, pos)
 		}
 		size := h.Size()
 		if err := fn(b[pos:pos+size:pos+size], h); err != nil {

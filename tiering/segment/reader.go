@@ -177,6 +177,16 @@ func (b Batches) Size() int {
 // of the stream's range). It uses the batch index to start at most
 // IndexInterval bytes before the wanted batch.
 func (r *Reader) ReadBatches(ctx context.Context, stream uint64, offset int64, maxBytes int) (Batches, error) {
+	return r.readIndexed(ctx, stream, offset, maxBytes, false)
+}
+
+// ReadBatchPieces reads like ReadBatches and returns the batches as
+// Pieces (see Batches), not copied into one Data.
+func (r *Reader) ReadBatchPieces(ctx context.Context, stream uint64, offset int64, maxBytes int) (Batches, error) {
+	return r.readIndexed(ctx, stream, offset, maxBytes, true)
+}
+
+func (r *Reader) readIndexed(ctx context.Context, stream uint64, offset int64, maxBytes int, pieces bool) (Batches, error) {
 	s, ok := r.stream(stream)
 	if !ok {
 		return Batches{}, fmt.Errorf("%w: object %q has no stream %d", ErrOffsetOutOfRange, r.key, stream)
@@ -187,23 +197,7 @@ func (r *Reader) ReadBatches(ctx context.Context, stream uint64, offset int64, m
 	// The last index entry at or before offset.
 	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].Offset > offset }) - 1
 	e := s.index[i]
-	b, _, _, err := readRange(ctx, r.src, r.key, s.Extent, e.Pos, e.Offset, offset, maxBytes, false)
-	return b, err
-}
-
-// ReadBatchPieces reads like ReadBatches and returns the batches as
-// Pieces (see Batches), not copied into one Data.
-func (r *Reader) ReadBatchPieces(ctx context.Context, stream uint64, offset int64, maxBytes int) (Batches, error) {
-	s, ok := r.stream(stream)
-	if !ok {
-		return Batches{}, fmt.Errorf("%w: object %q has no stream %d", ErrOffsetOutOfRange, r.key, stream)
-	}
-	if offset < s.First || offset > s.Last() {
-		return Batches{}, fmt.Errorf("%w: object %q holds offsets [%d, %d] of stream %d, not %d", ErrOffsetOutOfRange, r.key, s.First, s.Last(), stream, offset)
-	}
-	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].Offset > offset }) - 1
-	e := s.index[i]
-	b, _, _, err := readRange(ctx, r.src, r.key, s.Extent, e.Pos, e.Offset, offset, maxBytes, true)
+	b, _, _, err := readRange(ctx, r.src, r.key, s.Extent, e.Pos, e.Offset, offset, maxBytes, pieces)
 	return b, err
 }
 
