@@ -144,10 +144,14 @@ type Options struct {
 	// waits for) in flight at once, node-wide (default ReadAheadBytes); a
 	// GET past it waits for an earlier one to land.
 	FetchBytes int64
-	// Parallelism bounds concurrent read-ahead GETs (default 16). The
-	// budget, not this count, bounds memory; the count keeps the number
-	// of connections to the object store reasonable. Against remote S3 a
-	// single reader needs several GETs in flight to cover the latency.
+	// Parallelism caps concurrent read-ahead GETs (default 64, the S3
+	// adapter's idle connections per host). What is in flight is sized
+	// by bytes: the budget (ReadAheadBytes) bounds it and memory, and
+	// this count only keeps connections to the object store reasonable.
+	// It must not bind first: a reader of small objects (the 1 MiB L0
+	// objects of a slow stream) covers a GET's latency only with as many
+	// GETs in flight as the budget holds, and a cap of 16 held such a
+	// reader to 16 MiB per round trip against S3.
 	Parallelism int
 	// StagingBlocks bounds the FIFO of recently fetched blocks kept besides
 	// ristretto (default ReadAheadBytes/BlockSize + 2*FetchBlocks: all the
@@ -172,7 +176,7 @@ func (o *Options) setDefaults() {
 	}
 	defaults.Set(&o.ReadAheadBytes, 64<<20)
 	defaults.Set(&o.FetchBytes, o.ReadAheadBytes)
-	defaults.Set(&o.Parallelism, 16)
+	defaults.Set(&o.Parallelism, 64)
 	defaults.Set(&o.StagingBlocks, int(o.ReadAheadBytes/o.BlockSize)+2*o.FetchBlocks)
 	defaults.Set(&o.FetchTimeout, 30*time.Second)
 }

@@ -852,3 +852,94 @@ func TestColdScanAcrossTheWindowIsOneRun(t *testing.T) {
 		})
 	}
 }
+
+// gated decorates a real store: GETs wait at a gate until it opens, and
+// the store records how many were waiting at once.
+type gated struct {
+	objstore.Store
+	open chan struct{}
+	mu   sync.Mutex
+	cur  int
+	max  int
+}
+
+func (g *gated) wait(ctx context.Context) error {
+	g.mu.Lock()
+	g.cur++
+	g.max = max(g.max, g.cur)
+	g.mu.Unlock()
+	defer func() { g.mu.Lock(); g.cur--; g.mu.Unlock() }()
+	select {
+	case <-g.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gated) waiting() int { g.mu.Lock(); defer g.mu.Unlock(); return g.cur }
+
+func (g *gated) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	if err := g.wait(ctx); err != nil {
+		return 0, err
+	}
+	return g.Store.ReadAt(ctx, key, p, off)
+}
+
+func (g *gated) ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	if err := g.wait(ctx); err != nil {
+		return nil, err
+	}
+	return g.Store.(RangeStreamer).ReadRange(ctx, key, off, length)
+}
+
+// TestReadAheadInFlightIsSizedByBytes: read-ahead of many small objects
+// (a slow stream's L0 objects, advised one after another by the stream
+// service) sends as many GETs at once as the byte budget holds, beyond
+// the 16 a fixed count allowed; with a smaller budget, the budget is what
+// stops it. Against a 100 ms store, GETs in flight are the reader's speed.
+func TestReadAheadInFlightIsSizedByBytes(t *testing.T) {
+	const objects, objBlocks = 40, 2
+	for name, mk := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			store := mk(t)
+			data := make([]byte, objBlocks*bs)
+			for i := range objects {
+				if err := objstore.Put(t.Context(), store, fmt.Sprintf("small/%02d", i), data, objstore.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, tc := range []struct {
+				budget int64
+				want   int
+			}{
+				{64 << 20, objects},       // the default budget holds them all
+				{10 * objBlocks * bs, 10}, // the budget, not a count, stops at 10
+			} {
+				g := &gated{Store: store, open: make(chan struct{})}
+				c, err := New(g, Options{BlockSize: bs, ReadAheadBytes: tc.budget})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range objects {
+					c.Advise(fmt.Sprintf("small/%02d", i), 0, objBlocks*bs)
+				}
+				deadline := time.Now().Add(30 * time.Second)
+				for g.waiting() < tc.want && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				if got := g.waiting(); got != tc.want {
+					t.Errorf("budget %d: %d read-ahead GETs in flight, want %d", tc.budget, got, tc.want)
+				}
+				if tc.want < objects && c.Stats().ReadAheadSkipped == 0 {
+					t.Errorf("budget %d: read-ahead beyond the budget was not counted as skipped", tc.budget)
+				}
+				close(g.open)
+				_ = c.Close()
+				if g.max > tc.want {
+					t.Errorf("budget %d: up to %d GETs in flight, want at most %d", tc.budget, g.max, tc.want)
+				}
+			}
+		})
+	}
+}
