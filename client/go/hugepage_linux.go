@@ -19,14 +19,14 @@ const madvHugePage = 14
 // MADV_HUGEPAGE on whole, 2 MiB-aligned huge pages, before the first
 // write). A catch-up's page buffers are fresh memory every time (its
 // records alias them, so they cannot be reused), and the kernel faulting
-// them in 4 KiB at a time was most of the client's CPU of a warm catch-up
-// (docs/benchmarks.md, "Catch-up: page buffers in huge pages"): one fault
-// per 2 MiB instead of 512. The buffer is allocated a huge page larger so
+// them in 4 KiB at a time was most of the client's CPU of a warm
+// catch-up (docs/benchmarks.md, "Catch-up: fresh page memory in huge
+// pages"): one fault per 2 MiB instead of 512. The buffer is allocated a huge page larger so
 // that its bytes start on one; the huge pages that hold them are advised
 // (the last one only when the bytes fill most of it: n rounded up wastes
-// at most a sixteenth of n), and the rest of the allocation is never
-// touched, so never backed. Below one huge page, and where THP is off or
-// the call fails, it is a plain make.
+// at most a sixteenth of n); the rest of the allocation is not written
+// by the read, so where the memory is fresh it is never backed. Below one
+// huge page, and where THP is off or the call fails, it is a plain make.
 func makePageBuffer(n int) []byte {
 	if n < hugePage {
 		return make([]byte, n)

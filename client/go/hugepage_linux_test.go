@@ -18,8 +18,8 @@ import (
 // into a buffer that starts on a huge page, and where transparent huge
 // pages can be had on advice (THP "madvise" or "always"), the kernel
 // backs it with them: the fresh memory of a catch-up page is faulted in
-// 2 MiB at a time, not 4 KiB (docs/benchmarks.md, "Catch-up: page
-// buffers in huge pages"). Without makePageBuffer the body is a plain
+// 2 MiB at a time, not 4 KiB (docs/benchmarks.md, "Catch-up: fresh page
+// memory in huge pages"). Without makePageBuffer the body is a plain
 // make, 2 MiB-aligned only by chance, and in small pages.
 func TestReadAllHugePageBuffer(t *testing.T) {
 	for _, n := range []int{hugePage, 4135976, 3 * hugePage / 2, 5 << 20} {
