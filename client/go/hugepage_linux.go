@@ -25,15 +25,16 @@ const madvHugePage = 14
 // that its bytes start on one; the huge pages that hold them are advised
 // (the last one only when the bytes fill most of it: n rounded up wastes
 // at most a sixteenth of n); the rest of the allocation is not written
-// by the read, so where the memory is fresh it is never backed. Below one
-// huge page, and where THP is off or the call fails, it is a plain make.
+// by the read, so where the memory is fresh it is never backed. A buffer
+// that would not fill one huge page so (below 1.88 MiB) is a plain make;
+// where THP is off or the call fails, the buffer is in small pages.
 func makePageBuffer(n int) []byte {
-	if n < hugePage {
-		return make([]byte, n)
-	}
 	span := (n + hugePage - 1) &^ (hugePage - 1) // n rounded up to huge pages
 	if span-n > n/16 {
 		span = n &^ (hugePage - 1) // rounded down: the tail stays small pages
+	}
+	if span == 0 {
+		return make([]byte, n)
 	}
 	buf := make([]byte, max(span, n)+hugePage)
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
