@@ -290,12 +290,12 @@ func (s *stream) picoReadFinish(r pageReply) (Page, error) {
 // decodeBatchesPage decodes a page of stored batches straight into
 // Records, sized by hint (pageRecordsHint), their positions by nextLen
 // (the length of the page's next position, which is above every offset
-// in it), and returns them with the
-// offset of the last (-1 for none). No []codec.Record is built on the
-// way: for a catch-up page of 4,000 records of 1 KiB that slice was
-// 0.35 MB of the page's 0.8 MB of fresh memory besides the body, and
-// fresh memory is most of what a catch-up costs the client
-// (docs/benchmarks.md). The positions are slices of one string per page.
+// in it), and returns them with the offset of the last (-1 for none).
+// No []codec.Record is built on the way: for a catch-up page of 4,000
+// records of 1 KiB that slice was 0.35 MB of the page's 0.8 MB of fresh
+// memory besides the body, and fresh memory is most of what a catch-up
+// costs the client (docs/benchmarks.md). The positions are slices of one
+// string per page.
 func decodeBatchesPage(body []byte, from int64, hint, nextLen int) ([]Record, int64, error) {
 	out := make([]Record, 0, hint)
 	var scratch [20]byte
