@@ -589,8 +589,9 @@ func readAll(resp *http.Response) ([]byte, error) {
 		// of that size: growing one from 512 bytes copied and cleared a
 		// catch-up page several times over. Larger announced sizes grow
 		// as the bytes arrive, so a header alone cannot make the client
-		// allocate much.
-		b := make([]byte, n)
+		// allocate much. A large page's buffer is backed by huge pages
+		// where the kernel allows (makePageBuffer).
+		b := makePageBuffer(int(n))
 		if _, err := io.ReadFull(resp.Body, b); err != nil {
 			return nil, err
 		}

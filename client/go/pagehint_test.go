@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"net/http"
+	"runtime"
 	"strconv"
 	"testing"
+	"unsafe"
 
 	"github.com/PicoMQ/picomq/sdk/wire"
 )
@@ -53,7 +55,7 @@ func TestPageDecodePresized(t *testing.T) {
 			if count != "" {
 				h.Set(wire.HeaderRecordCount, count)
 			}
-			p, err := s.picoReadFinish(pageReply{header: h, body: page})
+			p, err := s.picoReadFinish(pageReply{header: h, body: page, page: Page{Next: strconv.Itoa(n)}})
 			if err != nil || len(p.Records) != n {
 				t.Fatalf("decoded %d records, %v", len(p.Records), err)
 			}
@@ -87,5 +89,33 @@ func TestPageDecodePresized(t *testing.T) {
 		if got := pageRecordsHint(http.Header{wire.HeaderRecordCount: {bad}}, 70); got != 0 {
 			t.Errorf("hint for %q: %d, want 0", bad, got)
 		}
+	}
+}
+
+// TestPageDecodeBytes: a page of stored batches is decoded straight into
+// its Records: the memory it allocates is the Records slice and the
+// positions, with no []codec.Record of the page in between (which was
+// 88 bytes a record more, 0.35 MB of a 4,000-record page).
+func TestPageDecodeBytes(t *testing.T) {
+	const n = 4000
+	page := recordBatchPage(n, 1000)
+	s := &stream{name: "/t"}
+	h := http.Header{"Content-Type": {wire.MediaRecordBatches}, wire.HeaderRecordCount: {strconv.Itoa(n)}}
+	var before, after runtime.MemStats
+	const rounds = 5
+	runtime.ReadMemStats(&before)
+	for range rounds {
+		p, err := s.picoReadFinish(pageReply{header: h, body: page, page: Page{Next: strconv.Itoa(n)}})
+		if err != nil || len(p.Records) != n || p.Records[n-1].Position != strconv.Itoa(n-1) || p.Next != strconv.Itoa(n) {
+			t.Fatalf("decoded %d records, %v", len(p.Records), err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	perPage := (after.TotalAlloc - before.TotalAlloc) / rounds
+	// The Records, plus the positions (4 digits each, written once and
+	// copied into one string) and their lengths: 9 bytes a record.
+	want := uint64(n) * uint64(unsafe.Sizeof(Record{})+9)
+	if perPage > want+want/10 {
+		t.Errorf("decoding a page of %d records allocated %d bytes, want about %d (its Records and positions)", n, perPage, want)
 	}
 }

@@ -62,50 +62,65 @@ func errorf(pos int, format string, args ...any) error {
 // layout is an *Error, and no records of it are returned.
 func Decode(page []byte, from int64, dst []codec.Record) ([]codec.Record, error) {
 	start := len(dst)
-	next := int64(-1) // the offset after the previous batch's last
-	for pos := 0; pos < len(page); {
-		if len(page)-pos >= HeaderSize {
-			if base := int64(binary.BigEndian.Uint64(page[pos:])); base < next {
-				clear(dst[start:])
-				return dst[:start], errorf(pos, "batch at offset %d after one that ended at %d: batches come in offset order", base, next-1)
-			}
-		}
-		var err error
-		var n int
-		if dst, n, err = decodeBatch(page, pos, from, dst); err != nil {
-			clear(dst[start:])
-			return dst[:start], err
-		}
-		next = int64(binary.BigEndian.Uint64(page[pos:])) + int64(binary.BigEndian.Uint32(page[pos+offLastDelta:])) + 1
-		pos += n
+	err := Each(page, from, func(rec codec.Record) { dst = append(dst, rec) })
+	if err != nil {
+		clear(dst[start:])
+		return dst[:start], err
 	}
 	return dst, nil
 }
 
-// decodeBatch decodes the batch at page[pos:] and returns its size.
-func decodeBatch(page []byte, pos int, from int64, dst []codec.Record) ([]codec.Record, int, error) {
+// Each calls each for every record of page at offset from or beyond, in
+// order: the decode of Decode without a []codec.Record in between, for a
+// caller that converts the records into its own type (the Go client's
+// page decode, where a slice of codec.Record per page was a third of the
+// memory it allocated for a page's records). A record is passed by value
+// (a pointer would make every record escape to the heap); its key, value
+// and header values alias page. On an error (an *Error) the records
+// already passed to each belong to a malformed page and must be dropped.
+func Each(page []byte, from int64, each func(rec codec.Record)) error {
+	next := int64(-1) // the offset after the previous batch's last
+	for pos := 0; pos < len(page); {
+		if len(page)-pos >= HeaderSize {
+			if base := int64(binary.BigEndian.Uint64(page[pos:])); base < next {
+				return errorf(pos, "batch at offset %d after one that ended at %d: batches come in offset order", base, next-1)
+			}
+		}
+		n, err := decodeBatch(page, pos, from, each)
+		if err != nil {
+			return err
+		}
+		next = int64(binary.BigEndian.Uint64(page[pos:])) + int64(binary.BigEndian.Uint32(page[pos+offLastDelta:])) + 1
+		pos += n
+	}
+	return nil
+}
+
+// decodeBatch decodes the batch at page[pos:], calls each for its records
+// at from or beyond, and returns its size.
+func decodeBatch(page []byte, pos int, from int64, each func(codec.Record)) (int, error) {
 	b := page[pos:]
 	if len(b) < HeaderSize {
-		return dst, 0, errorf(pos, "batch header needs %d bytes, %d left", HeaderSize, len(b))
+		return 0, errorf(pos, "batch header needs %d bytes, %d left", HeaderSize, len(b))
 	}
 	if m := int8(b[offMagic]); m != 2 {
-		return dst, 0, errorf(pos+offMagic, "magic %d, want 2", m)
+		return 0, errorf(pos+offMagic, "magic %d, want 2", m)
 	}
 	length := int64(int32(binary.BigEndian.Uint32(b[offLength:])))
 	size := length + 12
 	if size < HeaderSize || size > int64(len(b)) {
-		return dst, 0, errorf(pos+offLength, "batch length %d: the batch needs %d bytes, %d left", length, size, len(b))
+		return 0, errorf(pos+offLength, "batch length %d: the batch needs %d bytes, %d left", length, size, len(b))
 	}
 	b = b[:size]
 	if got, want := crc32.Checksum(b[offAttributes:], castagnoli), binary.BigEndian.Uint32(b[offCRC:]); got != want {
-		return dst, 0, errorf(pos+offCRC, "CRC-32C %08x, the batch's bytes give %08x", want, got)
+		return 0, errorf(pos+offCRC, "CRC-32C %08x, the batch's bytes give %08x", want, got)
 	}
 	attrs := binary.BigEndian.Uint16(b[offAttributes:])
 	if c := attrs & attrCodecMask; c != 0 {
-		return dst, 0, errorf(pos+offAttributes, "compressed batch (codec %d): a page of stored batches holds uncompressed ones", c)
+		return 0, errorf(pos+offAttributes, "compressed batch (codec %d): a page of stored batches holds uncompressed ones", c)
 	}
 	if attrs&attrControl != 0 {
-		return dst, 0, errorf(pos+offAttributes, "control batch: a page of stored batches holds records only")
+		return 0, errorf(pos+offAttributes, "control batch: a page of stored batches holds records only")
 	}
 	base := int64(binary.BigEndian.Uint64(b))
 	lastDelta := int32(binary.BigEndian.Uint32(b[offLastDelta:]))
@@ -113,10 +128,10 @@ func decodeBatch(page []byte, pos int, from int64, dst []codec.Record) ([]codec.
 	maxTS := int64(binary.BigEndian.Uint64(b[offMaxTS:]))
 	count := int32(binary.BigEndian.Uint32(b[offNumRecords:]))
 	if base < 0 || count < 1 || lastDelta != count-1 || base > 1<<62 {
-		return dst, 0, errorf(pos, "base offset %d, %d records, last offset delta %d: want base >= 0 and delta = records - 1", base, count, lastDelta)
+		return 0, errorf(pos, "base offset %d, %d records, last offset delta %d: want base >= 0 and delta = records - 1", base, count, lastDelta)
 	}
 	if int64(count) > (size-HeaderSize)/7 {
-		return dst, 0, errorf(pos+offNumRecords, "%d records cannot fit in %d bytes", count, size-HeaderSize)
+		return 0, errorf(pos+offNumRecords, "%d records cannot fit in %d bytes", count, size-HeaderSize)
 	}
 	d := decoder{b: b, base: pos}
 	p := HeaderSize
@@ -124,12 +139,12 @@ func decodeBatch(page []byte, pos int, from int64, dst []codec.Record) ([]codec.
 		var rec codec.Record
 		var err error
 		if p, err = d.record(p, &rec); err != nil {
-			return dst, 0, err
+			return 0, err
 		}
 		off := rec.Offset
 		rec.Offset = base + off
 		if off != int64(i) {
-			return dst, 0, errorf(pos, "record %d has offset delta %d, want %d", i, off, i)
+			return 0, errorf(pos, "record %d has offset delta %d, want %d", i, off, i)
 		}
 		if attrs&attrLogAppendTime != 0 {
 			rec.Timestamp = maxTS
@@ -137,13 +152,13 @@ func decodeBatch(page []byte, pos int, from int64, dst []codec.Record) ([]codec.
 			rec.Timestamp += firstTS
 		}
 		if rec.Offset >= from {
-			dst = append(dst, rec)
+			each(rec)
 		}
 	}
 	if p != len(b) {
-		return dst, 0, errorf(pos+p, "%d bytes after the batch's %d records", len(b)-p, count)
+		return 0, errorf(pos+p, "%d bytes after the batch's %d records", len(b)-p, count)
 	}
-	return dst, int(size), nil
+	return int(size), nil
 }
 
 // decoder reads the records of one batch b, which starts at byte base of

@@ -180,3 +180,45 @@ func TestDecodeAllocs(t *testing.T) {
 		t.Errorf("decoding %d records: %.0f allocations, want 0", len(recs), allocs)
 	}
 }
+
+// FuzzEach: Each passes exactly the records Decode returns, in order, and
+// fails on exactly the pages Decode rejects (Decode is built on it; this
+// keeps the two contracts, all-or-nothing and per record, one decoder).
+func FuzzEach(f *testing.F) {
+	f.Add(appendBatch(nil, 10, 0, sampleRecords()), int64(0))
+	f.Add(appendBatch(appendBatch(nil, 0, attrLogAppendTime, sampleRecords()[:1]), 1, 0, sampleRecords()), int64(2))
+	f.Add(appendBatch(nil, 3, 0, sampleRecords())[:HeaderSize+5], int64(0))
+	f.Fuzz(func(t *testing.T, page []byte, from int64) {
+		want, werr := Decode(page, from, nil)
+		var got []codec.Record
+		err := Each(page, from, func(r codec.Record) { got = append(got, r) })
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("Each error %v, Decode error %v", err, werr)
+		}
+		if err != nil {
+			return
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("Each passed %d records, Decode returned %d, or they differ", len(got), len(want))
+		}
+	})
+}
+
+// TestEachAllocs: Each allocates nothing for records without headers.
+func TestEachAllocs(t *testing.T) {
+	recs := make([]codec.Record, 1000)
+	for i := range recs {
+		recs[i] = codec.Record{Offset: int64(i), Timestamp: 5, Key: []byte("k"), Value: bytes.Repeat([]byte{'v'}, 100)}
+	}
+	page := appendBatch(nil, 0, 0, recs)
+	n := 0
+	allocs := testing.AllocsPerRun(20, func() {
+		n = 0
+		if err := Each(page, 0, func(codec.Record) { n++ }); err != nil || n != len(recs) {
+			t.Fatalf("passed %d records: %v", n, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Each over %d records: %.0f allocations, want 0", len(recs), allocs)
+	}
+}
