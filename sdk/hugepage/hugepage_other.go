@@ -1,0 +1,9 @@
+//go:build !linux
+
+package hugepage
+
+// Advise does nothing off Linux.
+func Advise(buf []byte) int64 { return 0 }
+
+// Make is a plain make off Linux.
+func Make(n int) []byte { return make([]byte, n) }
