@@ -198,6 +198,10 @@ type Stats struct {
 	// Refetched counts blocks fetched again, though in memory or in
 	// flight, so that a scan's batch lies in one run (acquire).
 	Refetched int64
+	// HugePageAdvised counts bytes of run buffers (rounded out to 2 MiB)
+	// advised for transparent huge pages before their GET body was read
+	// into them (adviseHugePages; Linux only).
+	HugePageAdvised int64
 }
 
 type blockID struct {
@@ -300,6 +304,7 @@ type Cache struct {
 
 	hits, misses, joined, prefetches, requests, fetched atomic.Int64
 	skipped, fetchWaits, yields, refetched              atomic.Int64
+	hugeAdvised                                         atomic.Int64
 }
 
 // New returns a cache over src.
@@ -368,6 +373,7 @@ func (c *Cache) Stats() Stats {
 		Prefetches: c.prefetches.Load(), Requests: c.requests.Load(), FetchedBytes: c.fetched.Load(),
 		ReadAheadBytes: ahead, ReadAheadSkipped: c.skipped.Load(), FetchWaits: c.fetchWaits.Load(),
 		ReadAheadYields: c.yields.Load(), Refetched: c.refetched.Load(),
+		HugePageAdvised: c.hugeAdvised.Load(),
 	}
 }
 
@@ -783,6 +789,7 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.FetchTimeout)
 		defer cancel()
 		buf := make([]byte, count*c.opts.BlockSize)
+		c.hugeAdvised.Add(adviseHugePages(buf)) // before the body's first write
 		var n int64
 		var err error
 		// Read-ahead streamed into its run yields to demand between body

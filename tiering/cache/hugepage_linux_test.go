@@ -1,0 +1,73 @@
+package cache
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// vmaFlags returns the VmFlags line of the mapping of this process that
+// holds addr, from /proc/self/smaps.
+func vmaFlags(t *testing.T, addr uintptr) string {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if lo, hi, ok := strings.Cut(strings.Fields(line)[0], "-"); ok && !strings.HasSuffix(strings.Fields(line)[0], ":") {
+			l, err1 := strconv.ParseUint(lo, 16, 64)
+			h, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 == nil && err2 == nil {
+				in = uintptr(l) <= addr && addr < uintptr(h)
+				continue
+			}
+		}
+		if in && strings.HasPrefix(line, "VmFlags:") {
+			return line
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Fatalf("no mapping holds %#x", addr)
+	return ""
+}
+
+// TestRunBufferIsAdvisedForHugePages: the buffer a multi-block GET is read
+// into is advised for transparent huge pages (VmFlags "hg" on its mapping)
+// before the body lands, so fresh memory faults once per 2 MiB, not per
+// 4 KiB page (adviseHugePages). Without the advice the Go heap's mappings
+// carry no "hg" (the runtime does not ask for huge pages).
+func TestRunBufferIsAdvisedForHugePages(t *testing.T) {
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
+		t.Skip("kernel without transparent huge pages")
+	}
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			const block = 128 << 10
+			c, _, data := setup(t, newStore(t), 64*block, Options{BlockSize: block, ReadAhead: -1})
+			p, err := c.Slice(t.Context(), "obj", 0, 32*block, 32*block)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(p) != string(data[:32*block]) {
+				t.Fatal("slice differs from the object")
+			}
+			mid := uintptr(unsafe.Pointer(&p[len(p)/2]))
+			if flags := vmaFlags(t, mid); !strings.Contains(" "+flags+" ", " hg ") {
+				t.Errorf("the run's memory is not advised for huge pages: %s", flags)
+			}
+			if got := c.Stats().HugePageAdvised; got < 32*block {
+				t.Errorf("HugePageAdvised %d, want >= %d", got, 32*block)
+			}
+		})
+	}
+}
