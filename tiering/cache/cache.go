@@ -198,9 +198,9 @@ type Stats struct {
 	// Refetched counts blocks fetched again, though in memory or in
 	// flight, so that a scan's batch lies in one run (acquire).
 	Refetched int64
-	// HugePageAdvised counts bytes of run buffers (rounded out to 2 MiB)
-	// advised for transparent huge pages before their GET body was read
-	// into them (adviseHugePages; Linux only).
+	// HugePageAdvised counts bytes of run buffers and straddle copies
+	// (rounded out to 2 MiB) advised for transparent huge pages before
+	// their first write (adviseHugePages; Linux only).
 	HugePageAdvised int64
 }
 
@@ -720,6 +720,7 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMos
 		out = r.buf[lo : lo+n : lo+n]
 	} else {
 		out = make([]byte, atLeast)
+		c.hugeAdvised.Add(adviseHugePages(out)) // fresh memory, as a run's
 		n := c.copyOut(runs, first, off, out)
 		out = out[:n:n]
 	}

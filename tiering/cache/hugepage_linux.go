@@ -12,7 +12,9 @@ const hugePage = 2 << 20
 
 // adviseHugePages asks the kernel to back buf with transparent huge pages
 // (madvise MADV_HUGEPAGE) before anything is written to it, and reports
-// the bytes advised (0 when the kernel refused).
+// the bytes advised (0 when buf is under 1 MiB or the kernel refused).
+// It is used for a run's buffer and for the copy of a range that
+// straddles two runs (Slice), both fresh memory written once.
 //
 // Why: a run's buffer is fresh memory, written first by the socket read of
 // its GET body. On a node whose heap has not grown to its working size yet
@@ -31,8 +33,8 @@ const hugePage = 2 << 20
 // memory, usually the neighbouring run; the advice only lets the kernel
 // back an untouched 2 MiB range by one page, it changes no contents.
 func adviseHugePages(buf []byte) int64 {
-	if len(buf) < hugePage {
-		return 0 // a one-block run: not worth a syscall
+	if len(buf) < hugePage/2 {
+		return 0 // a small run or copy: not worth a syscall
 	}
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
 	hi := lo + uintptr(len(buf))

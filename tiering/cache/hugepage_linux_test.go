@@ -71,3 +71,45 @@ func TestRunBufferIsAdvisedForHugePages(t *testing.T) {
 		})
 	}
 }
+
+// TestStraddleCopyIsAdvisedForHugePages: a Slice that straddles two runs
+// copies its bytes into fresh memory, advised like a run's (a 1 MiB batch
+// split between two GETs is the common case: on fresh pages that copy cost
+// more than the bytes' GET).
+func TestStraddleCopyIsAdvisedForHugePages(t *testing.T) {
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
+		t.Skip("kernel without transparent huge pages")
+	}
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			const block, runBytes = 128 << 10, 1 << 20
+			c, _, data := setup(t, newStore(t), 4*runBytes, Options{BlockSize: block, FetchBlocks: runBytes / block, ReadAhead: -1})
+			// Two neighbouring runs in memory, each one GET.
+			for off := int64(0); off < 2*runBytes; off += runBytes {
+				if _, err := c.ReadAt(t.Context(), "obj", make([]byte, runBytes), off); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := c.Stats()
+			off := int64(runBytes / 2)
+			p, err := c.Slice(t.Context(), "obj", off, runBytes, runBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(p) != string(data[off:off+runBytes]) {
+				t.Fatal("slice differs from the object")
+			}
+			after := c.Stats()
+			if after.Requests != before.Requests {
+				t.Fatalf("the straddling slice sent %d GETs; the test wants it copied from memory", after.Requests-before.Requests)
+			}
+			if got := after.HugePageAdvised - before.HugePageAdvised; got < runBytes {
+				t.Errorf("the straddle copy advised %d bytes, want >= %d", got, runBytes)
+			}
+			mid := uintptr(unsafe.Pointer(&p[len(p)/2]))
+			if flags := vmaFlags(t, mid); !strings.Contains(" "+flags+" ", " hg ") {
+				t.Errorf("the copy's memory is not advised for huge pages: %s", flags)
+			}
+		})
+	}
+}
