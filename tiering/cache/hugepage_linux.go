@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"os"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -9,6 +11,23 @@ import (
 // hugePage is the size of an x86-64 / arm64 (4 KiB base pages) transparent
 // huge page.
 const hugePage = 2 << 20
+
+// thpOff is set when GODEBUG has disablethp=1, the Go runtime's own switch
+// that keeps transparent huge pages off the heap: the cache honours it
+// rather than advise the opposite.
+var thpOff = thpDisabled(os.Getenv("GODEBUG"))
+
+// thpDisabled reports whether a GODEBUG value turns disablethp on (the
+// last setting of it wins and nothing is trimmed, as in the runtime).
+func thpDisabled(godebug string) bool {
+	off := false
+	for _, kv := range strings.Split(godebug, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == "disablethp" {
+			off = v == "1"
+		}
+	}
+	return off
+}
 
 // adviseHugePages asks the kernel to back buf with transparent huge pages
 // (madvise MADV_HUGEPAGE) before anything is written to it, and reports
@@ -33,7 +52,7 @@ const hugePage = 2 << 20
 // memory, usually the neighbouring run; the advice only lets the kernel
 // back an untouched 2 MiB range by one page, it changes no contents.
 func adviseHugePages(buf []byte) int64 {
-	if len(buf) < hugePage/2 {
+	if len(buf) < hugePage/2 || thpOff {
 		return 0 // a small run or copy: not worth a syscall
 	}
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
@@ -43,7 +62,8 @@ func adviseHugePages(buf []byte) int64 {
 	// unix.Madvise takes a []byte; building one over the rounded range
 	// would make a slice of memory this code does not own, so the raw
 	// syscall takes the addresses instead. The advice is a hint: an error
-	// (an old kernel, THP compiled out) leaves the buffer as it was.
+	// (an old kernel, THP compiled out, part of the rounded range not
+	// mapped) is not one for the read, and the bytes are not counted.
 	if _, _, errno := unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_HUGEPAGE); errno != 0 {
 		return 0
 	}

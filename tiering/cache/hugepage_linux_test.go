@@ -113,3 +113,27 @@ func TestStraddleCopyIsAdvisedForHugePages(t *testing.T) {
 		})
 	}
 }
+
+// TestDisableTHPIsHonoured: GODEBUG=disablethp=1, the runtime's switch for
+// huge pages on the heap, turns the cache's advice off too.
+func TestDisableTHPIsHonoured(t *testing.T) {
+	for godebug, want := range map[string]bool{
+		"":                          false,
+		"disablethp=1":              true,
+		"gctrace=1,disablethp=1":    true,
+		"gctrace=1, disablethp=1":   false, // the runtime does not trim either
+		"disablethp=0":              false,
+		"disablethp=1,disablethp=0": false,
+		"madvdontneed=1":            false,
+		"xdisablethp=1":             false,
+	} {
+		if got := thpDisabled(godebug); got != want {
+			t.Errorf("thpDisabled(%q) = %v, want %v", godebug, got, want)
+		}
+	}
+	defer func(old bool) { thpOff = old }(thpOff)
+	thpOff = true
+	if got := adviseHugePages(make([]byte, 4<<20)); got != 0 {
+		t.Errorf("with disablethp=1, %d bytes advised", got)
+	}
+}
