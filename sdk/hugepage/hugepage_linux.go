@@ -3,6 +3,12 @@
 package hugepage
 
 import (
+	"bufio"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -56,4 +62,40 @@ func Make(n int) []byte {
 	o := int(((p + Size - 1) &^ (Size - 1)) - p)
 	_ = syscall.Madvise(buf[o:o+span], madvHugePage)
 	return buf[o : o+n : o+n]
+}
+
+// Advised reports whether the mapping of this process that holds p is
+// advised for huge pages (the "hg" VmFlag in /proc/self/smaps): for tests
+// and diagnostics; it reads the whole smaps file.
+func Advised(p unsafe.Pointer) (bool, error) {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	addr := uint64(uintptr(p))
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		// A mapping's first line: "start-end perms offset dev inode path".
+		if lo, hi, ok := strings.Cut(fields[0], "-"); ok {
+			a, err1 := strconv.ParseUint(lo, 16, 64)
+			z, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 == nil && err2 == nil {
+				in = addr >= a && addr < z
+				continue
+			}
+		}
+		if in && fields[0] == "VmFlags:" {
+			return slices.Contains(fields[1:], "hg"), nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, err
+	}
+	return false, fmt.Errorf("hugepage: no mapping holds %#x", addr)
 }

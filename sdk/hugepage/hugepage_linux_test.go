@@ -3,49 +3,18 @@
 package hugepage
 
 import (
-	"bufio"
-	"os"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
 )
 
-// vmFlags returns the VmFlags of the mapping of this process that holds
-// address p, from /proc/self/smaps ("hg": advised MADV_HUGEPAGE).
-func vmFlags(t *testing.T, p uintptr) []string {
+// advised fails the test unless p's mapping is advised.
+func advised(t *testing.T, p unsafe.Pointer) bool {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
+	ok, err := Advised(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 {
-			continue
-		}
-		// A mapping's first line: "start-end perms offset dev inode path".
-		if lo, hi, ok := strings.Cut(fields[0], "-"); ok {
-			a, err1 := strconv.ParseUint(lo, 16, 64)
-			z, err2 := strconv.ParseUint(hi, 16, 64)
-			if err1 == nil && err2 == nil {
-				in = uint64(p) >= a && uint64(p) < z
-				continue
-			}
-		}
-		if in && fields[0] == "VmFlags:" {
-			return fields[1:]
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Fatalf("no mapping holds %#x", p)
-	return nil
+	return ok
 }
 
 func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
@@ -66,8 +35,8 @@ func TestMakeStartsOnAnAdvisedHugePage(t *testing.T) {
 		if addr(b)%Size != 0 {
 			t.Errorf("Make(%d) at %#x: not on a huge page", n, addr(b))
 		}
-		if flags := vmFlags(t, addr(b)); !slices.Contains(flags, "hg") {
-			t.Errorf("Make(%d) at %#x: mapping flags %v, want hg", n, addr(b), flags)
+		if !advised(t, unsafe.Pointer(unsafe.SliceData(b))) {
+			t.Errorf("Make(%d) at %#x: mapping not advised (no hg flag)", n, addr(b))
 		}
 	}
 	if b := Make(Size * 15 / 16); len(b) != Size*15/16 || cap(b) != Size*15/16 {
@@ -88,21 +57,37 @@ func TestAdviseRoundsOut(t *testing.T) {
 	if got != int64(hi-lo) {
 		t.Errorf("Advise of %d bytes: %d advised, want %d (rounded out)", len(b)-1, got, hi-lo)
 	}
-	if flags := vmFlags(t, addr(b)); !slices.Contains(flags, "hg") {
-		t.Errorf("advised buffer's mapping flags %v, want hg", flags)
+	if !advised(t, unsafe.Pointer(unsafe.SliceData(b))) {
+		t.Error("advised buffer's mapping has no hg flag")
 	}
 	if n := Advise(make([]byte, Size/2-1)); n != 0 {
 		t.Errorf("Advise of a buffer under half a huge page: %d bytes advised, want 0", n)
 	}
 }
 
+// TestDisabled: GODEBUG=disablethp=1, the runtime's switch for huge pages
+// on its heap, turns the advice off, parsed as the runtime parses it.
 func TestDisabled(t *testing.T) {
-	for in, want := range map[string]bool{
-		"": false, "disablethp=1": true, "disablethp=0": false,
-		"x=1,disablethp=1": true, "disablethp=1,disablethp=0": false, " disablethp=1": false,
+	for godebug, want := range map[string]bool{
+		"":                          false,
+		"disablethp=1":              true,
+		"gctrace=1,disablethp=1":    true,
+		"gctrace=1, disablethp=1":   false, // the runtime does not trim either
+		"disablethp=0":              false,
+		"disablethp=1,disablethp=0": false,
+		"madvdontneed=1":            false,
+		"xdisablethp=1":             false,
 	} {
-		if got := disabled(in); got != want {
-			t.Errorf("disabled(%q) = %v, want %v", in, got, want)
+		if got := disabled(godebug); got != want {
+			t.Errorf("disabled(%q) = %v, want %v", godebug, got, want)
 		}
+	}
+	defer func(old bool) { off = old }(off)
+	off = true
+	if got := Advise(make([]byte, 4<<20)); got != 0 {
+		t.Errorf("with disablethp=1, %d bytes advised", got)
+	}
+	if b := Make(4 << 20); uintptr(unsafe.Pointer(unsafe.SliceData(b)))%Size == 0 && cap(b) != 4<<20 {
+		t.Errorf("with disablethp=1, Make over-allocated for alignment (cap %d)", cap(b))
 	}
 }

@@ -64,6 +64,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/PicoMQ/picomq/internal/defaults"
+	"github.com/PicoMQ/picomq/sdk/hugepage"
 )
 
 // Source is where blocks come from: objstore.Store implements it.
@@ -202,6 +203,10 @@ type Stats struct {
 	// Refetched counts blocks fetched again, though in memory or in
 	// flight, so that a scan's batch lies in one run (acquire).
 	Refetched int64
+	// HugePageAdvised counts bytes of run buffers and straddle copies
+	// (rounded out to 2 MiB) advised for transparent huge pages before
+	// their first write (sdk/hugepage; Linux only).
+	HugePageAdvised int64
 }
 
 type blockID struct {
@@ -304,6 +309,7 @@ type Cache struct {
 
 	hits, misses, joined, prefetches, requests, fetched atomic.Int64
 	skipped, fetchWaits, yields, refetched              atomic.Int64
+	hugeAdvised                                         atomic.Int64
 }
 
 // New returns a cache over src.
@@ -372,6 +378,7 @@ func (c *Cache) Stats() Stats {
 		Prefetches: c.prefetches.Load(), Requests: c.requests.Load(), FetchedBytes: c.fetched.Load(),
 		ReadAheadBytes: ahead, ReadAheadSkipped: c.skipped.Load(), FetchWaits: c.fetchWaits.Load(),
 		ReadAheadYields: c.yields.Load(), Refetched: c.refetched.Load(),
+		HugePageAdvised: c.hugeAdvised.Load(),
 	}
 }
 
@@ -718,6 +725,7 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMos
 		out = r.buf[lo : lo+n : lo+n]
 	} else {
 		out = make([]byte, atLeast)
+		c.hugeAdvised.Add(hugepage.Advise(out)) // fresh memory, as a run's
 		n := c.copyOut(runs, first, off, out)
 		out = out[:n:n]
 	}
@@ -787,6 +795,7 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.FetchTimeout)
 		defer cancel()
 		buf := make([]byte, count*c.opts.BlockSize)
+		c.hugeAdvised.Add(hugepage.Advise(buf)) // before the body's first write
 		var n int64
 		var err error
 		// Read-ahead streamed into its run yields to demand between body
