@@ -428,3 +428,37 @@ func TestCursor(t *testing.T) {
 		t.Errorf("cursor before range: %v", err)
 	}
 }
+
+// TestPageEndBatchIsNotRead: a read stops at the first batch that would
+// take it past maxBytes on that batch's header alone, without reading or
+// checking its bytes (the next read does): a page of 4 MiB over 1 MiB
+// batches read a fourth batch only to turn it down, so every byte of it
+// was read, checked and (split between two GETs) copied twice. Shown by a
+// corrupt batch after the page's end: the page is served, and the read
+// that reaches the batch reports the corruption. Before the change the
+// first page failed with ErrCorrupt.
+func TestPageEndBatchIsNotRead(t *testing.T) {
+	batches := segmenttest.Stream(0, 4, 10, 100, 1000)
+	data, info := build(t, WriterOptions{}, testStream{id: 5, batches: batches})
+	e := info.Streams[0]
+	two := len(batches[0]) + len(batches[1])
+	// Corrupt the body (not the header) of the third batch.
+	bad := bytes.Clone(data)
+	bad[e.Offset+int64(two)+int64(len(batches[2]))-5] ^= 0x40
+	// maxBytes leaves room, but not enough for the third batch.
+	limit := two + len(batches[2])/2
+	got, err := ReadStream(t.Context(), memObject(bad), "k", e, e.First, limit)
+	if err != nil {
+		t.Fatalf("page of two batches before a corrupt third: %v", err)
+	}
+	if !bytes.Equal(got.Data, data[e.Offset:e.Offset+int64(two)]) || got.Count != 2 || got.NextOffset != 20 {
+		t.Fatalf("page: %d bytes, %d batches, next %d; want the first two batches, next 20", len(got.Data), got.Count, got.NextOffset)
+	}
+	if _, err := ReadStream(t.Context(), memObject(bad), "k", e, got.NextOffset, limit); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read of the corrupt batch: %v, want ErrCorrupt", err)
+	}
+	// A first batch larger than maxBytes is still served whole.
+	if got, err := ReadStream(t.Context(), memObject(data), "k", e, e.First, 1); err != nil || got.Count != 1 {
+		t.Fatalf("maxBytes below one batch: %d batches, %v; want the first batch", got.Count, err)
+	}
+}
