@@ -111,8 +111,8 @@ func TestWriteOverlapsSync(t *testing.T) {
 		t.Fatalf("ReadAt(b) = %q, %v", got, err)
 	}
 	st := w.Stats()
-	if st.Entries != 2 || st.Groups != 2 || st.LazyGroups != 0 || st.Syncs != 2 {
-		t.Fatalf("stats %+v: want 2 entries, 2 groups, 0 lazy groups, 2 fdatasyncs", st)
+	if st.Entries != 2 || st.Groups != 2 || st.LazyGroups != 0 || st.OverlappedGroups != 1 || st.Syncs != 2 {
+		t.Fatalf("stats %+v: want 2 entries, 2 groups (1 written during an fdatasync), 0 lazy groups, 2 fdatasyncs", st)
 	}
 }
 
@@ -186,7 +186,7 @@ func TestOrdinaryEntriesGroupBehindSync(t *testing.T) {
 		}
 	}
 	st := w.Stats()
-	if st.Groups != 2 || st.GroupSizes[0] != 1 || st.GroupSizes[1] != 1 || st.Syncs != 2 {
+	if st.Groups != 2 || st.GroupSizes[0] != 1 || st.GroupSizes[1] != 1 || st.OverlappedGroups != 0 || st.Syncs != 2 {
 		t.Fatalf("stats %+v: want a group of 1 and one of 2, 2 fdatasyncs", st)
 	}
 }

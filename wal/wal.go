@@ -111,10 +111,14 @@ type Stats struct {
 	// LazyGroups: of Groups, written without an fdatasync of their own
 	// (only EnqueueLazy entries, Options.LazySync > 0); a later fdatasync
 	// covers them.
-	LazyGroups  uint64
-	Syncs       uint64        // fdatasync calls on segment files
-	SyncedBytes uint64        // framed bytes written, all covered by those fdatasyncs
-	SyncTime    time.Duration // time spent in fdatasync
+	LazyGroups uint64
+	// OverlappedGroups: of Groups, written while an fdatasync of earlier
+	// groups was running (group commit pipelining: a --replica-ack write
+	// follower's copy that did not wait for the previous one's fdatasync).
+	OverlappedGroups uint64
+	Syncs            uint64        // fdatasync calls on segment files
+	SyncedBytes      uint64        // framed bytes written, all covered by those fdatasyncs
+	SyncTime         time.Duration // time spent in fdatasync
 	// GroupSizes counts commit groups by entries per group: bucket 0 holds
 	// groups of 1 entry, bucket i > 0 groups of (2^(i-1), 2^i] entries, the
 	// last bucket everything larger.
@@ -220,7 +224,7 @@ type WAL struct {
 
 type counters struct {
 	entries, payloadBytes, groups, syncs, syncedBytes, syncNanos atomic.Uint64
-	waiterGroups, lazyGroups                                     atomic.Uint64
+	waiterGroups, lazyGroups, overlappedGroups                   atomic.Uint64
 	groupSizes                                                   [GroupBuckets]atomic.Uint64
 }
 
@@ -854,6 +858,9 @@ func (w *WAL) takeParked(g *group) *batch {
 // free. mu held.
 func (w *WAL) takeLocked() *batch {
 	w.committing = true
+	if w.syncing {
+		w.ctr.overlappedGroups.Add(1)
+	}
 	w.parked.Store(nil)
 	w.idle.set(false)
 	b := w.q
@@ -1134,8 +1141,13 @@ func (w *WAL) rotate(seg uint64) error {
 		return fmt.Errorf("internal error: rotation from segment %d to %d", w.cur.num, seg)
 	}
 	// The old segment must be durable before the new one is visible:
-	// recovery forgives a torn tail only in the last segment.
-	if w.curDirty {
+	// recovery forgives a torn tail only in the last segment. A
+	// syncWritten may have made it so already (curDirty is the token
+	// holder's: only its own fdatasyncs clear it).
+	w.segMu.RLock()
+	synced := w.durSeg == w.cur.num && w.durEnd == w.curEnd
+	w.segMu.RUnlock()
+	if w.curDirty && !synced {
 		if err := w.syncCur(); err != nil {
 			return err
 		}
@@ -1357,6 +1369,7 @@ func (w *WAL) Stats() Stats {
 	s.Groups = c.groups.Load()
 	s.WaiterGroups = c.waiterGroups.Load()
 	s.LazyGroups = c.lazyGroups.Load()
+	s.OverlappedGroups = c.overlappedGroups.Load()
 	s.Syncs = c.syncs.Load()
 	s.SyncedBytes = c.syncedBytes.Load()
 	s.SyncTime = time.Duration(c.syncNanos.Load())
