@@ -162,14 +162,12 @@ func TestOrdinaryEntriesGroupBehindSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-gate.entered
-	var ps []*Pending
 	errc := make(chan error, 2)
 	for i := range 2 {
 		p, err := w.EnqueueForWait(payload(uint64(2+i), 100))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps = append(ps, p)
 		go func() { errc <- p.Wait(waitCtx(t)) }()
 	}
 	gate.release <- nil
