@@ -26,6 +26,7 @@ func registerWALMetrics(reg prometheus.Registerer, w *wal.WAL) {
 	counter("picomq_wal_commit_groups_total", "Group commits (one write + one fdatasync each).", func(s wal.Stats) float64 { return float64(s.Groups) })
 	counter("picomq_wal_waiter_commits_total", "Group commits done by the request waiting for them instead of the writer goroutine (a lone append on an idle WAL).", func(s wal.Stats) float64 { return float64(s.WaiterGroups) })
 	counter("picomq_wal_lazy_groups_total", "Of the commit groups, those written without an fdatasync of their own: a follower's confirmed copies with --replica-sync-interval, made durable by a later fdatasync.", func(s wal.Stats) float64 { return float64(s.LazyGroups) })
+	counter("picomq_wal_overlapped_groups_total", "Of the commit groups, those written while an fdatasync of earlier ones was running (a --replica-ack write follower's copy that did not wait for the previous copy's fdatasync).", func(s wal.Stats) float64 { return float64(s.OverlappedGroups) })
 	counter("picomq_wal_syncs_total", "fdatasync calls.", func(s wal.Stats) float64 { return float64(s.Syncs) })
 	counter("picomq_wal_sync_seconds_total", "Time spent in fdatasync.", func(s wal.Stats) float64 { return s.SyncTime.Seconds() })
 }

@@ -136,3 +136,48 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkFollowerWrites is a --replica-ack write follower at one
+// client: one entry at a time with EnqueueLazy and WaitWritten (what the
+// follower answers on), the next one gap after the previous answer (the
+// replication round trip). It reports the WaitWritten latency, and how
+// many entries each fdatasync covered: when a write waits for the
+// previous entry's fdatasync, the latency is about an fdatasync.
+func BenchmarkFollowerWrites(b *testing.B) {
+	for _, gap := range []time.Duration{0, 200 * time.Microsecond} {
+		b.Run(fmt.Sprintf("gap=%s", gap), func(b *testing.B) {
+			w, _, err := Open(Options{Dir: benchDir(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			awaitPrepared(w)
+			data := payload(1, 100)
+			ctx := context.Background()
+			lat := make([]time.Duration, 0, b.N)
+			before := w.Stats()
+			b.ResetTimer()
+			for range b.N {
+				if gap > 0 {
+					time.Sleep(gap)
+				}
+				t := time.Now()
+				p, err := w.EnqueueLazy(data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.WaitWritten(ctx); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t))
+			}
+			b.StopTimer()
+			after := w.Stats()
+			b.ReportMetric(percentileMicros(lat, 0.5), "p50-µs")
+			b.ReportMetric(percentileMicros(lat, 0.99), "p99-µs")
+			if n := after.Syncs - before.Syncs; n > 0 {
+				b.ReportMetric(float64(b.N)/float64(n), "entries/fdatasync")
+			}
+		})
+	}
+}

@@ -28,6 +28,18 @@
 // stream answers on it with --replica-ack write; its fdatasync follows
 // right after, in the writer goroutine, as any entry's.
 //
+// The writer runs that fdatasync without the writer token (group commit
+// pipelining): it writes a group, gives the token back, then fdatasyncs
+// what was written up to then and wakes those groups, moving the durable
+// point to where the log was written when the fdatasync started. A
+// WaitWritten caller whose entry arrives meanwhile takes the token and
+// writes it at once, so a follower's next copy does not wait for the
+// previous one's fdatasync; the next fdatasync covers it. An entry whose
+// caller waits for the disk (Wait) and arrives during such an fdatasync
+// is not left to its waiter: it joins the group the writer takes next,
+// as under load before. fdatasyncs never run two at a time, and none
+// runs after one failed.
+//
 // Unless it is lazy: with Options.LazySync > 0, a group made only of
 // EnqueueLazy entries (a follower's copies with --replica-sync-interval)
 // is written and not fdatasync'ed. The committer records it as unsynced

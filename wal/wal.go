@@ -111,10 +111,14 @@ type Stats struct {
 	// LazyGroups: of Groups, written without an fdatasync of their own
 	// (only EnqueueLazy entries, Options.LazySync > 0); a later fdatasync
 	// covers them.
-	LazyGroups  uint64
-	Syncs       uint64        // fdatasync calls on segment files
-	SyncedBytes uint64        // framed bytes written, all covered by those fdatasyncs
-	SyncTime    time.Duration // time spent in fdatasync
+	LazyGroups uint64
+	// OverlappedGroups: of Groups, written while an fdatasync of earlier
+	// groups was running (group commit pipelining: a --replica-ack write
+	// follower's copy that did not wait for the previous one's fdatasync).
+	OverlappedGroups uint64
+	Syncs            uint64        // fdatasync calls on segment files
+	SyncedBytes      uint64        // framed bytes written, all covered by those fdatasyncs
+	SyncTime         time.Duration // time spent in fdatasync
 	// GroupSizes counts commit groups by entries per group: bucket 0 holds
 	// groups of 1 entry, bucket i > 0 groups of (2^(i-1), 2^i] entries, the
 	// last bucket everything larger.
@@ -148,10 +152,10 @@ type WAL struct {
 	// writer state below and commits a batch. Exactly one holds it, so
 	// that state needs no lock of its own.
 	committing bool
-	// syncNext is a batch a WaitWritten caller wrote itself and handed,
-	// with the writer token, to the writer goroutine for its fdatasync
-	// (writeParked). Guarded by mu.
-	syncNext *batch
+	// syncing is set while the writer goroutine runs an fdatasync of
+	// written groups without the writer token (syncWritten): the next
+	// group can be written meanwhile. Guarded by mu.
+	syncing bool
 	// parked is q's group when q holds one entry, enqueued by
 	// EnqueueForWait or Append while no commit was running, and the writer
 	// was not woken for it: its Wait commits it in the caller's goroutine,
@@ -183,9 +187,24 @@ type WAL struct {
 	curDirty bool // written since the last fdatasync
 	next     *prepared
 	idle     *idleGate // lets the next segment's zero-fill use the writer's idle time
-	// unsynced are lazy groups written and not yet fdatasync'ed, oldest
-	// first; the next fdatasync closes them.
+	// unsynced are groups written and not yet fdatasync'ed, oldest
+	// first (lazy ones, and those whose fdatasync syncWritten runs
+	// without the token); the next fdatasync closes them.
 	unsynced []lazyGroup
+	// spareUnsynced is the list syncWritten last worked through, reused.
+	// Writer goroutine only.
+	spareUnsynced []lazyGroup
+
+	// syncMu serialises fdatasync calls on segment files. Two running at
+	// once on one file could split a writeback error between them: one
+	// reports it, the other succeeds and acknowledges what the disk may
+	// not have. Held with it, failed is checked before every fdatasync and
+	// set by a failed one.
+	syncMu sync.Mutex
+	// syncPin is the segment whose file syncWritten is fdatasync'ing
+	// without the writer token, 0 when none: RemoveSegmentsBefore leaves
+	// it (and later ones) open until the call returns.
+	syncPin atomic.Uint64
 
 	// segMu guards the segment table and the durable point, which ReadAt
 	// reads without contending with Enqueue on mu.
@@ -205,7 +224,7 @@ type WAL struct {
 
 type counters struct {
 	entries, payloadBytes, groups, syncs, syncedBytes, syncNanos atomic.Uint64
-	waiterGroups, lazyGroups                                     atomic.Uint64
+	waiterGroups, lazyGroups, overlappedGroups                   atomic.Uint64
 	groupSizes                                                   [GroupBuckets]atomic.Uint64
 }
 
@@ -673,6 +692,12 @@ func (w *WAL) enqueue(data []byte, park, lazy bool) (Pos, *group, error) {
 	switch {
 	case w.committing:
 		// The token holder wakes the writer for q when it is done.
+	case w.syncing && !lazy:
+		// The writer takes q as one group when its fdatasync returns.
+		// Parked, this entry would be its waiter's group of one,
+		// committed behind that fdatasync and splitting the group that
+		// gathers under load. A lazy entry's waiter (WaitWritten) writes
+		// it at once instead, overlapping the fdatasync.
 	case park && b.n == 1:
 		w.parked.Store(g)
 	case w.parked.Load() != nil:
@@ -770,10 +795,12 @@ func (w *WAL) commitParked(g *group) {
 }
 
 // writeParked is commitParked for WaitWritten: if g is the parked group,
-// the caller takes the writer token and writes q, then hands the token
-// and the fdatasync to the writer goroutine and returns. Its caller
-// answers without a goroutine hand-off on the way (waking the writer to
-// write, being woken by it), and without waiting for the disk.
+// the caller takes the writer token, writes q and gives the token back;
+// the writer goroutine fdatasyncs it (syncWritten), or, for a lazy group,
+// a later fdatasync does. Its caller answers without a goroutine
+// hand-off on the way (waking the writer to write, being woken by it),
+// and without waiting for the disk; and since the fdatasync runs without
+// the token, the next caller's write need not wait for it either.
 func (w *WAL) writeParked(g *group) {
 	b := w.takeParked(g)
 	if b == nil {
@@ -784,28 +811,24 @@ func (w *WAL) writeParked(g *group) {
 		return
 	}
 	g.markWritten()
-	if !b.durable {
-		// Lazy: the fdatasync is put off, the token given back.
-		w.deferSync(b)
-		w.mu.Lock()
-		w.releaseLocked(b)
-		w.mu.Unlock()
-		return
-	}
 	w.mu.Lock()
-	w.syncNext = b
-	if w.writerIdle {
-		w.work.Signal()
-	}
+	w.deferSync(b)
+	w.releaseLocked(b)
 	w.mu.Unlock()
 }
 
-// deferSync records the written lazy batch b as waiting for a later
-// fdatasync and resets it. Writer token held.
+// deferSync records the written batch b as waiting for an fdatasync and
+// resets it: a durable one makes the writer run that fdatasync now
+// (syncWritten), a lazy one waits for LazySync or the next commit.
+// Writer token and mu held.
 func (w *WAL) deferSync(b *batch) {
 	w.unsynced = append(w.unsynced, lazyGroup{g: b.g, n: b.n,
 		payload: uint64(len(b.buf) - b.n*headerSize), buf: uint64(len(b.buf))})
-	w.ctr.lazyGroups.Add(1)
+	if b.durable {
+		w.syncDue = true
+	} else {
+		w.ctr.lazyGroups.Add(1)
+	}
 	w.ctr.groups.Add(1)
 	w.ctr.groupSizes[min(bits.Len(uint(b.n-1)), GroupBuckets-1)].Add(1)
 	b.reset()
@@ -835,6 +858,9 @@ func (w *WAL) takeParked(g *group) *batch {
 // free. mu held.
 func (w *WAL) takeLocked() *batch {
 	w.committing = true
+	if w.syncing {
+		w.ctr.overlappedGroups.Add(1)
+	}
 	w.parked.Store(nil)
 	w.idle.set(false)
 	b := w.q
@@ -851,6 +877,13 @@ func (w *WAL) takeLocked() *batch {
 func (w *WAL) releaseLocked(b *batch) {
 	w.committing = false
 	w.spare = b
+	if w.err != nil {
+		// syncWritten failed while this token holder was writing: what
+		// it wrote and queued fails too.
+		w.abortLocked()
+		w.work.Signal()
+		return
+	}
 	w.hasUnsynced = len(w.unsynced) > 0
 	switch {
 	case !w.hasUnsynced:
@@ -878,7 +911,9 @@ func (w *WAL) releaseLocked(b *batch) {
 		}
 		return
 	}
-	w.idle.set(true)
+	if !w.syncing { // syncWritten sets it when its fdatasync is done
+		w.idle.set(true)
+	}
 }
 
 // lazyExpired is the lazy timer of generation gen: the unsynced groups
@@ -895,16 +930,18 @@ func (w *WAL) lazyExpired(gen uint64) {
 	w.mu.Unlock()
 }
 
-// run is the writer goroutine: it takes everything queued, writes and
-// fdatasyncs it, wakes the group, and repeats. Entries enqueued while it
-// writes and syncs form the next group. It leaves a parked entry to its
+// run is the writer goroutine: it takes everything queued, writes it,
+// gives the writer token back and fdatasyncs it (syncWritten), wakes the
+// group, and repeats. Entries enqueued while it writes and syncs form the
+// next group; a lazy entry's WaitWritten caller may write its own group
+// during the fdatasync (writeParked). It leaves a parked entry to its
 // waiter (except at Close), and waits while a waiter commits one.
 func (w *WAL) run() {
 	defer close(w.done)
 	w.mu.Lock()
 	w.idle.set(true)
 	for {
-		for w.syncNext == nil && !w.lazyDueLocked() && (w.committing || w.q.n == 0 || (w.parked.Load() != nil && !w.closed)) {
+		for !w.lazyDueLocked() && (w.committing || w.q.n == 0 || (w.parked.Load() != nil && !w.closed)) {
 			if w.err != nil || (w.closed && !w.committing && w.q.n == 0 && !w.hasUnsynced) {
 				// Failed (by a waiter's commit), or closed with
 				// everything enqueued before Close written.
@@ -915,53 +952,92 @@ func (w *WAL) run() {
 			w.work.Wait()
 			w.writerIdle = false
 		}
-		var b *batch
-		var err error
-		synced := true
-		if b = w.syncNext; b != nil {
-			// Written by a WaitWritten caller, who passed the token on.
-			w.syncNext = nil
+		if w.err != nil {
 			w.mu.Unlock()
-			err = w.syncBatch(b)
-		} else {
-			// With lazy groups due, q (possibly empty) is committed
-			// with an fdatasync that covers them too.
-			due := w.lazyDueLocked()
-			b = w.takeLocked()
-			w.mu.Unlock()
-			if b.durable || due {
-				err = w.commit(b)
-			} else {
-				err, synced = w.write(b), false
-			}
+			return
 		}
-		if err != nil {
+		if w.lazyDueLocked() && (w.q.n == 0 || (w.parked.Load() != nil && !w.closed)) {
+			// Written groups are due for their fdatasync, and q is
+			// empty or its waiter's to write.
+			if w.syncWritten() != nil {
+				w.mu.Unlock()
+				return
+			}
+			continue
+		}
+		b := w.takeLocked()
+		w.mu.Unlock()
+		if err := w.write(b); err != nil {
 			w.fail(err, b)
 			return
 		}
-		if synced {
-			if b.g != nil {
-				close(b.g.done)
-			}
-			b.reset()
-		} else {
-			b.g.markWritten()
-			w.deferSync(b)
-		}
+		b.g.markWritten()
 		w.mu.Lock()
+		// A durable group sets syncDue: syncWritten is next. A lazy
+		// one taken because lazy groups were due keeps it set.
+		w.deferSync(b)
 		w.releaseLocked(b)
 	}
 }
 
+// syncWritten fdatasyncs the written groups waiting for it (unsynced)
+// without holding the writer token, then completes them and moves the
+// durable point to where the log was written when it started: everything
+// written before an fdatasync starts is covered by it. Meanwhile a
+// WaitWritten caller can take the token and write the next group, which
+// the next fdatasync covers. Writer goroutine only; mu held on entry and
+// on return, the token free.
+func (w *WAL) syncWritten() error {
+	gs := w.unsynced
+	w.unsynced = w.spareUnsynced[:0]
+	w.hasUnsynced, w.syncDue = false, false
+	if w.lazyTimer != nil {
+		w.lazyTimer.Stop()
+		w.lazyTimer = nil
+	}
+	seg, end := w.cur, w.curEnd
+	w.syncPin.Store(seg.num) // before RemoveSegmentsBefore can see a later segment
+	w.syncing = true
+	w.idle.set(false)
+	w.mu.Unlock()
+
+	err := w.syncFile(seg)
+	if err == nil {
+		w.segMu.Lock()
+		w.advanceDurableLocked(seg.num, end)
+		seg.size = max(seg.size, end)
+		w.segMu.Unlock()
+		c := &w.ctr
+		for _, u := range gs {
+			c.entries.Add(uint64(u.n))
+			c.payloadBytes.Add(u.payload)
+			c.syncedBytes.Add(u.buf)
+			close(u.g.done)
+		}
+	}
+	w.syncPin.Store(0)
+
+	w.mu.Lock()
+	w.syncing = false
+	if err != nil {
+		w.failSyncLocked(err, gs)
+	}
+	clear(gs)
+	w.spareUnsynced = gs[:0]
+	if err == nil && !w.committing && w.q.n == 0 && !w.hasUnsynced {
+		w.idle.set(true)
+	}
+	return err
+}
+
 // commit writes b, rotating segments where Enqueue decided to, and makes it
-// durable.
+// durable in the calling goroutine, holding the writer token throughout
+// (commitParked: a lone append on an idle log).
 func (w *WAL) commit(b *batch) error {
 	if err := w.write(b); err != nil {
 		return err
 	}
-	if b.g != nil { // nil: an empty batch, the fdatasync of lazy groups alone
-		b.g.markWritten()
-	}
+	b.g.markWritten()
 	return w.syncBatch(b)
 }
 
@@ -993,7 +1069,7 @@ func (w *WAL) syncBatch(b *batch) error {
 		return err
 	}
 	w.segMu.Lock()
-	w.durSeg, w.durEnd = w.cur.num, w.curEnd
+	w.advanceDurableLocked(w.cur.num, w.curEnd)
 	w.cur.size = max(w.cur.size, w.curEnd) // records past a short preallocation extend the file
 	w.segMu.Unlock()
 
@@ -1005,8 +1081,9 @@ func (w *WAL) syncBatch(b *batch) error {
 		c.groups.Add(1)
 		c.groupSizes[min(bits.Len(uint(b.n-1)), GroupBuckets-1)].Add(1)
 	}
-	// The lazy groups written before b are durable too (counted as
-	// groups when they were written).
+	// The groups written before b and not yet fdatasync'ed are durable
+	// too (counted as groups when they were written); those an
+	// unfinished syncWritten took are completed by it.
 	for _, u := range w.unsynced {
 		c.entries.Add(uint64(u.n))
 		c.payloadBytes.Add(u.payload)
@@ -1018,15 +1095,43 @@ func (w *WAL) syncBatch(b *batch) error {
 	return nil
 }
 
+// advanceDurableLocked moves the durable point to (seg, end) unless it
+// is already past it: a syncWritten that started before an inline
+// commit's fdatasync may finish after it. segMu held.
+func (w *WAL) advanceDurableLocked(seg uint64, end int64) {
+	if seg > w.durSeg || (seg == w.durSeg && end > w.durEnd) {
+		w.durSeg, w.durEnd = seg, end
+	}
+}
+
+// syncCur fdatasyncs the writer's segment. Writer token held.
 func (w *WAL) syncCur() error {
+	if err := w.syncFile(w.cur); err != nil {
+		return err
+	}
+	w.curDirty = false
+	return nil
+}
+
+// syncFile fdatasyncs s's file, one call at a time (syncMu), and not at
+// all once the log has failed: after a failed fdatasync a later one may
+// succeed for pages the kernel dropped. A failure is recorded in failed
+// before the next caller gets syncMu.
+func (w *WAL) syncFile(s *segment) error {
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	if p := w.failed.Load(); p != nil {
+		return *p
+	}
 	t := time.Now()
-	err := w.sync(w.cur.f)
+	err := w.sync(s.f)
 	w.ctr.syncNanos.Add(uint64(time.Since(t)))
 	w.ctr.syncs.Add(1)
 	if err != nil {
-		return fmt.Errorf("fdatasync segment %d: %w", w.cur.num, err)
+		e := fmt.Errorf("%w: fdatasync segment %d: %w", ErrFailed, s.num, err)
+		w.failed.CompareAndSwap(nil, &e) // e, not err: only a failure allocates
+		return e
 	}
-	w.curDirty = false
 	return nil
 }
 
@@ -1036,8 +1141,13 @@ func (w *WAL) rotate(seg uint64) error {
 		return fmt.Errorf("internal error: rotation from segment %d to %d", w.cur.num, seg)
 	}
 	// The old segment must be durable before the new one is visible:
-	// recovery forgives a torn tail only in the last segment.
-	if w.curDirty {
+	// recovery forgives a torn tail only in the last segment. A
+	// syncWritten may have made it so already (curDirty is the token
+	// holder's: only its own fdatasyncs clear it).
+	w.segMu.RLock()
+	synced := w.durSeg == w.cur.num && w.durEnd == w.curEnd
+	w.segMu.RUnlock()
+	if w.curDirty && !synced {
 		if err := w.syncCur(); err != nil {
 			return err
 		}
@@ -1058,7 +1168,7 @@ func (w *WAL) rotate(seg uint64) error {
 	s := &segment{num: seg, f: f, size: size}
 	w.segMu.Lock()
 	w.cur.end = w.curEnd
-	w.durSeg, w.durEnd = w.cur.num, w.curEnd
+	w.advanceDurableLocked(w.cur.num, w.curEnd)
 	w.segs = append(w.segs, s)
 	w.segMu.Unlock()
 	w.cur, w.curEnd = s, 0
@@ -1076,16 +1186,53 @@ func (w *WAL) rotate(seg uint64) error {
 // touches the files again, because after a failed fdatasync the page cache
 // may claim data the disk does not have.
 func (w *WAL) fail(cause error, b *batch) {
-	err := fmt.Errorf("%w: %w", ErrFailed, cause)
-	w.failed.Store(&err)
+	err := w.setFailed(cause)
 	w.mu.Lock()
 	w.err = err
-	w.parked.Store(nil)
-	if b.g != nil { // nil: an empty batch, the fdatasync of lazy groups alone
+	if b.g != nil {
 		b.g.err = err
 		close(b.g.done)
 		b.g.markWritten()
 	}
+	w.abortLocked()
+	w.mu.Unlock()
+	w.log.Error("wal: log failed; every later call returns this error", "err", cause)
+}
+
+// failSyncLocked is fail for syncWritten, whose fdatasync of gs failed
+// without the writer token: gs fail, and what is queued and written
+// after them fails now, or, if a caller holds the token, when it gives
+// the token back (releaseLocked). mu held.
+func (w *WAL) failSyncLocked(cause error, gs []lazyGroup) {
+	err := w.setFailed(cause)
+	w.err = err
+	for _, u := range gs {
+		u.g.err = err
+		close(u.g.done)
+	}
+	if !w.committing {
+		w.abortLocked()
+	}
+	w.log.Error("wal: log failed; every later call returns this error", "err", cause)
+}
+
+// setFailed records the log's failure, the first one if syncFile already
+// did, and returns it wrapped around ErrFailed.
+func (w *WAL) setFailed(cause error) error {
+	err := cause
+	if !errors.Is(err, ErrFailed) {
+		err = fmt.Errorf("%w: %w", ErrFailed, cause)
+	}
+	w.failed.CompareAndSwap(nil, &err)
+	return *w.failed.Load()
+}
+
+// abortLocked fails what is queued and what is written and not yet
+// fdatasync'ed once the log has failed, and wakes everyone blocked on the
+// log. mu held, by the token holder or while nobody holds the token.
+func (w *WAL) abortLocked() {
+	err := w.err
+	w.parked.Store(nil)
 	if q := w.q; q.g != nil {
 		q.g.err = err
 		close(q.g.done)
@@ -1106,8 +1253,6 @@ func (w *WAL) fail(cause error, b *batch) {
 	}
 	w.space.Broadcast()
 	w.work.Broadcast() // the writer exits when a waiter's commit failed
-	w.mu.Unlock()
-	w.log.Error("wal: log failed; every later call returns this error", "err", cause)
 }
 
 // ReadAt returns the payload at pos, verifying its checksums, appended to
@@ -1157,6 +1302,9 @@ func (w *WAL) RemoveSegmentsBefore(seg uint64) error {
 	}
 	w.segMu.RLock()
 	var victims []*segment
+	if pin := w.syncPin.Load(); pin != 0 {
+		seg = min(seg, pin) // syncWritten is fdatasync'ing that file
+	}
 	for _, s := range w.segs[:len(w.segs)-1] {
 		if s.num >= seg {
 			break
@@ -1221,6 +1369,7 @@ func (w *WAL) Stats() Stats {
 	s.Groups = c.groups.Load()
 	s.WaiterGroups = c.waiterGroups.Load()
 	s.LazyGroups = c.lazyGroups.Load()
+	s.OverlappedGroups = c.overlappedGroups.Load()
 	s.Syncs = c.syncs.Load()
 	s.SyncedBytes = c.syncedBytes.Load()
 	s.SyncTime = time.Duration(c.syncNanos.Load())
