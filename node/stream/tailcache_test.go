@@ -85,3 +85,42 @@ func TestLiveReadOfLatestAppendSkipsWAL(t *testing.T) {
 		t.Fatalf("read of a large latest batch: %d WAL reads, want 1", n)
 	}
 }
+
+// BenchmarkLiveRead reads one 100 B record as a woken live reader does:
+// "memory" the batch just appended (held in memory), "wal" the batch
+// before it (read back from the WAL, as every live read did before).
+func BenchmarkLiveRead(b *testing.B) {
+	ctx := context.Background()
+	w, _, err := wal.Open(wal.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { w.Close() })
+	svc, err := stream.Open(ctx, stream.Config{NodeID: "n1"}, w, meta.NewRegistry(metatest.StartEtcd(b), "/test/"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(svc.Close)
+	if _, _, err := svc.Create(ctx, "/b", stream.CreateOptions{ContentType: "text/plain"}); err != nil {
+		b.Fatal(err)
+	}
+	for range 2 {
+		if _, err := svc.Append(ctx, "/b", []record.Record{{Value: bytes.Repeat([]byte("v"), 100)}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		offset int64
+	}{{"memory", 1}, {"wal", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := svc.Read(ctx, "/b", stream.ReadOptions{Offset: c.offset, MaxRecords: 1})
+				if err != nil || len(res.Records) != 1 {
+					b.Fatal(res, err)
+				}
+			}
+		})
+	}
+}
