@@ -185,7 +185,8 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 		}
 		// The batches taken from each piece are one stretch of it, handed
 		// on as it lies (object reads lend the cache's memory, WAL reads
-		// are fresh): never copied.
+		// are fresh or the stream's latest batch held for live readers,
+		// tailcache.go): never copied, never written to.
 		for _, data := range pieces {
 			if full {
 				break

@@ -85,6 +85,10 @@ type metrics struct {
 	reserveTxns        prometheus.Counter
 	reserveWaits       prometheus.Counter
 	reserveWaitSeconds prometheus.Counter
+	// walChunkReads: batches read from the WAL tail, by where their
+	// bytes came from (tailcache.go).
+	walChunkReads               *prometheus.CounterVec
+	tailFromMemory, tailFromWAL prometheus.Counter
 	replicationMetrics
 	// keys: key compaction (keycompact.go).
 	keys keyCompactMetrics
@@ -105,9 +109,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "picomq_flush_duration_seconds", Help: "Time to upload and commit one flush.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
+		walChunkReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "picomq_wal_tail_reads_total",
+			Help: "Reads of a batch not yet in object storage, by source: memory (the stream's latest append, held for live readers) or wal (read back from the write-ahead log).",
+		}, []string{"source"}),
 		replicationMetrics: newReplicationMetrics(),
 		keys:               newKeyCompactMetrics(),
 	}
+	m.tailFromMemory = m.walChunkReads.WithLabelValues("memory")
+	m.tailFromWAL = m.walChunkReads.WithLabelValues("wal")
 	m.claims = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "picomq_stream_claims_total", Help: "Streams this node took over or adopted.",
 	})
@@ -141,7 +151,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	if reg != nil {
 		reg.MustRegister(m.flushes, m.flushErrors, m.flushBytes, m.flushSeconds, m.claims, m.claimSeconds, m.handoffs, m.compactions,
-			m.gcRuns, m.gcDeleted, m.gcErrors, m.reserveTxns, m.reserveWaits, m.reserveWaitSeconds)
+			m.gcRuns, m.gcDeleted, m.gcErrors, m.reserveTxns, m.reserveWaits, m.reserveWaitSeconds, m.walChunkReads)
 		reg.MustRegister(m.replicationMetrics.collectors()...)
 		reg.MustRegister(m.keys.collectors()...)
 	}

@@ -198,6 +198,9 @@ type Service struct {
 	pendingSince atomic.Int64
 	flushUrgent  atomic.Bool // an object-durability append waits for a flush
 	metrics      *metrics
+	// tail holds each stream's latest appended batch for live readers
+	// (tailcache.go).
+	tail tailCache
 
 	cluster Cluster // nil = single node without routing
 	routing routing
@@ -1270,6 +1273,7 @@ func (s *Service) submit(ctx context.Context, name string, req AppendRequest) (S
 	if !noBatch {
 		st.chunks = append(st.chunks, chunk{base: base, next: end, pos: pending.Pos()})
 		st.lastTS = ts
+		s.tail.put(st.info.ID, pending.Pos(), buf[n:])
 	}
 	if st.walLow == 0 {
 		st.walLow = pending.Pos().Segment
@@ -1857,6 +1861,11 @@ func (s *Service) chunkBatches(ctx context.Context, streamID uint64, c chunk, fr
 		}
 		return s.tier.ReadBatches(ctx, c.obj, max(from, c.base), max(maxBytes, 1))
 	}
+	if b, ok := s.tail.get(streamID, c.pos); ok {
+		s.metrics.tailFromMemory.Inc()
+		return b, nil
+	}
+	s.metrics.tailFromWAL.Inc()
 	data, err := s.log.ReadAt(c.pos, nil)
 	if err != nil {
 		return nil, err

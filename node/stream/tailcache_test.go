@@ -1,0 +1,126 @@
+package stream_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/PicoMQ/picomq/meta"
+	"github.com/PicoMQ/picomq/meta/metatest"
+	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/record"
+	"github.com/PicoMQ/picomq/wal"
+)
+
+// countingLog counts the WAL reads of single entries.
+type countingLog struct {
+	*wal.WAL
+	reads atomic.Int64
+}
+
+func (l *countingLog) ReadAt(pos wal.Pos, dst []byte) ([]byte, error) {
+	l.reads.Add(1)
+	return l.WAL.ReadAt(pos, dst)
+}
+
+// TestLiveReadOfLatestAppendSkipsWAL: a reader at the tail reads the batch
+// just appended from memory, not back from the WAL; older batches, and
+// batches too large to hold, still come from the WAL, with the same bytes.
+func TestLiveReadOfLatestAppendSkipsWAL(t *testing.T) {
+	ctx := context.Background()
+	w, _, err := wal.Open(wal.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	log := &countingLog{WAL: w}
+	svc, err := stream.Open(ctx, stream.Config{NodeID: "n1"}, log, meta.NewRegistry(metatest.StartEtcd(t), "/test/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	if _, _, err := svc.Create(ctx, "/tail", stream.CreateOptions{ContentType: "text/plain"}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(offset int64) []string {
+		t.Helper()
+		res, err := svc.Read(ctx, "/tail", stream.ReadOptions{Offset: offset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vals(res.Records)
+	}
+	for i := range 3 {
+		if _, err := svc.Append(ctx, "/tail", []record.Record{{Value: fmt.Appendf(nil, "v%d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+		before := log.reads.Load()
+		if got := read(int64(i)); fmt.Sprint(got) != fmt.Sprintf("[v%d]", i) {
+			t.Fatalf("live read at %d: %v", i, got)
+		}
+		if n := log.reads.Load() - before; n != 0 {
+			t.Fatalf("live read at %d of the batch just appended: %d WAL reads, want 0", i, n)
+		}
+	}
+	// The earlier batches are no longer held: they are read back.
+	before := log.reads.Load()
+	if got := read(0); fmt.Sprint(got) != "[v0 v1 v2]" {
+		t.Fatalf("read from 0: %v", got)
+	}
+	if n := log.reads.Load() - before; n != 2 {
+		t.Fatalf("read of two older batches and the latest: %d WAL reads, want 2", n)
+	}
+	// A batch larger than what is held goes through the WAL.
+	big := bytes.Repeat([]byte("x"), 64<<10)
+	if _, err := svc.Append(ctx, "/tail", []record.Record{{Value: big}}); err != nil {
+		t.Fatal(err)
+	}
+	before = log.reads.Load()
+	if got := read(3); len(got) != 1 || got[0] != string(big) {
+		t.Fatalf("read of the large batch: %d records", len(got))
+	}
+	if n := log.reads.Load() - before; n != 1 {
+		t.Fatalf("read of a large latest batch: %d WAL reads, want 1", n)
+	}
+}
+
+// BenchmarkLiveRead reads one 100 B record as a woken live reader does:
+// "memory" the batch just appended (held in memory), "wal" the batch
+// before it (read back from the WAL, as every live read did before).
+func BenchmarkLiveRead(b *testing.B) {
+	ctx := context.Background()
+	w, _, err := wal.Open(wal.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { w.Close() })
+	svc, err := stream.Open(ctx, stream.Config{NodeID: "n1"}, w, meta.NewRegistry(metatest.StartEtcd(b), "/test/"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(svc.Close)
+	if _, _, err := svc.Create(ctx, "/b", stream.CreateOptions{ContentType: "text/plain"}); err != nil {
+		b.Fatal(err)
+	}
+	for range 2 {
+		if _, err := svc.Append(ctx, "/b", []record.Record{{Value: bytes.Repeat([]byte("v"), 100)}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		offset int64
+	}{{"memory", 1}, {"wal", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := svc.Read(ctx, "/b", stream.ReadOptions{Offset: c.offset, MaxRecords: 1})
+				if err != nil || len(res.Records) != 1 {
+					b.Fatal(res, err)
+				}
+			}
+		})
+	}
+}
