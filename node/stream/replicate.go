@@ -800,10 +800,17 @@ func (s *Service) connFailed(p *peer, c ReplicaConn, err error) {
 
 // buildFrames turns queued items and resend requests into frames;
 // streams[i] is frames[i]'s stream.
+//
+// It allocates its slices once, at their largest size, and the frames'
+// Entries share one backing array (each capped at its own part, so that
+// adding to one frame's entries copies rather than overwrites the next):
+// four allocations per request rather than a few per frame.
 func (s *Service) buildFrames(node string, items []shipItem, needs map[*streamState]int64) ([]ReplicaFrame, []*streamState) {
-	var frames []ReplicaFrame
-	var streams []*streamState
-	var ends []int64 // where each frame's entries end
+	n := len(needs) + len(items)
+	frames := make([]ReplicaFrame, 0, n)
+	streams := make([]*streamState, 0, n)
+	ends := make([]int64, 0, n) // where each frame's entries end
+	backing := make([][]byte, 0, len(items))
 	for st, from := range needs {
 		if f, ok := s.resendFrame(node, st, from); ok {
 			frames, streams, ends = append(frames, f), append(streams, st), append(ends, math.MaxInt64)
@@ -822,7 +829,12 @@ func (s *Service) buildFrames(node string, items []shipItem, needs map[*streamSt
 			ends[k] = it.end
 			continue
 		}
-		frames = append(frames, ReplicaFrame{StreamID: it.st.info.ID, Name: it.st.info.Name, From: it.from, Entries: appendNonNil(nil, it.data)})
+		var entries [][]byte
+		if it.data != nil {
+			backing = append(backing, it.data)
+			entries = backing[len(backing)-1 : len(backing) : len(backing)]
+		}
+		frames = append(frames, ReplicaFrame{StreamID: it.st.info.ID, Name: it.st.info.Name, From: it.from, Entries: entries})
 		streams, ends = append(streams, it.st), append(ends, it.end)
 	}
 	for i, st := range streams {
