@@ -171,13 +171,16 @@ type flight struct {
 }
 
 // maxInFlight bounds the requests sent to one follower and not yet
-// answered. Two would keep a follower's fsync busy (one request in its
-// fsync, one queued for the next group); four leave room for a late
-// answer. More only splits the same entries into more, smaller requests,
-// each costing a write and a read on both sides and a wake-up: at 64
-// clients 8 gave 4.7 entries per request, 4 gave 7.1, and the owner's
-// CPU per append fell from 38 to 30 µs (docs/benchmarks.md, issue 32).
-const maxInFlight = 4
+// answered. Two keep a follower's WAL busy (one request in its fsync, one
+// queued for its next group); entries that queue meanwhile on the owner
+// go out as one request when the first answer frees a slot, which would
+// have reached the follower's next group anyway. More only splits the
+// same entries into more, smaller requests, each costing a write and a
+// read on both sides and a wake-up: at 64 clients 8 gave 4.7 entries per
+// request, 4 gave 7.1-9.3, 2 gives 14-15, and the owner's CPU per append
+// fell from 74 to 60 µs in the same runs as 4 (docs/benchmarks.md,
+// issue 32).
+const maxInFlight = 2
 
 // peerIdle: a connection unused this long is closed (and reopened on the
 // next append); the follower's side closes it after twice as long.
