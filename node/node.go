@@ -414,13 +414,7 @@ func (n *Node) openService(ctx context.Context) (err error) {
 			func() float64 { return float64(n.repl.SentBytes.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "picomq_replication_received_bytes_total",
 			Help: "Bytes of answers to this node's replication requests."},
-			func() float64 { return float64(n.repl.ReceivedBytes.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "picomq_replication_answers_total",
-			Help: "Answers this node wrote as a follower on replication connections."},
-			func() float64 { return float64(n.repl.Answers.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "picomq_replication_answer_writes_total",
-			Help: "Writes that carried this node's answers as a follower (answers ready together share one)."},
-			func() float64 { return float64(n.repl.AnswerWrites.Load()) }))
+			func() float64 { return float64(n.repl.ReceivedBytes.Load()) }))
 	n.onClose("stream service", func(context.Context) error { n.svc.Close(); n.repl.Close(); return nil })
 	n.members.onLost = n.svc.Fence
 	n.members.onResumed = n.svc.Unfence

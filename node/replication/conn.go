@@ -299,7 +299,7 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sc := &serverConn{nc: nc, svc: svc, queue: make(chan answer, 64), answers: &t.Answers, writes: &t.AnswerWrites}
+	sc := &serverConn{nc: nc, svc: svc, queue: make(chan answer, 64)}
 	done := make(chan struct{})
 	go func() { defer close(done); sc.answerLoop(ctx) }()
 	err = sc.readLoop(ctx, brw.Reader)
@@ -323,9 +323,6 @@ type serverConn struct {
 	wmu     sync.Mutex
 	wbuf    []byte
 	failed  atomic.Bool
-	// answers and writes count the answers and the writes that carried
-	// them (Transport.Answers, Transport.AnswerWrites).
-	answers, writes *atomic.Int64
 }
 
 type answer struct {
@@ -398,71 +395,11 @@ func (sc *serverConn) names(frames []stream.ReplicaFrame) error {
 	return nil
 }
 
-// maxAnswerBatch bounds the answers written together in one write.
-const maxAnswerBatch = 64
-
-// answerLoop answers the queued requests in order. Answers that are ready
-// together (their entries were fsynced by the same WAL commit group, which
-// covers about 2.6 requests at 64 clients) go out in one write: one write
-// on this side and one read and wake-up on the owner's instead of one per
-// request (issue 32). A queued request whose entries are not durable yet
-// is not waited for before the answers already encoded are written.
 func (sc *serverConn) answerLoop(ctx context.Context) {
-	// probe: a done context, with which a wait reports without blocking
-	// whether its entries are durable (the Service contract).
-	probe, cancel := context.WithCancel(ctx)
-	cancel()
-	var held *answer // taken from the queue, not ready when probed
-	for {
-		var a answer
-		if held != nil {
-			a, held = *held, nil
-		} else {
-			var ok bool
-			if a, ok = <-sc.queue; !ok {
-				return
-			}
-		}
-		if a.err == nil && a.wait != nil {
-			a.err = a.wait(ctx)
-		}
-		sc.wmu.Lock()
-		sc.wbuf = appendAnswer(sc.wbuf[:0], a)
-		n := 1
-	batch:
-		for a.err == nil && n < maxAnswerBatch {
-			select {
-			case b, ok := <-sc.queue:
-				if !ok {
-					break batch
-				}
-				if b.err != nil || (b.wait != nil && b.wait(probe) != nil) {
-					held = &b // answered on its own: not ready, or an error
-					break batch
-				}
-				b.wait = nil // done: its wait ran
-				sc.wbuf = appendAnswer(sc.wbuf, b)
-				n++
-			default:
-				break batch
-			}
-		}
-		sc.write(n, a.err != nil)
-		sc.wmu.Unlock()
-		sc.pending.Add(int32(-n))
+	for a := range sc.queue {
+		sc.answer(ctx, a)
+		sc.pending.Add(-1)
 	}
-}
-
-// appendAnswer appends a's answer message to dst.
-func appendAnswer(dst []byte, a answer) []byte {
-	if a.err != nil {
-		return appendMessage(dst, kindError, a.seq, []byte(a.err.Error()))
-	}
-	start := len(dst)
-	dst = appendMessage(dst, kindResults, a.seq, nil)
-	dst = stream.AppendReplicaResults(dst, a.res)
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
-	return dst
 }
 
 // answer waits for a's fsync and writes its answer; a failed write closes
@@ -473,23 +410,19 @@ func (sc *serverConn) answer(ctx context.Context, a answer) {
 	}
 	sc.wmu.Lock()
 	defer sc.wmu.Unlock()
-	sc.wbuf = appendAnswer(sc.wbuf[:0], a)
-	sc.write(1, a.err != nil)
-}
-
-// write writes sc.wbuf, n answers (sc.wmu held); after a failed write or
-// an error answer the connection is closed: the owner resends from what
-// it knows.
-func (sc *serverConn) write(n int, failed bool) {
+	if a.err != nil {
+		sc.wbuf = appendMessage(sc.wbuf[:0], kindError, a.seq, []byte(a.err.Error()))
+	} else {
+		sc.wbuf = appendMessage(sc.wbuf[:0], kindResults, a.seq, nil)
+		sc.wbuf = stream.AppendReplicaResults(sc.wbuf, a.res)
+		binary.BigEndian.PutUint32(sc.wbuf, uint32(len(sc.wbuf)-4))
+	}
 	_ = sc.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	sc.answers.Add(int64(n))
-	sc.writes.Add(1)
-	if _, err := sc.nc.Write(sc.wbuf); err != nil || failed {
+	if _, err := sc.nc.Write(sc.wbuf); err != nil || a.err != nil {
+		// After an error the owner resends from what it knows: nothing
+		// more on this connection.
 		sc.failed.Store(true)
 		_ = sc.nc.Close()
-	}
-	if cap(sc.wbuf) > 1<<20 {
-		sc.wbuf = nil
 	}
 }
 

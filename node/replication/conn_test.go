@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,91 +258,5 @@ func TestConnFallsBackToPostForAnOldFollower(t *testing.T) {
 	defer rec.mu.Unlock()
 	if len(rec.got) != 3 {
 		t.Fatalf("the old follower applied %d frames, want 3", len(rec.got))
-	}
-}
-
-// readyAnswer is a request whose entries are durable already.
-func readyAnswer(seq uint64) answer {
-	return answer{seq: seq, res: []stream.ReplicaResult{{StreamID: seq, Status: stream.ReplicaOK, Next: int64(seq)}},
-		wait: func(context.Context) error { return nil }}
-}
-
-// readAnswersFrom reads n answer messages from r and checks that they
-// carry seqs first, first+1, ... in order.
-func readAnswersFrom(t *testing.T, r io.Reader, first uint64, n int) {
-	t.Helper()
-	var buf []byte
-	for i := range n {
-		kind, seq, body, nb, err := readMessage(r, buf, MaxBody)
-		buf = nb
-		if err != nil {
-			t.Fatalf("answer %d: %v", i, err)
-		}
-		if kind != kindResults || seq != first+uint64(i) {
-			t.Fatalf("answer %d: kind %d seq %d, want results of %d", i, kind, seq, first+uint64(i))
-		}
-		res, err := stream.DecodeReplicaResults(body)
-		if err != nil || len(res) != 1 || res[0].StreamID != seq {
-			t.Fatalf("answer %d: %v %v", i, res, err)
-		}
-	}
-}
-
-// TestAnswersReadyTogetherShareOneWrite: requests whose entries became
-// durable in the same WAL commit group are answered in one write (one
-// read and one wake-up on the owner), in order. Before answers were
-// batched this made 8 writes.
-func TestAnswersReadyTogetherShareOneWrite(t *testing.T) {
-	server, client := net.Pipe()
-	defer client.Close()
-	var answers, writes atomic.Int64
-	sc := &serverConn{nc: server, queue: make(chan answer, 64), answers: &answers, writes: &writes}
-	const n = 8
-	for i := range n {
-		sc.queue <- readyAnswer(uint64(i + 1))
-	}
-	sc.pending.Store(n)
-	close(sc.queue)
-	done := make(chan struct{})
-	go func() { defer close(done); sc.answerLoop(context.Background()) }()
-	_ = client.SetReadDeadline(time.Now().Add(30 * time.Second))
-	readAnswersFrom(t, client, 1, n)
-	<-done
-	if writes.Load() != 1 || answers.Load() != n || sc.pending.Load() != 0 {
-		t.Fatalf("%d answers in %d writes (pending %d), want %d in 1", answers.Load(), writes.Load(), sc.pending.Load(), n)
-	}
-}
-
-// TestAnswerNotHeldForALaterGroup: an answer that is ready is written
-// without waiting for a queued request whose entries are not durable yet
-// (they belong to the next commit group).
-func TestAnswerNotHeldForALaterGroup(t *testing.T) {
-	server, client := net.Pipe()
-	defer client.Close()
-	var answers, writes atomic.Int64
-	sc := &serverConn{nc: server, queue: make(chan answer, 64), answers: &answers, writes: &writes}
-	release := make(chan struct{})
-	late := readyAnswer(2)
-	late.wait = func(ctx context.Context) error {
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	sc.queue <- readyAnswer(1)
-	sc.queue <- late
-	sc.pending.Store(2)
-	close(sc.queue)
-	done := make(chan struct{})
-	go func() { defer close(done); sc.answerLoop(context.Background()) }()
-	_ = client.SetReadDeadline(time.Now().Add(30 * time.Second))
-	readAnswersFrom(t, client, 1, 1) // before release: not held for 2
-	close(release)
-	readAnswersFrom(t, client, 2, 1)
-	<-done
-	if writes.Load() != 2 || answers.Load() != 2 {
-		t.Fatalf("%d answers in %d writes, want 2 in 2", answers.Load(), writes.Load())
 	}
 }

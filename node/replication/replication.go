@@ -46,11 +46,6 @@ const MaxBody = 256 << 20
 // Service is what the endpoints need from the stream service.
 type Service interface {
 	ApplyReplica(ctx context.Context, frames []stream.ReplicaFrame) ([]stream.ReplicaResult, error)
-	// StartReplica enqueues frames and returns a wait for their
-	// durability. Called with a context that is already done, the wait
-	// must not block: it returns nil only if the entries are durable
-	// (the connection probes queued answers that way to write those that
-	// are ready together in one write).
 	StartReplica(frames []stream.ReplicaFrame) ([]stream.ReplicaResult, func(context.Context) error, error)
 	ReplicaTail(ctx context.Context, id uint64, epoch, from int64) (stream.ReplicaFrame, error)
 	Members(ctx context.Context) ([]stream.Member, error)
@@ -61,10 +56,6 @@ type Transport struct {
 	// SentBytes and ReceivedBytes count the bodies of this node's
 	// replication requests and their answers (the owner's side).
 	SentBytes, ReceivedBytes atomic.Int64
-	// Answers and AnswerWrites count the answers this node wrote as a
-	// follower on replication connections, and the writes that carried
-	// them (answers ready together share one write).
-	Answers, AnswerWrites atomic.Int64
 
 	// Log receives what goes wrong on served connections (nil: discarded).
 	Log *slog.Logger

@@ -227,10 +227,7 @@ func (s *Service) ApplyReplica(ctx context.Context, frames []ReplicaFrame) ([]Re
 // returns the answers, which hold once wait has returned nil (the entries
 // are fsynced, in the same commit group as whatever else this node's WAL
 // commits meanwhile; with ReplicaAckWrite, written to the WAL file and
-// not yet fsynced: the answer does not wait for the disk). wait with a
-// context that is already done does not block (the WAL's Wait and
-// WaitWritten check it before blocking; the write still happens): it
-// returns nil only if the entries are already durable (written).
+// not yet fsynced: the answer does not wait for the disk).
 func (s *Service) StartReplica(frames []ReplicaFrame) (_ []ReplicaResult, wait func(context.Context) error, _ error) {
 	if err := s.Ready(); err != nil {
 		return nil, nil, err
