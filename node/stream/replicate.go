@@ -177,9 +177,9 @@ type flight struct {
 // have reached the follower's next group anyway. More only splits the
 // same entries into more, smaller requests, each costing a write and a
 // read on both sides and a wake-up: at 64 clients 8 gave 4.7 entries per
-// request, 4 gave 7.1-9.3, 2 gives 14-15, and the owner's CPU per append
-// fell from 74 to 60 µs in the same runs as 4 (docs/benchmarks.md,
-// issue 32).
+// request, 4 gave 7-9, 2 gives 12-16, and the owner's CPU per append was
+// lower than with 4 in 10 of 14 alternated runs, by 8 % on average (the
+// machine's load makes it noisy: docs/benchmarks.md, issue 32).
 const maxInFlight = 2
 
 // peerIdle: a connection unused this long is closed (and reopened on the
