@@ -171,13 +171,16 @@ type flight struct {
 }
 
 // maxInFlight bounds the requests sent to one follower and not yet
-// answered. Two would keep a follower's fsync busy (one request in its
-// fsync, one queued for the next group); four leave room for a late
-// answer. More only splits the same entries into more, smaller requests,
-// each costing a write and a read on both sides and a wake-up: at 64
-// clients 8 gave 4.7 entries per request, 4 gave 7.1, and the owner's
-// CPU per append fell from 38 to 30 µs (docs/benchmarks.md, issue 32).
-const maxInFlight = 4
+// answered. Two keep a follower's WAL busy (one request in its fsync, one
+// queued for its next group); entries that queue meanwhile on the owner
+// go out as one request when the first answer frees a slot, which would
+// have reached the follower's next group anyway. More only splits the
+// same entries into more, smaller requests, each costing a write and a
+// read on both sides and a wake-up: at 64 clients 8 gave 4.7 entries per
+// request, 4 gave 7-9, 2 gives 12-16, and the owner's CPU per append was
+// lower than with 4 in 10 of 14 alternated runs, by 8 % on average (the
+// machine's load makes it noisy: docs/benchmarks.md, issue 32).
+const maxInFlight = 2
 
 // peerIdle: a connection unused this long is closed (and reopened on the
 // next append); the follower's side closes it after twice as long.
@@ -800,10 +803,17 @@ func (s *Service) connFailed(p *peer, c ReplicaConn, err error) {
 
 // buildFrames turns queued items and resend requests into frames;
 // streams[i] is frames[i]'s stream.
+//
+// It allocates its slices once, at their largest size, and the frames'
+// Entries share one backing array (each capped at its own part, so that
+// adding to one frame's entries copies rather than overwrites the next):
+// four allocations per request rather than a few per frame.
 func (s *Service) buildFrames(node string, items []shipItem, needs map[*streamState]int64) ([]ReplicaFrame, []*streamState) {
-	var frames []ReplicaFrame
-	var streams []*streamState
-	var ends []int64 // where each frame's entries end
+	n := len(needs) + len(items)
+	frames := make([]ReplicaFrame, 0, n)
+	streams := make([]*streamState, 0, n)
+	ends := make([]int64, 0, n) // where each frame's entries end
+	backing := make([][]byte, 0, len(items))
 	for st, from := range needs {
 		if f, ok := s.resendFrame(node, st, from); ok {
 			frames, streams, ends = append(frames, f), append(streams, st), append(ends, math.MaxInt64)
@@ -822,7 +832,12 @@ func (s *Service) buildFrames(node string, items []shipItem, needs map[*streamSt
 			ends[k] = it.end
 			continue
 		}
-		frames = append(frames, ReplicaFrame{StreamID: it.st.info.ID, Name: it.st.info.Name, From: it.from, Entries: appendNonNil(nil, it.data)})
+		var entries [][]byte
+		if it.data != nil {
+			backing = append(backing, it.data)
+			entries = backing[len(backing)-1 : len(backing) : len(backing)]
+		}
+		frames = append(frames, ReplicaFrame{StreamID: it.st.info.ID, Name: it.st.info.Name, From: it.from, Entries: entries})
 		streams, ends = append(streams, it.st), append(ends, it.end)
 	}
 	for i, st := range streams {
