@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -939,6 +940,165 @@ func TestReadAheadInFlightIsSizedByBytes(t *testing.T) {
 				if g.max > tc.want {
 					t.Errorf("budget %d: up to %d GETs in flight, want at most %d", tc.budget, g.max, tc.want)
 				}
+			}
+		})
+	}
+}
+
+// ordered decorates a real store: it notes the offset of every ranged GET
+// in the order the store receives them, adds delay to every response (a
+// store's round trip), holds ranged GETs while hold is set and counts
+// those in flight (request sent, body not closed).
+type ordered struct {
+	objstore.Store
+	delay    time.Duration
+	hold     chan struct{} // closed to let held GETs go; set before any ranged GET
+	mu       sync.Mutex
+	offs     []int64
+	inFlight int
+	maxIn    int
+	held     int
+}
+
+func (o *ordered) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	time.Sleep(o.delay) // the round trip simulated, not a synchronisation
+	return o.Store.ReadAt(ctx, key, p, off)
+}
+
+func (o *ordered) ReadRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	o.mu.Lock()
+	o.offs = append(o.offs, off)
+	o.inFlight++
+	o.maxIn = max(o.maxIn, o.inFlight)
+	o.held++
+	o.mu.Unlock()
+	select {
+	case <-o.hold:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	time.Sleep(o.delay)
+	rc, err := o.Store.(RangeStreamer).ReadRange(ctx, key, off, length)
+	if err != nil {
+		o.done()
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{rc, closerFunc(func() error { o.done(); return rc.Close() })}, nil
+}
+
+func (o *ordered) done() { o.mu.Lock(); o.inFlight--; o.mu.Unlock() }
+
+func (o *ordered) counts() (held, maxIn int, offs []int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.held, o.maxIn, slices.Clone(o.offs)
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// TestLocalStoreReadAheadInOrder: against a store that answers at once
+// (local MinIO, the file store) an advised window is fetched
+// LocalReadAhead GETs at a time, in the reader's order, so the first runs
+// land first and a demand GET shares the store with two GETs, not the
+// whole window; against a store with a round trip (30 ms here, S3's
+// tens of ms) the whole window is sent at once as before. Without the
+// queue all 16 read-ahead GETs of the local case are in flight together
+// and the test fails.
+func TestLocalStoreReadAheadInOrder(t *testing.T) {
+	const window = 16 // read-ahead GETs of FetchBlocks blocks each
+	for name, mk := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			store := mk(t)
+			data := make([]byte, (window+1)*4*bs)
+			for i := range data {
+				data[i] = byte(i*131 + i>>11)
+			}
+			if err := objstore.Put(t.Context(), store, "obj", data, objstore.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := objstore.Put(t.Context(), store, "probe", make([]byte, 3*ttfbSamples*bs), objstore.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range []struct {
+				name  string
+				rtt   time.Duration
+				ttfb  time.Duration // Options.LocalTTFB
+				local bool
+				want  int // read-ahead GETs in flight while the store holds them
+			}{
+				// A loaded machine may answer a loopback GET in tens of
+				// ms: here the local store is any that answers within 1s.
+				{"local", 0, time.Second, true, 2},
+				{"remote", 30 * time.Millisecond, 0, false, window},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					o := &ordered{Store: store, delay: tc.rtt, hold: make(chan struct{})}
+					c, err := New(o, Options{BlockSize: bs, FetchBlocks: 4, ReadAhead: window * 4, LocalTTFB: tc.ttfb})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					// Small GETs answered (of another object): the cache's
+					// measure of the store. A loaded machine delays some
+					// answers, so up to all the samples it keeps.
+					for i := range ttfbSamples {
+						if _, err := c.ReadAt(t.Context(), "probe", make([]byte, 10), int64(i)*3*bs); err != nil { // not sequential: no read-ahead
+							t.Fatal(err)
+						}
+						if c.Stats().LocalStore {
+							break
+						}
+					}
+					if s := c.Stats(); s.LocalStore != tc.local {
+						t.Fatalf("store counted as local: %v (shortest time to first byte %v), want %v", s.LocalStore, s.MinTTFB, tc.local)
+					}
+					// The first block of obj, as the reader's demand GET.
+					if _, err := c.ReadAt(t.Context(), "obj", make([]byte, 10), 0); err != nil {
+						t.Fatal(err)
+					}
+					c.Advise("obj", 4*bs, int64(len(data)))
+					deadline := time.Now().Add(30 * time.Second)
+					for {
+						held, _, _ := o.counts()
+						if held >= tc.want {
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("%d read-ahead GETs reached the store, want %d", held, tc.want)
+						}
+						time.Sleep(time.Millisecond)
+					}
+					if q := c.Stats().QueuedReadAhead; q != int64(window-tc.want) {
+						t.Errorf("%d read-ahead GETs queued, want %d", q, window-tc.want)
+					}
+					close(o.hold)
+					for i := 1; i <= window; i++ {
+						p := make([]byte, 4*bs)
+						if _, err := c.ReadAt(t.Context(), "obj", p, int64(i)*4*bs); err != nil || !bytes.Equal(p, data[i*4*bs:(i+1)*4*bs]) {
+							t.Fatalf("run %d: %v", i, err)
+						}
+					}
+					held, maxIn, offs := o.counts()
+					if maxIn > tc.want || held != window {
+						t.Errorf("%d read-ahead GETs, up to %d in flight at once; want %d, at most %d", held, maxIn, window, tc.want)
+					}
+					if s := c.Stats(); s.Prefetches != window*4 {
+						t.Errorf("%+v: want %d blocks read ahead", s, window*4)
+					}
+					if tc.local {
+						// In the reader's order: the first runs first, the
+						// last last (give or take a goroutine the
+						// scheduler starts late on a loaded machine).
+						if len(offs) != window || min(offs[0], offs[1]) != 4*bs || !slices.Contains(offs[window-4:], int64(window*4*bs)) {
+							t.Errorf("read-ahead GETs not in the reader's order: %v", offs)
+						}
+					}
+				})
 			}
 		})
 	}
