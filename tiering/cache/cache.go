@@ -201,9 +201,7 @@ func (o *Options) setDefaults() {
 	defaults.Set(&o.Parallelism, 64)
 	defaults.Set(&o.StagingBlocks, int(o.ReadAheadBytes/o.BlockSize)+2*o.FetchBlocks)
 	defaults.Set(&o.FetchTimeout, 30*time.Second)
-	if o.LocalTTFB == 0 {
-		o.LocalTTFB = 10 * time.Millisecond // negative stays: never local
-	}
+	defaults.Set(&o.LocalTTFB, 10*time.Millisecond)
 	defaults.Set(&o.LocalReadAhead, 2)
 }
 
@@ -558,14 +556,9 @@ func (c *Cache) giveDemand(n int64) {
 
 // localLocked says whether the store counts as local (Options.LocalTTFB):
 // the shortest recent time to first byte is below it. Before the first
-// GET answers it does: a restarted node's first cold read advises its
-// window before any GET has answered, and against a local store that
-// first window is the one the first page waits on. Against S3 this costs
-// the rest of that one window a round trip: the first answer (of the
-// first read-ahead or demand GET) shows the store is remote and lets
-// the queue go at once.
+// GET answers it is not: the window is sent at once, as for S3.
 func (c *Cache) localLocked() bool {
-	return c.opts.LocalTTFB >= 0 && (c.ttfbN == 0 || c.minTTFBLocked() < c.opts.LocalTTFB)
+	return c.opts.LocalTTFB >= 0 && c.ttfbN > 0 && c.minTTFBLocked() < c.opts.LocalTTFB
 }
 
 // minTTFBLocked is the shortest of the recent times to first byte.

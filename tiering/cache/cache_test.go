@@ -716,9 +716,7 @@ func TestReadAheadYieldsToDemand(t *testing.T) {
 		data[i] = byte(i*131 + i>>11)
 	}
 	src := &heldSource{data: data, demandSent: make(chan struct{}), release: make(chan struct{})}
-	// LocalTTFB -1: all four read-ahead GETs are sent at once, as against
-	// a remote store (TestLocalStoreReadAheadInOrder has the local case).
-	c, err := New(src, Options{BlockSize: bs, FetchBlocks: 4, ReadAhead: 16, LocalTTFB: -1})
+	c, err := New(src, Options{BlockSize: bs, FetchBlocks: 4, ReadAhead: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -920,9 +918,7 @@ func TestReadAheadInFlightIsSizedByBytes(t *testing.T) {
 				{10 * objBlocks * bs, 10}, // the budget, not a count, stops at 10
 			} {
 				g := &gated{Store: store, open: make(chan struct{})}
-				// A remote store (LocalTTFB -1): the case at hand is S3's
-				// round trip, which GETs in flight hide.
-				c, err := New(g, Options{BlockSize: bs, ReadAheadBytes: tc.budget, LocalTTFB: -1})
+				c, err := New(g, Options{BlockSize: bs, ReadAheadBytes: tc.budget})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -1032,18 +1028,13 @@ func TestLocalStoreReadAheadInOrder(t *testing.T) {
 				name  string
 				rtt   time.Duration
 				ttfb  time.Duration // Options.LocalTTFB
-				probe bool          // measure the store before the window
 				local bool
 				want  int // read-ahead GETs in flight while the store holds them
-				most  int // read-ahead GETs in flight at once, at most
 			}{
 				// A loaded machine may answer a loopback GET in tens of
 				// ms: here the local store is any that answers within 1s.
-				{"local", 0, time.Second, true, true, 2, 2},
-				{"remote", 30 * time.Millisecond, 0, true, false, window, window},
-				// Not measured yet (a restarted node's first read): two
-				// go first, and the first answer lets the rest go.
-				{"unmeasured", 30 * time.Millisecond, 0, false, false, 2, window},
+				{"local", 0, time.Second, true, 2},
+				{"remote", 30 * time.Millisecond, 0, false, window},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					o := &ordered{Store: store, delay: tc.rtt, hold: make(chan struct{})}
@@ -1055,7 +1046,7 @@ func TestLocalStoreReadAheadInOrder(t *testing.T) {
 					// Small GETs answered (of another object): the cache's
 					// measure of the store. A loaded machine delays some
 					// answers, so up to all the samples it keeps.
-					for i := range ttfbSamples * btoi(tc.probe) {
+					for i := range ttfbSamples {
 						if _, err := c.ReadAt(t.Context(), "probe", make([]byte, 10), int64(i)*3*bs); err != nil { // not sequential: no read-ahead
 							t.Fatal(err)
 						}
@@ -1063,12 +1054,11 @@ func TestLocalStoreReadAheadInOrder(t *testing.T) {
 							break
 						}
 					}
-					if s := c.Stats(); tc.probe && s.LocalStore != tc.local {
+					if s := c.Stats(); s.LocalStore != tc.local {
 						t.Fatalf("store counted as local: %v (shortest time to first byte %v), want %v", s.LocalStore, s.MinTTFB, tc.local)
 					}
-					// The first block of obj, as the reader's demand GET
-					// (not in the unmeasured case: it would measure).
-					if _, err := c.ReadAt(t.Context(), "obj", make([]byte, 10*btoi(tc.probe)), 0); err != nil {
+					// The first block of obj, as the reader's demand GET.
+					if _, err := c.ReadAt(t.Context(), "obj", make([]byte, 10), 0); err != nil {
 						t.Fatal(err)
 					}
 					c.Advise("obj", 4*bs, int64(len(data)))
@@ -1087,19 +1077,6 @@ func TestLocalStoreReadAheadInOrder(t *testing.T) {
 						t.Errorf("%d read-ahead GETs queued, want %d", q, window-tc.want)
 					}
 					close(o.hold)
-					if !tc.probe {
-						// Remote after the first answer: the queue goes
-						// without a reader coming for it.
-						for {
-							if held, _, _ := o.counts(); held == window {
-								break
-							}
-							if time.Now().After(deadline) {
-								t.Fatalf("the queue did not go once the store answered as remote: %+v", c.Stats())
-							}
-							time.Sleep(time.Millisecond)
-						}
-					}
 					for i := 1; i <= window; i++ {
 						p := make([]byte, 4*bs)
 						if _, err := c.ReadAt(t.Context(), "obj", p, int64(i)*4*bs); err != nil || !bytes.Equal(p, data[i*4*bs:(i+1)*4*bs]) {
@@ -1107,8 +1084,8 @@ func TestLocalStoreReadAheadInOrder(t *testing.T) {
 						}
 					}
 					held, maxIn, offs := o.counts()
-					if maxIn > tc.most || held != window {
-						t.Errorf("%d read-ahead GETs, up to %d in flight at once; want %d, at most %d", held, maxIn, window, tc.most)
+					if maxIn > tc.want || held != window {
+						t.Errorf("%d read-ahead GETs, up to %d in flight at once; want %d, at most %d", held, maxIn, window, tc.want)
 					}
 					if s := c.Stats(); s.Prefetches != window*4 {
 						t.Errorf("%+v: want %d blocks read ahead", s, window*4)
@@ -1125,11 +1102,4 @@ func TestLocalStoreReadAheadInOrder(t *testing.T) {
 			}
 		})
 	}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
