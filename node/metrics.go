@@ -48,14 +48,6 @@ func registerTierMetrics(reg prometheus.Registerer, t *tiering.Tier) {
 	counter("picomq_cache_fetch_waits_total", "Demand GETs that waited for room under the node-wide budget of demand bytes in flight.", func(s cache.Stats) float64 { return float64(s.FetchWaits) })
 	counter("picomq_cache_refetched_blocks_total", "Object blocks fetched again (at most two at the end of another GET) so that a scanned batch lies in one GET's memory instead of being copied out of two.", func(s cache.Stats) float64 { return float64(s.Refetched) })
 	counter("picomq_cache_huge_page_advised_bytes_total", "Bytes of GET buffers and of copies of batches split between two GETs (rounded out to 2 MiB) advised for transparent huge pages before their first write, so fresh memory faults once per 2 MiB instead of per 4 KiB (Linux).", func(s cache.Stats) float64 { return float64(s.HugePageAdvised) })
-	gauge("picomq_cache_local_store", "1 while the object store counts as local (the shortest of the last 16 GETs' times to first byte is under 10 ms): read-ahead GETs are then sent two at a time in the reader's order instead of the whole window at once.", func(s cache.Stats) float64 {
-		if s.LocalStore {
-			return 1
-		}
-		return 0
-	})
-	gauge("picomq_cache_store_min_ttfb_seconds", "Shortest time to first byte (request to response headers) of the last 16 object-store GETs.", func(s cache.Stats) float64 { return s.MinTTFB.Seconds() })
-	counter("picomq_cache_queued_read_ahead_total", "Read-ahead GETs that waited for an earlier one to finish because the store counts as local (picomq_cache_local_store).", func(s cache.Stats) float64 { return float64(s.QueuedReadAhead) })
 	counter("picomq_cache_read_ahead_yields_total", "Times a read-ahead GET left its body unread while a reader waited for a GET of its own (demand first).", func(s cache.Stats) float64 { return float64(s.ReadAheadYields) })
 }
 

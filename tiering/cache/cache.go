@@ -82,15 +82,10 @@ type RangeStreamer interface {
 // and returns the bytes read; a range that ends early is not an error (the
 // object ended), a stream cut short is. gate, if set, is called before
 // each read of the body and may hold it (read-ahead yielding to demand).
-// responded, if set, is called once the store has answered the request
-// (its headers are in): the cache's measure of the store's round trip.
-func readRun(ctx context.Context, rs RangeStreamer, key string, off int64, buf []byte, gate func() error, responded func()) (int64, error) {
+func readRun(ctx context.Context, rs RangeStreamer, key string, off int64, buf []byte, gate func() error) (int64, error) {
 	rc, err := rs.ReadRange(ctx, key, off, int64(len(buf)))
 	if err != nil {
 		return 0, err
-	}
-	if responded != nil {
-		responded()
 	}
 	defer rc.Close()
 	// Not io.ReadFull: it reports both "the object ended" and "the stream
@@ -168,22 +163,6 @@ type Options struct {
 	// own context, so a block that one reader gave up on still lands for
 	// the others.
 	FetchTimeout time.Duration
-	// LocalTTFB is the time to first byte below which the store counts as
-	// local (default 10 ms; negative: never): the shortest of the last
-	// ttfbSamples GETs' times from request to response headers. Against
-	// a local store (MinIO on the same machine or next rack) there is no
-	// round trip for parallel GETs to hide, only bandwidth or the store's
-	// CPU to share, so read-ahead GETs are sent in order, LocalReadAhead at
-	// a time: the earliest runs (the ones the reader comes for next) land
-	// first, and a demand GET shares the store with a few GETs, not with
-	// the whole window. Against a store with a real round trip (S3: tens
-	// of ms) the window is sent at once, Parallelism at a time, because
-	// there the round trips are what a reader waits for.
-	LocalTTFB time.Duration
-	// LocalReadAhead is how many read-ahead GETs are in flight at once
-	// against a local store (default 2: one body streaming while the next
-	// request is answered).
-	LocalReadAhead int
 }
 
 func (o *Options) setDefaults() {
@@ -201,8 +180,6 @@ func (o *Options) setDefaults() {
 	defaults.Set(&o.Parallelism, 64)
 	defaults.Set(&o.StagingBlocks, int(o.ReadAheadBytes/o.BlockSize)+2*o.FetchBlocks)
 	defaults.Set(&o.FetchTimeout, 30*time.Second)
-	defaults.Set(&o.LocalTTFB, 10*time.Millisecond)
-	defaults.Set(&o.LocalReadAhead, 2)
 }
 
 // Stats are cumulative counters.
@@ -226,14 +203,6 @@ type Stats struct {
 	// Refetched counts blocks fetched again, though in memory or in
 	// flight, so that a scan's batch lies in one run (acquire).
 	Refetched int64
-	// LocalStore says whether the store counts as local now
-	// (Options.LocalTTFB), so read-ahead is sent LocalReadAhead GETs at a
-	// time; QueuedReadAhead counts read-ahead GETs that waited for that.
-	LocalStore      bool
-	QueuedReadAhead int64
-	// MinTTFB is the shortest time to first byte of the last ttfbSamples
-	// GETs (zero before the first), which LocalStore compares.
-	MinTTFB time.Duration
 	// HugePageAdvised counts bytes of run buffers and straddle copies
 	// (rounded out to 2 MiB) advised for transparent huge pages before
 	// their first write (sdk/hugepage; Linux only).
@@ -267,8 +236,6 @@ type run struct {
 	fetching bool          // its buffer is allocated (tests count it)
 	demand   bool          // a reader waits for it: counted in Cache.demandOpen
 	settled  bool          // finish has run: it can no longer become demand
-	admit    chan struct{} // read-ahead: closed when it may send its GET (admitAheadLocked)
-	admitted bool          // read-ahead: counted in Cache.aheadActive until finish
 }
 
 func (r *run) ready() bool {
@@ -302,11 +269,6 @@ type seqState struct {
 // 256 KiB more from the store against a copy of the whole batch.
 const maxRefetchBlocks = 2
 
-// ttfbSamples is how many recent GETs' times to first byte decide whether
-// the store is local: their minimum is the round trip without the queueing
-// that a loaded store (or a loaded machine) adds to some of them.
-const ttfbSamples = 16
-
 // maxSeqStates bounds per-object read-ahead state; past it the state is
 // forgotten (read-ahead restarts on the next sequential access).
 const maxSeqStates = 4096
@@ -338,16 +300,6 @@ type Cache struct {
 	demandOpen  int64
 	demandIdle  chan struct{} // closed when demandOpen is zero; replaced when it rises
 	demandOpenA atomic.Int64  // demandOpen, for the read-ahead's lock-free check
-	// Read-ahead GETs wait in aheadQueue, in the order they were made
-	// (the reader's order), until admitAheadLocked lets them send;
-	// aheadActive counts those sent and not finished.
-	aheadQueue  []*run
-	aheadActive int
-	// ttfb holds the last ttfbSamples times to first byte (ttfbN of them
-	// filled): the store counts as local while their minimum is below
-	// Options.LocalTTFB.
-	ttfb  [ttfbSamples]time.Duration
-	ttfbN int
 
 	// Runs ristretto let go of (evicted, rejected, replaced). Its callback
 	// may run inside calls made under mu, so it only queues them here,
@@ -356,7 +308,7 @@ type Cache struct {
 	exited []*run
 
 	hits, misses, joined, prefetches, requests, fetched atomic.Int64
-	skipped, fetchWaits, yields, refetched, queued      atomic.Int64
+	skipped, fetchWaits, yields, refetched              atomic.Int64
 	hugeAdvised                                         atomic.Int64
 }
 
@@ -420,7 +372,6 @@ func (c *Cache) Close() error {
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	ahead := c.aheadUsed
-	local, ttfb := c.localLocked(), c.minTTFBLocked()
 	c.mu.Unlock()
 	return Stats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Joined: c.joined.Load(),
@@ -428,7 +379,6 @@ func (c *Cache) Stats() Stats {
 		ReadAheadBytes: ahead, ReadAheadSkipped: c.skipped.Load(), FetchWaits: c.fetchWaits.Load(),
 		ReadAheadYields: c.yields.Load(), Refetched: c.refetched.Load(),
 		HugePageAdvised: c.hugeAdvised.Load(),
-		LocalStore:      local, QueuedReadAhead: c.queued.Load(), MinTTFB: ttfb,
 	}
 }
 
@@ -552,60 +502,6 @@ func (c *Cache) giveDemand(n int64) {
 	close(c.demandFreed)
 	c.demandFreed = make(chan struct{})
 	c.mu.Unlock()
-}
-
-// localLocked says whether the store counts as local (Options.LocalTTFB):
-// the shortest recent time to first byte is below it. Before the first
-// GET answers it is not: the window is sent at once, as for S3.
-func (c *Cache) localLocked() bool {
-	return c.opts.LocalTTFB >= 0 && c.ttfbN > 0 && c.minTTFBLocked() < c.opts.LocalTTFB
-}
-
-// minTTFBLocked is the shortest of the recent times to first byte.
-func (c *Cache) minTTFBLocked() time.Duration {
-	if c.ttfbN == 0 {
-		return 0
-	}
-	least := c.ttfb[0]
-	for _, d := range c.ttfb[1:min(c.ttfbN, ttfbSamples)] {
-		least = min(least, d)
-	}
-	return least
-}
-
-// sawTTFB records one GET's time from request to response.
-func (c *Cache) sawTTFB(d time.Duration) {
-	c.mu.Lock()
-	c.ttfb[c.ttfbN%ttfbSamples] = d
-	c.ttfbN++
-	c.admitAheadLocked() // the store may have turned remote
-	c.mu.Unlock()
-}
-
-// admitAheadLocked lets queued read-ahead GETs send, oldest first, while
-// fewer than the limit are in flight: LocalReadAhead against a local
-// store, otherwise all of them (Parallelism still caps the GETs). Runs a
-// reader came for in the meantime (promoted) or that ended left the
-// queue on their own.
-func (c *Cache) admitAheadLocked() {
-	limit := len(c.aheadQueue) + c.aheadActive
-	if c.localLocked() {
-		limit = max(c.opts.LocalReadAhead, 1)
-	}
-	for len(c.aheadQueue) > 0 && c.aheadActive < limit {
-		r := c.aheadQueue[0]
-		c.aheadQueue[0] = nil
-		c.aheadQueue = c.aheadQueue[1:]
-		if !r.prefetch || r.settled {
-			continue
-		}
-		r.admitted = true
-		c.aheadActive++
-		close(r.admit)
-	}
-	if len(c.aheadQueue) == 0 {
-		c.aheadQueue = nil // let the backing array go
-	}
 }
 
 // BlockSize returns the block size in use.
@@ -869,25 +765,12 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 	if prefetch {
 		r.budget = count * c.opts.BlockSize
 		c.aheadUsed += r.budget
-		r.admit = make(chan struct{})
-		c.aheadQueue = append(c.aheadQueue, r)
-		c.admitAheadLocked()
-		if !r.admitted {
-			c.queued.Add(1)
-		}
 	} else {
 		c.openDemandLocked(r) // from now on read-ahead bodies wait for it
 	}
 	go func() {
 		defer c.wg.Done()
 		if prefetch {
-			select {
-			case <-r.admit:
-			case <-r.promote: // a reader waits for it: it goes now
-			case <-c.ctx.Done():
-				c.finish(r, nil, c.ctx.Err())
-				return
-			}
 			select {
 			case c.sem <- struct{}{}:
 				defer func() { <-c.sem }()
@@ -923,18 +806,12 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 			var yielded time.Duration
 			gate = func() error { return c.yieldToDemand(ctx, r, &yielded) }
 		}
-		sent := time.Now()
 		if rs, ok := c.src.(RangeStreamer); ok && count > 1 {
-			n, err = readRun(ctx, rs, key, first*c.opts.BlockSize, buf, gate, func() { c.sawTTFB(time.Since(sent)) })
+			n, err = readRun(ctx, rs, key, first*c.opts.BlockSize, buf, gate)
 		} else {
 			var m int
 			m, err = c.src.ReadAt(ctx, key, buf, first*c.opts.BlockSize)
 			n = int64(m)
-			if err == nil || errors.Is(err, io.EOF) {
-				// The whole GET, body included: at most a block, so
-				// close to the time to first byte (and never below it).
-				c.sawTTFB(time.Since(sent))
-			}
 		}
 		if errors.Is(err, io.EOF) {
 			err = nil // a short (or empty) run marks the end of the object
@@ -957,11 +834,6 @@ func (c *Cache) finish(r *run, buf []byte, err error) {
 	c.mu.Lock()
 	c.retireExitedLocked() // the Sets of earlier runs evicted some
 	c.closeDemandLocked(r)
-	if r.admitted {
-		r.admitted = false
-		c.aheadActive--
-	}
-	c.admitAheadLocked()
 	switch {
 	case err != nil:
 		r.err = err
