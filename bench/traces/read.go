@@ -62,6 +62,7 @@ func readTimeline(node, client string) {
 	// so the last of them is the demand GET the first page waits for.
 	var wave []trace.GoID
 	took := map[trace.GoID]time.Duration{}
+	sent := map[trace.GoID]bool{}
 	var firstWait, firstAnswer trace.Time
 	handler := map[trace.GoID]bool{}
 	state := map[trace.GoID]string{} // why a handler goroutine is not running
@@ -84,6 +85,12 @@ func readTimeline(node, client string) {
 				wave = append(wave, g)
 			}
 			lines = append(lines, line{e.Time(), fmt.Sprintf("  node GET g%d starts", g)})
+		}
+		if s, ok := runs[g]; ok && !sent[g] && st.Stack != trace.NoStack && inside(st.Stack, "ReadRange", "(*Store).ReadAt", "(*Store).get") {
+			// First seen inside the store's call: the request is out
+			// (read-ahead may have waited in the cache's queue before).
+			sent[g] = true
+			lines = append(lines, line{e.Time(), fmt.Sprintf("  node GET g%d sent, %.2f ms after it started", g, float64(e.Time()-s)/1e6)})
 		}
 		if s, ok := runs[g]; ok && to == trace.GoNotExist {
 			took[g] = time.Duration(e.Time() - s)
