@@ -25,25 +25,33 @@ func (l *countingLog) ReadAt(pos wal.Pos, dst []byte) ([]byte, error) {
 	return l.WAL.ReadAt(pos, dst)
 }
 
+// openTailService opens a stream service on a real WAL (its single-entry
+// reads counted) and etcd, with one text stream named name.
+func openTailService(tb testing.TB, name string) (*stream.Service, *countingLog) {
+	tb.Helper()
+	w, _, err := wal.Open(wal.Options{Dir: tb.TempDir()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { w.Close() })
+	log := &countingLog{WAL: w}
+	svc, err := stream.Open(context.Background(), stream.Config{NodeID: "n1"}, log, meta.NewRegistry(metatest.StartEtcd(tb), "/test/"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(svc.Close)
+	if _, _, err := svc.Create(context.Background(), name, stream.CreateOptions{ContentType: "text/plain"}); err != nil {
+		tb.Fatal(err)
+	}
+	return svc, log
+}
+
 // TestLiveReadOfLatestAppendSkipsWAL: a reader at the tail reads the batch
 // just appended from memory, not back from the WAL; older batches, and
 // batches too large to hold, still come from the WAL, with the same bytes.
 func TestLiveReadOfLatestAppendSkipsWAL(t *testing.T) {
 	ctx := context.Background()
-	w, _, err := wal.Open(wal.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	log := &countingLog{WAL: w}
-	svc, err := stream.Open(ctx, stream.Config{NodeID: "n1"}, log, meta.NewRegistry(metatest.StartEtcd(t), "/test/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	if _, _, err := svc.Create(ctx, "/tail", stream.CreateOptions{ContentType: "text/plain"}); err != nil {
-		t.Fatal(err)
-	}
+	svc, log := openTailService(t, "/tail")
 	read := func(offset int64) []string {
 		t.Helper()
 		res, err := svc.Read(ctx, "/tail", stream.ReadOptions{Offset: offset})
@@ -91,19 +99,7 @@ func TestLiveReadOfLatestAppendSkipsWAL(t *testing.T) {
 // before it (read back from the WAL, as every live read did before).
 func BenchmarkLiveRead(b *testing.B) {
 	ctx := context.Background()
-	w, _, err := wal.Open(wal.Options{Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { w.Close() })
-	svc, err := stream.Open(ctx, stream.Config{NodeID: "n1"}, w, meta.NewRegistry(metatest.StartEtcd(b), "/test/"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(svc.Close)
-	if _, _, err := svc.Create(ctx, "/b", stream.CreateOptions{ContentType: "text/plain"}); err != nil {
-		b.Fatal(err)
-	}
+	svc, _ := openTailService(b, "/b")
 	for range 2 {
 		if _, err := svc.Append(ctx, "/b", []record.Record{{Value: bytes.Repeat([]byte("v"), 100)}}); err != nil {
 			b.Fatal(err)

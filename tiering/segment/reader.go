@@ -363,10 +363,7 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 			at += int64(len(b))
 			return true, true
 		}
-		if out.Count > 0 && maxBytes > 0 && size+len(b) > maxBytes {
-			return false, false
-		}
-		if out.Count == 0 {
+		if out.Count == 0 { // fits turned down a batch past maxBytes already
 			out.FirstOffset = bi.BaseOffset
 			out.Pos = at
 		}
