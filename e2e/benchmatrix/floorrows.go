@@ -20,13 +20,20 @@ import (
 // noted and the object rows go on.
 func (m *matrix) coldReadFloors(ctx context.Context, run int, st objstore.Store, storeURL string, coldMBs, seqMBs float64, got int64) {
 	const par, relay, vsRelay = "cold-read-floor-parallel", "cold-read-floor-relay", "cold-read-vs-relay"
-	m.row(benchreport.Row{ID: par, What: fmt.Sprintf("parallel-GET floor of that stream's objects (%d MiB ranged GETs, %d in flight, same MinIO): the most any reader could reach", floorRange>>20, floorGETs),
+	m.row(benchreport.Row{ID: par, What: fmt.Sprintf("parallel-GET floor of that stream's objects (%d MiB ranged GETs, %d in flight, same MinIO; second pass into the same buffers): the most any reader could reach", floorRange>>20, floorGETs),
 		Unit: "MB/s", Pico: "parallel GETs", Peer: "sequential whole-object GETs, same run", Note: "the cold-read target is 1.5x this peer"})
-	m.row(benchreport.Row{ID: relay, What: fmt.Sprintf("bare relay floor: a child process GETs %d ahead (%d MiB ranges), CRC-32C, serves over loopback HTTP to a reader that checks the CRC: a node and client with zero per-record work", floorGETs, floorRange>>20),
+	m.row(benchreport.Row{ID: relay, What: fmt.Sprintf("bare relay floor: a child process GETs %d ahead (%d MiB ranges), CRC-32C, serves over loopback HTTP to a reader that checks the CRC: a node and client with zero per-record work (its second pass: connections open, buffers in memory)", floorGETs, floorRange>>20),
 		Unit: "MB/s", Pico: "bare relay", Peer: "sequential whole-object GETs, same run", Note: "the cold-read target is 1.5x this peer"})
 	m.row(benchreport.Row{ID: vsRelay, What: "cold read of that stream (the row above) next to the bare relay floor",
 		Unit: "MB/s", Peer: "bare relay floor, same run"})
-	p, err := parallelGETs(ctx, st)
+	// Twice into the same buffers, the second pass counted: as for the
+	// relay, a reader's buffers are in memory before it reads (fresh
+	// ones cost this machine about as much CPU as the GETs).
+	bufs := relayBuffers()
+	p, err := parallelGETsWith(ctx, st, bufs)
+	if err == nil {
+		p, err = parallelGETsWith(ctx, st, bufs)
+	}
 	if err != nil {
 		m.fail(par, err)
 	} else {
@@ -42,8 +49,8 @@ func (m *matrix) coldReadFloors(ctx context.Context, run int, st objstore.Store,
 	m.res.Add(relay, run, benchreport.SidePeer, seqMBs, nil)
 	m.res.Add(vsRelay, run, benchreport.SidePico, coldMBs, nil)
 	m.res.Add(vsRelay, run, benchreport.SidePeer, r.mbs, nil)
-	logf("  object floors: sequential GETs %.0f MB/s, parallel GETs %.0f MB/s (%.2fx), bare relay %.0f MB/s (%.2fx; CPU relay %.0f ms, reader %.0f ms), PicoMQ cold read %.0f MB/s (%.2fx the relay)",
-		seqMBs, p, p/seqMBs, r.mbs, r.mbs/seqMBs, r.relayCPU*1000, r.readerCPU*1000, coldMBs, coldMBs/r.mbs)
+	logf("  object floors: sequential GETs %.0f MB/s, parallel GETs %.0f MB/s (%.2fx), bare relay %.0f MB/s (%.2fx; its first pass %.0f MB/s; CPU relay %.0f ms, reader %.0f ms), PicoMQ cold read %.0f MB/s (%.2fx the relay)",
+		seqMBs, p, p/seqMBs, r.mbs, r.mbs/seqMBs, r.firstMBs, r.relayCPU*1000, r.readerCPU*1000, coldMBs, coldMBs/r.mbs)
 }
 
 // The replication floor's points: short, since six of them run per run

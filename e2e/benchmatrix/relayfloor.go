@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/PicoMQ/picomq/internal/testproc"
@@ -54,12 +55,19 @@ func relayMain(args []string) error {
 	if err != nil {
 		return err
 	}
+	bufs := relayBuffers()
+	var one sync.Mutex // one request at a time on bufs
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/read" {
 			http.NotFound(w, r)
 			return
 		}
-		if err := relay(r.Context(), st, w); err != nil {
+		one.Lock()
+		defer one.Unlock()
+		if err := relay(r.Context(), st, w, bufs); err != nil {
+			// Buffers still held by the failed request's GETs are lost
+			// to the pool: a fresh one for the next request.
+			bufs = relayBuffers()
 			// The status is gone with the first frame; a broken body (no
 			// end frame) is what the reader sees.
 			fmt.Fprintf(os.Stderr, "relay: %v\n", err)
@@ -79,9 +87,23 @@ type relayPart struct {
 	fetched chan struct{}
 }
 
+// relayBuffers are a relay's floorGETs buffers of floorRange bytes, kept
+// for the process's life as a node keeps its read buffers: made anew for
+// each request, their 64 MiB would be page-faulted and zeroed on every
+// pass, work a running node does not do per read.
+func relayBuffers() chan []byte {
+	bufs := make(chan []byte, floorGETs)
+	for range floorGETs {
+		bufs <- make([]byte, floorRange)
+	}
+	return bufs
+}
+
 // relay writes every object of st, in key order, to w as frames, keeping
-// floorGETs ranged GETs of floorRange bytes in flight ahead of the write.
-func relay(ctx context.Context, st objstore.Store, w io.Writer) error {
+// floorGETs ranged GETs of floorRange bytes in flight ahead of the write:
+// a GET starts when the write of the part floorGETs before it has given
+// its buffer back to bufs (relayBuffers; one request at a time).
+func relay(ctx context.Context, st objstore.Store, w io.Writer, bufs chan []byte) error {
 	var parts []*relayPart
 	for a, err := range st.List(ctx, "") {
 		if err != nil {
@@ -93,12 +115,6 @@ func relay(ctx context.Context, st objstore.Store, w io.Writer) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// floorGETs buffers go round: a GET starts when the write of the part
-	// floorGETs before it has given its buffer back.
-	bufs := make(chan []byte, floorGETs)
-	for range floorGETs {
-		bufs <- make([]byte, floorRange)
-	}
 	go func() {
 		for _, p := range parts {
 			select {
@@ -190,11 +206,16 @@ type relayResult struct {
 	mbs                 float64 // relayed bytes, MB/s
 	bytes               int64
 	relayCPU, readerCPU float64 // seconds, the relay process and this one
+	firstMBs            float64 // the same, on the relay process's first pass
 }
 
-// relayFloor starts a relay child on storeURL, reads everything through
-// it once (a whole pass, timed from the request to the end frame) and
-// returns the MB/s; it fails unless want bytes arrive intact.
+// relayFloor starts a relay child on storeURL and reads everything
+// through it twice, each pass timed from the request to the end frame;
+// the second pass is the floor: a node that serves a cold read is a
+// running process with its connections to the store open and its
+// buffers in memory (PicoMQ's node is restarted only to empty its
+// cache), which the first pass pays for. It fails unless want bytes
+// arrive intact on both.
 func relayFloor(ctx context.Context, storeURL string, want int64) (relayResult, error) {
 	p, addr, err := startChild("relay", "relay", "-store", storeURL)
 	if err != nil {
@@ -203,13 +224,34 @@ func relayFloor(ctx context.Context, storeURL string, want int64) (relayResult, 
 	defer p.stop()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer c.CloseIdleConnections()
+	var res relayResult
+	for pass := range 2 {
+		r, err := relayPass(ctx, c, addr, p.pid)
+		if err != nil {
+			return res, fmt.Errorf("relay pass %d: %w\n%s", pass+1, err, p.tail())
+		}
+		if r.bytes != want {
+			return res, fmt.Errorf("relay pass %d: %d bytes, want %d", pass+1, r.bytes, want)
+		}
+		if pass == 0 {
+			res.firstMBs = r.mbs
+		} else {
+			r.firstMBs = res.firstMBs
+			res = r
+		}
+	}
+	return res, nil
+}
+
+// relayPass is one timed GET /read of the relay at addr (process pid).
+func relayPass(ctx context.Context, c *http.Client, addr string, pid int) (relayResult, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/read", nil)
 	if err != nil {
 		return relayResult{}, err
 	}
-	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
-	defer c.CloseIdleConnections()
-	cpu0, rcpu0 := testproc.CPUSeconds(p.pid), testproc.CPUSeconds(os.Getpid())
+	cpu0, rcpu0 := testproc.CPUSeconds(pid), testproc.CPUSeconds(os.Getpid())
 	t0 := time.Now()
 	resp, err := c.Do(req)
 	if err != nil {
@@ -217,17 +259,10 @@ func relayFloor(ctx context.Context, storeURL string, want int64) (relayResult, 
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return relayResult{}, fmt.Errorf("relay: %s", resp.Status)
+		return relayResult{}, fmt.Errorf("%s", resp.Status)
 	}
 	got, err := readRelay(resp.Body, 256<<10)
 	el := time.Since(t0)
-	res := relayResult{mbs: float64(got) / 1e6 / el.Seconds(), bytes: got,
-		relayCPU: testproc.CPUSeconds(p.pid) - cpu0, readerCPU: testproc.CPUSeconds(os.Getpid()) - rcpu0}
-	if err != nil {
-		return res, fmt.Errorf("relay read: %w\n%s", err, p.tail())
-	}
-	if got != want {
-		return res, fmt.Errorf("relay read %d bytes, want %d", got, want)
-	}
-	return res, nil
+	return relayResult{mbs: float64(got) / 1e6 / el.Seconds(), bytes: got,
+		relayCPU: testproc.CPUSeconds(pid) - cpu0, readerCPU: testproc.CPUSeconds(os.Getpid()) - rcpu0}, err
 }
