@@ -32,11 +32,11 @@ func TestMain(m *testing.M) {
 // TestReplFloorSmoke: the bare replication floor's three child processes
 // start, answer local and replicated appends with both follower modes at
 // 1 and 64 clients, and the rows carry positive figures, each with its
-// local peer. Points are 300 ms: it checks that the floor runs, not what
+// local peer. Points are 150 ms: it checks that the floor runs, not what
 // it measures.
 func TestReplFloorSmoke(t *testing.T) {
 	defer func(w, p time.Duration) { replFloorWarmup, replFloorPoint = w, p }(replFloorWarmup, replFloorPoint)
-	replFloorWarmup, replFloorPoint = 100*time.Millisecond, 300*time.Millisecond
+	replFloorWarmup, replFloorPoint = 50*time.Millisecond, 150*time.Millisecond
 	m := &matrix{cfg: config{work: t.TempDir()}, res: &benchreport.Results{}}
 	if err := m.replFloorRows(t.Context(), 1); err != nil {
 		t.Fatal(err)
@@ -190,7 +190,9 @@ func FuzzFollow(f *testing.F) {
 
 // TestRelayFloor: the bare relay child reads every object of a MinIO
 // prefix (real MinIO, PICOMQ_S3_*; required under CI) in ranged GETs and
-// the reader gets all of their bytes with the right CRCs, faster than 0.
+// the reader gets all of their bytes with the right CRCs, twice (the
+// second pass reuses the relay's buffers); and the object rows' floors
+// come out of coldReadFloors with their sides.
 func TestRelayFloor(t *testing.T) {
 	e := objstoretest.LookupS3Env(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", e.AccessKey)
@@ -221,11 +223,41 @@ func TestRelayFloor(t *testing.T) {
 		}
 		total += int64(size)
 	}
-	r, err := relayFloor(ctx, url, total)
+	rc, err := startRelay(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.bytes != total || r.mbs <= 0 {
-		t.Fatalf("relayed %d of %d bytes at %v MB/s", r.bytes, total, r.mbs)
+	defer rc.stop()
+	for pass := range 2 {
+		r, err := rc.pass(ctx, total)
+		if err != nil {
+			t.Fatalf("pass %d: %v", pass, err)
+		}
+		if r.bytes != total || r.mbs <= 0 || r.seconds <= 0 {
+			t.Fatalf("pass %d: relayed %d of %d bytes at %v MB/s in %v s", pass, r.bytes, total, r.mbs, r.seconds)
+		}
+	}
+
+	// The object rows' floors: both next to the sequential GETs, and the
+	// cold read next to the relay.
+	m := &matrix{res: &benchreport.Results{}}
+	m.coldReadFloors(ctx, 1, st, url, 50, 100, total)
+	if len(m.res.Failures) > 0 {
+		t.Fatalf("failures: %v", m.res.Failures)
+	}
+	got := map[string]float64{}
+	for _, s := range m.res.Samples {
+		got[s.Row+"/"+s.Side] = s.Value
+	}
+	for _, want := range []string{"cold-read-floor-parallel/pico", "cold-read-floor-relay/pico"} {
+		if got[want] <= 0 {
+			t.Errorf("%s = %v, want > 0", want, got[want])
+		}
+	}
+	// The peer is the sequential GETs over both rounds: the 100 MB/s
+	// given for the first and a measured second.
+	if seq := got["cold-read-floor-parallel/peer"]; seq <= 0 || seq != got["cold-read-floor-relay/peer"] ||
+		got["cold-read-vs-relay/pico"] != 50 || got["cold-read-vs-relay/peer"] != got["cold-read-floor-relay/pico"] {
+		t.Errorf("rows' sides: %v", got)
 	}
 }

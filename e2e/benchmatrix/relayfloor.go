@@ -204,65 +204,63 @@ func noEOF(err error) error {
 // relayResult is one bare relay read.
 type relayResult struct {
 	mbs                 float64 // relayed bytes, MB/s
+	seconds             float64 // from the request to the end frame
 	bytes               int64
 	relayCPU, readerCPU float64 // seconds, the relay process and this one
-	firstMBs            float64 // the same, on the relay process's first pass
 }
 
-// relayFloor starts a relay child on storeURL and reads everything
-// through it twice, each pass timed from the request to the end frame;
-// the second pass is the floor: a node that serves a cold read is a
-// running process with its connections to the store open and its
-// buffers in memory (PicoMQ's node is restarted only to empty its
-// cache), which the first pass pays for. It fails unless want bytes
-// arrive intact on both.
-func relayFloor(ctx context.Context, storeURL string, want int64) (relayResult, error) {
+// relayChild is a running `benchmatrix relay` and its reader's client.
+type relayChild struct {
+	p    *proc
+	addr string
+	c    *http.Client
+}
+
+// startRelay starts a relay child on storeURL.
+func startRelay(storeURL string) (*relayChild, error) {
 	p, addr, err := startChild("relay", "relay", "-store", storeURL)
 	if err != nil {
-		return relayResult{}, err
+		return nil, err
 	}
-	defer p.stop()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
-	defer c.CloseIdleConnections()
-	var res relayResult
-	for pass := range 2 {
-		r, err := relayPass(ctx, c, addr, p.pid)
-		if err != nil {
-			return res, fmt.Errorf("relay pass %d: %w\n%s", pass+1, err, p.tail())
-		}
-		if r.bytes != want {
-			return res, fmt.Errorf("relay pass %d: %d bytes, want %d", pass+1, r.bytes, want)
-		}
-		if pass == 0 {
-			res.firstMBs = r.mbs
-		} else {
-			r.firstMBs = res.firstMBs
-			res = r
-		}
-	}
-	return res, nil
+	return &relayChild{p: p, addr: addr, c: &http.Client{Transport: &http.Transport{DisableCompression: true}}}, nil
 }
 
-// relayPass is one timed GET /read of the relay at addr (process pid).
-func relayPass(ctx context.Context, c *http.Client, addr string, pid int) (relayResult, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/read", nil)
+func (r *relayChild) stop() {
+	r.c.CloseIdleConnections()
+	r.p.stop()
+}
+
+// pass reads everything through the relay once, timed from the request
+// to the end frame, and fails unless want bytes arrive intact. A relay's
+// first pass pays for what a running node has already done (connections
+// to the store, buffers in memory; PicoMQ's node is restarted only to
+// empty its cache): the floor is a later pass.
+func (r *relayChild) pass(ctx context.Context, want int64) (relayResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.addr+"/read", nil)
 	if err != nil {
 		return relayResult{}, err
 	}
-	cpu0, rcpu0 := testproc.CPUSeconds(pid), testproc.CPUSeconds(os.Getpid())
+	cpu0, rcpu0 := testproc.CPUSeconds(r.p.pid), testproc.CPUSeconds(os.Getpid())
 	t0 := time.Now()
-	resp, err := c.Do(req)
+	resp, err := r.c.Do(req)
 	if err != nil {
 		return relayResult{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return relayResult{}, fmt.Errorf("%s", resp.Status)
+		return relayResult{}, fmt.Errorf("relay: %s", resp.Status)
 	}
 	got, err := readRelay(resp.Body, 256<<10)
 	el := time.Since(t0)
-	return relayResult{mbs: float64(got) / 1e6 / el.Seconds(), bytes: got,
-		relayCPU: testproc.CPUSeconds(pid) - cpu0, readerCPU: testproc.CPUSeconds(os.Getpid()) - rcpu0}, err
+	res := relayResult{mbs: float64(got) / 1e6 / el.Seconds(), seconds: el.Seconds(), bytes: got,
+		relayCPU: testproc.CPUSeconds(r.p.pid) - cpu0, readerCPU: testproc.CPUSeconds(os.Getpid()) - rcpu0}
+	if err != nil {
+		return res, fmt.Errorf("relay read: %w\n%s", err, r.p.tail())
+	}
+	if got != want {
+		return res, fmt.Errorf("relay read %d bytes, want %d", got, want)
+	}
+	return res, nil
 }
