@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -60,6 +61,9 @@ func startChild(name string, args ...string) (*proc, string, error) {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
+	// A child outlives nothing: if the matrix dies without stopping it,
+	// the kernel kills it (its servers have no other end).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	addrs := make(chan string, 1)
 	p, err := startCmd(name, cmd, func(l string) {
 		if a, ok := strings.CutPrefix(l, "listening "); ok {
