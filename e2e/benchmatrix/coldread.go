@@ -76,6 +76,13 @@ func sequentialGETs(ctx context.Context, st objstore.Store) (float64, error) {
 // of floorRange bytes, floorGETs at a time, and returns MB/s: what the
 // store delivers to a reader that keeps many GETs in flight.
 func parallelGETs(ctx context.Context, st objstore.Store) (float64, error) {
+	return parallelGETsWith(ctx, st, nil)
+}
+
+// parallelGETsWith is parallelGETs into the floorGETs buffers of
+// floorRange bytes in bufs (relayBuffers), or into fresh ones when bufs
+// is nil.
+func parallelGETsWith(ctx context.Context, st objstore.Store, bufs chan []byte) (float64, error) {
 	type part struct {
 		key string
 		off int64
@@ -99,7 +106,13 @@ func parallelGETs(ctx context.Context, st objstore.Store) (float64, error) {
 	)
 	for range floorGETs {
 		wg.Go(func() {
-			buf := make([]byte, floorRange)
+			var buf []byte
+			if bufs != nil {
+				buf = <-bufs
+				defer func() { bufs <- buf }()
+			} else {
+				buf = make([]byte, floorRange)
+			}
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(len(parts)) {

@@ -40,6 +40,10 @@ import (
 )
 
 func main() {
+	// The floors' child processes (floors.go) are this binary too.
+	if isChild(os.Args[1:]) {
+		os.Exit(childMain(os.Args[1:]))
+	}
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "benchmatrix:", err)
 		os.Exit(1)

@@ -116,6 +116,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	m.res.Add(cold, run, benchreport.SidePeer, float64(got)/1e6/el.Seconds(), nil)
 	logf("  object: %.0f PUTs/GiB; cold read %.0f MB/s (CPU: node %.0f ms, client %.0f ms), MinIO GETs %.0f MB/s (%d bytes)", (flushes1-flushes0)/(objectMiB/1024.0),
 		coldMBs, nodeCPU*1000, clientCPU*1000, float64(got)/1e6/el.Seconds(), got)
+	m.coldReadFloors(ctx, run, st, s3.url(prefix), coldMBs, float64(got)/1e6/el.Seconds(), got)
 
 	// The same history over Kafka: a consumer reading last week.
 	const kcold = "cold-read-kafka"

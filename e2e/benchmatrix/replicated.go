@@ -40,6 +40,11 @@ func (m *matrix) replicatedRows(ctx context.Context, run int) error {
 			return fmt.Errorf("--replica-ack %s%s: %w", mode.ack, mode.suffix, err)
 		}
 	}
+	// The machine's floor for the same two targets, after the clusters
+	// have stopped (floorrows.go).
+	if err := m.replFloorRows(ctx, run); err != nil {
+		m.fail("bare replication floor", err)
+	}
 	return nil
 }
 

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"time"
+
+	"github.com/PicoMQ/picomq/internal/benchreport"
+	"github.com/PicoMQ/picomq/tiering/objstore"
+)
+
+// coldReadFloors adds the cold read's floors to the run (objectRows calls
+// it right after the sequential GETs, seqMBs, of the same got bytes): the
+// parallel-GET floor of the stream's objects and the bare relay floor,
+// each next to the sequential GETs (the ratio is the most a reader, or a
+// node and its reader, could reach on this machine against the target's
+// 1.5x), and PicoMQ's cold read next to the relay floor. A failure is
+// noted and the object rows go on.
+//
+// On a loaded machine one pass of each, one after the other, compares
+// moments more than readers (a first run had the parallel GETs at 1.5x
+// and 20x the sequential ones), so they are interleaved: after an
+// untimed pass of each floor (connections, buffers), two rounds of
+// sequential, parallel and relay, the first round's sequential pass
+// being seqMBs; each figure is bytes over time summed over both rounds.
+func (m *matrix) coldReadFloors(ctx context.Context, run int, st objstore.Store, storeURL string, coldMBs, seqMBs float64, got int64) {
+	const par, relay, relayFirst, vsRelay = "cold-read-floor-parallel", "cold-read-floor-relay", "cold-read-floor-relay-first", "cold-read-vs-relay"
+	seqPeer := "sequential whole-object GETs, interleaved with it (2 rounds), same run"
+	m.row(benchreport.Row{ID: par, What: fmt.Sprintf("parallel-GET floor of that stream's objects (%d MiB ranged GETs, %d in flight, same MinIO, warm buffers): the most any reader could reach", floorRange>>20, floorGETs),
+		Unit: "MB/s", Pico: "parallel GETs", Peer: seqPeer, Note: "the cold-read target is 1.5x this peer"})
+	m.row(benchreport.Row{ID: relay, What: fmt.Sprintf("bare relay floor: a child process GETs %d ahead (%d MiB ranges), CRC-32C, serves over loopback HTTP to a reader that checks the CRC: a node and client with zero per-record work (warm: connections open, buffers in memory)", floorGETs, floorRange>>20),
+		Unit: "MB/s", Pico: "bare relay", Peer: seqPeer, Note: "the cold-read target is 1.5x this peer"})
+	m.row(benchreport.Row{ID: relayFirst, What: "the same bare relay's first pass: a fresh process, its connections to the store and its buffers new, as a restarted node's are (the cold-read row's node is restarted to empty its cache)",
+		Unit: "MB/s", Pico: "bare relay, first pass", Peer: seqPeer, Note: "the cold-read target is 1.5x this peer"})
+	m.row(benchreport.Row{ID: vsRelay, What: "cold read of that stream (the row above) next to the bare relay floor",
+		Unit: "MB/s", Peer: "bare relay floor, same run"})
+	fail := func(err error) {
+		m.fail(par, err)
+		m.fail(relay, err)
+	}
+	mb := float64(got) / 1e6
+	rc, err := startRelay(storeURL)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer rc.stop()
+	bufs := relayBuffers()
+	first, err := rc.pass(ctx, got)
+	if err == nil {
+		_, err = parallelGETsWith(ctx, st, bufs)
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	var seqS, parS, relS, relayCPU, readerCPU float64
+	for round := range 2 {
+		s := seqMBs
+		if round > 0 {
+			if s, err = sequentialGETs(ctx, st); err != nil {
+				fail(err)
+				return
+			}
+		}
+		p, err := parallelGETsWith(ctx, st, bufs)
+		if err != nil {
+			fail(err)
+			return
+		}
+		r, err := rc.pass(ctx, got)
+		if err != nil {
+			fail(err)
+			return
+		}
+		seqS, parS, relS = seqS+mb/s, parS+mb/p, relS+r.seconds
+		relayCPU, readerCPU = relayCPU+r.relayCPU, readerCPU+r.readerCPU
+		logf("  object floors, round %d: sequential GETs %.0f MB/s, parallel GETs %.0f MB/s, bare relay %.0f MB/s", round+1, s, p, r.mbs)
+	}
+	seqAll, parAll, relAll := 2*mb/seqS, 2*mb/parS, 2*mb/relS
+	m.res.Add(par, run, benchreport.SidePico, parAll, nil)
+	m.res.Add(par, run, benchreport.SidePeer, seqAll, nil)
+	m.res.Add(relay, run, benchreport.SidePico, relAll, nil)
+	m.res.Add(relay, run, benchreport.SidePeer, seqAll, nil)
+	m.res.Add(relayFirst, run, benchreport.SidePico, first.mbs, nil)
+	m.res.Add(relayFirst, run, benchreport.SidePeer, seqAll, nil)
+	m.res.Add(vsRelay, run, benchreport.SidePico, coldMBs, nil)
+	m.res.Add(vsRelay, run, benchreport.SidePeer, relAll, nil)
+	logf("  object floors: sequential GETs %.0f MB/s, parallel GETs %.0f MB/s (%.2fx), bare relay %.0f MB/s (%.2fx; its first pass %.0f MB/s; CPU per pass: relay %.0f ms, reader %.0f ms), PicoMQ cold read %.0f MB/s (%.2fx the relay)",
+		seqAll, parAll, parAll/seqAll, relAll, relAll/seqAll, first.mbs, relayCPU*500, readerCPU*500, coldMBs, coldMBs/relAll)
+}
+
+// The replication floor's points: short, since twelve of them run per
+// run (the matrix's floors must add seconds, not minutes); the test
+// shortens them further.
+var (
+	replFloorWarmup = 200 * time.Millisecond
+	replFloorPoint  = 500 * time.Millisecond
+)
+
+// replFloorOrder is the order of the floor's points at each client
+// count: local, fsync followers, write followers and back, so that a
+// machine whose load drifts during the six points weighs on each mode
+// alike (each figure sums its two points).
+var replFloorOrder = []byte{'L', 'F', 'W', 'W', 'F', 'L'}
+
+// replFloorRows measures the bare replication floor (replfloor.go) on the
+// matrix's disk: p50 at 1 client and throughput at 64 clients of 100 B
+// appends, local and replicated with fsync and write followers,
+// alternating on the same three processes (replFloorOrder); each
+// replicated figure next to the local one.
+func (m *matrix) replFloorRows(ctx context.Context, run int) error {
+	dir, err := os.MkdirTemp(m.cfg.work, "replfloor-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	c, err := startReplFloor(dir)
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	const size = 100
+	modes := []struct {
+		mode          byte
+		suffix, label string
+	}{
+		{'F', "", "followers fdatasync before they answer"},
+		{'W', "-write", "followers answer on write, no fdatasync"},
+	}
+	for _, clients := range []int{1, 64} {
+		got := map[byte]floorLoad{}
+		for _, mode := range replFloorOrder {
+			r, err := c.load(ctx, mode, clients, size, replFloorWarmup, replFloorPoint)
+			if err != nil {
+				return fmt.Errorf("%d clients: %w", clients, err)
+			}
+			got[mode] = got[mode].add(r)
+		}
+		local := got['L']
+		for _, md := range modes {
+			r := got[md.mode]
+			what := "bare replication floor (3 bare processes on the matrix's disk, length-prefixed TCP on loopback, group commit; owner pwrite + fdatasync, " +
+				md.label + ", owner answers after its fdatasync and the first follower)"
+			if clients == 1 {
+				id := m.row(benchreport.Row{ID: "repl-floor-p50-c1" + md.suffix, What: what + ": append p50 latency, 1 client, 100 B", Unit: "ms",
+					Pico: "bare replicated", Peer: "bare local (the same owner: pwrite + fdatasync), same run", LowerBetter: true,
+					Note: "the machine's floor for target <= 1.5x local"})
+				m.res.Add(id, run, benchreport.SidePico, r.p50(), nil)
+				m.res.Add(id, run, benchreport.SidePeer, local.p50(), nil)
+			} else {
+				id := m.row(benchreport.Row{ID: "repl-floor-c64" + md.suffix, What: what + ": appends, 64 clients, 100 B", Unit: "appends/s",
+					Pico: "bare replicated", Peer: "bare local (the same owner: pwrite + fdatasync), same run",
+					Note: "the machine's floor for target >= 0.7x local"})
+				m.res.Add(id, run, benchreport.SidePico, r.perSec(), nil)
+				m.res.Add(id, run, benchreport.SidePeer, local.perSec(), nil)
+			}
+		}
+		logf("  bare replication floor c=%d: local %.0f/s p50 %.3f ms; fsync followers %.0f/s p50 %.3f ms; write followers %.0f/s p50 %.3f ms",
+			clients, local.perSec(), local.p50(), got['F'].perSec(), got['F'].p50(), got['W'].perSec(), got['W'].p50())
+	}
+	return nil
+}
