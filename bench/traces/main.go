@@ -6,6 +6,7 @@
 //	traces tail DIR/node-live-tail.trace
 //	traces append DIR/node-repl-r1-replicated-c1-a.trace
 //	traces e2e DIR/node-live-tail.trace DIR/client-live-tail.trace
+//	traces repl DIR/node-repl-r1-replicated-c1-a.trace DIR/node-repl-r1-replicated-c1-b.trace
 //
 // A module of its own, for golang.org/x/exp/trace:
 //
@@ -33,10 +34,12 @@ func main() {
 		for _, p := range os.Args[2:] {
 			appendParts(p)
 		}
+	case len(os.Args) == 4 && os.Args[1] == "repl":
+		replTimeline(os.Args[2], os.Args[3])
 	case len(os.Args) == 4 && os.Args[1] == "e2e":
 		tailEndToEnd(os.Args[2], os.Args[3])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces tail NODE.trace | traces append NODE.trace... | traces e2e NODE.trace CLIENT.trace")
+		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces tail NODE.trace | traces append NODE.trace... | traces e2e NODE.trace CLIENT.trace | traces repl OWNER.trace FOLLOWER.trace")
 		os.Exit(2)
 	}
 }
