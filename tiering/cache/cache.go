@@ -39,7 +39,9 @@
 // Slice is the zero-copy path: a sequential scanner (segment's cursor)
 // takes the fetched runs themselves as its window buffers, so the bytes of
 // a catch-up are written once, by the network read, and never copied or
-// allocated again. Sliced memory is immutable and owned by the garbage
+// allocated again. A range that lies in two runs is copied by Slice;
+// SlicePieces lends it as one piece per run instead, for readers that can
+// carry a batch in two pieces (stored-batch pages and Kafka fetches). Sliced memory is immutable and owned by the garbage
 // collector; a run that leaves the cache stays alive exactly as long as a
 // reader still holds a slice of it.
 //
