@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -209,20 +210,24 @@ func waitAny(ctx context.Context, chs []<-chan struct{}, deadline time.Time) boo
 }
 
 // cutAt drops the batches at or past offset end (whole batches: a
-// transaction's first batch starts at the last stable offset). Pieces
-// hold whole batches.
+// transaction's first batch starts at the last stable offset), and any
+// unreadable framing after them. A batch may cross from one piece into
+// the next (record.WalkPieces); a piece the cut leaves in part is
+// sliced, not copied.
 func cutAt(pieces [][]byte, end int64) [][]byte {
-	for i, p := range pieces {
-		for pos := 0; pos < len(p); {
-			h, err := record.ParseHeader(p[pos:])
-			if err != nil || h.BaseOffset >= end {
-				if pos == 0 {
-					return pieces[:i]
-				}
-				return append(pieces[:i:i], p[:pos])
-			}
-			pos += h.Size()
+	good := 0 // bytes of batches before end
+	err := record.WalkPieces(pieces, func(_ [][]byte, h record.BatchHeader, pos int) error {
+		if h.BaseOffset >= end {
+			return errCutDone
 		}
+		good = pos + h.Size()
+		return nil
+	})
+	if err == nil {
+		return pieces
 	}
-	return pieces
+	return record.AppendCut(nil, pieces, 0, good)
 }
+
+// errCutDone ends cutAt's walk at the first batch it drops.
+var errCutDone = errors.New("cut")

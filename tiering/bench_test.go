@@ -4,9 +4,12 @@ import (
 	"context"
 	"io"
 	"os"
+	"runtime/debug"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/tiering/cache"
 	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/tiering/objstore"
@@ -242,4 +245,130 @@ func BenchmarkTimeToFirstRecord(b *testing.B) {
 		b.ReportMetric(coldT.Seconds()/getT.Seconds(), "cold/GET")
 		b.ReportMetric(footerT.Seconds()/getT.Seconds(), "footer/GET")
 	})
+}
+
+// sliceOnly hides the cache's SlicePieces, so scans take a batch that
+// straddles two GETs through Slice, which copies it: the read path
+// before pieces could carry a split batch.
+type sliceOnly struct{ c *cache.Cache }
+
+func (s sliceOnly) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	return s.c.ReadAt(ctx, key, p, off)
+}
+
+func (s sliceOnly) Slice(ctx context.Context, key string, off int64, atLeast, atMost int) ([]byte, error) {
+	return s.c.Slice(ctx, key, off, atLeast, atMost)
+}
+
+func (s sliceOnly) Advise(key string, off, end int64) { s.c.Advise(key, off, end) }
+
+// BenchmarkColdReadStraddles reads a 64 MiB stream of 1 MiB batches (in
+// objects of about 8 MiB, as the node seals them) cold, in 4 MiB pages
+// of stored batches (ReadBatchPieces: the Pico and Kafka page), with a
+// batch straddling two of the cache's GETs served as two pieces
+// ("pieces") and copied into one buffer as before ("copy"), alternating
+// which goes first. Before each pass the cache forgets the objects and
+// the heap goes back to the OS (debug.FreeOSMemory): every byte is
+// fetched into fresh memory, as on a node that has just started. Metrics:
+// this process's CPU (user+system) per pass of each, the bytes the copy
+// path copied, the bytes fetched from the store per byte read, and MB/s.
+func BenchmarkColdReadStraddles(b *testing.B) {
+	store, kind := benchStore(b)
+	tier, err := NewTier(store, TierOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tier.Close() })
+	const objects, batchesPer = 8, 8 // 64 batches of 1024 x 1 KiB
+	var refs []ObjectRef
+	var next int64
+	for range objects {
+		batches := segmenttest.Stream(next, batchesPer, 1024, 1024, time.Now().UnixMilli())
+		rs, _, err := tier.Upload(context.Background(), L1Key(3, next), []StreamBatches{{Stream: 3, Batches: batches}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		refs = append(refs, rs[0])
+		next = rs[0].Next
+	}
+	var total int64
+	for _, r := range refs {
+		total += r.Length
+	}
+	pass := func(b *testing.B, src segment.RangeReader) (cpu time.Duration, wall time.Duration, copied, fetched int64) {
+		for _, r := range refs {
+			tier.cache.Forget(r.Key)
+		}
+		tier.mu.Lock()
+		clear(tier.marks)
+		tier.mu.Unlock()
+		tier.src = src
+		debug.FreeOSMemory()
+		before := tier.CacheStats()
+		c0, t0 := processCPU(b), time.Now()
+		var got int64
+		for i := range refs {
+			r := &refs[i]
+			if i+1 < len(refs) {
+				tier.Prefetch(&refs[i+1]) // as the stream service does
+			}
+			for off := r.First; off < r.Next; {
+				pieces, err := tier.ReadBatchPieces(context.Background(), r, off, 4<<20)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := record.WalkPieces(pieces, func(_ [][]byte, h record.BatchHeader, _ int) error {
+					off = h.LastOffset() + 1
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				for _, p := range pieces {
+					got += int64(len(p))
+				}
+			}
+		}
+		if got != total {
+			b.Fatalf("read %d bytes, want %d", got, total)
+		}
+		cpu, wall = processCPU(b)-c0, time.Since(t0)
+		after := tier.CacheStats()
+		return cpu, wall, after.StraddleCopyBytes - before.StraddleCopyBytes, after.FetchedBytes - before.FetchedBytes
+	}
+	b.Run(kind, func(b *testing.B) {
+		var cpuP, cpuC, wallP, wallC time.Duration
+		var copiedP, copiedC, fetchedP, fetchedC int64
+		n := 0
+		for i := 0; b.Loop(); i++ {
+			for k := range 2 {
+				if (i+k)%2 == 0 {
+					c, w, cp, f := pass(b, tier.cache)
+					cpuP, wallP, copiedP, fetchedP = cpuP+c, wallP+w, copiedP+cp, fetchedP+f
+				} else {
+					c, w, cp, f := pass(b, sliceOnly{tier.cache})
+					cpuC, wallC, copiedC, fetchedC = cpuC+c, wallC+w, copiedC+cp, fetchedC+f
+				}
+			}
+			n++
+		}
+		tier.src = tier.cache
+		mb := float64(total) / 1e6
+		b.ReportMetric(float64(cpuP.Milliseconds())/float64(n), "cpu-ms/pass-pieces")
+		b.ReportMetric(float64(cpuC.Milliseconds())/float64(n), "cpu-ms/pass-copy")
+		b.ReportMetric(float64(copiedP)/float64(n), "B-copied/pass-pieces")
+		b.ReportMetric(float64(copiedC)/float64(n), "B-copied/pass-copy")
+		b.ReportMetric(float64(fetchedP)/float64(n)/float64(total), "fetched/read-pieces")
+		b.ReportMetric(float64(fetchedC)/float64(n)/float64(total), "fetched/read-copy")
+		b.ReportMetric(mb*float64(n)/wallP.Seconds(), "MB/s-pieces")
+		b.ReportMetric(mb*float64(n)/wallC.Seconds(), "MB/s-copy")
+	})
+}
+
+// processCPU is this process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

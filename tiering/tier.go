@@ -149,7 +149,8 @@ func (t *Tier) ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxB
 
 // ReadBatchPieces reads like ReadBatches and returns the batches as they
 // lie in the block cache's memory: consecutive stretches of the object,
-// each of whole batches, neither copied nor joined (segment.Batches.Pieces).
+// neither copied nor joined, in which a batch may cross from one piece
+// into the next (segment.Batches.Pieces; record.WalkPieces reads them).
 // A reader that writes them out as they are (an HTTP page of stored
 // batches) saves one copy of every byte of a page that spans two GETs.
 // The pieces alias the cache and must not be modified.
@@ -236,22 +237,17 @@ func (t *Tier) remember(ref *ObjectRef, b segment.Batches) {
 		return
 	}
 	// The last batch of b: walk the headers (sizes only; the batches were
-	// verified when read). Pieces hold whole batches.
+	// verified when read). A batch may cross from one piece into the next.
 	parts := b.Pieces
 	if len(b.Data) > 0 {
 		parts = [][]byte{b.Data}
 	}
-	last, lastBase, at := 0, b.FirstOffset, 0
-	for _, data := range parts {
-		for p := 0; p < len(data); {
-			h, err := record.ParseHeader(data[p:])
-			if err != nil || p+h.Size() > len(data) {
-				return
-			}
-			last, lastBase = at+p, h.BaseOffset
-			p += h.Size()
-		}
-		at += len(data)
+	last, lastBase := 0, b.FirstOffset
+	if record.WalkPieces(parts, func(_ [][]byte, h record.BatchHeader, pos int) error {
+		last, lastBase = pos, h.BaseOffset
+		return nil
+	}) != nil {
+		return
 	}
 	m := resumeMark{lastPos: b.Pos + int64(last), lastBase: lastBase, endPos: b.Pos + int64(size), end: b.NextOffset}
 	t.mu.Lock()

@@ -259,14 +259,19 @@ func acceptsBatches(r *http.Request) bool {
 func pageEmpty(res stream.ReadResult) bool { return len(res.Records) == 0 && len(res.Batches) == 0 }
 
 // batchRecords decodes the records of a page read as batches (res.Batches)
-// from offset from on, for a response format that needs them.
+// from offset from on, for a response format that needs them. A batch in
+// two pieces (it straddled two of the cache's GETs) is joined to decode.
 func batchRecords(res stream.ReadResult, from int64) ([]record.Record, error) {
 	recs := make([]record.Record, 0, res.BatchRecords)
-	for _, b := range res.Batches {
+	err := record.WalkPieces(res.Batches, func(batch [][]byte, h record.BatchHeader, _ int) error {
+		b := batch[0]
+		if len(batch) > 1 {
+			b = record.Gather(make([]byte, 0, h.Size()), batch, 0, h.Size())
+		}
 		n := len(recs)
 		var err error
 		if recs, err = record.DecodeRecords(b, recs); err != nil {
-			return nil, err
+			return err
 		}
 		if n == 0 {
 			i := 0
@@ -275,6 +280,10 @@ func batchRecords(res stream.ReadResult, from int64) ([]record.Record, error) {
 			}
 			recs = recs[i:]
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return recs, nil
 }
@@ -339,7 +348,8 @@ func (h *Handler) writePage(w http.ResponseWriter, res stream.ReadResult, p read
 
 // writeBatches writes a page of stored batches as they are: each batch is
 // handed to the connection straight from the memory it was read into (the
-// block cache's), with no decode, render or copy of ours.
+// block cache's; one that straddles two GETs in its two pieces), with no
+// decode, render or copy of ours.
 func writeBatches(w http.ResponseWriter, h *Handler, res stream.ReadResult, p readParams) {
 	size := 0
 	for _, b := range res.Batches {

@@ -22,9 +22,11 @@ type BatchRead struct {
 	// offset (it may start before it); the page is empty at the end.
 	Batches []byte
 	// Pieces is the page as ReadBatchPieces returns it instead of
-	// Batches: stretches of whole batches, in order, left where they lie
-	// (the block cache's memory for history, a fresh buffer for the WAL).
-	// Never modify them.
+	// Batches: consecutive stretches of the batches, in order, left where
+	// they lie (the block cache's memory for history, a fresh buffer for
+	// the WAL). A batch that straddles two of the cache's GETs lies in
+	// two adjacent pieces (record.WalkPieces reads them). Never modify
+	// them.
 	Pieces [][]byte
 	// HighWatermark is one past the last durable offset: the end of what
 	// any read may return.
@@ -81,6 +83,9 @@ func (s *Service) ReadBatches(ctx context.Context, name string, offset int64, ma
 	res.Pieces = nil
 	return res, err
 }
+
+// errWalkDone ends a record.WalkPieces early.
+var errWalkDone = errors.New("walk done")
 
 // ReadBatchPieces reads like ReadBatches but returns the page as Pieces,
 // not gathered into one buffer: the Kafka fetch writes them to the socket
@@ -183,43 +188,37 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 		if err != nil {
 			return BatchRead{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, next, err)
 		}
-		// The batches taken from each piece are one stretch of it, handed
-		// on as it lies (object reads lend the cache's memory, WAL reads
-		// are fresh or the stream's latest batch held for live readers,
-		// tailcache.go): never copied, never written to.
-		for _, data := range pieces {
-			if full {
-				break
+		// The batches taken are one stretch of the pieces, handed on as
+		// they lie (object reads lend the cache's memory, a batch
+		// straddling two GETs in two pieces; WAL reads are fresh or the
+		// stream's latest batch held for live readers, tailcache.go):
+		// never copied, never written to.
+		from, to := -1, -1
+		werr := record.WalkPieces(pieces, func(_ [][]byte, h record.BatchHeader, pos int) error {
+			if h.LastOffset() < next {
+				return nil
 			}
-			from, to := -1, -1
-			for pos := 0; pos < len(data); {
-				h, err := record.ParseHeader(data[pos:])
-				if err != nil || pos+h.Size() > len(data) {
-					return BatchRead{}, fmt.Errorf("%w: stored batch of %s at offset %d: %v", ErrUnavailable, name, next, err)
-				}
-				start := pos
-				pos += h.Size()
-				if h.LastOffset() < next {
-					continue
-				}
-				if h.BaseOffset >= hwm {
-					full = true
-					break
-				}
-				if t := taken + max(to-from, 0); t > 0 && t+h.Size() > maxBytes {
-					full = true
-					break
-				}
-				if from < 0 {
-					from = start
-				}
-				to = pos
-				next = h.LastOffset() + 1
+			if h.BaseOffset >= hwm {
+				full = true
+				return errWalkDone
 			}
-			if from >= 0 {
-				res.Pieces = append(res.Pieces, data[from:to:to])
-				taken += to - from
+			if t := taken + max(to-from, 0); t > 0 && t+h.Size() > maxBytes {
+				full = true
+				return errWalkDone
 			}
+			if from < 0 {
+				from = pos
+			}
+			to = pos + h.Size()
+			next = h.LastOffset() + 1
+			return nil
+		})
+		if werr != nil && werr != errWalkDone {
+			return BatchRead{}, fmt.Errorf("%w: stored batch of %s at offset %d: %v", ErrUnavailable, name, next, werr)
+		}
+		if from >= 0 {
+			res.Pieces = record.AppendCut(res.Pieces, pieces, from, to)
+			taken += to - from
 		}
 		switch {
 		case full:

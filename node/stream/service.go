@@ -398,7 +398,10 @@ type ReadResult struct {
 	// Batches (ReadOptions.Batches) are whole stored RecordBatch v2
 	// batches, uncompressed, with their stream offsets as base offsets,
 	// in order, each aliasing the memory it was read from (the cache's or
-	// the WAL read's; never to be modified). The first may begin before
+	// the WAL read's; never to be modified). They are pieces of one byte
+	// string: a batch that straddles two of the cache's GETs comes as two
+	// consecutive entries, not copied together (record.WalkPieces reads
+	// them). The first may begin before
 	// the read's offset (a reader skips those records); batches of aborted
 	// transactions and markers are left out. BatchRecords counts their
 	// records from the read's offset on.
@@ -1715,7 +1718,7 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 		if err != nil {
 			return ReadResult{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
 		}
-		take := func(batch []byte, h record.BatchHeader) error {
+		take := func(batch [][]byte, h record.BatchHeader, _ int) error {
 			if full || h.LastOffset() < res.NextOffset {
 				return nil
 			}
@@ -1732,13 +1735,14 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 					// (holes, or no record) goes as records, so readers
 					// of stored batches only ever see produced shapes.
 					n := int(h.LastOffset() - max(h.BaseOffset, res.NextOffset) + 1)
-					if len(res.Batches) > 0 && (res.BatchRecords+n > limit || bytes+len(batch) > maxBytes) {
+					if len(res.Batches) > 0 && (res.BatchRecords+n > limit || bytes+h.Size() > maxBytes) {
 						full = true
 						return nil
 					}
-					res.Batches = append(res.Batches, batch)
+					// A batch straddling two GETs goes as its two pieces.
+					res.Batches = append(res.Batches, batch...)
 					res.BatchRecords += n
-					bytes += len(batch)
+					bytes += h.Size()
 					res.NextOffset = h.LastOffset() + 1
 					return nil
 				}
@@ -1750,7 +1754,12 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 			}
 			// Decode into a fresh slice: returned records alias data and
 			// their header slices must not be shared with a reused buffer.
-			tmp, err := record.DecodeRecords(batch, nil)
+			// A batch in two pieces is joined for it (records only).
+			whole := batch[0]
+			if len(batch) > 1 {
+				whole = record.Gather(make([]byte, 0, h.Size()), batch, 0, h.Size())
+			}
+			tmp, err := record.DecodeRecords(whole, nil)
 			if err != nil {
 				return err
 			}
@@ -1777,10 +1786,8 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 		// Verified on their way in (the segment reader checks every
 		// batch of an object, the WAL its entry's CRC): only the framing
 		// is walked here, not a second CRC pass over every byte served.
-		for _, data := range pieces {
-			if err := record.WalkBatches(data, take); err != nil {
-				return ReadResult{}, fmt.Errorf("%w: decode %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
-			}
+		if err := record.WalkPieces(pieces, take); err != nil {
+			return ReadResult{}, fmt.Errorf("%w: decode %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
 		}
 		switch {
 		case res.NextOffset >= min(c.next, hwm):

@@ -42,9 +42,11 @@ type Prefetcher interface {
 
 // PieceReader is an optional Tier capability: ReadBatches without joining
 // the batches into one slice. The pieces are consecutive stretches of the
-// object as they lie in the block cache (each of whole batches, never
-// modified); a reader of stored batches that writes them out as they are
-// saves the copy a page spanning two of the cache's GETs costs otherwise.
+// object as they lie in the block cache (never modified), in which a batch
+// that straddles two of the cache's GETs continues from one piece into the
+// next (record.WalkPieces reads them); a reader of stored batches that
+// writes them out as they are saves the copies a page spanning two GETs
+// costs otherwise.
 type PieceReader interface {
 	ReadBatchPieces(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error)
 }

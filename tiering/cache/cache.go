@@ -39,7 +39,9 @@
 // Slice is the zero-copy path: a sequential scanner (segment's cursor)
 // takes the fetched runs themselves as its window buffers, so the bytes of
 // a catch-up are written once, by the network read, and never copied or
-// allocated again. Sliced memory is immutable and owned by the garbage
+// allocated again. A range that lies in two runs is copied by Slice;
+// SlicePieces lends it as one piece per run instead, for readers that can
+// carry a batch in two pieces (stored-batch pages and Kafka fetches). Sliced memory is immutable and owned by the garbage
 // collector; a run that leaves the cache stays alive exactly as long as a
 // reader still holds a slice of it.
 //
@@ -207,6 +209,9 @@ type Stats struct {
 	// (rounded out to 2 MiB) advised for transparent huge pages before
 	// their first write (sdk/hugepage; Linux only).
 	HugePageAdvised int64
+	// StraddleCopyBytes counts bytes Slice copied because the range asked
+	// for lay in two runs (SlicePieces lends such a range uncopied).
+	StraddleCopyBytes int64
 }
 
 type blockID struct {
@@ -309,7 +314,7 @@ type Cache struct {
 
 	hits, misses, joined, prefetches, requests, fetched atomic.Int64
 	skipped, fetchWaits, yields, refetched              atomic.Int64
-	hugeAdvised                                         atomic.Int64
+	hugeAdvised, straddleCopied                         atomic.Int64
 }
 
 // New returns a cache over src.
@@ -378,7 +383,7 @@ func (c *Cache) Stats() Stats {
 		Prefetches: c.prefetches.Load(), Requests: c.requests.Load(), FetchedBytes: c.fetched.Load(),
 		ReadAheadBytes: ahead, ReadAheadSkipped: c.skipped.Load(), FetchWaits: c.fetchWaits.Load(),
 		ReadAheadYields: c.yields.Load(), Refetched: c.refetched.Load(),
-		HugePageAdvised: c.hugeAdvised.Load(),
+		HugePageAdvised: c.hugeAdvised.Load(), StraddleCopyBytes: c.straddleCopied.Load(),
 	}
 }
 
@@ -682,37 +687,14 @@ func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64) (in
 // lie in memory one GET filled. Those are returned without copying: the
 // slice aliases the cache, and callers must not modify it (its capacity
 // ends with it, so an append copies). Only a range that straddles two
-// runs costs a copy of atLeast bytes.
+// runs costs a copy of atLeast bytes (Stats.StraddleCopyBytes); a reader
+// that can take such a range in pieces uses SlicePieces instead.
 func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMost int) ([]byte, error) {
-	if off < 0 {
-		return nil, fmt.Errorf("cache: read %q: negative offset %d", key, off)
-	}
-	atLeast = max(atLeast, 1)
-	atMost = max(atMost, atLeast)
-	bs := c.opts.BlockSize
-	first, last := off/bs, (off+int64(atLeast)-1)/bs
-	// Blocks up to atMost that nobody has asked for yet are fetched with
-	// the first one: a cold scan gets the window it wants in one GET, lent
-	// whole, and does not wait on them beyond atLeast.
-	fetchLast := max(last, min((off+int64(atMost)-1)/bs, first+int64(c.opts.FetchBlocks)-1))
-	// A cold scan's GET (one that may take more than a block) covers the
-	// whole FetchBlocks-aligned window around its first block: readers of
-	// neighbouring streams in one L0 object then land in one GET instead
-	// of sending one each (object stores charge per request, and a
-	// hundred small GETs at once cost MinIO or S3 far more than a few
-	// large ones). A point read (atMost within a block) still fetches
-	// only what it touches.
-	from := first
-	if int64(atMost) > bs && c.missing(key, first) {
-		fb := int64(c.opts.FetchBlocks)
-		from = first / fb * fb
-		fetchLast = max(fetchLast, from+fb-1)
-	}
-	runs, err := c.acquire(ctx, key, from, last, fetchLast, int64(atMost) > bs)
+	runs, first, last, err := c.lend(ctx, key, off, &atLeast, &atMost)
 	if err != nil {
 		return nil, err
 	}
-	runs = runs[first-from:]
+	bs := c.opts.BlockSize
 	r := runs[0]
 	one := true
 	for _, o := range runs[1:] {
@@ -728,14 +710,102 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMos
 		c.hugeAdvised.Add(hugepage.Advise(out)) // fresh memory, as a run's
 		n := c.copyOut(runs, first, off, out)
 		out = out[:n:n]
+		c.straddleCopied.Add(int64(n))
 	}
-	if len(out) < atLeast {
+	return out, c.lent(key, off, first, last, len(out), atLeast)
+}
+
+// SlicePieces returns what Slice does, but a range that lies in the
+// memory of several GETs comes as one piece per GET, in order, none of
+// them copied: the pieces are consecutive bytes of the object, each
+// aliasing the cache (never to be modified, capacity capped). The last
+// piece runs on up to atMost bytes in all when they are at hand. A
+// scanner that can check and serve a batch in two pieces (segment's
+// reads of stored batches) so never copies one that straddles two runs:
+// that copy into fresh memory was most of a cold read's CPU besides the
+// network (docs/benchmarks.md).
+func (c *Cache) SlicePieces(ctx context.Context, key string, off int64, atLeast, atMost int) ([][]byte, error) {
+	runs, first, last, err := c.lend(ctx, key, off, &atLeast, &atMost)
+	if err != nil {
+		return nil, err
+	}
+	bs := c.opts.BlockSize
+	var out [][]byte
+	n := 0 // bytes in out
+	at := off
+	for i := 0; i < len(runs) && n < atMost; {
+		r := runs[i]
+		j := i + 1
+		for j < len(runs) && runs[j] == r {
+			j++
+		}
+		// Blocks [first+i, first+j) lie in r: its bytes from at to the
+		// end of block first+j-1, or on to atMost in the last run.
+		lo := min(at-r.first*bs, int64(len(r.buf)))
+		groupEnd := (first+int64(j))*bs - r.first*bs
+		hi := min(groupEnd, int64(len(r.buf)))
+		if j == len(runs) {
+			hi = int64(len(r.buf))
+		}
+		hi = min(hi, lo+int64(atMost-n))
+		if hi > lo {
+			out = append(out, r.buf[lo:hi:hi])
+			n += int(hi - lo)
+			at += hi - lo
+		}
+		if hi < groupEnd && j < len(runs) {
+			break // the object ends in r
+		}
+		i = j
+	}
+	return out, c.lent(key, off, first, last, n, atLeast)
+}
+
+// lend acquires the runs holding [off, off+atLeast) of key for Slice and
+// SlicePieces (normalising atLeast and atMost): runs[i] holds block
+// first+i, up to block last.
+func (c *Cache) lend(ctx context.Context, key string, off int64, atLeast, atMost *int) (runs []*run, first, last int64, err error) {
+	if off < 0 {
+		return nil, 0, 0, fmt.Errorf("cache: read %q: negative offset %d", key, off)
+	}
+	*atLeast = max(*atLeast, 1)
+	*atMost = max(*atMost, *atLeast)
+	bs := c.opts.BlockSize
+	first, last = off/bs, (off+int64(*atLeast)-1)/bs
+	// Blocks up to atMost that nobody has asked for yet are fetched with
+	// the first one: a cold scan gets the window it wants in one GET, lent
+	// whole, and does not wait on them beyond atLeast.
+	fetchLast := max(last, min((off+int64(*atMost)-1)/bs, first+int64(c.opts.FetchBlocks)-1))
+	// A cold scan's GET (one that may take more than a block) covers the
+	// whole FetchBlocks-aligned window around its first block: readers of
+	// neighbouring streams in one L0 object then land in one GET instead
+	// of sending one each (object stores charge per request, and a
+	// hundred small GETs at once cost MinIO or S3 far more than a few
+	// large ones). A point read (atMost within a block) still fetches
+	// only what it touches.
+	from := first
+	if int64(*atMost) > bs && c.missing(key, first) {
+		fb := int64(c.opts.FetchBlocks)
+		from = first / fb * fb
+		fetchLast = max(fetchLast, from+fb-1)
+	}
+	runs, err = c.acquire(ctx, key, from, last, fetchLast, int64(*atMost) > bs)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return runs[first-from:], first, last, nil
+}
+
+// lent records a Slice or SlicePieces of n bytes from off for read-ahead
+// and returns io.EOF if the object ended before atLeast of them.
+func (c *Cache) lent(key string, off, first, last int64, n, atLeast int) error {
+	if n < atLeast {
 		c.afterRead(key, first, last, true)
-		return out, io.EOF
+		return io.EOF
 	}
-	end := (off + int64(len(out)) - 1) / bs
+	end := (off + int64(n) - 1) / c.opts.BlockSize
 	c.afterRead(key, first, end, false)
-	return out, nil
+	return nil
 }
 
 // missing says whether block idx of key is neither cached nor in

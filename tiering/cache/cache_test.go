@@ -361,6 +361,103 @@ func TestSliceIsZeroCopy(t *testing.T) {
 	}
 }
 
+// TestSlicePiecesSemantics: SlicePieces returns what Slice does, as
+// consecutive pieces: the same bytes, EOF where the object ends, at least
+// atLeast and at most atMost in all, every piece capped.
+func TestSlicePiecesSemantics(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			size := 7*bs + 999
+			c, _, data := setup(t, open(t), size, Options{FetchBlocks: 3})
+			rng := rand.New(rand.NewPCG(5, 6))
+			for range 300 {
+				off := rng.Int64N(int64(size) + 100)
+				atLeast := 1 + rng.IntN(3*bs)
+				atMost := atLeast + rng.IntN(4*bs)
+				ps, err := c.SlicePieces(t.Context(), "obj", off, atLeast, atMost)
+				avail := max(0, size-int(off))
+				if err != nil && err != io.EOF {
+					t.Fatalf("SlicePieces(%d, %d, %d): %v", off, atLeast, atMost, err)
+				}
+				got := bytes.Join(ps, nil)
+				if (err == io.EOF) != (avail < atLeast) {
+					t.Fatalf("SlicePieces(%d, %d, %d) = %d bytes, %v; %d available", off, atLeast, atMost, len(got), err, avail)
+				}
+				if len(got) < min(atLeast, avail) || len(got) > atMost {
+					t.Fatalf("SlicePieces(%d, %d, %d) = %d bytes", off, atLeast, atMost, len(got))
+				}
+				for _, p := range ps {
+					if len(p) == 0 || cap(p) != len(p) {
+						t.Fatalf("SlicePieces(%d, %d, %d): an empty or uncapped piece", off, atLeast, atMost)
+					}
+				}
+				if !bytes.Equal(got, data[off:off+int64(len(got))]) {
+					t.Fatalf("SlicePieces(%d, %d, %d): wrong bytes", off, atLeast, atMost)
+				}
+			}
+			if n := c.Stats().StraddleCopyBytes; n != 0 {
+				t.Errorf("SlicePieces copied %d bytes", n)
+			}
+		})
+	}
+}
+
+// TestSlicePiecesAcrossRunsIsZeroCopy: a range lying in two runs comes
+// from SlicePieces as the two runs' own memory, the second piece running
+// on to atMost; Slice copies the same range (and counts it in
+// StraddleCopyBytes, the metric a pieces read keeps at zero).
+func TestSlicePiecesAcrossRunsIsZeroCopy(t *testing.T) {
+	c, src, data := setup(t, objstoretest.FileStore(t), 16*bs, Options{ReadAhead: -1, FetchBlocks: 8})
+	// Two runs: blocks 0..7 and 8..15.
+	for _, off := range []int64{0, 8 * bs} {
+		if _, err := c.ReadAt(t.Context(), "obj", make([]byte, 8*bs), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := c.Slice(t.Context(), "obj", 100, 10, 8*bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Slice(t.Context(), "obj", 8*bs, 10, 8*bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := c.SlicePieces(t.Context(), "obj", 8*bs-1000, 3000, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || len(ps[0]) != 1000 || len(ps[1]) != 4000 {
+		t.Fatalf("pieces of %v bytes, want [1000 4000]", lens(ps))
+	}
+	if &ps[0][0] != &a[8*bs-1000-100] || &ps[1][0] != &b[0] {
+		t.Fatal("the pieces are not the runs' memory: the cache copied")
+	}
+	if !bytes.Equal(bytes.Join(ps, nil), data[8*bs-1000:8*bs+4000]) {
+		t.Fatal("wrong bytes")
+	}
+	if n := c.Stats().StraddleCopyBytes; n != 0 {
+		t.Fatalf("StraddleCopyBytes %d after SlicePieces, want 0", n)
+	}
+	s, err := c.Slice(t.Context(), "obj", 8*bs-1000, 3000, 5000)
+	if err != nil || !bytes.Equal(s, data[8*bs-1000:8*bs+2000]) {
+		t.Fatalf("straddling Slice: %d bytes, %v", len(s), err)
+	}
+	if n := c.Stats().StraddleCopyBytes; n != 3000 {
+		t.Errorf("StraddleCopyBytes %d after a straddling Slice, want 3000", n)
+	}
+	if got := src.reads.Load(); got != 2 {
+		t.Errorf("%d GETs, want 2", got)
+	}
+}
+
+func lens(ps [][]byte) []int {
+	var n []int
+	for _, p := range ps {
+		n = append(n, len(p))
+	}
+	return n
+}
+
 // residentBytes is the memory the cache holds: the distinct fetched runs
 // reachable from its block map.
 func residentBytes(c *Cache) int64 {

@@ -18,11 +18,12 @@ func batchSize(b []byte) (int64, error) {
 	return int64(n), err
 }
 
-// checkBatch verifies one complete batch (record.Validate: framing, magic,
-// header rules, CRC-32C) and that its offsets leave room to count past its
-// last one. It returns the header the index needs.
-func checkBatch(b []byte) (record.BatchHeader, error) {
-	h, err := record.Validate(b)
+// checkBatch verifies one complete batch, lying in one piece or split
+// across several (record.ValidatePieces: framing, magic, header rules,
+// CRC-32C), and that its offsets leave room to count past its last one.
+// It returns the header the index needs.
+func checkBatch(b [][]byte) (record.BatchHeader, error) {
+	h, err := record.ValidatePieces(b)
 	if err != nil {
 		return h, err
 	}

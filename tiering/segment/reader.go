@@ -37,6 +37,17 @@ type Slicer interface {
 	Slice(ctx context.Context, key string, off int64, atLeast, atMost int) ([]byte, error)
 }
 
+// PieceSlicer is implemented by Slicers that can lend a range lying in
+// several of their buffers as one piece per buffer instead of copying it
+// into one (the block cache: SlicePieces). The pieces are consecutive
+// bytes of the object, at least atLeast in all (fewer, with io.EOF, where
+// the object ends), the last running on up to atMost in all. Reads that
+// return Batches.Pieces use it, so a batch that straddles two of the
+// cache's GETs is checked and served in two pieces, never copied.
+type PieceSlicer interface {
+	SlicePieces(ctx context.Context, key string, off int64, atLeast, atMost int) ([][]byte, error)
+}
+
 // DefaultTailRead is how many bytes Open reads from the end of an object
 // in its first request. It covers the trailer and the footer of any
 // ordinary object (an 8 MiB object with a few thousand streams), so Open is
@@ -157,9 +168,11 @@ type Batches struct {
 	Pos int64
 	// Pieces, set instead of Data by the *Pieces reads, are the same
 	// batches as they lie in the source's memory: consecutive stretches
-	// of the object, each holding whole batches, not copied together. A
-	// caller that writes them out (an HTTP page of stored batches) saves
-	// the copy Data needs when the batches span two of the cache's runs.
+	// of the object, not copied together. A batch may begin in one piece
+	// and end in the next (it straddles two of the cache's GETs); read
+	// them as one byte string (record.WalkPieces). A caller that writes
+	// them out (an HTTP page, a Kafka fetch) so copies nothing, where Data
+	// costs a copy of every batch that straddles two GETs.
 	Pieces [][]byte
 }
 
@@ -218,7 +231,7 @@ func (r *Reader) OffsetForTimestamp(ctx context.Context, stream uint64, ts int64
 	}
 	span := s.Extent
 	var found2 int64 = -1
-	_, _, err = scan(ctx, r.src, r.key, span, e.Pos, e.Offset, end, end-e.Pos, nil, func(b []byte, bi record.BatchHeader) (bool, bool) {
+	_, _, err = scan(ctx, r.src, r.key, span, e.Pos, e.Offset, end, end-e.Pos, false, nil, func(_ [][]byte, bi record.BatchHeader) (bool, bool) {
 		if bi.MaxTimestamp >= ts {
 			found2 = bi.BaseOffset
 			return false, false
@@ -358,21 +371,24 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 	// bytes read and checked, and copied when the batch straddles two
 	// GETs) was waste.
 	fits := func(n int64) bool { return out.Count == 0 || maxBytes <= 0 || size+int(n) <= maxBytes }
-	pos, base, err := scan(ctx, src, key, e, pos, base, e.End(), hint, fits, func(b []byte, bi record.BatchHeader) (bool, bool) {
+	pos, base, err := scan(ctx, src, key, e, pos, base, e.End(), hint, pieces, fits, func(b [][]byte, bi record.BatchHeader) (bool, bool) {
+		n := bi.Size()
 		if bi.LastOffset() < offset {
-			at += int64(len(b))
+			at += int64(n)
 			return true, true
 		}
 		if out.Count == 0 { // fits turned down a batch past maxBytes already
 			out.FirstOffset = bi.BaseOffset
 			out.Pos = at
 		}
-		if k := len(parts) - 1; k >= 0 && adjacent(parts[k], b) {
-			parts[k] = parts[k][:len(parts[k])+len(b)]
-		} else {
-			parts = append(parts, b)
+		for _, p := range b {
+			if k := len(parts) - 1; k >= 0 && adjacent(parts[k], p) {
+				parts[k] = parts[k][:len(parts[k])+len(p)]
+			} else {
+				parts = append(parts, p)
+			}
 		}
-		size += len(b)
+		size += n
 		out.NextOffset = bi.LastOffset() + 1
 		out.Count++
 		return true, maxBytes <= 0 || size < maxBytes
@@ -417,15 +433,30 @@ func adjacent(a, b []byte) bool {
 // first batch not consumed. fits, if not nil, sees each batch's size from
 // its header first: a batch it turns down ends the scan unread. Reads are
 // chunked, so a scan is a few large ranged reads, not one per batch.
-func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, stop, hint int64, fits func(n int64) bool, fn func([]byte, record.BatchHeader) (consumed, more bool)) (int64, int64, error) {
+//
+// fn gets a batch as the pieces of memory it lies in: one slice, or with
+// split (and a PieceSlicer source) one per buffer of the source it
+// straddles, checked (CRC included) across them and never copied
+// together. Without split a straddling batch is copied into one slice.
+// The outer slice is scan's and reused: fn copies its elements to keep
+// them.
+func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, stop, hint int64, split bool, fits func(n int64) bool, fn func([][]byte, record.BatchHeader) (consumed, more bool)) (int64, int64, error) {
 	end := e.End()
 	var buf []byte
 	var bufPos int64
 	advised := false
-	// window returns [p, p+n) from buf, reading a new chunk when needed.
-	window := func(p, n int64) ([]byte, error) {
+	psl, _ := src.(PieceSlicer)
+	if !split {
+		psl = nil
+	}
+	var scratch [][]byte
+	// window returns [p, p+n) as pieces: from buf, or else from a new
+	// chunk read from the source, which then becomes buf (its last piece,
+	// if it came in several).
+	window := func(p, n int64) ([][]byte, error) {
 		if p >= bufPos && p+n <= bufPos+int64(len(buf)) {
-			return buf[p-bufPos : p-bufPos+n], nil
+			scratch = append(scratch[:0], buf[p-bufPos:p-bufPos+n])
+			return scratch, nil
 		}
 		if p+n > end {
 			return nil, corruptf(key, p, "stream %d: batch of %d bytes crosses the end of its range at %d", e.StreamID, n, end)
@@ -439,32 +470,64 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 			adv.Advise(key, p+want, stop)
 			advised = true
 		}
-		var nb []byte
-		if sl, ok := src.(Slicer); ok {
-			var err error
-			if nb, err = sl.Slice(ctx, key, p, int(n), int(want)); err != nil && !errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("segment: read %q [%d, +%d): %w", key, p, n, err)
-			}
-			if int64(len(nb)) < n {
-				return nil, corruptf(key, p+int64(len(nb)), "object ends after %d of %d bytes read at %d (truncated)", len(nb), n, p)
-			}
-			nb = nb[:min(int64(len(nb)), end-p)]
-		} else {
-			nb = make([]byte, want)
+		var ps [][]byte
+		var err error
+		switch sl, ok := src.(Slicer); {
+		case psl != nil:
+			ps, err = psl.SlicePieces(ctx, key, p, int(n), int(want))
+		case ok:
+			var nb []byte
+			nb, err = sl.Slice(ctx, key, p, int(n), int(want))
+			ps = [][]byte{nb}
+		default:
+			nb := make([]byte, want)
 			if err := readFull(ctx, src, key, nb, p); err != nil {
 				return nil, err
 			}
+			ps = [][]byte{nb}
 		}
-		buf, bufPos = nb, p
-		return buf[:n], nil
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("segment: read %q [%d, +%d): %w", key, p, n, err)
+		}
+		// Keep only the bytes of the range, and the last piece as buf.
+		ps = record.AppendCut(make([][]byte, 0, len(ps)), ps, 0, int(end-p))
+		got := int64(0)
+		for _, q := range ps {
+			got += int64(len(q))
+		}
+		if got < n {
+			return nil, corruptf(key, p+got, "object ends after %d of %d bytes read at %d (truncated)", got, n, p)
+		}
+		buf = ps[len(ps)-1]
+		bufPos = p + got - int64(len(buf))
+		// Slices not capped at the batch's end: readRange extends one over
+		// the next batch of the same buffer (adjacent).
+		scratch = scratch[:0]
+		left := n
+		for _, q := range ps[:len(ps)-1] {
+			if take := min(left, int64(len(q))); take > 0 {
+				scratch = append(scratch, q[:take])
+				left -= take
+			}
+		}
+		if left > 0 {
+			scratch = append(scratch, buf[:left])
+		}
+		return scratch, nil
 	}
+	var prefix [record.PrefixSize]byte
 	expect := base
 	for pos < stop {
 		hdr, err := window(pos, record.PrefixSize)
 		if err != nil {
 			return 0, 0, err
 		}
-		n, err := batchSize(hdr)
+		var n int64
+		if len(hdr) == 1 {
+			n, err = batchSize(hdr[0])
+		} else { // the size itself straddles two buffers: 12 bytes copied
+			n, err = batchSize(record.Gather(prefix[:0], hdr, 0, record.PrefixSize))
+		}
 		if err != nil {
 			return 0, 0, corruptf(key, pos, "stream %d: %v", e.StreamID, err)
 		}

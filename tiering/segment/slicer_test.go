@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/tiering/extent"
 	"github.com/PicoMQ/picomq/tiering/segment/segmenttest"
 )
@@ -18,6 +19,7 @@ type memRuns struct {
 	data    []byte
 	runSize int
 	slices  int // calls answered without a copy
+	copies  int // calls answered with a copy (the range straddled two runs)
 }
 
 func (m *memRuns) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
@@ -34,6 +36,7 @@ func (m *memRuns) Slice(_ context.Context, _ string, off int64, atLeast, atMost 
 		end := min(runEnd, off+int64(atMost))
 		return m.data[off:end:end], nil
 	}
+	m.copies++
 	p := make([]byte, atLeast)
 	n := copy(p, m.data[off:])
 	if n < atLeast {
@@ -178,5 +181,142 @@ func TestSlicerWindowsOverlap(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("maxBytes %d: ReadStream pages differ", maxBytes)
 		}
+	}
+}
+
+// memPieceRuns is memRuns that also lends a range across runs as one
+// piece per run (PieceSlicer), as the block cache's SlicePieces does.
+type memPieceRuns struct {
+	memRuns
+	split int // SlicePieces calls answered with more than one piece
+}
+
+func (m *memPieceRuns) SlicePieces(_ context.Context, _ string, off int64, atLeast, atMost int) ([][]byte, error) {
+	var out [][]byte
+	n := 0
+	for at := off; n < atMost && at < int64(len(m.data)); {
+		runEnd := min((at/int64(m.runSize)+1)*int64(m.runSize), int64(len(m.data)), at+int64(atMost-n))
+		out = append(out, m.data[at:runEnd:runEnd])
+		n += int(runEnd - at)
+		at = runEnd
+		if n >= atLeast {
+			break // the last piece runs to its run's end (or atMost), no further
+		}
+	}
+	if len(out) > 1 {
+		m.split++
+	}
+	if n < atLeast {
+		return out, io.EOF
+	}
+	return out, nil
+}
+
+// readPieces reads range e of src page by page with ReadStreamAtPieces
+// (as the tier does), checking the pieces are capped, and returns their
+// bytes and the most pieces any batch lay in.
+func readPieces(t *testing.T, src RangeReader, e extent.Extent, maxBytes int) ([]byte, int) {
+	t.Helper()
+	var got []byte
+	most := 0
+	pos, base := e.Offset, e.First
+	for off := e.First; off <= e.Last(); {
+		b, err := ReadStreamAtPieces(t.Context(), src, "k", e, pos, base, off, maxBytes)
+		if err != nil {
+			t.Fatalf("maxBytes %d offset %d: %v", maxBytes, off, err)
+		}
+		if b.Data != nil || len(b.Pieces) == 0 {
+			t.Fatalf("maxBytes %d offset %d: Data set or no pieces", maxBytes, off)
+		}
+		for _, p := range b.Pieces {
+			if cap(p) != len(p) {
+				t.Fatalf("maxBytes %d: a piece has spare capacity over the source", maxBytes)
+			}
+		}
+		err = record.WalkPieces(b.Pieces, func(batch [][]byte, _ record.BatchHeader, _ int) error {
+			most = max(most, len(batch))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := bytes.Join(b.Pieces, nil)
+		got = append(got, page...)
+		pos, base, off = b.Pos+int64(len(page)), b.NextOffset, b.NextOffset
+	}
+	return got, most
+}
+
+// TestPieceSlicerStraddleUncopied: through a source that lends pieces,
+// reads of stored batches return a batch that straddles two runs as two
+// pieces and copy nothing (memRuns.copies stays 0), with the same bytes
+// as plain reads; without SlicePieces (the code before it) every
+// straddling batch was copied by Slice.
+func TestPieceSlicerStraddleUncopied(t *testing.T) {
+	batches := segmenttest.Stream(0, 60, 8, 1000, 7) // ~8 KiB batches
+	data, info := build(t, WriterOptions{}, testStream{id: 1, batches: batches})
+	want := bytes.Join(batches, nil)
+	e := info.Streams[0]
+	for _, runSize := range []int{97, 4096, 20000} {
+		for _, maxBytes := range []int{1, 30000, 0} {
+			src := &memPieceRuns{memRuns: memRuns{data: data, runSize: runSize}}
+			got, most := readPieces(t, src, e, maxBytes)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("run size %d maxBytes %d: pieces differ from the batches written", runSize, maxBytes)
+			}
+			if src.copies != 0 {
+				t.Errorf("run size %d maxBytes %d: %d straddling reads copied", runSize, maxBytes, src.copies)
+			}
+			if most < 2 || src.split == 0 {
+				t.Errorf("run size %d maxBytes %d: no batch came in pieces (most %d)", runSize, maxBytes, most)
+			}
+		}
+	}
+	// The Data reads still copy a straddling batch into one slice.
+	src := &memPieceRuns{memRuns: memRuns{data: data, runSize: 4096}}
+	if got := readCursor(t, src, e, 0); !bytes.Equal(got, want) {
+		t.Fatal("cursor read differs")
+	}
+	if src.copies == 0 || src.split != 0 {
+		t.Errorf("Data reads: %d copies, %d piece reads; want copies and no pieces", src.copies, src.split)
+	}
+}
+
+// TestPieceSlicerCorruptionNeverServed: a flipped bit anywhere in a batch
+// split across runs (in the piece before the boundary or after it, the
+// header included) is refused before any byte of the page is served.
+func TestPieceSlicerCorruptionNeverServed(t *testing.T) {
+	batches := segmenttest.Stream(0, 4, 2, 5, 100)
+	orig, info := build(t, WriterOptions{IndexInterval: -1}, testStream{id: 1, batches: batches})
+	want := bytes.Join(batches, nil)
+	e := info.Streams[0]
+	epoch := map[int64]bool{} // the partition leader epoch is outside every check
+	pos := e.Offset
+	for _, b := range batches {
+		for j := int64(12); j < 16; j++ {
+			epoch[pos+j] = true
+		}
+		pos += int64(len(b))
+	}
+	for i := e.Offset; i < e.End(); i++ {
+		data := bytes.Clone(orig)
+		data[i] ^= 0x40
+		for _, runSize := range []int{7, 64, 1 << 20} {
+			src := &memPieceRuns{memRuns: memRuns{data: data, runSize: runSize}}
+			got, err := ReadStreamPieces(context.Background(), src, "k", e, e.First, 0)
+			if err != nil {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("byte %d: %v, want ErrCorrupt", i, err)
+				}
+				continue
+			}
+			if !epoch[i] || got.Size() != len(want) {
+				t.Fatalf("byte %d (run size %d): corrupt range served", i, runSize)
+			}
+		}
+	}
+	short := &memPieceRuns{memRuns: memRuns{data: orig[:e.Offset+150], runSize: 64}}
+	if _, err := ReadStreamPieces(t.Context(), short, "k", e, e.First, 0); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("truncated object: %v, want ErrCorrupt", err)
 	}
 }

@@ -62,7 +62,7 @@ func (w *Writer) Append(stream uint64, batch []byte) error {
 	if w.finished {
 		return fmt.Errorf("segment: Append after Finish")
 	}
-	bi, err := checkBatch(batch)
+	bi, err := checkBatch([][]byte{batch})
 	if err != nil {
 		return fmt.Errorf("%w: stream %d: %v", ErrInvalidBatch, stream, err)
 	}
