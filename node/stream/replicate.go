@@ -156,7 +156,7 @@ type peer struct {
 	queue      []shipItem
 	queueBytes int // the entries' bytes in queue
 	needs      map[*streamState]int64
-	conn  ReplicaConn // nil: runPeer (re)connects
+	conn       ReplicaConn // nil: runPeer (re)connects
 	// sending: one goroutine at a time builds and sends requests (an
 	// appender when the peer is idle, the answer reader, or runPeer).
 	sending  bool
