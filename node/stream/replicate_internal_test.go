@@ -126,3 +126,61 @@ func TestBuildFramesAllocations(t *testing.T) {
 		t.Fatalf("buildFrames: %.0f allocations for %d entries, want at most 5", allocs, len(items))
 	}
 }
+
+// sendCounter is a ReplicaConn that records the requests sent on it and
+// answers none (the test plays the answers).
+type sendCounter struct{ sent [][]ReplicaFrame }
+
+func (c *sendCounter) Send(frames []ReplicaFrame) error {
+	c.sent = append(c.sent, frames)
+	return nil
+}
+func (c *sendCounter) Recv() ([]ReplicaResult, error) { select {} }
+func (c *sendCounter) Close() error                   { return nil }
+
+// At 64 clients the entries that queue while a request is in flight wait
+// for its answer and go out as one request, rather than the next one
+// going out alone as a second request (the follower takes its requests
+// one at a time, so it would only wait in the follower's socket, at the
+// cost of a request on both sides). One client's append still goes out
+// at once, and a large queue does not wait.
+func TestSecondRequestWaitsForTheFirstAnswer(t *testing.T) {
+	s := &Service{}
+	c := &sendCounter{}
+	p := &peer{node: "f", kick: make(chan struct{}, 1), conn: c}
+	st := &streamState{info: metadata.Stream{ID: 1, Name: "/s/a", Epoch: 1}}
+	next := int64(0)
+	appendOne := func(size int) {
+		p.push(shipItem{st: st, from: next, end: next + 1, data: make([]byte, size)})
+		next++
+		s.drive(p)
+	}
+	appendOne(100)
+	if len(c.sent) != 1 {
+		t.Fatalf("an append with nothing in flight: %d requests, want 1 at once", len(c.sent))
+	}
+	for range 63 {
+		appendOne(100)
+	}
+	if len(c.sent) != 1 {
+		t.Fatalf("63 appends of 100 B while one request is in flight: %d requests sent, want them to wait for its answer", len(c.sent))
+	}
+	// The answer: the reader frees the slot and sends what queued.
+	p.mu.Lock()
+	p.inFlight = p.inFlight[1:]
+	p.mu.Unlock()
+	s.drive(p)
+	if len(c.sent) != 2 || len(c.sent[1]) != 1 || len(c.sent[1][0].Entries) != 63 {
+		t.Fatalf("after the answer: %d requests, want 2, the second with the 63 queued entries in one frame", len(c.sent))
+	}
+	// 64 KiB queued behind one request in flight do not wait for it.
+	appendOne(secondRequestBytes)
+	if len(c.sent) != 3 {
+		t.Fatalf("%d bytes queued behind one request in flight: %d requests, want the second at once", secondRequestBytes, len(c.sent))
+	}
+	// The window stays at maxInFlight.
+	appendOne(secondRequestBytes)
+	if len(c.sent) != 3 {
+		t.Fatalf("%d requests with %d in flight, want no more than %d in flight", len(c.sent), maxInFlight, maxInFlight)
+	}
+}
