@@ -3,6 +3,7 @@
 // went to (docs/benchmarks.md has the figures):
 //
 //	traces read DIR/node-cold-read.trace [DIR/client-cold-read.trace]
+//	traces kafka DIR/node-cold-read-kafka.trace [DIR/client-cold-read-kafka.trace]
 //	traces tail DIR/node-live-tail.trace
 //	traces append DIR/node-repl-r1-replicated-c1-a.trace
 //	traces e2e DIR/node-live-tail.trace DIR/client-live-tail.trace
@@ -28,6 +29,10 @@ func main() {
 		readTimeline(os.Args[2], "")
 	case len(os.Args) == 4 && os.Args[1] == "read":
 		readTimeline(os.Args[2], os.Args[3])
+	case len(os.Args) == 3 && os.Args[1] == "kafka":
+		kafkaTimeline(os.Args[2], "")
+	case len(os.Args) == 4 && os.Args[1] == "kafka":
+		kafkaTimeline(os.Args[2], os.Args[3])
 	case len(os.Args) == 3 && os.Args[1] == "tail":
 		tailLatency(os.Args[2])
 	case len(os.Args) >= 3 && os.Args[1] == "append":
@@ -39,7 +44,7 @@ func main() {
 	case len(os.Args) == 4 && os.Args[1] == "e2e":
 		tailEndToEnd(os.Args[2], os.Args[3])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces tail NODE.trace | traces append NODE.trace... | traces e2e NODE.trace CLIENT.trace | traces repl OWNER.trace FOLLOWER.trace")
+		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces kafka NODE.trace [CLIENT.trace] | traces tail NODE.trace | traces append NODE.trace... | traces e2e NODE.trace CLIENT.trace | traces repl OWNER.trace FOLLOWER.trace")
 		os.Exit(2)
 	}
 }
@@ -60,6 +65,15 @@ func inside(s trace.Stack, fns ...string) bool {
 // goroutineEvents calls each for every goroutine state transition in the
 // trace at path, in order.
 func goroutineEvents(path string, each func(trace.Event)) {
+	events(path, func(e trace.Event) {
+		if e.Kind() == trace.EventStateTransition && e.StateTransition().Resource.Kind == trace.ResourceGoroutine {
+			each(e)
+		}
+	})
+}
+
+// events calls each for every event in the trace at path, in order.
+func events(path string, each func(trace.Event)) {
 	f, err := os.Open(path)
 	if err != nil {
 		fail(err)
@@ -77,9 +91,7 @@ func goroutineEvents(path string, each func(trace.Event)) {
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", path, err))
 		}
-		if e.Kind() == trace.EventStateTransition && e.StateTransition().Resource.Kind == trace.ResourceGoroutine {
-			each(e)
-		}
+		each(e)
 	}
 }
 
