@@ -70,6 +70,25 @@ type reservation struct {
 	own    bool // started from a reservation of this epoch (a restart)
 }
 
+// floorAtStartLocked moves next up to the stream's start offset when
+// what this node rebuilt (manifests, WAL) ends below it. Offsets below the
+// start were handed out and trimmed, and their objects may be collected,
+// so an owner back with an empty disk, or a new owner reading an empty
+// listing, would otherwise count from 0 again: hand out offsets a second
+// time, and answer a read at the start offset with "out of range
+// [start, 0]" (the soak of 2026-12-05 found it). The stretch becomes a
+// gap, as a lost tail does. st.mu held or st not shared yet.
+func (st *streamState) floorAtStartLocked() {
+	start := st.info.StartOffset
+	if st.next >= start {
+		return
+	}
+	st.chunks = append(st.chunks, chunk{base: st.next, next: start, gap: true})
+	st.next = start
+	st.hwm = max(st.hwm, start)
+	st.checkInvariantsLocked()
+}
+
 // startReservation sets where this node's offsets of st begin, from the
 // stream's reservation res (Rev 0: none) and st.next, the end of what
 // object storage holds: a reservation of an earlier epoch means another

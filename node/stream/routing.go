@@ -291,6 +291,7 @@ func (s *Service) adopt(ctx context.Context, m metadata.Stream) (*streamState, e
 			return nil, err
 		}
 	}
+	st.floorAtStartLocked()
 	if s.resv != nil {
 		// Read after the claim: the previous owner, whose session is
 		// over, can no longer extend it.
@@ -300,9 +301,9 @@ func (s *Service) adopt(ctx context.Context, m metadata.Stream) (*streamState, e
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		st.startReservation(s.lostDisk(res))
-		if st.gapTailLocked() {
-			s.requestFlush(true) // record the gap in object storage (snapshotFlush)
-		}
+	}
+	if st.gapTailLocked() {
+		s.requestFlush(true) // record the gap in object storage (snapshotFlush)
 	}
 	return st, nil
 }

@@ -559,6 +559,7 @@ func Open(ctx context.Context, cfg Config, log Log, reg Registry) (*Service, err
 			// append's copies cover it.
 			st.hwm = max(st.uploaded, logStart(st.info))
 		}
+		st.floorAtStartLocked()
 	}
 	if s.resv != nil {
 		if err := s.reserveLoaded(ctx); err != nil {
