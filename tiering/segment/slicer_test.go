@@ -125,14 +125,7 @@ func TestSlicerSourceCorruptionNeverServed(t *testing.T) {
 	orig, info := build(t, WriterOptions{IndexInterval: -1}, testStream{id: 1, batches: batches})
 	want := bytes.Join(batches, nil)
 	e := info.Streams[0]
-	epoch := map[int64]bool{} // the partition leader epoch is outside every check
-	pos := e.Offset
-	for _, b := range batches {
-		for j := int64(12); j < 16; j++ {
-			epoch[pos+j] = true
-		}
-		pos += int64(len(b))
-	}
+	epoch := epochBytes(e.Offset, batches)
 	for i := e.Offset; i < e.End(); i++ {
 		data := bytes.Clone(orig)
 		data[i] ^= 0x40
@@ -290,14 +283,7 @@ func TestPieceSlicerCorruptionNeverServed(t *testing.T) {
 	orig, info := build(t, WriterOptions{IndexInterval: -1}, testStream{id: 1, batches: batches})
 	want := bytes.Join(batches, nil)
 	e := info.Streams[0]
-	epoch := map[int64]bool{} // the partition leader epoch is outside every check
-	pos := e.Offset
-	for _, b := range batches {
-		for j := int64(12); j < 16; j++ {
-			epoch[pos+j] = true
-		}
-		pos += int64(len(b))
-	}
+	epoch := epochBytes(e.Offset, batches)
 	for i := e.Offset; i < e.End(); i++ {
 		data := bytes.Clone(orig)
 		data[i] ^= 0x40
@@ -319,4 +305,18 @@ func TestPieceSlicerCorruptionNeverServed(t *testing.T) {
 	if _, err := ReadStreamPieces(t.Context(), short, "k", e, e.First, 0); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("truncated object: %v, want ErrCorrupt", err)
 	}
+}
+
+// epochBytes returns the object positions of the partition leader epoch
+// of each batch laid out from off: the one field outside every check, so
+// a flipped bit there is not corruption the reader can see.
+func epochBytes(off int64, batches [][]byte) map[int64]bool {
+	epoch := map[int64]bool{}
+	for _, b := range batches {
+		for j := int64(12); j < 16; j++ {
+			epoch[off+j] = true
+		}
+		off += int64(len(b))
+	}
+	return epoch
 }
