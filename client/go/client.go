@@ -128,6 +128,10 @@ type client struct {
 	retry        RetryPolicy
 	userAgent    string
 	maxRedirects int
+	// pageBufs are the free page buffers of the client's Records
+	// iterators with ReuseBuffers: a later catch-up starts in the memory
+	// an earlier one left, not in fresh memory.
+	pageBufs pageBuffers
 }
 
 // NewPico returns a client for the Pico protocol at baseURL, a node's URL

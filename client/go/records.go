@@ -80,17 +80,22 @@ type Records struct {
 	curBody []byte
 }
 
-// pageBuffers are the page buffers of one Records iterator that no page
-// handed out uses any more (ReuseBuffers). Reads ahead take from it on
-// their own goroutines, hence the lock.
+// pageBuffers are the page buffers of a client's Records iterators with
+// ReuseBuffers that no page handed out uses any more. Reads ahead take
+// from it on their own goroutines, and iterators share it, hence the
+// lock.
 type pageBuffers struct {
 	mu   sync.Mutex
 	free [][]byte
 }
 
-// maxFreePageBuffers bounds the free buffers kept: with maxReadsAhead
-// reads in flight and one page handed out, more are never needed.
-const maxFreePageBuffers = maxReadsAhead + 1
+// maxFreePageBuffers bounds the free buffers kept: one iterator holds
+// the page it hands out, the page before it until Next moves on (the
+// read after the next one starts on the next one's headers, before that)
+// and maxReadsAhead reads in flight, and never needs more. An idle client
+// that used ReuseBuffers holds at most these: 12-18 MiB for catch-up
+// pages.
+const maxFreePageBuffers = maxReadsAhead + 2
 
 // get returns a buffer of n bytes: a free one large enough, else a new
 // one whose capacity is n rounded up to whole huge pages, so that pages
@@ -163,7 +168,7 @@ func (s *stream) Records(from string, opts RecordsOptions) *Records {
 	}
 	it := &Records{s: s, opts: opts, pos: from}
 	if opts.ReuseBuffers && !s.ds() {
-		it.bufs = &pageBuffers{}
+		it.bufs = &s.c.pageBufs
 	}
 	return it
 }
@@ -327,6 +332,11 @@ func (it *Records) Next(ctx context.Context) bool {
 			return true
 		}
 		if it.done {
+			if it.bufs != nil {
+				// The last page's records were valid until this Next.
+				it.bufs.put(it.curBody)
+				it.curBody = nil
+			}
 			return false
 		}
 		page, err := it.nextPage(ctx)

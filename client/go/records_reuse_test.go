@@ -52,8 +52,10 @@ func readCounting(t testing.TB, ctx context.Context, c picomq.Client, s picomq.S
 // reads its 16 pages into a few reused page buffers, so the client
 // allocates under half the stream's bytes over the read; without it every
 // page is fresh memory, more than the stream's bytes (measured in the same
-// test, so the bound is known to separate the two). Every record is
-// right while it is the current one, pages read ahead included.
+// test, so the bound is known to separate the two). The client keeps the
+// free buffers for its next such iterator, whose catch-up then allocates
+// no page buffer at all. Every record is right while it is the current
+// one, pages read ahead included.
 func TestRecordsReuseBuffers(t *testing.T) {
 	ctx := ctxTimeout(t, 3*time.Minute)
 	c := newClient(t, picomq.ProtocolPico, picoURL)
@@ -62,12 +64,18 @@ func TestRecordsReuseBuffers(t *testing.T) {
 	appendCountingBatches(t, ctx, s, n, size)
 	fresh := readCounting(t, ctx, c, s, n, size, picomq.RecordsOptions{})
 	reused := readCounting(t, ctx, c, s, n, size, picomq.RecordsOptions{ReuseBuffers: true})
-	t.Logf("allocated over a %d MiB catch-up: %.1f MiB fresh pages, %.1f MiB reused", n*size>>20, float64(fresh)/(1<<20), float64(reused)/(1<<20))
+	again := readCounting(t, ctx, c, s, n, size, picomq.RecordsOptions{ReuseBuffers: true})
+	t.Logf("allocated over a %d MiB catch-up: %.1f MiB fresh pages, %.1f MiB reused, %.1f MiB by the client's next catch-up", n*size>>20, float64(fresh)/(1<<20), float64(reused)/(1<<20), float64(again)/(1<<20))
 	if fresh < n*size {
 		t.Errorf("fresh pages: %d bytes allocated for %d bytes read; the bound below would not tell", fresh, n*size)
 	}
 	if reused > n*size/2 {
 		t.Errorf("ReuseBuffers: %d bytes allocated for %d bytes read, want at most half", reused, n*size)
+	}
+	// The client keeps the buffers the first iterator left: the next
+	// catch-up allocates no page buffer (one would be 6 MiB).
+	if again > n*size/8 {
+		t.Errorf("the client's next catch-up with ReuseBuffers: %d bytes allocated, want at most %d", again, n*size/8)
 	}
 }
 

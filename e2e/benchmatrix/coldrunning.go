@@ -36,6 +36,10 @@ func (m *matrix) coldRunningRows(ctx context.Context, run int) error {
 		return err
 	}
 	prefix := fmt.Sprintf("r%d-running/", run)
+	// The reader keeps no record past Next, as the bare reader keeps no
+	// byte: it reads with ReuseBuffers unless PICOMQ_BENCH_FRESH_PAGES is
+	// set (to compare the client's CPU both ways).
+	fresh := os.Getenv("PICOMQ_BENCH_FRESH_PAGES") != ""
 	pprofFlags, pprofAddr := pprofArgs()
 	n, err := m.startNode("pico-running", append([]string{"--object-store", s3.url(prefix), "--compaction-interval", "24h"}, pprofFlags...)...)
 	if err != nil {
@@ -92,9 +96,12 @@ func (m *matrix) coldRunningRows(ctx context.Context, run int) error {
 	if err := n.restart("picomq", m.cfg.picomq); err != nil {
 		return err
 	}
-	if _, err := coldRead(ctx, c, warm, objectMiB<<20); err != nil {
+	wcpu0 := testproc.CPUSeconds(n.pid)
+	warmMBs, err := coldRead(ctx, c, warm, objectMiB<<20)
+	if err != nil {
 		return fmt.Errorf("warm-up read: %w", err)
 	}
+	warmCPU := testproc.CPUSeconds(n.pid) - wcpu0
 	fetched0, err := metric(n.url, "picomq_cache_fetched_bytes_total")
 	if err != nil {
 		return err
@@ -102,14 +109,18 @@ func (m *matrix) coldRunningRows(ctx context.Context, run int) error {
 	gets0, _ := metric(n.url, "picomq_cache_requests_total")
 	stopProfile := profileRead("cold-read-running", pprofAddr)
 	cpu0, ccpu0 := testproc.CPUSeconds(n.pid), testproc.CPUSeconds(os.Getpid())
+	// RSS growth over the read: memory the node and the client touched
+	// for the first time (fresh pages are most of a read's CPU on a VM).
+	rss0, crss0 := testproc.RSSBytes(n.pid), testproc.RSSBytes(os.Getpid())
 	t0 := time.Now()
-	it := c.Stream(target).Records(c.Beginning(), picomq.RecordsOptions{})
+	it := c.Stream(target).Records(c.Beginning(), picomq.RecordsOptions{ReuseBuffers: !fresh})
 	var bytes int64
 	for it.Next(ctx) {
 		bytes += int64(len(it.Record().Body))
 	}
 	el := time.Since(t0)
 	nodeCPU, clientCPU := testproc.CPUSeconds(n.pid)-cpu0, testproc.CPUSeconds(os.Getpid())-ccpu0
+	nodeRSS, clientRSS := (testproc.RSSBytes(n.pid)-rss0)/(1<<20), (testproc.RSSBytes(os.Getpid())-crss0)/(1<<20)
 	stopProfile()
 	if err := it.Err(); err != nil || bytes != objectMiB<<20 {
 		return fmt.Errorf("running cold read: %d of %d bytes: %v", bytes, objectMiB<<20, err)
@@ -160,8 +171,8 @@ func (m *matrix) coldRunningRows(ctx context.Context, run int) error {
 	m.res.Add(row, run, benchreport.SidePeer, seqMBs, nil)
 	m.res.Add(vsRelay, run, benchreport.SidePico, coldMBs, nil)
 	m.res.Add(vsRelay, run, benchreport.SidePeer, relMBs, nil)
-	logf("  object running: cold read %.0f MB/s (CPU: node %.0f ms, client %.0f ms; %.0f GETs, %.1f MiB fetched for %.1f MiB of objects), sequential GETs %.0f MB/s (%.2fx), warm relay %.0f MB/s (%.2fx; CPU per pass: relay %.0f ms, reader %.0f ms)",
-		coldMBs, nodeCPU*1000, clientCPU*1000, gets1-gets0, (fetched1-fetched0)/(1<<20), float64(objBytes)/(1<<20),
+	logf("  object running: warm-up read (fresh process) %.0f MB/s, node CPU %.0f ms; cold read %.0f MB/s (CPU: node %.0f ms, client %.0f ms; RSS growth: node %.0f MiB, client %.0f MiB; %.0f GETs, %.1f MiB fetched for %.1f MiB of objects), sequential GETs %.0f MB/s (%.2fx), warm relay %.0f MB/s (%.2fx; CPU per pass: relay %.0f ms, reader %.0f ms)",
+		warmMBs, warmCPU*1000, coldMBs, nodeCPU*1000, clientCPU*1000, nodeRSS, clientRSS, gets1-gets0, (fetched1-fetched0)/(1<<20), float64(objBytes)/(1<<20),
 		seqMBs, coldMBs/seqMBs, relMBs, coldMBs/relMBs, relayCPU*500, readerCPU*500)
 	return nil
 }
