@@ -128,6 +128,10 @@ type client struct {
 	retry        RetryPolicy
 	userAgent    string
 	maxRedirects int
+	// pageBufs are the free page buffers of the client's Records
+	// iterators with ReuseBuffers: a later catch-up starts in the memory
+	// an earlier one left, not in fresh memory.
+	pageBufs pageBuffers
 }
 
 // NewPico returns a client for the Pico protocol at baseURL, a node's URL
@@ -583,7 +587,12 @@ const maxPageBytes = 256 << 20
 // a node's largest page (max_bytes is capped at 16 MiB) and its framing.
 const presizeBytes = 32 << 20
 
-func readAll(resp *http.Response) ([]byte, error) {
+func readAll(resp *http.Response) ([]byte, error) { return readAllInto(resp, nil) }
+
+// readAllInto is readAll that takes a body of known size into
+// alloc(size) when alloc is set (a Records iterator's reused page
+// buffers, RecordsOptions.ReuseBuffers).
+func readAllInto(resp *http.Response, alloc func(int) []byte) ([]byte, error) {
 	defer resp.Body.Close()
 	if n := resp.ContentLength; n >= 0 && n <= presizeBytes {
 		// A page of known size (every Pico read) is read into one buffer
@@ -591,10 +600,16 @@ func readAll(resp *http.Response) ([]byte, error) {
 		// catch-up page several times over. Larger announced sizes grow
 		// as the bytes arrive, so a header alone cannot make the client
 		// allocate much. A large page's buffer is fresh memory (its
-		// records alias it, so it is never reused): it is backed by huge
-		// pages where the kernel allows, one fault per 2 MiB instead of
-		// 512 (sdk/hugepage).
-		b := hugepage.Make(int(n))
+		// records alias it, so it is never reused unless the iterator
+		// was told it may be, alloc): it is backed by huge pages where
+		// the kernel allows, one fault per 2 MiB instead of 512
+		// (sdk/hugepage).
+		var b []byte
+		if alloc != nil {
+			b = alloc(int(n))
+		} else {
+			b = hugepage.Make(int(n))
+		}
 		if _, err := io.ReadFull(resp.Body, b); err != nil {
 			return nil, err
 		}

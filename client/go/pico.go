@@ -259,6 +259,7 @@ func (s *stream) picoReadFinish(r pageReply) (Page, error) {
 		return Page{}, err
 	}
 	page := r.page
+	page.body = r.body
 	var last int64 = -1 // the offset of the page's last record
 	var err error
 	if wire.MediaType(r.header.Get("Content-Type")) == wire.MediaRecordBatches {

@@ -71,8 +71,9 @@ type pageReply struct {
 	page      Page
 	header    http.Header
 	body      []byte
-	noContent bool           // a 204: nothing new, no body
-	resp      *http.Response // the unread body's response (startPage), nil once read
+	noContent bool             // a 204: nothing new, no body
+	resp      *http.Response   // the unread body's response (startPage), nil once read
+	alloc     func(int) []byte // the body's buffer of a known size (nil: fresh memory)
 }
 
 func (s *stream) getPage(ctx context.Context, n headerNames, q url.Values, reqHeader http.Header) (pageReply, error) {
@@ -119,7 +120,7 @@ func (r *pageReply) readBody() error {
 	resp := r.resp
 	r.resp = nil
 	var err error
-	r.body, err = readAll(resp)
+	r.body, err = readAllInto(resp, r.alloc)
 	return err
 }
 

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"slices"
+	"sync"
 	"time"
+
+	"github.com/PicoMQ/picomq/sdk/hugepage"
 )
 
 // RecordsOptions tune a Records iterator.
@@ -20,6 +24,15 @@ type RecordsOptions struct {
 	// 1,000 records: catching up is then a few large pages.
 	Limit    int
 	MaxBytes int
+	// ReuseBuffers lets a Pico iterator read later pages into the memory
+	// of pages it has finished with, instead of fresh memory for every
+	// page: a catch-up then costs the client a few page buffers, not a
+	// buffer per page (fresh memory is most of a catch-up's client CPU,
+	// docs/sdk-go.md). The price: a Record's Body, Key and header values
+	// are valid only until the next call to Next; copy what you keep
+	// (Position stays valid). Off by default, since a record kept past
+	// Next would then change under its holder.
+	ReuseBuffers bool
 }
 
 // CatchUpPageBytes is the page size a Pico Records iterator asks for when
@@ -61,6 +74,70 @@ type Records struct {
 	// maxReadsAhead of them.
 	waiting *pageRead
 	ahead   []*pageRead
+	// With ReuseBuffers: the free page buffers, and the buffer of the
+	// page being handed out, which goes back to bufs when Next moves on.
+	bufs    *pageBuffers
+	curBody []byte
+}
+
+// pageBuffers are the page buffers of a client's Records iterators with
+// ReuseBuffers that no page handed out uses any more. Reads ahead take
+// from it on their own goroutines, and iterators share it, hence the
+// lock.
+type pageBuffers struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+// maxFreePageBuffers bounds the free buffers kept: one iterator holds
+// the page it hands out, the page before it until Next moves on (the
+// read after the next one starts on the next one's headers, before that)
+// and maxReadsAhead reads in flight, and never needs more. An idle client
+// that used ReuseBuffers holds at most these: 12-18 MiB for catch-up
+// pages.
+const maxFreePageBuffers = maxReadsAhead + 2
+
+// get returns a buffer of n bytes: a free one large enough, else a new
+// one whose capacity is n rounded up to whole huge pages, so that pages
+// of slightly different sizes (a page ends on a batch boundary) fit in
+// it later (a page under half a huge page gets a plain buffer of its
+// size). The rounded-up tail is never written until a larger page
+// needs it, so fresh memory there is never backed.
+func (p *pageBuffers) get(n int) []byte {
+	p.mu.Lock()
+	for i, b := range p.free {
+		if cap(b) >= n {
+			p.free = slices.Delete(p.free, i, i+1)
+			p.mu.Unlock()
+			return b[:n]
+		}
+	}
+	p.mu.Unlock()
+	if n < hugepage.Size/2 {
+		return make([]byte, n) // a small page: its memory is no matter
+	}
+	return hugepage.Make((n + hugepage.Size - 1) &^ (hugepage.Size - 1))[:n]
+}
+
+// put gives back a buffer no record handed out may alias any more.
+func (p *pageBuffers) put(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) < maxFreePageBuffers {
+		p.free = append(p.free, b[:0])
+	}
+}
+
+// alloc is the body allocator of the iterator's page reads: nil (fresh
+// memory per page) unless ReuseBuffers.
+func (it *Records) alloc() func(int) []byte {
+	if it.bufs == nil {
+		return nil
+	}
+	return it.bufs.get
 }
 
 // maxReadsAhead bounds the page reads a Records iterator has in flight
@@ -89,7 +166,11 @@ func (s *stream) Records(from string, opts RecordsOptions) *Records {
 	if !s.ds() && opts.Limit == 0 && opts.MaxBytes == 0 {
 		opts.Limit, opts.MaxBytes = catchUpLimit, CatchUpPageBytes
 	}
-	return &Records{s: s, opts: opts, pos: from}
+	it := &Records{s: s, opts: opts, pos: from}
+	if opts.ReuseBuffers && !s.ds() {
+		it.bufs = &s.c.pageBufs
+	}
+	return it
 }
 
 // readOptions are the options of the iterator's next page read.
@@ -116,6 +197,7 @@ func (it *Records) startAhead(ctx context.Context, from, cursor string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readAheadTimeout)
 	a.cancel = cancel
 	s := it.s
+	alloc := it.alloc()
 	go func() {
 		defer close(a.done)
 		defer cancel()
@@ -125,6 +207,7 @@ func (it *Records) startAhead(ctx context.Context, from, cursor string) {
 			close(a.head)
 			return
 		}
+		r.alloc = alloc
 		a.hdr, a.headOK = r.page, true
 		close(a.head)
 		a.page, a.err = s.picoReadFinish(r)
@@ -218,6 +301,7 @@ func (it *Records) readNow(ctx context.Context) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
+	r.alloc = it.alloc()
 	if len(it.ahead) < maxReadsAhead && goesOn(it.pos, r.page) {
 		cursor := r.page.Cursor
 		if cursor == "" {
@@ -248,6 +332,11 @@ func (it *Records) Next(ctx context.Context) bool {
 			return true
 		}
 		if it.done {
+			if it.bufs != nil {
+				// The last page's records were valid until this Next.
+				it.bufs.put(it.curBody)
+				it.curBody = nil
+			}
 			return false
 		}
 		page, err := it.nextPage(ctx)
@@ -259,6 +348,13 @@ func (it *Records) Next(ctx context.Context) bool {
 			return false
 		}
 		it.page, it.i = page.Records, 0
+		if it.bufs != nil {
+			// The records of the page before are done with (the caller
+			// was told they last until this Next): its buffer can take a
+			// later page.
+			it.bufs.put(it.curBody)
+			it.curBody = page.body
+		}
 		if page.Next != "" {
 			it.pos = page.Next
 		}

@@ -165,6 +165,10 @@ type Page struct {
 	Closed bool
 	// Cursor is the server's cursor for the next live read.
 	Cursor string
+
+	// body is the buffer the records' byte slices alias: a Records
+	// iterator with ReuseBuffers reads a later page into it.
+	body []byte
 }
 
 // CreateOption sets an optional part of a stream's configuration.

@@ -237,6 +237,11 @@ func TestRelayFloor(t *testing.T) {
 			t.Fatalf("pass %d: relayed %d of %d bytes at %v MB/s in %v s", pass, r.bytes, total, r.mbs, r.seconds)
 		}
 	}
+	// A pass over some keys (the running cold-read row's stream) relays
+	// only those objects.
+	if r, err := rc.passKeys(ctx, 1<<20+3, []string{"obj-01", "obj-02"}); err != nil || r.bytes != 1<<20+3 {
+		t.Fatalf("pass over two keys: %d bytes, %v", r.bytes, err)
+	}
 
 	// The object rows' floors: both next to the sequential GETs, and the
 	// cold read next to the relay.

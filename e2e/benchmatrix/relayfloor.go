@@ -10,7 +10,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,7 +66,7 @@ func relayMain(args []string) error {
 		}
 		one.Lock()
 		defer one.Unlock()
-		if err := relay(r.Context(), st, w, bufs); err != nil {
+		if err := relay(r.Context(), st, w, bufs, r.URL.Query()["key"]); err != nil {
 			// Buffers still held by the failed request's GETs are lost
 			// to the pool: a fresh one for the next request.
 			bufs = relayBuffers()
@@ -102,12 +104,17 @@ func relayBuffers() chan []byte {
 // relay writes every object of st, in key order, to w as frames, keeping
 // floorGETs ranged GETs of floorRange bytes in flight ahead of the write:
 // a GET starts when the write of the part floorGETs before it has given
-// its buffer back to bufs (relayBuffers; one request at a time).
-func relay(ctx context.Context, st objstore.Store, w io.Writer, bufs chan []byte) error {
+// its buffer back to bufs (relayBuffers; one request at a time). With
+// keys, only those objects are relayed (the running cold-read row's
+// stream among others).
+func relay(ctx context.Context, st objstore.Store, w io.Writer, bufs chan []byte, keys []string) error {
 	var parts []*relayPart
 	for a, err := range st.List(ctx, "") {
 		if err != nil {
 			return err
+		}
+		if keys != nil && !slices.Contains(keys, a.Key) {
+			continue
 		}
 		for off := int64(0); off < a.Size; off += floorRange {
 			parts = append(parts, &relayPart{key: a.Key, off: off, n: min(floorRange, a.Size-off), fetched: make(chan struct{})})
@@ -236,9 +243,15 @@ func (r *relayChild) stop() {
 // to the store, buffers in memory; PicoMQ's node is restarted only to
 // empty its cache): the floor is a later pass.
 func (r *relayChild) pass(ctx context.Context, want int64) (relayResult, error) {
+	return r.passKeys(ctx, want, nil)
+}
+
+// passKeys is pass over the objects keys only (all of them when nil).
+func (r *relayChild) passKeys(ctx context.Context, want int64, keys []string) (relayResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.addr+"/read", nil)
+	q := url.Values{"key": keys}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.addr+"/read?"+q.Encode(), nil)
 	if err != nil {
 		return relayResult{}, err
 	}
