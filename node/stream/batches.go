@@ -224,7 +224,13 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 		case full:
 		case next >= min(c.next, hwm):
 			ci++
-		case next == before || taken >= maxBytes:
+		case next == before || taken >= maxBytes || c.obj != nil:
+			// An object read that ends inside its range stopped at its
+			// byte budget (maxBytes-taken): its next batch does not fit
+			// this page either. Asking again would read, verify and
+			// throw away that batch, waiting for its GET if it lies in
+			// the next one: the first fetch after a restart waited for a
+			// second GET that way.
 			full = true
 		}
 	}

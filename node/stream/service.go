@@ -1797,6 +1797,12 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 			// No progress, or the byte budget is spent: stop here rather
 			// than skip the rest of this chunk.
 			full = true
+		case c.obj != nil && asBatches:
+			// A page of stored batches counts their bytes as the tier
+			// does, so an object read ending inside its range means the
+			// next batch does not fit (Tier.ReadBatches): asking again
+			// would wait for its GET only to leave it to the next page.
+			full = true
 		}
 	}
 	s.prefetchNext(refs, res.NextOffset)

@@ -24,8 +24,11 @@ type Tier interface {
 	// existing key.
 	Upload(ctx context.Context, key string, streams []tiering.StreamBatches) ([]ObjectRef, int64, error)
 	// ReadBatches returns whole, CRC-verified batches of ref's stream,
-	// starting with the batch holding offset from, about maxBytes long (at
-	// least one batch). The bytes may be the block cache's own memory,
+	// starting with the batch holding offset from: at least one batch,
+	// then the following batches of the range as long as they fit in
+	// maxBytes. A read that ends inside the range so says that the next
+	// batch does not fit: a stored-batch page ends there without asking
+	// again (readBatches). The bytes may be the block cache's own memory,
 	// shared with other readers: never modify them (copy first, e.g. to
 	// rewrite a Kafka batch header).
 	ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([]byte, error)
