@@ -242,7 +242,7 @@ func TestRelayManyFloor(t *testing.T) {
 	}
 
 	m := &matrix{cfg: config{work: dir}, res: &benchreport.Results{}}
-	par, err := m.manyReadersFloor(ctx, 1, st, url, 50, float64(total))
+	par, err := m.manyReadersFloor(ctx, 1, st, minio{}, url, 50, float64(total))
 	if err != nil || len(m.res.Failures) > 0 || par <= 0 {
 		t.Fatalf("manyReadersFloor: %v MB/s, %v, failures %v", par, err, m.res.Failures)
 	}

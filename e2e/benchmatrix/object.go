@@ -387,7 +387,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	cache0 := cacheMetrics(n.url)
 	stopRSS := peakRSS(n.pid)
 	stopProfile := profileRead("cold-many", pprofAddr)
-	cpu0, ccpu0 := testproc.CPUSeconds(n.pid), testproc.CPUSeconds(os.Getpid())
+	cpu0, ccpu0, scpu0 := testproc.CPUSeconds(n.pid), testproc.CPUSeconds(os.Getpid()), s3.cpu()
 	t0 := time.Now()
 	var total atomic.Int64
 	errs = make(chan error, manyReaders)
@@ -406,7 +406,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	}
 	wg.Wait()
 	el := time.Since(t0)
-	nodeCPU, clientCPU := testproc.CPUSeconds(n.pid)-cpu0, testproc.CPUSeconds(os.Getpid())-ccpu0
+	nodeCPU, clientCPU, storeCPU := testproc.CPUSeconds(n.pid)-cpu0, testproc.CPUSeconds(os.Getpid())-ccpu0, s3.cpu()-scpu0
 	peak := stopRSS()
 	stopProfile()
 	cache1 := cacheMetrics(n.url)
@@ -420,7 +420,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	}
 	defer st.Close()
 	agg := float64(total.Load()) / 1e6 / el.Seconds()
-	floor, err := m.manyReadersFloor(ctx, run, st, s3.url(prefix), agg, float64(total.Load()))
+	floor, err := m.manyReadersFloor(ctx, run, st, s3, s3.url(prefix), agg, float64(total.Load()))
 	if err != nil {
 		return err
 	}
@@ -433,13 +433,24 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	m.res.Add(many, run, benchreport.SidePeer, floor, nil)
 	m.res.Add(rss, run, benchreport.SidePico, (peak-rss0)/(1<<20), nil)
 	m.res.Add(rss, run, benchreport.SidePeer, manyCacheMiB+3*manyAheadMiB, nil)
-	logf("  object: %d cold readers %.0f MB/s aggregate (%.2f s), parallel GETs %.0f MB/s; RSS %.0f -> %.0f MiB; node CPU %.0f ms, client CPU %.0f ms; cache: %s",
-		manyReaders, agg, el.Seconds(), floor, rss0/(1<<20), peak/(1<<20), nodeCPU*1000, clientCPU*1000, cacheDelta(cache0, cache1))
+	logf("  object: %d cold readers %.0f MB/s aggregate (%.2f s), parallel GETs %.0f MB/s; RSS %.0f -> %.0f MiB; CPU: node %.0f ms, client %.0f ms, MinIO %.0f ms; cache: %s",
+		manyReaders, agg, el.Seconds(), floor, rss0/(1<<20), peak/(1<<20), nodeCPU*1000, clientCPU*1000, storeCPU*1000, cacheDelta(cache0, cache1))
 	return nil
 }
 
 // minio is a MinIO the matrix started.
-type minio struct{ endpoint, bucket string }
+type minio struct {
+	endpoint, bucket string
+	pid              int // 0 if unknown (the rows then leave its CPU out)
+}
+
+// cpu returns the MinIO process's CPU seconds so far (0 if unknown).
+func (s minio) cpu() float64 {
+	if s.pid == 0 {
+		return 0
+	}
+	return testproc.CPUSeconds(s.pid)
+}
 
 // url is the --object-store URL of the bucket under prefix.
 func (s minio) url(prefix string) string {
@@ -502,7 +513,11 @@ func (m *matrix) startMinio() (minio, func(), error) {
 	os.Setenv("AWS_ACCESS_KEY_ID", vals["PICOMQ_S3_ACCESS_KEY"])
 	os.Setenv("AWS_SECRET_ACCESS_KEY", vals["PICOMQ_S3_SECRET_KEY"])
 	os.Setenv("AWS_REGION", "us-east-1")
-	return minio{endpoint: vals["PICOMQ_S3_ENDPOINT"], bucket: vals["PICOMQ_S3_BUCKET"]}, stop, nil
+	pid := 0
+	if b, err := os.ReadFile(filepath.Join(state, "minio.pid")); err == nil {
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	return minio{endpoint: vals["PICOMQ_S3_ENDPOINT"], bucket: vals["PICOMQ_S3_BUCKET"], pid: pid}, stop, nil
 }
 
 // metric reads one unlabelled metric from a node's /metrics.
