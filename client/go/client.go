@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/PicoMQ/picomq/sdk/hugepage"
 	"github.com/PicoMQ/picomq/sdk/retry"
 )
 
@@ -592,9 +593,8 @@ func readAll(resp *http.Response) ([]byte, error) {
 		// allocate much. A large page's buffer is fresh memory (its
 		// records alias it, so it is never reused): it is backed by huge
 		// pages where the kernel allows, one fault per 2 MiB instead of
-		// 512 (sdk/hugepage); one of 1-2 MiB is carved from a chunk of
-		// them (pageBuffer).
-		b := pageBuffer(int(n))
+		// 512 (sdk/hugepage).
+		b := hugepage.Make(int(n))
 		if _, err := io.ReadFull(resp.Body, b); err != nil {
 			return nil, err
 		}

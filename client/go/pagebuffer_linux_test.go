@@ -32,35 +32,3 @@ func TestReadAllHugePageBuffer(t *testing.T) {
 		}
 	}
 }
-
-// TestReadAllCarvesPagesOfOneToTwoMiB: page bodies of half a huge page up
-// to a huge page (a catch-up of a 1 MiB stream of 1 KiB records is one
-// page of 1,110,000-odd bytes) are read into consecutive buffers of one
-// advised chunk, not plain makes whose fresh memory faults 4 KiB at a
-// time (docs/benchmarks.md, "100 cold readers"). A plain make of these
-// sizes is rounded to 8 KiB pages, so two are never back to back.
-func TestReadAllCarvesPagesOfOneToTwoMiB(t *testing.T) {
-	for _, n := range []int{1110000, hugepage.Size / 2, hugepage.Size - 1} {
-		pageSlab.mu.Lock()
-		pageSlab.free = nil // a fresh chunk for the first of the two
-		pageSlab.mu.Unlock()
-		var bufs [][]byte
-		for range 2 {
-			body := bytes.Repeat([]byte{0x5a}, n)
-			b, err := readAll(&http.Response{ContentLength: int64(n), Body: io.NopCloser(bytes.NewReader(body))})
-			if err != nil || !bytes.Equal(b, body) || cap(b) != n {
-				t.Fatalf("%d bytes: read %d (cap %d), equal %v, err %v", n, len(b), cap(b), bytes.Equal(b, body), err)
-			}
-			bufs = append(bufs, b)
-		}
-		a, b := uintptr(unsafe.Pointer(unsafe.SliceData(bufs[0]))), uintptr(unsafe.Pointer(unsafe.SliceData(bufs[1])))
-		if 2*n <= pageChunk && b != a+uintptr(n) {
-			t.Errorf("%d bytes: buffers at %#x and %#x, not one after the other in a chunk", n, a, b)
-		}
-		for i, buf := range bufs {
-			if adv, err := hugepage.Advised(unsafe.Pointer(unsafe.SliceData(buf))); err != nil || !adv {
-				t.Errorf("%d bytes, buffer %d: advised for huge pages %v (%v)", n, i, adv, err)
-			}
-		}
-	}
-}
