@@ -195,7 +195,7 @@ func (m *matrix) manyReadersFloor(ctx context.Context, run int, st objstore.Stor
 	m.res.Add(first, run, benchreport.SidePeer, par, nil)
 	m.res.Add(vsRelay, run, benchreport.SidePico, manyMBs, nil)
 	m.res.Add(vsRelay, run, benchreport.SidePeer, relay, nil)
-	logf("  many floor: bare relay first pass %.0f MB/s (%d bytes relayed in %.2f s; CPU: relay %.0f ms, readers %.0f ms, MinIO %.0f ms, with the plan's footer GETs), parallel GETs %.0f MB/s (%.2fx; MinIO CPU %.0f ms); PicoMQ %.0f MB/s (%.2fx the relay)",
-		relay, r.bytes, r.seconds, r.relayCPU*1000, r.readerCPU*1000, (scpu1-scpu0)*1000, par, relay/par, (s3.cpu()-scpu1)*1000, manyMBs, manyMBs/relay)
+	logf("  many floor: bare relay first pass %.0f MB/s (%d bytes relayed in %.2f s, %d spans, %d GETs; CPU: relay %.0f ms, readers %.0f ms, MinIO %.0f ms, with the plan's footer GETs), parallel GETs %.0f MB/s (%.2fx; MinIO CPU %.0f ms); PicoMQ %.0f MB/s (%.2fx the relay)",
+		relay, r.bytes, r.seconds, r.spans, r.gets, r.relayCPU*1000, r.readerCPU*1000, (scpu1-scpu0)*1000, par, relay/par, (s3.cpu()-scpu1)*1000, manyMBs, manyMBs/relay)
 	return par, nil
 }

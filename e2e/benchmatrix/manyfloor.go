@@ -360,6 +360,7 @@ type manyResult struct {
 	seconds             float64 // from the first request to the last end frame
 	bytes               int64   // relayed bytes (batches), all streams
 	relayCPU, readerCPU float64 // seconds, the relay process and this one
+	spans, gets         int     // the plan's spans, and the relay's ranged GETs (windows)
 }
 
 // relayManyPass writes the plan of st's objects to dir, starts a relay
@@ -372,6 +373,10 @@ func relayManyPass(ctx context.Context, st objstore.Store, storeURL, dir string)
 	}
 	if streams == 0 {
 		return manyResult{}, fmt.Errorf("no streams in the store's objects")
+	}
+	windows, _, err := planWindows(spans, streams)
+	if err != nil {
+		return manyResult{}, err
 	}
 	want := make([]int64, streams)
 	for _, s := range spans {
@@ -415,7 +420,8 @@ func relayManyPass(ctx context.Context, st objstore.Store, storeURL, dir string)
 	}
 	wg.Wait()
 	res := manyResult{seconds: time.Since(t0).Seconds(), bytes: got.Load(),
-		relayCPU: testproc.CPUSeconds(p.pid) - cpu0, readerCPU: testproc.CPUSeconds(os.Getpid()) - rcpu0}
+		relayCPU: testproc.CPUSeconds(p.pid) - cpu0, readerCPU: testproc.CPUSeconds(os.Getpid()) - rcpu0,
+		spans: len(spans), gets: len(windows)}
 	close(errs)
 	if err := <-errs; err != nil {
 		return res, fmt.Errorf("%w\n%s", err, p.tail())

@@ -1040,3 +1040,63 @@ func TestReadAheadInFlightIsSizedByBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestReadAheadRunsAreWindowAligned: read-ahead GETs end on FetchBlocks
+// boundaries, as a cold scan's GET does, so the window of a neighbouring
+// stream of an L0 object lies in one run: a reader of it gets it
+// uncopied, and readers of one window meet one GET (issue 31, the 100
+// cold readers' GETs; docs/benchmarks.md). Before, read-ahead runs began
+// wherever the advised range did and cut every window after in two.
+func TestReadAheadRunsAreWindowAligned(t *testing.T) {
+	c, _, data := setup(t, objstoretest.FileStore(t), 16*bs, Options{ReadAhead: 16, FetchBlocks: 4})
+	c.Advise("obj", bs+5, 13*bs) // blocks 1..12
+	c.mu.Lock()
+	for idx := int64(1); idx < 13; idx++ {
+		r := c.blocks[blockID{"obj", idx}]
+		if want := max(1, idx/4*4); r == nil || r.first != want || r.first+r.count > (idx/4+1)*4 {
+			c.mu.Unlock()
+			t.Fatalf("block %d: run %+v, want one starting at block %d and ending by the next window", idx, r, want)
+		}
+	}
+	c.mu.Unlock()
+	got, err := c.Slice(t.Context(), "obj", 4*bs, 4*bs, 4*bs)
+	if err != nil || !bytes.Equal(got, data[4*bs:8*bs]) {
+		t.Fatalf("Slice of the second window: %d bytes, %v", len(got), err)
+	}
+	if s := c.Stats(); s.StraddleCopyBytes != 0 || s.Requests != 4 {
+		t.Errorf("%+v: want the window in one run, uncopied, and 4 GETs for blocks 1..12", s)
+	}
+}
+
+// TestReadAheadTopUpIsAWholeWindow: an open-ended read-ahead window ends
+// on a FetchBlocks boundary, so a sequential reader that started inside a
+// window tops up with whole-window GETs, not a short one and a remainder
+// each time.
+func TestReadAheadTopUpIsAWholeWindow(t *testing.T) {
+	c, _, data := setup(t, objstoretest.FileStore(t), 40*bs, Options{ReadAhead: 8, FetchBlocks: 4})
+	p := make([]byte, bs)
+	for i := 3; i < 40; i++ {
+		if _, err := c.ReadAt(t.Context(), "obj", p, int64(i)*bs); err != nil || !bytes.Equal(p, data[i*bs:(i+1)*bs]) {
+			t.Fatalf("block %d: %v", i, err)
+		}
+	}
+	if s := c.Stats(); s.FetchedBytes != 37*bs {
+		t.Errorf("%d bytes fetched for 37 blocks, want each block once", s.FetchedBytes)
+	}
+	// Every read-ahead GET but the first lies in one window of 4 blocks.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var runs []string
+	bad := false
+	for idx := int64(8); idx < 40; idx++ {
+		r := c.blocks[blockID{"obj", idx}]
+		if r == nil || r.first != idx {
+			continue
+		}
+		runs = append(runs, fmt.Sprintf("[%d,+%d)", r.first, r.count))
+		bad = bad || r.first%4 != 0 || r.count > 4
+	}
+	if bad || len(runs) == 0 {
+		t.Errorf("runs from block 8 on: %v; want whole windows of 4 blocks", runs)
+	}
+}
