@@ -1061,17 +1061,9 @@ func (c *Cache) readAheadLocked(key string, st *seqState, from int64) {
 	// Refill once a whole GET's worth (FetchBlocks) of the window is free:
 	// the window stays nearly full, which is what covers a GET's latency
 	// (bytes in flight = bandwidth x latency), and GETs stay large.
-	fb := int64(c.opts.FetchBlocks)
-	refill := min(fb, max(window/2, 1))
+	refill := min(int64(c.opts.FetchBlocks), max(window/2, 1))
 	if st.ahead >= stop || (st.ahead > from && st.ahead-from > window-refill && st.ahead < stop && stop == from+window) {
 		return
-	}
-	if stop == from+window && window >= fb {
-		// An open-ended window ends on a FetchBlocks boundary, so the
-		// next top-up starts on one and its GET is a whole window.
-		if stop = stop / fb * fb; st.ahead >= stop {
-			return
-		}
 	}
 	runStart := int64(-1)
 	spent := false
@@ -1099,12 +1091,7 @@ func (c *Cache) readAheadLocked(key string, st *seqState, from int64) {
 		}
 		if runStart < 0 {
 			runStart = idx
-		} else if idx%fb == 0 {
-			// Runs end on FetchBlocks boundaries, as a cold scan's GET
-			// does (lend): readers of neighbouring streams of an L0
-			// object then meet read-ahead and demand GETs of the same
-			// windows, not windows cut in two by a run that started
-			// where one reader happened to be.
+		} else if idx-runStart == int64(c.opts.FetchBlocks) {
 			flush(idx)
 			runStart = idx
 		}
