@@ -783,11 +783,23 @@ func (c *Cache) lend(ctx context.Context, key string, off int64, atLeast, atMost
 	// hundred small GETs at once cost MinIO or S3 far more than a few
 	// large ones). A point read (atMost within a block) still fetches
 	// only what it touches.
+	//
+	// A scan whose first block is at hand (the last block of the previous
+	// stream's GET) but whose later blocks are missing fetches them on to
+	// the end of their window, for the same reason: fetching only its own
+	// stretch, each reader of an L0 object's window found its first block
+	// in its predecessor's GET and sent one for its own range, a GET per
+	// stream instead of per window (issue 31's 100 cold readers,
+	// docs/benchmarks.md).
 	from := first
-	if int64(*atMost) > bs && c.missing(key, first) {
-		fb := int64(c.opts.FetchBlocks)
-		from = first / fb * fb
-		fetchLast = max(fetchLast, from+fb-1)
+	if fb := int64(c.opts.FetchBlocks); int64(*atMost) > bs {
+		switch {
+		case c.missing(key, first):
+			from = first / fb * fb
+			fetchLast = max(fetchLast, from+fb-1)
+		case c.anyMissing(key, first+1, fetchLast):
+			fetchLast = (fetchLast/fb+1)*fb - 1
+		}
 	}
 	runs, err = c.acquire(ctx, key, from, last, fetchLast, int64(*atMost) > bs)
 	if err != nil {
@@ -806,6 +818,19 @@ func (c *Cache) lent(key string, off, first, last int64, n, atLeast int) error {
 	end := (off + int64(n) - 1) / c.opts.BlockSize
 	c.afterRead(key, first, end, false)
 	return nil
+}
+
+// anyMissing says whether any block of key in [first, last] is neither
+// cached nor in flight.
+func (c *Cache) anyMissing(key string, first, last int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for idx := first; idx <= last; idx++ {
+		if c.blocks[blockID{key, idx}] == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // missing says whether block idx of key is neither cached nor in

@@ -1040,3 +1040,34 @@ func TestReadAheadInFlightIsSizedByBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestNeighbourScansShareTheirWindow: scans of consecutive ranges of one
+// object (the streams of an L0 object, read by one reader each), each
+// starting in the last block of the one before, fetch each window once:
+// the second scan, whose first block is at hand, fetches its missing
+// blocks on to the end of their window, so the third and fourth find
+// theirs in flight. Before, each fetched only its own stretch: a GET per
+// range (issue 31's 100 cold readers, docs/benchmarks.md).
+func TestNeighbourScansShareTheirWindow(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			c, src, data := setup(t, newStore(t), 32*bs, Options{ReadAhead: -1, FetchBlocks: 8})
+			for i, r := range [][2]int64{{0, 13 * bs / 2}, {13 * bs / 2, 3 * bs}, {19 * bs / 2, 3 * bs}, {25 * bs / 2, 3 * bs}} {
+				got, err := c.SlicePieces(t.Context(), "obj", r[0], 12, int(r[1]))
+				n := 0
+				for _, p := range got {
+					if !bytes.Equal(p, data[r[0]+int64(n):r[0]+int64(n+len(p))]) {
+						t.Fatalf("range %d: bytes differ from the object", i)
+					}
+					n += len(p)
+				}
+				if err != nil || int64(n) != r[1] {
+					t.Fatalf("range %d: %d of %d bytes, %v", i, n, r[1], err)
+				}
+			}
+			if got := src.reads.Load(); got != 2 {
+				t.Errorf("%d GETs for four neighbouring ranges in two windows, want 2", got)
+			}
+		})
+	}
+}
