@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"hash/crc32"
@@ -170,7 +171,7 @@ type planPiece struct {
 	lo, hi int64
 }
 
-// windows cuts spans into floorRange-aligned windows, in key order, and
+// planWindows cuts spans into floorRange-aligned windows, in key order, and
 // returns them with each stream's pieces, in the stream's order. Spans
 // of one stream are expected in an order of non-decreasing windows
 // (storePlan's: a stream's later offsets are in later objects); a plan
@@ -298,11 +299,11 @@ func (m *manyRelay) serve(ctx context.Context, i int, w io.Writer) error {
 func (m *manyRelay) handle(w http.ResponseWriter, r *http.Request) {
 	i, err := strconv.Atoi(r.URL.Query().Get("i"))
 	if err != nil || i < 0 || i >= len(m.pieces) {
-		http.Error(w, fmt.Sprintf(`{"error":"no stream %q in the plan"}`, r.URL.Query().Get("i")), http.StatusNotFound)
+		jsonError(w, http.StatusNotFound, fmt.Sprintf("no stream %q in the plan", r.URL.Query().Get("i")))
 		return
 	}
 	if m.served[i].Swap(true) {
-		http.Error(w, `{"error":"a relay serves each stream once (one pass per process)"}`, http.StatusConflict)
+		jsonError(w, http.StatusConflict, "a relay serves each stream once (one pass per process)")
 		return
 	}
 	// The fetches belong to the pass, not to the first request.
@@ -448,4 +449,12 @@ func readRelayStream(ctx context.Context, c *http.Client, addr string, i int) (i
 		return 0, fmt.Errorf("%s: %s", resp.Status, b)
 	}
 	return readRelay(resp.Body, 64<<10)
+}
+
+// jsonError answers a refused request with status and a JSON body.
+func jsonError(w http.ResponseWriter, status int, msg string) {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }

@@ -237,8 +237,19 @@ func TestRelayManyFloor(t *testing.T) {
 			t.Errorf("stream %d (index %d): %d bytes, want its %d bytes of batches", id, i, len(got), len(want[id]))
 		}
 	}
-	if resp, err := get(0); err != nil || resp.StatusCode != http.StatusConflict {
-		t.Errorf("a second pass: %v %v, want 409", resp.Status, err)
+	for _, c := range []struct {
+		i      string
+		status int
+	}{{"0", http.StatusConflict}, {"3", http.StatusNotFound}, {"x", http.StatusNotFound}} {
+		resp, err := http.Get(fmt.Sprintf("http://%s/stream?i=%s", addr, c.i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(string(b), `"error"`) {
+			t.Errorf("stream %s again: %s %q %s, want %d with a JSON error", c.i, resp.Status, resp.Header.Get("Content-Type"), b, c.status)
+		}
 	}
 
 	m := &matrix{cfg: config{work: dir}, res: &benchreport.Results{}}
