@@ -163,3 +163,39 @@ func (m *matrix) replFloorRows(ctx context.Context, run int) error {
 	}
 	return nil
 }
+
+// manyReadersFloor measures the cold-many row's floors right after
+// PicoMQ's read of the same objects (manyMBs, recordBytes of records):
+// the bare relay's first pass (manyfloor.go), in a fresh child process as
+// the row's node is restarted, then the parallel-GET floor, which it
+// returns for the cold-many row; and adds the relay's rows, next to the
+// parallel GETs and PicoMQ next to the relay. The relay's figure is the
+// row's record bytes over the time to deliver every stream, so the two
+// compare times (the relay moves the batches' headers too, a few percent
+// more bytes). A relay failure is noted and the row goes on.
+func (m *matrix) manyReadersFloor(ctx context.Context, run int, st objstore.Store, s3 minio, storeURL string, manyMBs, recordBytes float64) (float64, error) {
+	const first, vsRelay = "cold-many-floor-relay-first", "cold-many-vs-relay"
+	m.row(benchreport.Row{ID: first, What: fmt.Sprintf("bare relay floor of the %d readers, first pass: a fresh child process GETs each object's wanted bytes once (%d MiB-aligned ranges, %d in flight), CRC-32C, serves each stream to its own reader over loopback HTTP (%d connections), each reader checks every frame's CRC; the row's record bytes over the time to the last stream's end", manyReaders, floorRange>>20, floorGETs, manyReaders),
+		Unit: "MB/s", Pico: "bare relay, first pass", Peer: "parallel-GET floor of the same objects, same run", Note: "the cold-many target is 0.8x this peer"})
+	m.row(benchreport.Row{ID: vsRelay, What: fmt.Sprintf("%d cold readers (the cold-many row) next to the bare relay floor's first pass", manyReaders),
+		Unit: "MB/s", Peer: "bare relay, first pass, same run"})
+	scpu0 := s3.cpu()
+	r, relayErr := relayManyPass(ctx, st, storeURL, m.cfg.work)
+	scpu1 := s3.cpu()
+	par, err := parallelGETs(ctx, st)
+	if err != nil {
+		return 0, err
+	}
+	if relayErr != nil {
+		m.fail(first, relayErr)
+		return par, nil
+	}
+	relay := recordBytes / 1e6 / r.seconds
+	m.res.Add(first, run, benchreport.SidePico, relay, nil)
+	m.res.Add(first, run, benchreport.SidePeer, par, nil)
+	m.res.Add(vsRelay, run, benchreport.SidePico, manyMBs, nil)
+	m.res.Add(vsRelay, run, benchreport.SidePeer, relay, nil)
+	logf("  many floor: bare relay first pass %.0f MB/s (%d bytes relayed in %.2f s, %d spans, %d GETs; CPU: relay %.0f ms, readers %.0f ms, MinIO %.0f ms, with the plan's footer GETs), parallel GETs %.0f MB/s (%.2fx; MinIO CPU %.0f ms); PicoMQ %.0f MB/s (%.2fx the relay)",
+		relay, r.bytes, r.seconds, r.spans, r.gets, r.relayCPU*1000, r.readerCPU*1000, (scpu1-scpu0)*1000, par, relay/par, (s3.cpu()-scpu1)*1000, manyMBs, manyMBs/relay)
+	return par, nil
+}

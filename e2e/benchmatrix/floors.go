@@ -25,8 +25,9 @@ const childEnv = "PICOMQ_BENCHMATRIX_CHILD"
 
 // childCommands are the hidden subcommands.
 var childCommands = map[string]func(args []string) error{
-	"relay":     relayMain,
-	"replfloor": replFloorMain,
+	"relay":      relayMain,
+	"relay-many": relayManyMain,
+	"replfloor":  replFloorMain,
 }
 
 // isChild reports whether args (os.Args[1:]) name a child subcommand.

@@ -65,11 +65,12 @@ type config struct {
 func (c *config) want(group string) bool {
 	return len(c.only) == 0 || slices.Contains(c.only, group) ||
 		(group == "kafka-klite" && slices.Contains(c.only, "kafka")) || // part of the kafka group, also runnable alone
-		(group == "object-running" && slices.Contains(c.only, "object")) // part of the object group, also runnable alone
+		(group == "object-running" && slices.Contains(c.only, "object")) || // part of the object group, also runnable alone
+		(group == "object-many" && slices.Contains(c.only, "object")) // part of the object group, also runnable alone
 }
 
 // groups are the parts of the matrix -only selects from.
-var groups = []string{"wal", "http", "ds", "kafka", "kafka-klite", "kafka-txn", "consumers", "density", "object", "object-running", "replicated"}
+var groups = []string{"wal", "http", "ds", "kafka", "kafka-klite", "kafka-txn", "consumers", "density", "object", "object-many", "object-running", "replicated"}
 
 func run(args []string, stdout io.Writer) error {
 	var c config
@@ -274,7 +275,7 @@ func (m *matrix) runOnce(ctx context.Context, run int) error {
 		{"consumers", m.consumerRows},
 		{"density", m.densityRows},
 		{"object", m.objectRows},
-		{"object", m.manyReadersRows},
+		{"object-many", m.manyReadersRows},
 		{"object-running", m.coldRunningRows},
 		{"replicated", m.replicatedRows},
 	}

@@ -384,9 +384,10 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 		return err
 	}
 	rss0 := testproc.RSSBytes(n.pid)
-	gets0, _ := metric(n.url, "picomq_cache_requests_total")
+	cache0 := cacheMetrics(n.url)
 	stopRSS := peakRSS(n.pid)
 	stopProfile := profileRead("cold-many", pprofAddr)
+	cpu0, ccpu0, scpu0 := testproc.CPUSeconds(n.pid), testproc.CPUSeconds(os.Getpid()), s3.cpu()
 	t0 := time.Now()
 	var total atomic.Int64
 	errs = make(chan error, manyReaders)
@@ -405,9 +406,10 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	}
 	wg.Wait()
 	el := time.Since(t0)
+	nodeCPU, clientCPU, storeCPU := testproc.CPUSeconds(n.pid)-cpu0, testproc.CPUSeconds(os.Getpid())-ccpu0, s3.cpu()-scpu0
 	peak := stopRSS()
 	stopProfile()
-	gets1, _ := metric(n.url, "picomq_cache_requests_total")
+	cache1 := cacheMetrics(n.url)
 	close(errs)
 	if err := <-errs; err != nil {
 		return err
@@ -417,11 +419,11 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 		return err
 	}
 	defer st.Close()
-	floor, err := parallelGETs(ctx, st)
+	agg := float64(total.Load()) / 1e6 / el.Seconds()
+	floor, err := m.manyReadersFloor(ctx, run, st, s3, s3.url(prefix), agg, float64(total.Load()))
 	if err != nil {
 		return err
 	}
-	agg := float64(total.Load()) / 1e6 / el.Seconds()
 	const many, rss = "cold-many", "cold-many-rss"
 	m.row(benchreport.Row{ID: many, What: fmt.Sprintf("%d concurrent cold catch-up readers of different streams (%d MiB each), aggregate record bytes", manyReaders, manyMiB),
 		Unit: "MB/s", Peer: fmt.Sprintf("parallel-GET floor: the node's objects as %d MiB ranged GETs, %d in flight", floorRange>>20, floorGETs)})
@@ -431,12 +433,24 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	m.res.Add(many, run, benchreport.SidePeer, floor, nil)
 	m.res.Add(rss, run, benchreport.SidePico, (peak-rss0)/(1<<20), nil)
 	m.res.Add(rss, run, benchreport.SidePeer, manyCacheMiB+3*manyAheadMiB, nil)
-	logf("  object: %d cold readers %.0f MB/s aggregate (%.0f GETs, %.2f s), parallel GETs %.0f MB/s; RSS %.0f -> %.0f MiB", manyReaders, agg, gets1-gets0, el.Seconds(), floor, rss0/(1<<20), peak/(1<<20))
+	logf("  object: %d cold readers %.0f MB/s aggregate (%.2f s), parallel GETs %.0f MB/s; RSS %.0f -> %.0f MiB; CPU: node %.0f ms, client %.0f ms, MinIO %.0f ms; cache: %s",
+		manyReaders, agg, el.Seconds(), floor, rss0/(1<<20), peak/(1<<20), nodeCPU*1000, clientCPU*1000, storeCPU*1000, cacheDelta(cache0, cache1))
 	return nil
 }
 
 // minio is a MinIO the matrix started.
-type minio struct{ endpoint, bucket string }
+type minio struct {
+	endpoint, bucket string
+	pid              int // 0 if unknown (the rows then leave its CPU out)
+}
+
+// cpu returns the MinIO process's CPU seconds so far (0 if unknown).
+func (s minio) cpu() float64 {
+	if s.pid == 0 {
+		return 0
+	}
+	return testproc.CPUSeconds(s.pid)
+}
 
 // url is the --object-store URL of the bucket under prefix.
 func (s minio) url(prefix string) string {
@@ -499,7 +513,11 @@ func (m *matrix) startMinio() (minio, func(), error) {
 	os.Setenv("AWS_ACCESS_KEY_ID", vals["PICOMQ_S3_ACCESS_KEY"])
 	os.Setenv("AWS_SECRET_ACCESS_KEY", vals["PICOMQ_S3_SECRET_KEY"])
 	os.Setenv("AWS_REGION", "us-east-1")
-	return minio{endpoint: vals["PICOMQ_S3_ENDPOINT"], bucket: vals["PICOMQ_S3_BUCKET"]}, stop, nil
+	pid := 0
+	if b, err := os.ReadFile(filepath.Join(state, "minio.pid")); err == nil {
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	return minio{endpoint: vals["PICOMQ_S3_ENDPOINT"], bucket: vals["PICOMQ_S3_BUCKET"], pid: pid}, stop, nil
 }
 
 // metric reads one unlabelled metric from a node's /metrics.
@@ -514,4 +532,43 @@ func metric(nodeURL, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s: no metric %s", nodeURL, name)
+}
+
+// cacheCounters are the node's read-cache counters the many-readers row
+// logs (docs/benchmarks.md reads them: GETs against objects, bytes
+// fetched against bytes read, readers waiting for demand GETs or for
+// read-ahead).
+var cacheCounters = []string{"picomq_cache_requests_total", "picomq_cache_fetched_bytes_total", "picomq_cache_miss_blocks_total",
+	"picomq_cache_joined_blocks_total", "picomq_cache_hit_blocks_total", "picomq_cache_prefetch_blocks_total",
+	"picomq_cache_read_ahead_skipped_blocks_total", "picomq_cache_fetch_waits_total", "picomq_cache_read_ahead_yields_total",
+	"picomq_cache_refetched_blocks_total", "picomq_cache_straddle_copy_bytes_total"}
+
+// cacheMetrics reads cacheCounters from a node (a missing one is absent).
+func cacheMetrics(nodeURL string) map[string]float64 {
+	out := map[string]float64{}
+	b, err := httpGet(nodeURL + "/metrics")
+	if err != nil {
+		return out
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, name := range cacheCounters {
+			if v, ok := strings.CutPrefix(l, name+" "); ok {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					out[name] = f
+				}
+			}
+		}
+	}
+	return out
+}
+
+// cacheDelta formats the counters' growth from a to b.
+func cacheDelta(a, b map[string]float64) string {
+	var parts []string
+	for _, name := range cacheCounters {
+		if v, ok := b[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.0f", strings.TrimSuffix(strings.TrimPrefix(name, "picomq_cache_"), "_total"), v-a[name]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -783,11 +783,25 @@ func (c *Cache) lend(ctx context.Context, key string, off int64, atLeast, atMost
 	// hundred small GETs at once cost MinIO or S3 far more than a few
 	// large ones). A point read (atMost within a block) still fetches
 	// only what it touches.
+	//
+	// A scan whose first block is at hand (the last block of the previous
+	// stream's GET) but whose later blocks are missing fetches on to the
+	// end of the window its first missing block lies in, for the same
+	// reason: fetching only its own stretch, each reader of an L0
+	// object's window found its first block in its predecessor's GET and
+	// sent one for its own range, a GET per stream instead of per window
+	// (issue 31's 100 cold readers, docs/benchmarks.md). The GET never
+	// grows past that window, so it is at most FetchBlocks long where the
+	// scan's own range is shorter (a page that reaches further is
+	// unchanged).
 	from := first
-	if int64(*atMost) > bs && c.missing(key, first) {
-		fb := int64(c.opts.FetchBlocks)
-		from = first / fb * fb
-		fetchLast = max(fetchLast, from+fb-1)
+	if fb := int64(c.opts.FetchBlocks); int64(*atMost) > bs {
+		if c.missing(key, first) {
+			from = first / fb * fb
+			fetchLast = max(fetchLast, from+fb-1)
+		} else if m := c.firstMissing(key, first+1, fetchLast); m >= 0 {
+			fetchLast = max(fetchLast, (m/fb+1)*fb-1)
+		}
 	}
 	runs, err = c.acquire(ctx, key, from, last, fetchLast, int64(*atMost) > bs)
 	if err != nil {
@@ -806,6 +820,19 @@ func (c *Cache) lent(key string, off, first, last int64, n, atLeast int) error {
 	end := (off + int64(n) - 1) / c.opts.BlockSize
 	c.afterRead(key, first, end, false)
 	return nil
+}
+
+// firstMissing returns the first block of key in [first, last] that is
+// neither cached nor in flight, or -1.
+func (c *Cache) firstMissing(key string, first, last int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for idx := first; idx <= last; idx++ {
+		if c.blocks[blockID{key, idx}] == nil {
+			return idx
+		}
+	}
+	return -1
 }
 
 // missing says whether block idx of key is neither cached nor in

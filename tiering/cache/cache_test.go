@@ -1040,3 +1040,95 @@ func TestReadAheadInFlightIsSizedByBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestNeighbourScansShareTheirWindow: scans of consecutive ranges of one
+// object (the streams of an L0 object, read by one reader each), each
+// starting in the last block of the one before, fetch each window once:
+// the second scan, whose first block is at hand, fetches its missing
+// blocks on to the end of their window, so the third and fourth find
+// theirs in flight. Before, each fetched only its own stretch: a GET per
+// range (issue 31's 100 cold readers, docs/benchmarks.md).
+func TestNeighbourScansShareTheirWindow(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			c, src, data := setup(t, newStore(t), 32*bs, Options{ReadAhead: -1, FetchBlocks: 8})
+			for i, r := range [][2]int64{{0, 13 * bs / 2}, {13 * bs / 2, 3 * bs}, {19 * bs / 2, 3 * bs}, {25 * bs / 2, 3 * bs}} {
+				got, err := c.SlicePieces(t.Context(), "obj", r[0], 12, int(r[1]))
+				n := 0
+				for _, p := range got {
+					if !bytes.Equal(p, data[r[0]+int64(n):r[0]+int64(n+len(p))]) {
+						t.Fatalf("range %d: bytes differ from the object", i)
+					}
+					n += len(p)
+				}
+				if err != nil || int64(n) != r[1] {
+					t.Fatalf("range %d: %d of %d bytes, %v", i, n, r[1], err)
+				}
+			}
+			if got := src.reads.Load(); got != 2 {
+				t.Errorf("%d GETs for four neighbouring ranges in two windows, want 2", got)
+			}
+		})
+	}
+}
+
+// TestScanAtHandGrowsNoFurtherThanAWindow: a scan whose first block is at
+// hand fetches on to the end of the window of its first missing block and
+// no further: a short range is rounded up to that window's end, and a
+// long page (lend caps its fetch FetchBlocks past its first block) only
+// to the end of the window that cap falls in, so a single reader's pages
+// never wait for a GET longer than a window and their own bytes.
+func TestScanAtHandGrowsNoFurtherThanAWindow(t *testing.T) {
+	c, _, data := setup(t, objstoretest.FileStore(t), 64*bs, Options{ReadAhead: -1, FetchBlocks: 8})
+	if _, err := c.ReadAt(t.Context(), "obj", make([]byte, 8*bs), 0); err != nil { // window [0, 8)
+		t.Fatal(err)
+	}
+	// A page from block 7 of up to 8 blocks: blocks 8..14 missing, the
+	// range ends in block 14, inside window [8, 16): rounded up to 15
+	// (the GET starts at block 7 again, acquire's refetch of a run's
+	// last block).
+	if got, err := c.SlicePieces(t.Context(), "obj", 7*bs, 12, 8*bs); err != nil || len(got) == 0 || !bytes.Equal(got[0], data[7*bs:7*bs+len(got[0])]) {
+		t.Fatalf("short page: %v", err)
+	}
+	c.mu.Lock()
+	r := c.blocks[blockID{"obj", 8}]
+	c.mu.Unlock()
+	if r == nil || r.first+r.count != 16 {
+		t.Fatalf("short page's GET %s, want one ending with block 15", runSpan(r))
+	}
+	// A page from block 15 of up to 16 blocks: its fetch reaches
+	// FetchBlocks past its first block (block 22, lend's cap); the rule
+	// takes it to the end of window [16, 24) and no further.
+	if _, err := c.SlicePieces(t.Context(), "obj", 15*bs, 12, 16*bs); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	r = c.blocks[blockID{"obj", 16}]
+	c.mu.Unlock()
+	if r == nil || r.first+r.count != 24 {
+		t.Fatalf("long page's GET %s, want one ending with block 23", runSpan(r))
+	}
+	// A page from block 33 (blocks 32, 33 at hand) reaching block 40,
+	// past its first missing block's window [32, 40): nothing is added,
+	// not the rest of window [40, 48).
+	if _, err := c.ReadAt(t.Context(), "obj", make([]byte, 2*bs), 32*bs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SlicePieces(t.Context(), "obj", 33*bs, 12, 8*bs); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	r = c.blocks[blockID{"obj", 34}]
+	c.mu.Unlock()
+	if r == nil || r.first+r.count != 41 {
+		t.Fatalf("third page's GET %s, want one ending with block 40", runSpan(r))
+	}
+}
+
+// runSpan describes a run's blocks for a test failure.
+func runSpan(r *run) string {
+	if r == nil {
+		return "none"
+	}
+	return fmt.Sprintf("[%d, %d)", r.first, r.first+r.count)
+}
