@@ -46,6 +46,13 @@ func TestMatrixSmoke(t *testing.T) {
 	for _, want := range []string{"wal-c1/pico", "wal-c1/peer", "wal-c64/pico", "http-c1-s100/pico", "http-c64-s1024/pico", "http-ceiling-c1-s100/peer", "http-ceiling-c64-s100/peer", "cpu-append/pico", "rss-after-appends/pico",
 		"catchup/pico", "tail-p50/pico", "tail-p99/pico", "create-c32/pico", "create-c32/peer", "rss-idle/pico", "rss-idle/peer", "etcd-per-stream/pico", "restart/pico", "restart/peer"} {
 		s, ok := got[want]
+		// etcd's db in use grows by whole pages, and 40 streams' keys
+		// (~11 KB) can land in pages bbolt already had free: 0 is a
+		// true reading for this smoke's stream count, a negative one is
+		// not.
+		if want == "etcd-per-stream/pico" && ok && s.Value == 0 {
+			continue
+		}
 		if !ok || s.Value <= 0 {
 			t.Errorf("%s: missing or not positive: %+v", want, s)
 		}
