@@ -482,7 +482,8 @@ func newSSEReader(r io.Reader) *sseReader {
 	return &sseReader{r: bufio.NewReaderSize(r, 64<<10)}
 }
 
-// line returns the next line without its terminator.
+// line returns the next line without its terminator. The line may be
+// the reader's buffer: it is valid until the next call.
 func (p *sseReader) line() ([]byte, error) {
 	if len(p.lines) > 0 {
 		l := p.lines[0]
@@ -509,15 +510,18 @@ func (p *sseReader) line() ([]byte, error) {
 		}
 		if buf != nil {
 			chunk = append(buf, chunk...)
-		} else {
-			chunk = bytes.Clone(chunk)
 		}
+		// Otherwise chunk is the bufio buffer's, valid until the next
+		// read: next copies what it keeps of a line (a copy of every line
+		// was three allocations per event for nothing).
 		chunk = chunk[:len(chunk)-1] // the LF
 		if bytes.IndexByte(chunk, '\r') < 0 {
 			return chunk, nil
 		}
-		// CR alone also ends a line; CRLF leaves an empty tail.
-		parts := bytes.Split(chunk, []byte{'\r'})
+		// CR alone also ends a line; CRLF leaves an empty tail. The
+		// lines after the first are returned by later calls, after
+		// later reads: they are copies.
+		parts := bytes.Split(bytes.Clone(chunk), []byte{'\r'})
 		if len(parts[len(parts)-1]) == 0 {
 			parts = parts[:len(parts)-1]
 		}
@@ -526,7 +530,22 @@ func (p *sseReader) line() ([]byte, error) {
 	}
 }
 
-// next returns the next complete event.
+// eventName returns an event's name as a string, without allocating for
+// the names a server sends.
+func eventName(b []byte) string {
+	switch string(b) {
+	case wire.EventData:
+		return wire.EventData
+	case wire.EventControl:
+		return wire.EventControl
+	case wire.EventError:
+		return wire.EventError
+	}
+	return string(b)
+}
+
+// next returns the next complete event. Its fields are its own: nothing
+// in it aliases the reader's buffer.
 func (p *sseReader) next() (sseEvent, error) {
 	var ev sseEvent
 	var data []byte
@@ -557,7 +576,7 @@ func (p *sseReader) next() (sseEvent, error) {
 		}
 		switch string(field) {
 		case "event":
-			ev.event, seen = string(value), true
+			ev.event, seen = eventName(value), true
 		case "data":
 			if data != nil {
 				data = append(data, '\n')
