@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/wire"
@@ -97,7 +98,9 @@ func appendBytesField(dst []byte, name string, b []byte, forceBase64 bool) []byt
 	dst = append(dst, name...)
 	dst = append(dst, '"', ':')
 	if !forceBase64 && utf8.Valid(b) {
-		return appendJSONString(dst, string(b))
+		// A view, not a copy (string(b) allocated once per record per
+		// page): appendJSONString only reads s and keeps nothing of it.
+		return appendJSONString(dst, unsafe.String(unsafe.SliceData(b), len(b)))
 	}
 	dst = append(dst, '"')
 	dst = base64.StdEncoding.AppendEncode(dst, b)

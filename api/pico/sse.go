@@ -66,22 +66,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, name string, p rea
 		}
 	}()
 	for {
-		buf = buf[:0]
-		next := strconv.AppendInt(make([]byte, 0, 20), pg.next, 10)
-		if pg.count > 0 {
-			buf = append(buf, "event: data\nid: "...)
-			buf = append(buf, next...)
-			buf = append(buf, "\ndata: "...)
-			// The JSON encoder escapes every control character, so the
-			// records are one line and need no data: continuation lines.
-			buf = append(buf, pg.data...)
-			buf = append(buf, "\n\n"...)
-		}
-		buf = append(buf, "event: control\nid: "...)
-		buf = append(buf, next...)
-		buf = append(buf, "\ndata: "...)
-		buf = appendControl(buf, pg, h.nextCursor(p.cursor))
-		buf = append(buf, "\n\n"...)
+		buf = appendSSEPage(buf[:0], pg, h.nextCursor(p.cursor))
 		if _, err := w.Write(buf); err != nil {
 			return
 		}
@@ -105,6 +90,27 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, name string, p rea
 			return
 		}
 	}
+}
+
+// appendSSEPage renders pg as its events: a data event when it holds
+// records, then its control event.
+func appendSSEPage(buf []byte, pg ssePage, cursor string) []byte {
+	var nb [20]byte
+	next := strconv.AppendInt(nb[:0], pg.next, 10)
+	if pg.count > 0 {
+		buf = append(buf, "event: data\nid: "...)
+		buf = append(buf, next...)
+		buf = append(buf, "\ndata: "...)
+		// The JSON encoder escapes every control character, so the
+		// records are one line and need no data: continuation lines.
+		buf = append(buf, pg.data...)
+		buf = append(buf, "\n\n"...)
+	}
+	buf = append(buf, "event: control\nid: "...)
+	buf = append(buf, next...)
+	buf = append(buf, "\ndata: "...)
+	buf = appendControl(buf, pg, cursor)
+	return append(buf, "\n\n"...)
 }
 
 // appendControl renders a wire.ControlEvent by hand: it is written once per

@@ -36,6 +36,15 @@ func tailEndToEnd(node, client string) {
 		{"bench reader made runnable", c["wake recv"]},
 		{"bench reader running", c["run recv"]},
 	}
+	if d := c["delivered"]; len(d) > 0 {
+		// The bench took its records in SubscribeOptions.OnEvent, on the
+		// SSE reader's goroutine: no hand-over to a reader goroutine; the
+		// chain ends where the reader logged the delivery (its clock read).
+		chain = append(chain[:len(chain)-2], struct {
+			name string
+			ts   []trace.Time
+		}{"OnEvent takes the record (bench reader)", d})
+	}
 	seg := make([][]time.Duration, len(chain))
 	var total []time.Duration
 	for _, t0 := range chain[0].ts {
@@ -60,7 +69,7 @@ func tailEndToEnd(node, client string) {
 	for i := 1; i < len(chain); i++ {
 		showDurations("-> "+chain[i].name, seg[i])
 	}
-	showDurations("client append write -> bench reader running", total)
+	showDurations("client append write -> bench reader has the record", total)
 }
 
 // tailSteps returns the times of the steps tailEndToEnd chains, by kind,
@@ -69,7 +78,14 @@ func tailSteps(path string, client bool) map[string][]trace.Time {
 	k := map[string][]trace.Time{}
 	parked := map[trace.GoID]string{} // what a goroutine waits for
 	woken := map[trace.GoID]string{}
-	goroutineEvents(path, func(e trace.Event) {
+	events(path, func(e trace.Event) {
+		if client && e.Kind() == trace.EventLog && e.Log().Category == "picomq-bench" && e.Log().Message == "delivered" {
+			k["delivered"] = append(k["delivered"], e.Time())
+			return
+		}
+		if e.Kind() != trace.EventStateTransition || e.StateTransition().Resource.Kind != trace.ResourceGoroutine {
+			return
+		}
 		st := e.StateTransition()
 		g := st.Resource.Goroutine()
 		from, to := st.Goroutine()

@@ -251,3 +251,110 @@ func TestSubscribeStreamDeleted(t *testing.T) {
 		t.Fatalf("Err after delete: %v (%+v)", err, ce)
 	}
 }
+
+// TestSubscribeOnEvent: with OnEvent set, events are handed to the
+// callback on the subscription's reading goroutine, in order, exactly
+// once, across a reconnect, and nothing is sent on Events (which is closed
+// when the subscription ends). The callback runs before the subscription
+// moves on: inside it, Position is still the previous event's Next, which
+// a hand-over to another goroutine cannot promise.
+func TestSubscribeOnEvent(t *testing.T) {
+	protocols(t, func(t *testing.T, c picomq.Client) {
+		ctx := ctxTimeout(t, 60*time.Second)
+		s := c.Stream(createStream(t, ctx, c, "application/json"))
+		appendBodies(t, ctx, s, bodies(0, 5))
+		col := &collector{recs: make(chan eventRecord, 100000)}
+		var sub *picomq.Subscription
+		ready := make(chan struct{})
+		var prevNext string
+		var stale atomic.Int32
+		sub, err := s.Subscribe(ctx, c.Beginning(), picomq.SubscribeOptions{OnEvent: func(ev picomq.Event) {
+			<-ready // sub is assigned
+			if prevNext != "" && sub.Position() != prevNext {
+				stale.Add(1)
+			}
+			prevNext = ev.Next
+			for _, r := range ev.Records {
+				col.recs <- eventRecord{r, ev.Next}
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(ready)
+		col.expect(t, c, 0, bodies(0, 5))
+		appendBodies(t, ctx, s, bodies(5, 20))
+		col.expect(t, c, 5, bodies(5, 20))
+		for i := 20; sub.Reconnects() < 1; i++ { // the test servers end SSE connections after 1s
+			appendBodies(t, ctx, s, bodies(i, i+1))
+			col.expect(t, c, i, bodies(i, i+1))
+			if ctx.Err() != nil {
+				t.Fatal("no reconnect within the test's time")
+			}
+		}
+		select {
+		case ev, ok := <-sub.Events():
+			t.Fatalf("Events delivered %+v (open %v) while OnEvent is set", ev, ok)
+		default:
+		}
+		if err := sub.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := <-sub.Events(); ok {
+			t.Fatal("Events delivered an event after Close")
+		}
+		if n := stale.Load(); n > 0 {
+			t.Fatalf("Position had moved past the previous event inside OnEvent %d times: not called before the subscription moved on", n)
+		}
+		if err := sub.Err(); err != nil {
+			t.Fatalf("Err after Close: %v", err)
+		}
+	})
+}
+
+// BenchmarkSubscribeDelivery: append-to-delivery time of one record
+// through a real server, the consumer receiving on Events against
+// OnEvent (no hand-over to the consumer's goroutine), same run.
+func BenchmarkSubscribeDelivery(b *testing.B) {
+	for _, mode := range []string{"events", "onevent"} {
+		b.Run(mode, func(b *testing.B) {
+			c, err := picomq.NewPico(picoURL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			s := c.Stream(benchStream(b))
+			got := make(chan struct{}, 1)
+			opts := picomq.SubscribeOptions{}
+			onEvent := func(ev picomq.Event) {
+				if len(ev.Records) > 0 {
+					got <- struct{}{}
+				}
+			}
+			if mode == "onevent" {
+				opts.OnEvent = onEvent
+			}
+			sub, err := s.Subscribe(ctx, c.Beginning(), opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sub.Close()
+			if mode == "events" {
+				go func() {
+					for ev := range sub.Events() {
+						onEvent(ev)
+					}
+				}()
+			}
+			body := make([]byte, 100)
+			b.ResetTimer()
+			for range b.N {
+				if _, err := s.Append(ctx, picomq.AppendRecord{Body: body}); err != nil {
+					b.Fatal(err)
+				}
+				<-got
+			}
+		})
+	}
+}

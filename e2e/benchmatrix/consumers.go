@@ -85,7 +85,7 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 		Peer: peer + ", push consumer", LowerBetter: true})
 	stopProfile = profileRead("live-tail", pprofAddr)
 	lat, err := fanout(ctx, c, fmt.Sprintf("/mb/r%d/tail", run),
-		fanoutLoad{readers: 1, rate: tailRate, size: 100, contentType: "application/octet-stream", d: m.cfg.secs})
+		fanoutLoad{readers: 1, rate: tailRate, size: 100, contentType: "application/octet-stream", d: m.cfg.secs, onEvent: true})
 	stopProfile()
 	if err != nil {
 		m.fail("tail PicoMQ", err)

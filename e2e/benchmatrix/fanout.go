@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime/trace"
 	"strconv"
 	"sync"
 	"time"
@@ -18,6 +19,10 @@ type fanoutLoad struct {
 	readers, rate, size int
 	contentType         string
 	d                   time.Duration
+	// onEvent: the readers take their events in SubscribeOptions.OnEvent,
+	// on the subscription's own goroutine, instead of from Events (the
+	// client's lowest-latency delivery; the live-tail row uses it).
+	onEvent bool
 }
 
 // fanout creates the stream name of load.contentType on c's server,
@@ -40,7 +45,30 @@ func fanout(ctx context.Context, c picomq.Client, name string, load fanoutLoad) 
 	)
 	received := make(chan struct{}, 1<<16)
 	for range load.readers {
-		sub, err := s.Subscribe(sctx, c.Beginning(), picomq.SubscribeOptions{})
+		// Each reader's histogram is written only by its subscription's
+		// deliveries, and merged once the subscription has ended.
+		var mine hdr.Histogram
+		deliver := func(ev picomq.Event) {
+			now := time.Now().UnixNano()
+			if trace.IsEnabled() && len(ev.Records) > 0 {
+				// Where bench/traces' e2e chain ends (PICOMQ_BENCH_PROFILE_DIR).
+				trace.Log(sctx, "picomq-bench", "delivered")
+			}
+			for _, r := range ev.Records {
+				if sent := sentAt(r.Body); sent > 0 {
+					mine.Record(now - sent)
+				}
+				select {
+				case received <- struct{}{}:
+				case <-sctx.Done():
+				}
+			}
+		}
+		opts := picomq.SubscribeOptions{}
+		if load.onEvent {
+			opts.OnEvent = deliver
+		}
+		sub, err := s.Subscribe(sctx, c.Beginning(), opts)
 		if err != nil {
 			return nil, fmt.Errorf("subscribe: %w", err)
 		}
@@ -48,19 +76,10 @@ func fanout(ctx context.Context, c picomq.Client, name string, load fanoutLoad) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var mine hdr.Histogram
-			for ev := range sub.Events() {
-				now := time.Now().UnixNano()
-				for _, r := range ev.Records {
-					if sent := sentAt(r.Body); sent > 0 {
-						mine.Record(now - sent)
-					}
-					select {
-					case received <- struct{}{}:
-					case <-sctx.Done():
-					}
-				}
+			for ev := range sub.Events() { // with OnEvent: closed at the end
+				deliver(ev)
 			}
+			_ = sub.Close() // OnEvent is not running after Close
 			mu.Lock()
 			h.Merge(&mine)
 			mu.Unlock()

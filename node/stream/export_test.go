@@ -29,3 +29,12 @@ func ForgetManifests(s *Service) {
 	s.routing.manifests = nil
 	s.routing.mu.Unlock()
 }
+
+// WakePending reports whether name has a wake channel (a waiter asked
+// for one and no append has closed it yet).
+func WakePending(s *Service, name string) bool {
+	st := s.local(name)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.wake != nil
+}

@@ -1523,11 +1523,16 @@ func (s *Service) awaitReadable(ctx context.Context, st *streamState, offset int
 	var deadline <-chan time.Time
 	for {
 		st.mu.Lock()
-		end, next, wake := s.readableEnd(st), st.next, st.wakeChanLocked()
-		st.mu.Unlock()
+		end, next := s.readableEnd(st), st.next
 		if offset <= end || offset > next {
+			st.mu.Unlock()
 			return nil
 		}
+		// The wake channel is made only for a read that waits: taken on
+		// every read, it cost each read (a live reader's included) an
+		// allocation and each next append a close.
+		wake := st.wakeChanLocked()
+		st.mu.Unlock()
 		if deadline == nil {
 			t := time.NewTimer(routeTimeout)
 			defer t.Stop()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -118,5 +119,41 @@ func BenchmarkLiveRead(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadMakesNoWakeChannel: a read that does not wait leaves the
+// stream without a wake channel. Every read made one (a live reader's
+// included): an allocation per read, and a close by the next append for
+// nobody.
+func TestReadMakesNoWakeChannel(t *testing.T) {
+	ctx := context.Background()
+	svc, _ := openTailService(t, "/a")
+	for i := range 3 {
+		if _, err := svc.Append(ctx, "/a", []record.Record{{Value: []byte("v")}}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := svc.Read(ctx, "/a", stream.ReadOptions{Offset: int64(i)})
+		if err != nil || len(res.Records) != 1 {
+			t.Fatal(res, err)
+		}
+		if stream.WakePending(svc, "/a") {
+			t.Fatalf("read %d, which did not wait, left a wake channel on the stream", i)
+		}
+	}
+	// A live wait still makes one, and the next append wakes it.
+	woke := make(chan bool, 1)
+	go func() {
+		ok, _ := svc.WaitFor(ctx, "/a", 3)
+		woke <- ok
+	}()
+	for !stream.WakePending(svc, "/a") {
+		runtime.Gosched()
+	}
+	if _, err := svc.Append(ctx, "/a", []record.Record{{Value: []byte("v")}}); err != nil {
+		t.Fatal(err)
+	}
+	if !<-woke {
+		t.Fatal("WaitFor at the end returned without data after an append")
 	}
 }
