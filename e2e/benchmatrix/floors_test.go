@@ -194,24 +194,8 @@ func FuzzFollow(f *testing.F) {
 // second pass reuses the relay's buffers); and the object rows' floors
 // come out of coldReadFloors with their sides.
 func TestRelayFloor(t *testing.T) {
-	e := objstoretest.LookupS3Env(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", e.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", e.SecretKey)
-	t.Setenv("AWS_REGION", "us-east-1")
-	url := e.URL("relayfloor-" + objstoretest.RandomHex(8))
+	url, st := minioPrefix(t, "relayfloor")
 	ctx := t.Context()
-	st, err := storeurl.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for a, err := range st.List(context.Background(), "") {
-			if err == nil {
-				_ = st.Delete(context.Background(), a.Key)
-			}
-		}
-		st.Close()
-	}()
 	var total int64
 	for i, size := range []int{floorRange*2 + 17, 1 << 20, 3} {
 		data := make([]byte, size)
@@ -265,4 +249,30 @@ func TestRelayFloor(t *testing.T) {
 		got["cold-read-vs-relay/pico"] != 50 || got["cold-read-vs-relay/peer"] != got["cold-read-floor-relay/pico"] {
 		t.Errorf("rows' sides: %v", got)
 	}
+}
+
+// minioPrefix is a fresh prefix of the test MinIO (PICOMQ_S3_*; required
+// under CI) as a store URL, with the store open on it and the AWS
+// environment the floors' child processes read set; its objects are
+// deleted when the test ends.
+func minioPrefix(t *testing.T, name string) (string, objstore.Store) {
+	t.Helper()
+	e := objstoretest.LookupS3Env(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", e.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", e.SecretKey)
+	t.Setenv("AWS_REGION", "us-east-1")
+	url := e.URL(name + "-" + objstoretest.RandomHex(8))
+	st, err := storeurl.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for a, err := range st.List(context.Background(), "") {
+			if err == nil {
+				_ = st.Delete(context.Background(), a.Key)
+			}
+		}
+		st.Close()
+	})
+	return url, st
 }

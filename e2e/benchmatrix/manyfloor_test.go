@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -16,8 +15,6 @@ import (
 	"github.com/PicoMQ/picomq/internal/benchreport"
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/objstore"
-	"github.com/PicoMQ/picomq/tiering/objstore/objstoretest"
-	"github.com/PicoMQ/picomq/tiering/objstore/storeurl"
 	"github.com/PicoMQ/picomq/tiering/segment"
 	"github.com/PicoMQ/picomq/tiering/segment/segmenttest"
 )
@@ -128,24 +125,8 @@ func TestPlanWindows(t *testing.T) {
 // reader, byte for byte the stream's batches; a second pass is refused;
 // and the cold-many floor rows come out of manyReadersFloor.
 func TestRelayManyFloor(t *testing.T) {
-	e := objstoretest.LookupS3Env(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", e.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", e.SecretKey)
-	t.Setenv("AWS_REGION", "us-east-1")
-	url := e.URL("relaymany-" + objstoretest.RandomHex(8))
+	url, st := minioPrefix(t, "relaymany")
 	ctx := t.Context()
-	st, err := storeurl.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for a, err := range st.List(context.Background(), "") {
-			if err == nil {
-				_ = st.Delete(context.Background(), a.Key)
-			}
-		}
-		st.Close()
-	}()
 	// Stream s has count batches of 100 records of 1 KiB per object:
 	// stream 20's 50 batches in the first object are ~5 MiB.
 	counts := map[uint64][2]int{10: {3, 2}, 20: {50, 4}, 30: {1, 1}}

@@ -126,23 +126,9 @@ func firstPageTakesOneGET(t *testing.T, inner objstore.Store, page func(context.
 	ctx := context.Background()
 	mustCreate(t, h.svc, "/f", stream.CreateOptions{})
 	const batches, perBatch, size = 6, 32, 32 << 10 // 1 MiB batches
-	value := func(off int64) []byte {
-		v := bytes.Repeat([]byte{byte(off)}, size)
-		copy(v, fmt.Sprint(off))
-		return v
-	}
-	var off int64
-	for range batches {
-		recs := make([]record.Record, perBatch)
-		for i := range recs {
-			recs[i].Value = value(off)
-			off++
-		}
-		if _, err := h.svc.AppendBatch(ctx, "/f", stream.AppendRequest{Records: recs}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h.restartWithoutWAL() // every byte from now on comes from the object store
+	value := appendNumbered(t, h.svc, "/f", batches, perBatch, size)
+	const off = batches * perBatch // the stream's end
+	h.restartWithoutWAL()          // every byte from now on comes from the object store
 	store.armed.Store(true)
 
 	// Generous: one local GET of 4 MiB, on a loaded machine.

@@ -27,23 +27,9 @@ func TestReadBatchesObjectPage(t *testing.T) {
 			t.Fatal(err)
 		}
 		const batches, perBatch, size = 40, 32, 8 << 10 // 40 batches of 256 KiB
-		value := func(off int64) []byte {
-			v := bytes.Repeat([]byte{byte(off)}, size)
-			copy(v, fmt.Sprint(off))
-			return v
-		}
-		var off int64
-		for range batches {
-			recs := make([]record.Record, perBatch)
-			for i := range recs {
-				recs[i].Value = value(off)
-				off++
-			}
-			if _, err := h.svc.AppendBatch(ctx, "/h", stream.AppendRequest{Records: recs}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		h.restartWithoutWAL() // every byte from now on comes from the object store
+		value := appendNumbered(t, h.svc, "/h", batches, perBatch, size)
+		const off = batches * perBatch // the stream's end
+		h.restartWithoutWAL()          // every byte from now on comes from the object store
 
 		br, err := h.svc.ReadBatches(ctx, "/h", 0, 16<<20)
 		if err != nil {
@@ -209,4 +195,29 @@ func lastOffset(t *testing.T, pieces [][]byte) int64 {
 		t.Fatal("empty page")
 	}
 	return last
+}
+
+// appendNumbered appends batches batches of perBatch records of size bytes
+// each to name and returns the value it gave the record at each offset
+// (size bytes of the offset's low byte, starting with the offset in
+// decimal), for checking what a read returns.
+func appendNumbered(t *testing.T, svc *stream.Service, name string, batches, perBatch, size int) func(int64) []byte {
+	t.Helper()
+	value := func(off int64) []byte {
+		v := bytes.Repeat([]byte{byte(off)}, size)
+		copy(v, fmt.Sprint(off))
+		return v
+	}
+	var off int64
+	for range batches {
+		recs := make([]record.Record, perBatch)
+		for i := range recs {
+			recs[i].Value = value(off)
+			off++
+		}
+		if _, err := svc.AppendBatch(context.Background(), name, stream.AppendRequest{Records: recs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return value
 }
