@@ -166,6 +166,54 @@ func ExampleStream_Subscribe() {
 	// 2 {"n":2}
 }
 
+// OnEvent takes each event on the subscription's own goroutine, as soon
+// as it is decoded, with no hand-over through Events: the lowest
+// append-to-delivery latency. Cancel the context to stop (the callback
+// must not call Close).
+func ExampleSubscribeOptions_onEvent() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client, err := picomq.NewPico("http://127.0.0.1:4437")
+	if err != nil {
+		log.Fatal(err)
+	}
+	stream := client.Stream("/examples/onevent")
+	defer stream.Delete(context.Background())
+	if _, err := stream.Create(ctx, "application/json", 0); err != nil {
+		log.Fatal(err)
+	}
+	seen := 0 // the callback's own: it runs on one goroutine
+	sub, err := stream.Subscribe(ctx, client.Beginning(), picomq.SubscribeOptions{
+		OnEvent: func(ev picomq.Event) {
+			for _, rec := range ev.Records {
+				fmt.Println(rec.Position, string(rec.Body))
+				seen++
+			}
+			if seen == 3 {
+				cancel()
+			}
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	for i := range 3 {
+		// Not ctx: a record can reach the subscriber before its append's
+		// answer reaches the appender, and the callback cancels ctx.
+		body := fmt.Sprintf(`{"n":%d}`, i)
+		if _, err := stream.Append(context.Background(), picomq.AppendRecord{Body: []byte(body)}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for range sub.Events() { // delivers nothing; closed when the subscription ends
+	}
+	// Output:
+	// 0 {"n":0}
+	// 1 {"n":1}
+	// 2 {"n":2}
+}
+
 // The same code speaks Durable Streams; positions differ, and a record is a
 // value (no keys or headers).
 func ExampleNewDurableStreams() {
