@@ -1090,9 +1090,7 @@ func TestScanAtHandGrowsNoFurtherThanAWindow(t *testing.T) {
 	if got, err := c.SlicePieces(t.Context(), "obj", 7*bs, 12, 8*bs); err != nil || len(got) == 0 || !bytes.Equal(got[0], data[7*bs:7*bs+len(got[0])]) {
 		t.Fatalf("short page: %v", err)
 	}
-	c.mu.Lock()
-	r := c.blocks[blockID{"obj", 8}]
-	c.mu.Unlock()
+	r := runAt(c, "obj", 8)
 	if r == nil || r.first+r.count != 16 {
 		t.Fatalf("short page's GET %s, want one ending with block 15", runSpan(r))
 	}
@@ -1102,9 +1100,7 @@ func TestScanAtHandGrowsNoFurtherThanAWindow(t *testing.T) {
 	if _, err := c.SlicePieces(t.Context(), "obj", 15*bs, 12, 16*bs); err != nil {
 		t.Fatal(err)
 	}
-	c.mu.Lock()
-	r = c.blocks[blockID{"obj", 16}]
-	c.mu.Unlock()
+	r = runAt(c, "obj", 16)
 	if r == nil || r.first+r.count != 24 {
 		t.Fatalf("long page's GET %s, want one ending with block 23", runSpan(r))
 	}
@@ -1117,9 +1113,7 @@ func TestScanAtHandGrowsNoFurtherThanAWindow(t *testing.T) {
 	if _, err := c.SlicePieces(t.Context(), "obj", 33*bs, 12, 8*bs); err != nil {
 		t.Fatal(err)
 	}
-	c.mu.Lock()
-	r = c.blocks[blockID{"obj", 34}]
-	c.mu.Unlock()
+	r = runAt(c, "obj", 34)
 	if r == nil || r.first+r.count != 41 {
 		t.Fatalf("third page's GET %s, want one ending with block 40", runSpan(r))
 	}
@@ -1131,4 +1125,12 @@ func runSpan(r *run) string {
 		return "none"
 	}
 	return fmt.Sprintf("[%d, %d)", r.first, r.first+r.count)
+}
+
+// runAt is the run holding block idx of key (nil if none), read under the
+// cache's lock.
+func runAt(c *Cache, key string, idx int64) *run {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.blocks[blockID{key, idx}]
 }
