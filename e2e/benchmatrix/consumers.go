@@ -19,7 +19,8 @@ const (
 // consumerRows: a consumer catching up (reading a filled stream from the
 // start, records/s) and a live tail (append-to-delivery latency at a fixed
 // rate), PicoMQ over Pico HTTP (paged reads; SSE) next to NATS JetStream
-// (an ordered consumer; a push consumer) with the same records.
+// (an ordered consumer; a push consumer) with the same records; then the
+// live tail's bare floor (tailFloorRows), next to both.
 func (m *matrix) consumerRows(ctx context.Context, run int) error {
 	pprofFlags, pprofAddr := pprofArgs()
 	n, err := m.startNode("pico-consumers", pprofFlags...)
@@ -89,10 +90,12 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 	stopProfile()
 	if err != nil {
 		m.fail("tail PicoMQ", err)
+		lat = nil
 	} else {
 		m.res.Add(p50, run, benchreport.SidePico, lat.P50, lat)
 		m.res.Add(p99, run, benchreport.SidePico, lat.P99, nil)
 	}
+	var jsLat *benchreport.Latency
 	if nats != nil {
 		q, err := jsonCommand(ctx, m.cfg.natsload, "tail", "-url", natsURL, "-subject", fmt.Sprintf("bench.r%d.tail", run),
 			"-rate", fmt.Sprint(tailRate), "-size", "100", "-d", m.cfg.secs.String())
@@ -101,7 +104,10 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 		} else {
 			m.res.Add(p50, run, benchreport.SidePeer, q.Lat.P50, &q.Lat)
 			m.res.Add(p99, run, benchreport.SidePeer, q.Lat.P99, nil)
+			jsLat = &q.Lat
 		}
 	}
+	// The same load against the bare live-tail floor (floorrows.go).
+	m.tailFloorRows(ctx, run, lat, jsLat)
 	return nil
 }

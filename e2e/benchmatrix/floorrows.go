@@ -199,3 +199,53 @@ func (m *matrix) manyReadersFloor(ctx context.Context, run int, st objstore.Stor
 		relay, r.bytes, r.seconds, r.spans, r.gets, r.relayCPU*1000, r.readerCPU*1000, (scpu1-scpu0)*1000, par, relay/par, (s3.cpu()-scpu1)*1000, manyMBs, manyMBs/relay)
 	return par, nil
 }
+
+// tailFloorRows measures the live-tail rows' floor right after them
+// (consumerRows passes their PicoMQ and JetStream latencies, nil where
+// one failed): a fresh `benchmatrix replfloor -owner` child on the
+// matrix's disk and tailFloorLoad, the same rate, size and duration as
+// the PicoMQ row. The floor goes next to JetStream (how far below the
+// target the machine allows) and PicoMQ's p50 next to the floor. A
+// failure is noted and the run goes on.
+func (m *matrix) tailFloorRows(ctx context.Context, run int, pico, js *benchreport.Latency) {
+	const what = "bare live-tail floor (a `benchmatrix replfloor -owner` child on the matrix's disk: length-prefixed TCP on loopback, group commit pwrite + fdatasync, then the durable records sent to the subscriber's connection; the appender waits for each answer, the subscriber is on another connection)"
+	jsPeer := "NATS JetStream, sync_interval: always, push consumer, same run"
+	p50 := m.row(benchreport.Row{ID: "tail-floor-p50", What: fmt.Sprintf("%s: append-to-delivery p50, %d appends/s of 100 B", what, tailRate),
+		Unit: "ms", Pico: "bare live tail", Peer: jsPeer, LowerBetter: true, Note: "the machine's floor for the tail target <= JetStream"})
+	p99 := m.row(benchreport.Row{ID: "tail-floor-p99", What: "the same bare live-tail floor: append-to-delivery p99, same run",
+		Unit: "ms", Pico: "bare live tail", Peer: jsPeer, LowerBetter: true, Note: "the machine's floor for the tail target <= JetStream"})
+	vs := m.row(benchreport.Row{ID: "tail-vs-floor", What: "live tail p50 (the tail-p50 row) next to the bare live-tail floor's p50",
+		Unit: "ms", Peer: "bare live-tail floor, same run", LowerBetter: true})
+	fl, err := m.tailFloor(ctx)
+	if err != nil {
+		m.fail("tail floor", err)
+		return
+	}
+	m.res.Add(p50, run, benchreport.SidePico, fl.P50, fl)
+	m.res.Add(p99, run, benchreport.SidePico, fl.P99, nil)
+	m.res.Add(vs, run, benchreport.SidePeer, fl.P50, nil)
+	if js != nil {
+		m.res.Add(p50, run, benchreport.SidePeer, js.P50, nil)
+		m.res.Add(p99, run, benchreport.SidePeer, js.P99, nil)
+	}
+	if pico != nil {
+		m.res.Add(vs, run, benchreport.SidePico, pico.P50, nil)
+		logf("  live-tail floor: p50 %.3f ms, p99 %.3f ms; PicoMQ p50 %.3f ms (%.2fx the floor), p99 %.3f ms (%.2fx)",
+			fl.P50, fl.P99, pico.P50, pico.P50/fl.P50, pico.P99, pico.P99/fl.P99)
+	}
+}
+
+// tailFloor runs the live-tail floor's load against a fresh child.
+func (m *matrix) tailFloor(ctx context.Context) (*benchreport.Latency, error) {
+	dir, err := os.MkdirTemp(m.cfg.work, "tailfloor-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	p, addr, err := startTailFloor(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop()
+	return tailFloorLoad(ctx, addr, tailRate, 100, m.cfg.secs)
+}

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/PicoMQ/picomq/internal/benchreport"
+	"github.com/PicoMQ/picomq/internal/hdr"
 )
 
 // The bare replication floor (issue 32): three bare processes on the
@@ -32,6 +35,13 @@ import (
 // fdatasync and the first follower's answer. The same owner serves
 // `local` appends (no followers), so local and replicated run on the same
 // processes, alternating.
+//
+// The bare live-tail floor (issue 31) is one more such process, an owner
+// without followers (`-owner`): besides its local clients it has
+// subscribers, and after each fdatasync its committer sends the records
+// that fdatasync made durable to every subscriber connection — after
+// durability, never before, as a node may only deliver what it has
+// acknowledged or could acknowledge.
 //
 // Group commit everywhere: the owner's committer takes every append
 // waiting, writes them with one pwrite and sends them to the followers
@@ -52,6 +62,10 @@ import (
 //	'f', 'w'       the owner, at a follower (fsync, write). Then
 //	               messages [uint32 length][uint64 sequence][entries],
 //	               answered by [uint64 sequence] of the last one written.
+//	'S'            a subscriber of the owner's local ('L') log. It sends
+//	               nothing more; it receives every local record made
+//	               durable from then on, in log order, each framed
+//	               [uint32 length][record] as a client sent it.
 //
 // Integers are big-endian.
 
@@ -67,11 +81,21 @@ func replFloorMain(args []string) error {
 	fs := flag.NewFlagSet("replfloor", flag.ContinueOnError)
 	dir := fs.String("dir", "", "directory for the preallocated log files (the disk under test)")
 	followers := fs.String("followers", "", "comma-separated follower addresses (the owner; empty for a follower)")
+	owner := fs.Bool("owner", false, "an owner without followers: local clients ('L') and subscribers ('S') only (the live-tail floor)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	s := &floorServer{dir: *dir, logs: map[byte]*floorLog{}}
-	if *followers != "" {
+	if *owner {
+		if *followers != "" {
+			return errors.New("-owner and -followers: an owner without followers has none")
+		}
+		l, err := s.openLog("owner-L.log", nil)
+		if err != nil {
+			return err
+		}
+		s.logs['L'] = l
+	} else if *followers != "" {
 		addrs := strings.Split(*followers, ",")
 		for _, mode := range []byte{'L', 'F', 'W'} {
 			var fl []net.Conn
@@ -99,6 +123,11 @@ func replFloorMain(args []string) error {
 		return err
 	}
 	announce(ln.Addr().String())
+	return s.accept(ln)
+}
+
+// accept serves ln's connections until it fails.
+func (s *floorServer) accept(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -119,6 +148,9 @@ type floorServer struct {
 	dir   string
 	logs  map[byte]*floorLog
 	files atomic.Int64
+	// datasync makes an owner's log file durable: unix.Fdatasync, or a
+	// test's wrapper of it (nil: unix.Fdatasync).
+	datasync func(*os.File) error
 }
 
 // serve runs one connection.
@@ -135,6 +167,12 @@ func (s *floorServer) serve(c net.Conn) error {
 			return fmt.Errorf("client mode %q at a follower", mode)
 		}
 		return l.serveClient(r, c)
+	case 'S':
+		l := s.logs['L']
+		if l == nil {
+			return errors.New("a subscriber at a follower")
+		}
+		return l.serveSubscriber(r, c)
 	case 'f', 'w':
 		f, err := s.preallocate(fmt.Sprintf("follower-%c-%d-%d.log", mode, os.Getpid(), s.files.Add(1)))
 		if err != nil {
@@ -175,6 +213,10 @@ type floorLog struct {
 	acked     atomic.Uint64 // highest sequence a follower has answered
 	ackSignal chan struct{} // a follower answered (capacity 1)
 	followErr atomic.Pointer[error]
+	datasync  func(*os.File) error
+
+	subMu sync.Mutex
+	subs  []net.Conn // subscribers, sent each durable group by sync
 }
 
 // floorAppend is a client's record waiting for the committer, which
@@ -189,7 +231,10 @@ func (s *floorServer) openLog(name string, followers []net.Conn) (*floorLog, err
 	if err != nil {
 		return nil, err
 	}
-	l := &floorLog{f: f, in: make(chan floorAppend, 1024), followers: followers, ackSignal: make(chan struct{}, 1)}
+	l := &floorLog{f: f, in: make(chan floorAppend, 1024), followers: followers, ackSignal: make(chan struct{}, 1), datasync: s.datasync}
+	if l.datasync == nil {
+		l.datasync = func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+	}
 	for _, c := range followers {
 		go l.readAcks(c)
 	}
@@ -221,6 +266,42 @@ func (l *floorLog) serveClient(r *bufio.Reader, w io.Writer) error {
 		binary.BigEndian.PutUint64(hdr[:], uint64(off))
 		if _, err := w.Write(hdr[:]); err != nil {
 			return err
+		}
+	}
+}
+
+// serveSubscriber adds c to the log's subscribers until it closes (a
+// subscriber sends nothing after its first byte) or sync drops it.
+func (l *floorLog) serveSubscriber(r *bufio.Reader, c net.Conn) error {
+	l.subMu.Lock()
+	l.subs = append(l.subs, c)
+	l.subMu.Unlock()
+	defer l.dropSubscriber(c)
+	_, err := r.ReadByte()
+	if err == nil {
+		return errors.New("a subscriber sent data")
+	}
+	return err
+}
+
+// dropSubscriber removes c from the subscribers and closes it.
+func (l *floorLog) dropSubscriber(c net.Conn) {
+	l.subMu.Lock()
+	l.subs = slices.DeleteFunc(l.subs, func(s net.Conn) bool { return s == c })
+	l.subMu.Unlock()
+	_ = c.Close()
+}
+
+// publish sends frames (durable records, each [uint32 length][record])
+// to every subscriber; one that cannot take them within 10 s is dropped.
+func (l *floorLog) publish(frames []byte) {
+	l.subMu.Lock()
+	subs := slices.Clone(l.subs)
+	l.subMu.Unlock()
+	for _, c := range subs {
+		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write(frames); err != nil {
+			l.dropSubscriber(c)
 		}
 	}
 }
@@ -290,9 +371,12 @@ func (l *floorLog) commit() {
 
 // sync is the committer's answering half: one fdatasync for every group
 // written so far, then (replicated) the first follower's answer to the
-// last of them, then the answers.
+// last of them, then the records to the subscribers, then the answers.
 func (l *floorLog) sync(groups <-chan floorGroup) {
-	var ready []floorGroup
+	var (
+		ready  []floorGroup
+		frames []byte
+	)
 	for g := range groups {
 		ready = append(ready[:0], g)
 	more:
@@ -304,7 +388,7 @@ func (l *floorLog) sync(groups <-chan floorGroup) {
 				break more
 			}
 		}
-		ok := unix.Fdatasync(int(l.f.Fd())) == nil
+		ok := l.datasync(l.f) == nil
 		last := ready[len(ready)-1].seq
 		if len(l.followers) > 0 {
 			for ok && l.acked.Load() < last {
@@ -313,6 +397,20 @@ func (l *floorLog) sync(groups <-chan floorGroup) {
 					break
 				}
 				<-l.ackSignal
+			}
+		}
+		if ok {
+			frames = frames[:0]
+			for _, g := range ready {
+				for _, a := range g.batch {
+					if g.ok {
+						frames = binary.BigEndian.AppendUint32(frames, uint32(len(a.rec)))
+						frames = append(frames, a.rec...)
+					}
+				}
+			}
+			if len(frames) > 0 {
+				l.publish(frames)
 			}
 		}
 		for _, g := range ready {
@@ -588,4 +686,174 @@ func floorClient(ctx context.Context, addr string, mode byte, size int, until ti
 		each(t, time.Since(t))
 	}
 	return nil
+}
+
+// startTailFloor starts the live-tail floor's process: an owner without
+// followers (local clients and subscribers), its file in dir.
+func startTailFloor(dir string) (*proc, string, error) {
+	return startChild("tailfloor", "replfloor", "-dir", dir, "-owner")
+}
+
+// readTailFrame reads one subscriber frame, [uint32 length][record],
+// into buf's space and returns the record.
+func readTailFrame(r *bufio.Reader, buf []byte) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > replFloorMaxRecord {
+		return nil, fmt.Errorf("subscriber frame of %d bytes", n)
+	}
+	rec := slices.Grow(buf[:0], int(n))[:n]
+	if _, err := io.ReadFull(r, rec); err != nil {
+		return nil, fmt.Errorf("subscriber frame: %w", err)
+	}
+	return rec, nil
+}
+
+// tailConn is a bare live tail on the floor's owner at addr: an
+// appender's connection ('L') and a subscriber's ('S').
+type tailConn struct {
+	app, sub net.Conn
+	appR     *bufio.Reader
+	subR     *bufio.Reader
+	req      []byte
+}
+
+// dialTail opens both connections; every read and write on them must end
+// by deadline.
+func dialTail(ctx context.Context, addr string, deadline time.Time) (*tailConn, error) {
+	var d net.Dialer
+	sub, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	app, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	t := &tailConn{app: app, sub: sub, appR: bufio.NewReader(app), subR: bufio.NewReaderSize(sub, 64<<10), req: []byte{'L'}}
+	_ = sub.SetDeadline(deadline)
+	_ = app.SetDeadline(deadline)
+	if _, err := sub.Write([]byte{'S'}); err != nil {
+		t.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *tailConn) close() {
+	t.app.Close()
+	t.sub.Close()
+}
+
+// send writes one append (the first carries the connection's kind).
+func (t *tailConn) send(rec []byte) error {
+	t.req = binary.BigEndian.AppendUint32(t.req, uint32(len(rec)))
+	t.req = append(t.req, rec...)
+	_, err := t.app.Write(t.req)
+	t.req = t.req[:0]
+	return err
+}
+
+// answer reads one append's answer, its file offset.
+func (t *tailConn) answer() (int64, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(t.appR, b[:]); err != nil {
+		return 0, fmt.Errorf("append answer: %w", err)
+	}
+	return int64(binary.BigEndian.Uint64(b[:])), nil
+}
+
+// tailFloorLoad is the live-tail row's load against the bare floor at
+// addr, as fanout is against PicoMQ: a subscriber connection; a first
+// record (not measured) whose delivery shows the subscription is live;
+// then rate appends/s of size bytes for d on the appender's connection,
+// each carrying its send time (timedBody) and each waiting for its
+// answer; and the append-to-delivery latency of every measured record
+// once all have been delivered. A record delivered twice, out of the
+// blue, or not at all within 30 s fails the load.
+func tailFloorLoad(ctx context.Context, addr string, rate, size int, d time.Duration) (*benchreport.Latency, error) {
+	t, err := dialTail(ctx, addr, time.Now().Add(d+2*time.Minute))
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	var h hdr.Histogram
+	delivered := make(chan int64, 1<<16) // each record's send time
+	readDone := make(chan error, 1)
+	go func() {
+		var buf []byte
+		for {
+			rec, err := readTailFrame(t.subR, buf)
+			if err != nil {
+				readDone <- err
+				return
+			}
+			now := time.Now().UnixNano()
+			sent := sentAt(rec)
+			if sent > 0 {
+				h.Record(now - sent)
+			}
+			delivered <- sent
+			buf = rec
+		}
+	}()
+	// await takes the next delivery, which must carry sent.
+	await := func(sent int64) error {
+		select {
+		case got := <-delivered:
+			if got != sent {
+				return fmt.Errorf("delivered the record sent at %d, want %d's", got, sent)
+			}
+			return nil
+		case err := <-readDone:
+			return fmt.Errorf("subscriber: %w", err)
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("record sent at %d not delivered after 30 s", sent)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := t.send(timedBody(0, size, "")); err != nil {
+		return nil, err
+	}
+	if _, err := t.answer(); err != nil {
+		return nil, err
+	}
+	if err := await(0); err != nil {
+		return nil, fmt.Errorf("first record: %w", err)
+	}
+	var sent []int64
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for k := 0; time.Since(start) < d && ctx.Err() == nil; k++ {
+		if w := time.Until(start.Add(time.Duration(k) * interval)); w > 0 {
+			time.Sleep(w)
+		}
+		now := time.Now().UnixNano()
+		if err := t.send(timedBody(now, size, "")); err != nil {
+			return nil, err
+		}
+		if _, err := t.answer(); err != nil {
+			return nil, err
+		}
+		sent = append(sent, now)
+	}
+	for _, s := range sent {
+		if err := await(s); err != nil {
+			return nil, err
+		}
+	}
+	t.sub.Close() // ends the reader: h is its alone until then
+	<-readDone
+	if len(delivered) > 0 {
+		return nil, fmt.Errorf("%d records delivered that were not appended", len(delivered))
+	}
+	if h.Count() == 0 {
+		return nil, errors.New("no record measured")
+	}
+	return latencyOf(&h), nil
 }
