@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 
 	"time"
@@ -230,9 +231,20 @@ func (m *matrix) tailFloorRows(ctx context.Context, run int, pico, js *benchrepo
 	}
 	if pico != nil {
 		m.res.Add(vs, run, benchreport.SidePico, pico.P50, nil)
-		logf("  live-tail floor: p50 %.3f ms, p99 %.3f ms; PicoMQ p50 %.3f ms (%.2fx the floor), p99 %.3f ms (%.2fx)",
-			fl.P50, fl.P99, pico.P50, pico.P50/fl.P50, pico.P99, pico.P99/fl.P99)
 	}
+	// ms of a latency, or NaN where its side failed.
+	ms := func(l *benchreport.Latency, p99 bool) float64 {
+		switch {
+		case l == nil:
+			return math.NaN()
+		case p99:
+			return l.P99
+		}
+		return l.P50
+	}
+	logf("  live tail p50/p99: bare floor %.3f/%.3f ms, PicoMQ %.3f/%.3f ms (%.2fx/%.2fx the floor), JetStream %.3f/%.3f ms (floor %.2fx/%.2fx it)",
+		fl.P50, fl.P99, ms(pico, false), ms(pico, true), ms(pico, false)/fl.P50, ms(pico, true)/fl.P99,
+		ms(js, false), ms(js, true), fl.P50/ms(js, false), fl.P99/ms(js, true))
 }
 
 // tailFloor runs the live-tail floor's load against a fresh child.
