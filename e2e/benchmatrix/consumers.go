@@ -20,7 +20,7 @@ const (
 // start, records/s) and a live tail (append-to-delivery latency at a fixed
 // rate), PicoMQ over Pico HTTP (paged reads; SSE) next to NATS JetStream
 // (an ordered consumer; a push consumer) with the same records; then the
-// live tail's bare floor (tailFloorRows), next to both.
+// live tail's bare floor (tailFloor, tailFloorRows), next to both.
 func (m *matrix) consumerRows(ctx context.Context, run int) error {
 	pprofFlags, pprofAddr := pprofArgs()
 	n, err := m.startNode("pico-consumers", pprofFlags...)
@@ -84,6 +84,13 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 		Unit: "ms", Peer: peer + ", push consumer", LowerBetter: true})
 	p99 := m.row(benchreport.Row{ID: "tail-p99", What: "live tail: append-to-delivery latency p99, same run", Unit: "ms",
 		Peer: peer + ", push consumer", LowerBetter: true})
+	// The live tail's bare floor (floorrows.go), a fresh process each
+	// run: first in even runs, last in odd ones, so that a load drifting
+	// over the group weighs on both sides alike.
+	var floor tailFloors
+	if run%2 == 0 {
+		floor = m.tailFloor(ctx)
+	}
 	stopProfile = profileRead("live-tail", pprofAddr)
 	lat, err := fanout(ctx, c, fmt.Sprintf("/mb/r%d/tail", run),
 		fanoutLoad{readers: 1, rate: tailRate, size: 100, contentType: "application/octet-stream", d: m.cfg.secs, onEvent: true})
@@ -107,7 +114,9 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 			jsLat = &q.Lat
 		}
 	}
-	// The same load against the bare live-tail floor (floorrows.go).
-	m.tailFloorRows(ctx, run, lat, jsLat)
+	if run%2 != 0 {
+		floor = m.tailFloor(ctx)
+	}
+	m.tailFloorRows(run, floor, lat, jsLat)
 	return nil
 }

@@ -294,7 +294,7 @@ func TestTailFloor(t *testing.T) {
 	defer p.stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	tc, err := dialTail(ctx, addr, time.Now().Add(2*time.Minute))
+	tc, err := dialTail(ctx, addr, false, time.Now().Add(2*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,8 +304,8 @@ func TestTailFloor(t *testing.T) {
 	go func() {
 		var recs []string
 		for len(recs) < n+1 { // one more than appended: the end shows no extra
-			rec, err := readTailFrame(tc.subR, nil)
-			if err != nil {
+			rec, _, err := readTailFrame(tc.subR, nil)
+			if err != nil || rec == nil {
 				break
 			}
 			recs = append(recs, string(rec))
@@ -342,7 +342,7 @@ func TestTailFloor(t *testing.T) {
 	}
 
 	m := &matrix{cfg: config{work: t.TempDir(), secs: time.Second}, res: &benchreport.Results{}}
-	m.tailFloorRows(ctx, 1, &benchreport.Latency{P50: 0.7, P99: 2}, &benchreport.Latency{P50: 0.6, P99: 1.5})
+	m.tailFloorRows(1, m.tailFloor(ctx), &benchreport.Latency{P50: 0.7, P99: 2}, &benchreport.Latency{P50: 0.6, P99: 1.5})
 	if len(m.res.Failures) > 0 {
 		t.Fatalf("failures: %v", m.res.Failures)
 	}
@@ -352,7 +352,8 @@ func TestTailFloor(t *testing.T) {
 	}
 	if side["tail-floor-p50/pico"] <= 0 || side["tail-floor-p99/pico"] < side["tail-floor-p50/pico"] ||
 		side["tail-floor-p50/peer"] != 0.6 || side["tail-floor-p99/peer"] != 1.5 ||
-		side["tail-vs-floor/pico"] != 0.7 || side["tail-vs-floor/peer"] != side["tail-floor-p50/pico"] {
+		side["tail-vs-floor/pico"] != 0.7 || side["tail-vs-floor/peer"] != side["tail-floor-p50/pico"] ||
+		side["tail-floor-1conn-p50/pico"] <= 0 || side["tail-floor-1conn-p50/peer"] != side["tail-floor-p50/pico"] {
 		t.Errorf("rows' sides: %v", side)
 	}
 	t.Logf("%v", side)
@@ -383,7 +384,7 @@ func TestTailFloorDeliversDurable(t *testing.T) {
 	}
 	defer ln.Close()
 	go func() { _ = s.accept(ln) }()
-	tc, err := dialTail(t.Context(), ln.Addr().String(), time.Now().Add(2*time.Minute))
+	tc, err := dialTail(t.Context(), ln.Addr().String(), false, time.Now().Add(2*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +396,7 @@ func TestTailFloorDeliversDurable(t *testing.T) {
 	if _, err := tc.answer(); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := readTailFrame(tc.subR, nil); err != nil || string(rec) != "first" {
+	if rec, _, err := readTailFrame(tc.subR, nil); err != nil || string(rec) != "first" {
 		t.Fatalf("first delivery %q, %v", rec, err)
 	}
 	hold.Store(true)
@@ -411,7 +412,7 @@ func TestTailFloorDeliversDurable(t *testing.T) {
 	// appender gets anything (a delivery before durability would be here
 	// within microseconds).
 	_ = tc.sub.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	if rec, err := readTailFrame(tc.subR, nil); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if rec, _, err := readTailFrame(tc.subR, nil); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("delivered %q (%v) before its fdatasync returned", rec, err)
 	}
 	_ = tc.app.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
@@ -421,7 +422,7 @@ func TestTailFloorDeliversDurable(t *testing.T) {
 	close(release)
 	_ = tc.sub.SetReadDeadline(time.Now().Add(time.Minute))
 	_ = tc.app.SetReadDeadline(time.Now().Add(time.Minute))
-	if rec, err := readTailFrame(tc.subR, nil); err != nil || string(rec) != "second" {
+	if rec, _, err := readTailFrame(tc.subR, nil); err != nil || string(rec) != "second" {
 		t.Fatalf("second delivery %q, %v", rec, err)
 	}
 	if _, err := tc.answer(); err != nil {
@@ -439,16 +440,22 @@ func FuzzReadTailFrame(f *testing.F) {
 	f.Add(frame(""))
 	f.Add([]byte{0, 0, 0, 9, 'a', 'b'})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0})
+	f.Add(append([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 1, 8}, frame("after an answer")...))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := bufio.NewReader(bytes.NewReader(in))
 		var buf []byte
 		total := 0
 		for {
-			rec, err := readTailFrame(r, buf)
+			rec, ans, err := readTailFrame(r, buf)
 			if err != nil {
 				break
 			}
-			total += 4 + len(rec)
+			if ans >= 0 {
+				total += 12
+			} else {
+				total += 4 + len(rec)
+			}
 			if total > len(in) {
 				t.Fatalf("frames of %d bytes from %d", total, len(in))
 			}

@@ -66,6 +66,11 @@ import (
 //	               nothing more; it receives every local record made
 //	               durable from then on, in log order, each framed
 //	               [uint32 length][record] as a client sent it.
+//	'T'            a local client and subscriber on one connection (as
+//	               a NATS client publishes and consumes on one): its
+//	               requests are an 'L' client's, its answers are
+//	               [uint32 0xFFFFFFFF][uint64 file offset], and it
+//	               receives an 'S' subscriber's frames between them.
 //
 // Integers are big-endian.
 
@@ -166,13 +171,21 @@ func (s *floorServer) serve(c net.Conn) error {
 		if l == nil {
 			return fmt.Errorf("client mode %q at a follower", mode)
 		}
-		return l.serveClient(r, c)
+		return l.serveClient(r, c, false)
 	case 'S':
 		l := s.logs['L']
 		if l == nil {
 			return errors.New("a subscriber at a follower")
 		}
 		return l.serveSubscriber(r, c)
+	case 'T':
+		l := s.logs['L']
+		if l == nil {
+			return errors.New("a subscriber at a follower")
+		}
+		l.addSubscriber(c)
+		defer l.dropSubscriber(c)
+		return l.serveClient(r, c, true)
 	case 'f', 'w':
 		f, err := s.preallocate(fmt.Sprintf("follower-%c-%d-%d.log", mode, os.Getpid(), s.files.Add(1)))
 		if err != nil {
@@ -242,10 +255,11 @@ func (s *floorServer) openLog(name string, followers []net.Conn) (*floorLog, err
 	return l, nil
 }
 
-// serveClient answers one client's appends in turn.
-func (l *floorLog) serveClient(r *bufio.Reader, w io.Writer) error {
+// serveClient answers one client's appends in turn; tagged, each answer
+// is marked as one (tailAnswer) for a connection that also subscribes.
+func (l *floorLog) serveClient(r *bufio.Reader, w io.Writer, tagged bool) error {
 	done := make(chan int64, 1)
-	var hdr [8]byte
+	var hdr [12]byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:4]); err != nil {
 			return err
@@ -263,8 +277,13 @@ func (l *floorLog) serveClient(r *bufio.Reader, w io.Writer) error {
 		if off < 0 {
 			return errors.New("append failed")
 		}
-		binary.BigEndian.PutUint64(hdr[:], uint64(off))
-		if _, err := w.Write(hdr[:]); err != nil {
+		ans := hdr[:8]
+		if tagged {
+			ans = binary.BigEndian.AppendUint32(hdr[:0], tailAnswer)
+			ans = ans[:12]
+		}
+		binary.BigEndian.PutUint64(ans[len(ans)-8:], uint64(off))
+		if _, err := w.Write(ans); err != nil {
 			return err
 		}
 	}
@@ -273,15 +292,21 @@ func (l *floorLog) serveClient(r *bufio.Reader, w io.Writer) error {
 // serveSubscriber adds c to the log's subscribers until it closes (a
 // subscriber sends nothing after its first byte) or sync drops it.
 func (l *floorLog) serveSubscriber(r *bufio.Reader, c net.Conn) error {
-	l.subMu.Lock()
-	l.subs = append(l.subs, c)
-	l.subMu.Unlock()
+	l.addSubscriber(c)
 	defer l.dropSubscriber(c)
 	_, err := r.ReadByte()
 	if err == nil {
 		return errors.New("a subscriber sent data")
 	}
 	return err
+}
+
+// addSubscriber makes c a subscriber: every group made durable from now
+// on is sent to it.
+func (l *floorLog) addSubscriber(c net.Conn) {
+	l.subMu.Lock()
+	l.subs = append(l.subs, c)
+	l.subMu.Unlock()
 }
 
 // dropSubscriber removes c from the subscribers and closes it.
@@ -694,52 +719,71 @@ func startTailFloor(dir string) (*proc, string, error) {
 	return startChild("tailfloor", "replfloor", "-dir", dir, "-owner")
 }
 
-// readTailFrame reads one subscriber frame, [uint32 length][record],
-// into buf's space and returns the record.
-func readTailFrame(r *bufio.Reader, buf []byte) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
+// tailAnswer is the length word that marks an append's answer on a 'T'
+// connection (where records come too): no record is that long.
+const tailAnswer = 0xFFFFFFFF
+
+// readTailFrame reads one frame from a subscriber's connection into
+// buf's space: a record ([uint32 length][record]), or, on a 'T'
+// connection, an append's answer ([uint32 tailAnswer][uint64 offset]),
+// returned as answer >= 0 with a nil record.
+func readTailFrame(r *bufio.Reader, buf []byte) (rec []byte, answer int64, err error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
+		return nil, -1, err
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n == tailAnswer {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return nil, -1, fmt.Errorf("append answer: %w", err)
+		}
+		off := int64(binary.BigEndian.Uint64(hdr[:]))
+		if off < 0 {
+			return nil, -1, fmt.Errorf("append answer: offset %d", off)
+		}
+		return nil, off, nil
+	}
 	if n > replFloorMaxRecord {
-		return nil, fmt.Errorf("subscriber frame of %d bytes", n)
+		return nil, -1, fmt.Errorf("subscriber frame of %d bytes", n)
 	}
-	rec := slices.Grow(buf[:0], int(n))[:n]
+	rec = slices.Grow(buf[:0], int(n))[:n]
 	if _, err := io.ReadFull(r, rec); err != nil {
-		return nil, fmt.Errorf("subscriber frame: %w", err)
+		return nil, -1, fmt.Errorf("subscriber frame: %w", err)
 	}
-	return rec, nil
+	return rec, -1, nil
 }
 
-// tailConn is a bare live tail on the floor's owner at addr: an
-// appender's connection ('L') and a subscriber's ('S').
+// tailConn is a bare live tail on the floor's owner: an appender's
+// connection ('L') and a subscriber's ('S'), or one connection for both
+// ('T'; app and sub are then the same).
 type tailConn struct {
 	app, sub net.Conn
-	appR     *bufio.Reader
+	appR     *bufio.Reader // the 'L' connection's answers
 	subR     *bufio.Reader
 	req      []byte
 }
 
-// dialTail opens both connections; every read and write on them must end
-// by deadline.
-func dialTail(ctx context.Context, addr string, deadline time.Time) (*tailConn, error) {
+// dialTail opens the connections (one with oneConn); every read and
+// write on them must end by deadline.
+func dialTail(ctx context.Context, addr string, oneConn bool, deadline time.Time) (*tailConn, error) {
 	var d net.Dialer
 	sub, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	app, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		sub.Close()
-		return nil, err
-	}
-	t := &tailConn{app: app, sub: sub, appR: bufio.NewReader(app), subR: bufio.NewReaderSize(sub, 64<<10), req: []byte{'L'}}
 	_ = sub.SetDeadline(deadline)
-	_ = app.SetDeadline(deadline)
-	if _, err := sub.Write([]byte{'S'}); err != nil {
-		t.close()
-		return nil, err
+	t := &tailConn{app: sub, sub: sub, subR: bufio.NewReaderSize(sub, 64<<10), req: []byte{'T'}}
+	if !oneConn {
+		if _, err := sub.Write([]byte{'S'}); err != nil {
+			sub.Close()
+			return nil, err
+		}
+		if t.app, err = d.DialContext(ctx, "tcp", addr); err != nil {
+			sub.Close()
+			return nil, err
+		}
+		_ = t.app.SetDeadline(deadline)
+		t.appR, t.req = bufio.NewReader(t.app), []byte{'L'}
 	}
 	return t, nil
 }
@@ -758,7 +802,8 @@ func (t *tailConn) send(rec []byte) error {
 	return err
 }
 
-// answer reads one append's answer, its file offset.
+// answer reads one append's answer, its file offset, from the 'L'
+// connection (on a 'T' connection answers come with the records).
 func (t *tailConn) answer() (int64, error) {
 	var b [8]byte
 	if _, err := io.ReadFull(t.appR, b[:]); err != nil {
@@ -768,29 +813,39 @@ func (t *tailConn) answer() (int64, error) {
 }
 
 // tailFloorLoad is the live-tail row's load against the bare floor at
-// addr, as fanout is against PicoMQ: a subscriber connection; a first
-// record (not measured) whose delivery shows the subscription is live;
-// then rate appends/s of size bytes for d on the appender's connection,
-// each carrying its send time (timedBody) and each waiting for its
-// answer; and the append-to-delivery latency of every measured record
-// once all have been delivered. A record delivered twice, out of the
-// blue, or not at all within 30 s fails the load.
-func tailFloorLoad(ctx context.Context, addr string, rate, size int, d time.Duration) (*benchreport.Latency, error) {
-	t, err := dialTail(ctx, addr, time.Now().Add(d+2*time.Minute))
+// addr, as fanout is against PicoMQ: a subscriber; a first record (not
+// measured) whose delivery shows the subscription is live; then rate
+// appends/s of size bytes for d, each carrying its send time (timedBody)
+// and each waiting for its answer; and the append-to-delivery latency of
+// every measured record once all have been delivered. Appends and
+// records use two connections, or one with oneConn (a reader goroutine
+// then hands the answers to the appender, as a NATS client's does). A
+// record delivered twice, out of order, unasked or not within 30 s fails
+// the load.
+func tailFloorLoad(ctx context.Context, addr string, oneConn bool, rate, size int, d time.Duration) (*benchreport.Latency, error) {
+	t, err := dialTail(ctx, addr, oneConn, time.Now().Add(d+2*time.Minute))
 	if err != nil {
 		return nil, err
 	}
 	defer t.close()
 	var h hdr.Histogram
 	delivered := make(chan int64, 1<<16) // each record's send time
+	answers := make(chan int64, 1)       // with oneConn
 	readDone := make(chan error, 1)
 	go func() {
 		var buf []byte
 		for {
-			rec, err := readTailFrame(t.subR, buf)
+			rec, ans, err := readTailFrame(t.subR, buf)
+			if err == nil && ans >= 0 && !oneConn {
+				err = errors.New("an append's answer on the subscriber's connection")
+			}
 			if err != nil {
 				readDone <- err
 				return
+			}
+			if ans >= 0 {
+				answers <- ans
+				continue
 			}
 			now := time.Now().UnixNano()
 			sent := sentAt(rec)
@@ -801,6 +856,26 @@ func tailFloorLoad(ctx context.Context, addr string, rate, size int, d time.Dura
 			buf = rec
 		}
 	}()
+	// appendOne appends a record and waits for its answer.
+	appendOne := func(rec []byte) error {
+		if err := t.send(rec); err != nil {
+			return err
+		}
+		if !oneConn {
+			_, err := t.answer()
+			return err
+		}
+		select {
+		case <-answers:
+			return nil
+		case err := <-readDone:
+			return fmt.Errorf("append answer: %w", err)
+		case <-time.After(30 * time.Second):
+			return errors.New("no append answer after 30 s")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	// await takes the next delivery, which must carry sent.
 	await := func(sent int64) error {
 		select {
@@ -817,10 +892,7 @@ func tailFloorLoad(ctx context.Context, addr string, rate, size int, d time.Dura
 			return ctx.Err()
 		}
 	}
-	if err := t.send(timedBody(0, size, "")); err != nil {
-		return nil, err
-	}
-	if _, err := t.answer(); err != nil {
+	if err := appendOne(timedBody(0, size, "")); err != nil {
 		return nil, err
 	}
 	if err := await(0); err != nil {
@@ -834,10 +906,7 @@ func tailFloorLoad(ctx context.Context, addr string, rate, size int, d time.Dura
 			time.Sleep(w)
 		}
 		now := time.Now().UnixNano()
-		if err := t.send(timedBody(now, size, "")); err != nil {
-			return nil, err
-		}
-		if _, err := t.answer(); err != nil {
+		if err := appendOne(timedBody(now, size, "")); err != nil {
 			return nil, err
 		}
 		sent = append(sent, now)
