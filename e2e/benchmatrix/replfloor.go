@@ -63,8 +63,9 @@ import (
 //	               messages [uint32 length][uint64 sequence][entries],
 //	               answered by [uint64 sequence] of the last one written.
 //	'S'            a subscriber of the owner's local ('L') log. It sends
-//	               nothing more; it receives every local record made
-//	               durable from then on, in log order, each framed
+//	               nothing more; it receives an empty frame ([uint32 0])
+//	               once it is one, then every local record made durable
+//	               from then on, in log order, each framed
 //	               [uint32 length][record] as a client sent it.
 //	'T'            a local client and subscriber on one connection (as
 //	               a NATS client publishes and consumes on one): its
@@ -292,13 +293,23 @@ func (l *floorLog) serveClient(r *bufio.Reader, w io.Writer, tagged bool) error 
 // serveSubscriber adds c to the log's subscribers until it closes (a
 // subscriber sends nothing after its first byte) or sync drops it.
 func (l *floorLog) serveSubscriber(r *bufio.Reader, c net.Conn) error {
-	l.addSubscriber(c)
+	// The empty frame tells the subscriber that records appended from
+	// now on will reach it: written under subMu, so that no record's
+	// frame comes before it.
+	l.subMu.Lock()
+	l.subs = append(l.subs, c)
+	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err := c.Write([]byte{0, 0, 0, 0})
+	l.subMu.Unlock()
 	defer l.dropSubscriber(c)
-	_, err := r.ReadByte()
-	if err == nil {
-		return errors.New("a subscriber sent data")
+	if err != nil {
+		return err
 	}
-	return err
+	if _, err := r.ReadByte(); err == nil {
+		return errors.New("a subscriber sent data")
+	} else {
+		return err
+	}
 }
 
 // addSubscriber makes c a subscriber: every group made durable from now
@@ -777,6 +788,13 @@ func dialTail(ctx context.Context, addr string, oneConn bool, deadline time.Time
 		if _, err := sub.Write([]byte{'S'}); err != nil {
 			sub.Close()
 			return nil, err
+		}
+		// Records appended once the owner has sent the empty frame reach
+		// the subscriber (on a 'T' connection they do from its first
+		// request on: the owner subscribes it before reading that).
+		if rec, ans, err := readTailFrame(t.subR, nil); err != nil || ans >= 0 || len(rec) > 0 {
+			sub.Close()
+			return nil, fmt.Errorf("subscribing: a %d-byte record or answer %d (%v), want the empty frame", len(rec), ans, err)
 		}
 		if t.app, err = d.DialContext(ctx, "tcp", addr); err != nil {
 			sub.Close()
