@@ -305,11 +305,10 @@ func (l *floorLog) serveSubscriber(r *bufio.Reader, c net.Conn) error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.ReadByte(); err == nil {
-		return errors.New("a subscriber sent data")
-	} else {
+	if _, err := r.ReadByte(); err != nil {
 		return err
 	}
+	return errors.New("a subscriber sent data")
 }
 
 // addSubscriber makes c a subscriber: every group made durable from now
