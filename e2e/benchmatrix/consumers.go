@@ -19,7 +19,8 @@ const (
 // consumerRows: a consumer catching up (reading a filled stream from the
 // start, records/s) and a live tail (append-to-delivery latency at a fixed
 // rate), PicoMQ over Pico HTTP (paged reads; SSE) next to NATS JetStream
-// (an ordered consumer; a push consumer) with the same records.
+// (an ordered consumer; a push consumer) with the same records; then the
+// live tail's bare floor (tailFloor, tailFloorRows), next to both.
 func (m *matrix) consumerRows(ctx context.Context, run int) error {
 	pprofFlags, pprofAddr := pprofArgs()
 	n, err := m.startNode("pico-consumers", pprofFlags...)
@@ -83,16 +84,25 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 		Unit: "ms", Peer: peer + ", push consumer", LowerBetter: true})
 	p99 := m.row(benchreport.Row{ID: "tail-p99", What: "live tail: append-to-delivery latency p99, same run", Unit: "ms",
 		Peer: peer + ", push consumer", LowerBetter: true})
+	// The live tail's bare floor (floorrows.go), a fresh process each
+	// run: first in even runs, last in odd ones, so that a load drifting
+	// over the group weighs on both sides alike.
+	var floor tailFloors
+	if run%2 == 0 {
+		floor = m.tailFloor(ctx)
+	}
 	stopProfile = profileRead("live-tail", pprofAddr)
 	lat, err := fanout(ctx, c, fmt.Sprintf("/mb/r%d/tail", run),
 		fanoutLoad{readers: 1, rate: tailRate, size: 100, contentType: "application/octet-stream", d: m.cfg.secs, onEvent: true})
 	stopProfile()
 	if err != nil {
 		m.fail("tail PicoMQ", err)
+		lat = nil
 	} else {
 		m.res.Add(p50, run, benchreport.SidePico, lat.P50, lat)
 		m.res.Add(p99, run, benchreport.SidePico, lat.P99, nil)
 	}
+	var jsLat *benchreport.Latency
 	if nats != nil {
 		q, err := jsonCommand(ctx, m.cfg.natsload, "tail", "-url", natsURL, "-subject", fmt.Sprintf("bench.r%d.tail", run),
 			"-rate", fmt.Sprint(tailRate), "-size", "100", "-d", m.cfg.secs.String())
@@ -101,7 +111,12 @@ func (m *matrix) consumerRows(ctx context.Context, run int) error {
 		} else {
 			m.res.Add(p50, run, benchreport.SidePeer, q.Lat.P50, &q.Lat)
 			m.res.Add(p99, run, benchreport.SidePeer, q.Lat.P99, nil)
+			jsLat = &q.Lat
 		}
 	}
+	if run%2 != 0 {
+		floor = m.tailFloor(ctx)
+	}
+	m.tailFloorRows(run, floor, lat, jsLat)
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 
 	"time"
@@ -198,4 +199,85 @@ func (m *matrix) manyReadersFloor(ctx context.Context, run int, st objstore.Stor
 	logf("  many floor: bare relay first pass %.0f MB/s (%d bytes relayed in %.2f s, %d spans, %d GETs; CPU: relay %.0f ms, readers %.0f ms, MinIO %.0f ms, with the plan's footer GETs), parallel GETs %.0f MB/s (%.2fx; MinIO CPU %.0f ms); PicoMQ %.0f MB/s (%.2fx the relay)",
 		relay, r.bytes, r.seconds, r.spans, r.gets, r.relayCPU*1000, r.readerCPU*1000, (scpu1-scpu0)*1000, par, relay/par, (s3.cpu()-scpu1)*1000, manyMBs, manyMBs/relay)
 	return par, nil
+}
+
+// tailFloors is the live-tail rows' floor measured once: the bare
+// floor with appends and records on two connections (as the PicoMQ row's
+// client has them) and on one (as NATS's has).
+type tailFloors struct {
+	two, one *benchreport.Latency
+	err      error
+}
+
+// tailFloor runs the live-tail floor's load, the same rate, size and
+// duration as the PicoMQ row, against a fresh `benchmatrix replfloor
+// -owner` child on the matrix's disk: two connections, then one.
+func (m *matrix) tailFloor(ctx context.Context) (f tailFloors) {
+	dir, err := os.MkdirTemp(m.cfg.work, "tailfloor-")
+	if err != nil {
+		return tailFloors{err: err}
+	}
+	defer os.RemoveAll(dir)
+	p, addr, err := startTailFloor(dir)
+	if err != nil {
+		return tailFloors{err: err}
+	}
+	defer p.stop()
+	if f.two, f.err = tailFloorLoad(ctx, addr, false, tailRate, 100, m.cfg.secs); f.err != nil {
+		return f
+	}
+	f.one, f.err = tailFloorLoad(ctx, addr, true, tailRate, 100, m.cfg.secs)
+	return f
+}
+
+// tailFloorRows adds the live-tail floor's rows (consumerRows measures
+// it next to the tail rows and passes their PicoMQ and JetStream
+// latencies, nil where one failed): the floor next to JetStream (how far
+// below the target the machine allows), PicoMQ's p50 next to the floor,
+// and the one-connection floor next to the two-connection one (what the
+// second connection costs). A failed floor is noted and the run goes on.
+func (m *matrix) tailFloorRows(run int, fl tailFloors, pico, js *benchreport.Latency) {
+	const what = "bare live-tail floor (a `benchmatrix replfloor -owner` child on the matrix's disk: length-prefixed TCP on loopback, group commit pwrite + fdatasync, then the durable records sent to the subscriber's connection; the appender waits for each answer, the subscriber is on another connection)"
+	jsPeer := "NATS JetStream, sync_interval: always, push consumer, same run"
+	p50 := m.row(benchreport.Row{ID: "tail-floor-p50", What: fmt.Sprintf("%s: append-to-delivery p50, %d appends/s of 100 B", what, tailRate),
+		Unit: "ms", Pico: "bare live tail", Peer: jsPeer, LowerBetter: true, Note: "the machine's floor for the tail target <= JetStream"})
+	p99 := m.row(benchreport.Row{ID: "tail-floor-p99", What: "the same bare live-tail floor: append-to-delivery p99, same run",
+		Unit: "ms", Pico: "bare live tail", Peer: jsPeer, LowerBetter: true, Note: "the machine's floor for the tail target <= JetStream"})
+	vs := m.row(benchreport.Row{ID: "tail-vs-floor", What: "live tail p50 (the tail-p50 row) next to the bare live-tail floor's p50",
+		Unit: "ms", Peer: "bare live-tail floor, same run", LowerBetter: true})
+	one := m.row(benchreport.Row{ID: "tail-floor-1conn-p50", What: "the same bare live-tail floor with appends, answers and records on one connection (as a NATS client has them): p50",
+		Unit: "ms", Pico: "bare live tail, one connection", Peer: "the bare live-tail floor on two connections, same process, just before", LowerBetter: true})
+	if fl.two == nil {
+		m.fail("tail floor", fl.err)
+		return
+	}
+	m.res.Add(p50, run, benchreport.SidePico, fl.two.P50, fl.two)
+	m.res.Add(p99, run, benchreport.SidePico, fl.two.P99, nil)
+	m.res.Add(vs, run, benchreport.SidePeer, fl.two.P50, nil)
+	if js != nil {
+		m.res.Add(p50, run, benchreport.SidePeer, js.P50, nil)
+		m.res.Add(p99, run, benchreport.SidePeer, js.P99, nil)
+	}
+	if pico != nil {
+		m.res.Add(vs, run, benchreport.SidePico, pico.P50, nil)
+	}
+	if fl.one != nil {
+		m.res.Add(one, run, benchreport.SidePico, fl.one.P50, fl.one)
+		m.res.Add(one, run, benchreport.SidePeer, fl.two.P50, nil)
+	} else {
+		m.fail("tail floor, one connection", fl.err)
+	}
+	// ms of a latency, or NaN where its side failed.
+	ms := func(l *benchreport.Latency, p99 bool) float64 {
+		switch {
+		case l == nil:
+			return math.NaN()
+		case p99:
+			return l.P99
+		}
+		return l.P50
+	}
+	logf("  live tail p50/p99: bare floor %.3f/%.3f ms (one connection %.3f/%.3f), PicoMQ %.3f/%.3f ms (%.2fx/%.2fx the floor), JetStream %.3f/%.3f ms (floor %.2fx/%.2fx it)",
+		fl.two.P50, fl.two.P99, ms(fl.one, false), ms(fl.one, true), ms(pico, false), ms(pico, true), ms(pico, false)/fl.two.P50, ms(pico, true)/fl.two.P99,
+		ms(js, false), ms(js, true), fl.two.P50/ms(js, false), fl.two.P99/ms(js, true))
 }

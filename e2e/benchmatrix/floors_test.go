@@ -5,14 +5,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/PicoMQ/picomq/internal/benchreport"
 	"github.com/PicoMQ/picomq/tiering/objstore"
@@ -275,4 +280,186 @@ func minioPrefix(t *testing.T, name string) (string, objstore.Store) {
 		st.Close()
 	})
 	return url, st
+}
+
+// TestTailFloor: the live-tail floor's child delivers every appended
+// record to its subscriber exactly once, in order, as it was sent; and
+// tailFloorRows puts the floor's latencies, all positive, next to
+// JetStream's and PicoMQ's p50 next to the floor's.
+func TestTailFloor(t *testing.T) {
+	p, addr, err := startTailFloor(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	tc, err := dialTail(ctx, addr, false, time.Now().Add(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.close()
+	const n = 300
+	got := make(chan []string, 1)
+	go func() {
+		var recs []string
+		for len(recs) < n+1 { // one more than appended: the end shows no extra
+			rec, _, err := readTailFrame(tc.subR, nil)
+			if err != nil || rec == nil {
+				break
+			}
+			recs = append(recs, string(rec))
+		}
+		got <- recs
+	}()
+	offs := map[int64]bool{}
+	for i := range n {
+		if err := tc.send(fmt.Appendf(nil, "record %04d", i)); err != nil {
+			t.Fatal(err)
+		}
+		off, err := tc.answer()
+		if err != nil || offs[off] {
+			t.Fatalf("append %d: offset %d (seen before: %v), %v", i, off, offs[off], err)
+		}
+		offs[off] = true
+	}
+	// A last record after every numbered one: once it is delivered,
+	// anything delivered twice would have come before it.
+	if err := tc.send([]byte("end")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.answer(); err != nil {
+		t.Fatal(err)
+	}
+	recs := <-got
+	if len(recs) != n+1 || recs[n] != "end" {
+		t.Fatalf("%d records delivered, want %d and the end (the last ones: %q)", len(recs), n+1, recs[max(0, len(recs)-3):])
+	}
+	for i := range n {
+		if want := fmt.Sprintf("record %04d", i); recs[i] != want {
+			t.Fatalf("delivery %d is %q, want %q", i, recs[i], want)
+		}
+	}
+
+	m := &matrix{cfg: config{work: t.TempDir(), secs: time.Second}, res: &benchreport.Results{}}
+	m.tailFloorRows(1, m.tailFloor(ctx), &benchreport.Latency{P50: 0.7, P99: 2}, &benchreport.Latency{P50: 0.6, P99: 1.5})
+	if len(m.res.Failures) > 0 {
+		t.Fatalf("failures: %v", m.res.Failures)
+	}
+	side := map[string]float64{}
+	for _, s := range m.res.Samples {
+		side[s.Row+"/"+s.Side] = s.Value
+	}
+	if side["tail-floor-p50/pico"] <= 0 || side["tail-floor-p99/pico"] < side["tail-floor-p50/pico"] ||
+		side["tail-floor-p50/peer"] != 0.6 || side["tail-floor-p99/peer"] != 1.5 ||
+		side["tail-vs-floor/pico"] != 0.7 || side["tail-vs-floor/peer"] != side["tail-floor-p50/pico"] ||
+		side["tail-floor-1conn-p50/pico"] <= 0 || side["tail-floor-1conn-p50/peer"] != side["tail-floor-p50/pico"] {
+		t.Errorf("rows' sides: %v", side)
+	}
+	t.Logf("%v", side)
+}
+
+// TestTailFloorDeliversDurable: the floor's owner (in this process, its
+// fdatasync held by the test) sends an appended record to its subscriber
+// only after the fdatasync that covers it has returned, and answers the
+// append only then too.
+func TestTailFloorDeliversDurable(t *testing.T) {
+	var hold atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	s := &floorServer{dir: t.TempDir(), logs: map[byte]*floorLog{}, datasync: func(f *os.File) error {
+		if hold.CompareAndSwap(true, false) {
+			entered <- struct{}{}
+			<-release
+		}
+		return unix.Fdatasync(int(f.Fd()))
+	}}
+	l, err := s.openLog("owner-L.log", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.logs['L'] = l
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { _ = s.accept(ln) }()
+	tc, err := dialTail(t.Context(), ln.Addr().String(), false, time.Now().Add(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.close()
+	// A first record shows the subscription is live.
+	if err := tc.send([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.answer(); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, err := readTailFrame(tc.subR, nil); err != nil || string(rec) != "first" {
+		t.Fatalf("first delivery %q, %v", rec, err)
+	}
+	hold.Store(true)
+	if err := tc.send([]byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered: // written, its fdatasync held
+	case <-time.After(time.Minute):
+		t.Fatal("no fdatasync after a minute")
+	}
+	// While the fdatasync is held neither the subscriber nor the
+	// appender gets anything (a delivery before durability would be here
+	// within microseconds).
+	_ = tc.sub.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if rec, _, err := readTailFrame(tc.subR, nil); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("delivered %q (%v) before its fdatasync returned", rec, err)
+	}
+	_ = tc.app.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if off, err := tc.answer(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("answered (%d, %v) before its fdatasync returned", off, err)
+	}
+	close(release)
+	_ = tc.sub.SetReadDeadline(time.Now().Add(time.Minute))
+	_ = tc.app.SetReadDeadline(time.Now().Add(time.Minute))
+	if rec, _, err := readTailFrame(tc.subR, nil); err != nil || string(rec) != "second" {
+		t.Fatalf("second delivery %q, %v", rec, err)
+	}
+	if _, err := tc.answer(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzReadTailFrame: any subscriber stream is read as frames that fit in
+// it, or refused with an error; never a panic.
+func FuzzReadTailFrame(f *testing.F) {
+	frame := func(rec string) []byte {
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(rec))), rec...)
+	}
+	f.Add(append(frame("1733400000000000000 xxxx"), frame("two")...))
+	f.Add(frame(""))
+	f.Add([]byte{0, 0, 0, 9, 'a', 'b'})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0})
+	f.Add(append([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 1, 8}, frame("after an answer")...))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := bufio.NewReader(bytes.NewReader(in))
+		var buf []byte
+		total := 0
+		for {
+			rec, ans, err := readTailFrame(r, buf)
+			if err != nil {
+				break
+			}
+			if ans >= 0 {
+				total += 12
+			} else {
+				total += 4 + len(rec)
+			}
+			if total > len(in) {
+				t.Fatalf("frames of %d bytes from %d", total, len(in))
+			}
+			buf = rec
+		}
+	})
 }

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/PicoMQ/picomq/internal/benchreport"
+	"github.com/PicoMQ/picomq/internal/hdr"
 )
 
 // The bare replication floor (issue 32): three bare processes on the
@@ -32,6 +35,13 @@ import (
 // fdatasync and the first follower's answer. The same owner serves
 // `local` appends (no followers), so local and replicated run on the same
 // processes, alternating.
+//
+// The bare live-tail floor (issue 31) is one more such process, an owner
+// without followers (`-owner`): besides its local clients it has
+// subscribers, and after each fdatasync its committer sends the records
+// that fdatasync made durable to every subscriber connection — after
+// durability, never before, as a node may only deliver what it has
+// acknowledged or could acknowledge.
 //
 // Group commit everywhere: the owner's committer takes every append
 // waiting, writes them with one pwrite and sends them to the followers
@@ -52,6 +62,16 @@ import (
 //	'f', 'w'       the owner, at a follower (fsync, write). Then
 //	               messages [uint32 length][uint64 sequence][entries],
 //	               answered by [uint64 sequence] of the last one written.
+//	'S'            a subscriber of the owner's local ('L') log. It sends
+//	               nothing more; it receives an empty frame ([uint32 0])
+//	               once it is one, then every local record made durable
+//	               from then on, in log order, each framed
+//	               [uint32 length][record] as a client sent it.
+//	'T'            a local client and subscriber on one connection (as
+//	               a NATS client publishes and consumes on one): its
+//	               requests are an 'L' client's, its answers are
+//	               [uint32 0xFFFFFFFF][uint64 file offset], and it
+//	               receives an 'S' subscriber's frames between them.
 //
 // Integers are big-endian.
 
@@ -67,11 +87,21 @@ func replFloorMain(args []string) error {
 	fs := flag.NewFlagSet("replfloor", flag.ContinueOnError)
 	dir := fs.String("dir", "", "directory for the preallocated log files (the disk under test)")
 	followers := fs.String("followers", "", "comma-separated follower addresses (the owner; empty for a follower)")
+	owner := fs.Bool("owner", false, "an owner without followers: local clients ('L') and subscribers ('S') only (the live-tail floor)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	s := &floorServer{dir: *dir, logs: map[byte]*floorLog{}}
-	if *followers != "" {
+	if *owner {
+		if *followers != "" {
+			return errors.New("-owner and -followers: an owner without followers has none")
+		}
+		l, err := s.openLog("owner-L.log", nil)
+		if err != nil {
+			return err
+		}
+		s.logs['L'] = l
+	} else if *followers != "" {
 		addrs := strings.Split(*followers, ",")
 		for _, mode := range []byte{'L', 'F', 'W'} {
 			var fl []net.Conn
@@ -99,6 +129,11 @@ func replFloorMain(args []string) error {
 		return err
 	}
 	announce(ln.Addr().String())
+	return s.accept(ln)
+}
+
+// accept serves ln's connections until it fails.
+func (s *floorServer) accept(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -119,6 +154,9 @@ type floorServer struct {
 	dir   string
 	logs  map[byte]*floorLog
 	files atomic.Int64
+	// datasync makes an owner's log file durable: unix.Fdatasync, or a
+	// test's wrapper of it (nil: unix.Fdatasync).
+	datasync func(*os.File) error
 }
 
 // serve runs one connection.
@@ -134,7 +172,21 @@ func (s *floorServer) serve(c net.Conn) error {
 		if l == nil {
 			return fmt.Errorf("client mode %q at a follower", mode)
 		}
-		return l.serveClient(r, c)
+		return l.serveClient(r, c, false)
+	case 'S':
+		l := s.logs['L']
+		if l == nil {
+			return errors.New("a subscriber at a follower")
+		}
+		return l.serveSubscriber(r, c)
+	case 'T':
+		l := s.logs['L']
+		if l == nil {
+			return errors.New("a subscriber at a follower")
+		}
+		l.addSubscriber(c)
+		defer l.dropSubscriber(c)
+		return l.serveClient(r, c, true)
 	case 'f', 'w':
 		f, err := s.preallocate(fmt.Sprintf("follower-%c-%d-%d.log", mode, os.Getpid(), s.files.Add(1)))
 		if err != nil {
@@ -175,6 +227,10 @@ type floorLog struct {
 	acked     atomic.Uint64 // highest sequence a follower has answered
 	ackSignal chan struct{} // a follower answered (capacity 1)
 	followErr atomic.Pointer[error]
+	datasync  func(*os.File) error
+
+	subMu sync.Mutex
+	subs  []net.Conn // subscribers, sent each durable group by sync
 }
 
 // floorAppend is a client's record waiting for the committer, which
@@ -189,7 +245,10 @@ func (s *floorServer) openLog(name string, followers []net.Conn) (*floorLog, err
 	if err != nil {
 		return nil, err
 	}
-	l := &floorLog{f: f, in: make(chan floorAppend, 1024), followers: followers, ackSignal: make(chan struct{}, 1)}
+	l := &floorLog{f: f, in: make(chan floorAppend, 1024), followers: followers, ackSignal: make(chan struct{}, 1), datasync: s.datasync}
+	if l.datasync == nil {
+		l.datasync = func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+	}
 	for _, c := range followers {
 		go l.readAcks(c)
 	}
@@ -197,10 +256,11 @@ func (s *floorServer) openLog(name string, followers []net.Conn) (*floorLog, err
 	return l, nil
 }
 
-// serveClient answers one client's appends in turn.
-func (l *floorLog) serveClient(r *bufio.Reader, w io.Writer) error {
+// serveClient answers one client's appends in turn; tagged, each answer
+// is marked as one (tailAnswer) for a connection that also subscribes.
+func (l *floorLog) serveClient(r *bufio.Reader, w io.Writer, tagged bool) error {
 	done := make(chan int64, 1)
-	var hdr [8]byte
+	var hdr [12]byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:4]); err != nil {
 			return err
@@ -218,9 +278,65 @@ func (l *floorLog) serveClient(r *bufio.Reader, w io.Writer) error {
 		if off < 0 {
 			return errors.New("append failed")
 		}
-		binary.BigEndian.PutUint64(hdr[:], uint64(off))
-		if _, err := w.Write(hdr[:]); err != nil {
+		ans := hdr[:8]
+		if tagged {
+			ans = binary.BigEndian.AppendUint32(hdr[:0], tailAnswer)
+			ans = ans[:12]
+		}
+		binary.BigEndian.PutUint64(ans[len(ans)-8:], uint64(off))
+		if _, err := w.Write(ans); err != nil {
 			return err
+		}
+	}
+}
+
+// serveSubscriber adds c to the log's subscribers until it closes (a
+// subscriber sends nothing after its first byte) or sync drops it.
+func (l *floorLog) serveSubscriber(r *bufio.Reader, c net.Conn) error {
+	// The empty frame tells the subscriber that records appended from
+	// now on will reach it: written under subMu, so that no record's
+	// frame comes before it.
+	l.subMu.Lock()
+	l.subs = append(l.subs, c)
+	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err := c.Write([]byte{0, 0, 0, 0})
+	l.subMu.Unlock()
+	defer l.dropSubscriber(c)
+	if err != nil {
+		return err
+	}
+	if _, err := r.ReadByte(); err != nil {
+		return err
+	}
+	return errors.New("a subscriber sent data")
+}
+
+// addSubscriber makes c a subscriber: every group made durable from now
+// on is sent to it.
+func (l *floorLog) addSubscriber(c net.Conn) {
+	l.subMu.Lock()
+	l.subs = append(l.subs, c)
+	l.subMu.Unlock()
+}
+
+// dropSubscriber removes c from the subscribers and closes it.
+func (l *floorLog) dropSubscriber(c net.Conn) {
+	l.subMu.Lock()
+	l.subs = slices.DeleteFunc(l.subs, func(s net.Conn) bool { return s == c })
+	l.subMu.Unlock()
+	_ = c.Close()
+}
+
+// publish sends frames (durable records, each [uint32 length][record])
+// to every subscriber; one that cannot take them within 10 s is dropped.
+func (l *floorLog) publish(frames []byte) {
+	l.subMu.Lock()
+	subs := slices.Clone(l.subs)
+	l.subMu.Unlock()
+	for _, c := range subs {
+		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write(frames); err != nil {
+			l.dropSubscriber(c)
 		}
 	}
 }
@@ -290,9 +406,12 @@ func (l *floorLog) commit() {
 
 // sync is the committer's answering half: one fdatasync for every group
 // written so far, then (replicated) the first follower's answer to the
-// last of them, then the answers.
+// last of them, then the records to the subscribers, then the answers.
 func (l *floorLog) sync(groups <-chan floorGroup) {
-	var ready []floorGroup
+	var (
+		ready  []floorGroup
+		frames []byte
+	)
 	for g := range groups {
 		ready = append(ready[:0], g)
 	more:
@@ -304,7 +423,7 @@ func (l *floorLog) sync(groups <-chan floorGroup) {
 				break more
 			}
 		}
-		ok := unix.Fdatasync(int(l.f.Fd())) == nil
+		ok := l.datasync(l.f) == nil
 		last := ready[len(ready)-1].seq
 		if len(l.followers) > 0 {
 			for ok && l.acked.Load() < last {
@@ -313,6 +432,20 @@ func (l *floorLog) sync(groups <-chan floorGroup) {
 					break
 				}
 				<-l.ackSignal
+			}
+		}
+		if ok {
+			frames = frames[:0]
+			for _, g := range ready {
+				for _, a := range g.batch {
+					if g.ok {
+						frames = binary.BigEndian.AppendUint32(frames, uint32(len(a.rec)))
+						frames = append(frames, a.rec...)
+					}
+				}
+			}
+			if len(frames) > 0 {
+				l.publish(frames)
 			}
 		}
 		for _, g := range ready {
@@ -588,4 +721,225 @@ func floorClient(ctx context.Context, addr string, mode byte, size int, until ti
 		each(t, time.Since(t))
 	}
 	return nil
+}
+
+// startTailFloor starts the live-tail floor's process: an owner without
+// followers (local clients and subscribers), its file in dir.
+func startTailFloor(dir string) (*proc, string, error) {
+	return startChild("tailfloor", "replfloor", "-dir", dir, "-owner")
+}
+
+// tailAnswer is the length word that marks an append's answer on a 'T'
+// connection (where records come too): no record is that long.
+const tailAnswer = 0xFFFFFFFF
+
+// readTailFrame reads one frame from a subscriber's connection into
+// buf's space: a record ([uint32 length][record]), or, on a 'T'
+// connection, an append's answer ([uint32 tailAnswer][uint64 offset]),
+// returned as answer >= 0 with a nil record.
+func readTailFrame(r *bufio.Reader, buf []byte) (rec []byte, answer int64, err error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
+		return nil, -1, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n == tailAnswer {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return nil, -1, fmt.Errorf("append answer: %w", err)
+		}
+		off := int64(binary.BigEndian.Uint64(hdr[:]))
+		if off < 0 {
+			return nil, -1, fmt.Errorf("append answer: offset %d", off)
+		}
+		return nil, off, nil
+	}
+	if n > replFloorMaxRecord {
+		return nil, -1, fmt.Errorf("subscriber frame of %d bytes", n)
+	}
+	rec = slices.Grow(buf[:0], int(n))[:n]
+	if _, err := io.ReadFull(r, rec); err != nil {
+		return nil, -1, fmt.Errorf("subscriber frame: %w", err)
+	}
+	return rec, -1, nil
+}
+
+// tailConn is a bare live tail on the floor's owner: an appender's
+// connection ('L') and a subscriber's ('S'), or one connection for both
+// ('T'; app and sub are then the same).
+type tailConn struct {
+	app, sub net.Conn
+	appR     *bufio.Reader // the 'L' connection's answers
+	subR     *bufio.Reader
+	req      []byte
+}
+
+// dialTail opens the connections (one with oneConn); every read and
+// write on them must end by deadline.
+func dialTail(ctx context.Context, addr string, oneConn bool, deadline time.Time) (*tailConn, error) {
+	var d net.Dialer
+	sub, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = sub.SetDeadline(deadline)
+	t := &tailConn{app: sub, sub: sub, subR: bufio.NewReaderSize(sub, 64<<10), req: []byte{'T'}}
+	if !oneConn {
+		if _, err := sub.Write([]byte{'S'}); err != nil {
+			sub.Close()
+			return nil, err
+		}
+		// Records appended once the owner has sent the empty frame reach
+		// the subscriber (on a 'T' connection they do from its first
+		// request on: the owner subscribes it before reading that).
+		if rec, ans, err := readTailFrame(t.subR, nil); err != nil || ans >= 0 || len(rec) > 0 {
+			sub.Close()
+			return nil, fmt.Errorf("subscribing: a %d-byte record or answer %d (%v), want the empty frame", len(rec), ans, err)
+		}
+		if t.app, err = d.DialContext(ctx, "tcp", addr); err != nil {
+			sub.Close()
+			return nil, err
+		}
+		_ = t.app.SetDeadline(deadline)
+		t.appR, t.req = bufio.NewReader(t.app), []byte{'L'}
+	}
+	return t, nil
+}
+
+func (t *tailConn) close() {
+	t.app.Close()
+	t.sub.Close()
+}
+
+// send writes one append (the first carries the connection's kind).
+func (t *tailConn) send(rec []byte) error {
+	t.req = binary.BigEndian.AppendUint32(t.req, uint32(len(rec)))
+	t.req = append(t.req, rec...)
+	_, err := t.app.Write(t.req)
+	t.req = t.req[:0]
+	return err
+}
+
+// answer reads one append's answer, its file offset, from the 'L'
+// connection (on a 'T' connection answers come with the records).
+func (t *tailConn) answer() (int64, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(t.appR, b[:]); err != nil {
+		return 0, fmt.Errorf("append answer: %w", err)
+	}
+	return int64(binary.BigEndian.Uint64(b[:])), nil
+}
+
+// tailFloorLoad is the live-tail row's load against the bare floor at
+// addr, as fanout is against PicoMQ: a subscriber; a first record (not
+// measured) whose delivery shows the subscription is live; then rate
+// appends/s of size bytes for d, each carrying its send time (timedBody)
+// and each waiting for its answer; and the append-to-delivery latency of
+// every measured record once all have been delivered. Appends and
+// records use two connections, or one with oneConn (a reader goroutine
+// then hands the answers to the appender, as a NATS client's does). A
+// record delivered twice, out of order, unasked or not within 30 s fails
+// the load.
+func tailFloorLoad(ctx context.Context, addr string, oneConn bool, rate, size int, d time.Duration) (*benchreport.Latency, error) {
+	t, err := dialTail(ctx, addr, oneConn, time.Now().Add(d+2*time.Minute))
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	var h hdr.Histogram
+	delivered := make(chan int64, 1<<16) // each record's send time
+	answers := make(chan int64, 1)       // with oneConn
+	readDone := make(chan error, 1)
+	go func() {
+		var buf []byte
+		for {
+			rec, ans, err := readTailFrame(t.subR, buf)
+			if err == nil && ans >= 0 && !oneConn {
+				err = errors.New("an append's answer on the subscriber's connection")
+			}
+			if err != nil {
+				readDone <- err
+				return
+			}
+			if ans >= 0 {
+				answers <- ans
+				continue
+			}
+			now := time.Now().UnixNano()
+			sent := sentAt(rec)
+			if sent > 0 {
+				h.Record(now - sent)
+			}
+			delivered <- sent
+			buf = rec
+		}
+	}()
+	// appendOne appends a record and waits for its answer.
+	appendOne := func(rec []byte) error {
+		if err := t.send(rec); err != nil {
+			return err
+		}
+		if !oneConn {
+			_, err := t.answer()
+			return err
+		}
+		select {
+		case <-answers:
+			return nil
+		case err := <-readDone:
+			return fmt.Errorf("append answer: %w", err)
+		case <-time.After(30 * time.Second):
+			return errors.New("no append answer after 30 s")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// await takes the next delivery, which must carry sent.
+	await := func(sent int64) error {
+		select {
+		case got := <-delivered:
+			if got != sent {
+				return fmt.Errorf("delivered the record sent at %d, want %d's", got, sent)
+			}
+			return nil
+		case err := <-readDone:
+			return fmt.Errorf("subscriber: %w", err)
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("record sent at %d not delivered after 30 s", sent)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := appendOne(timedBody(0, size, "")); err != nil {
+		return nil, err
+	}
+	if err := await(0); err != nil {
+		return nil, fmt.Errorf("first record: %w", err)
+	}
+	var sent []int64
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for k := 0; time.Since(start) < d && ctx.Err() == nil; k++ {
+		if w := time.Until(start.Add(time.Duration(k) * interval)); w > 0 {
+			time.Sleep(w)
+		}
+		now := time.Now().UnixNano()
+		if err := appendOne(timedBody(now, size, "")); err != nil {
+			return nil, err
+		}
+		sent = append(sent, now)
+	}
+	for _, s := range sent {
+		if err := await(s); err != nil {
+			return nil, err
+		}
+	}
+	t.sub.Close() // ends the reader: h is its alone until then
+	<-readDone
+	if len(delivered) > 0 {
+		return nil, fmt.Errorf("%d records delivered that were not appended", len(delivered))
+	}
+	if h.Count() == 0 {
+		return nil, errors.New("no record measured")
+	}
+	return latencyOf(&h), nil
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // TestMatrixSmoke checks the make bench harness itself, briefly, in
-// make test: the matrix runs its WAL, HTTP, consumer and density rows (40
+// make test: the matrix runs its WAL, HTTP, consumer (with the live
+// tail's bare floor) and density rows (40
 // streams) against a real node, without the peers (make bench builds them, CI does
 // not), writes a report whose rows carry real measurements, and
 // picomq bench --report rebuilds the same table from that output.
@@ -44,7 +45,9 @@ func TestMatrixSmoke(t *testing.T) {
 		got[s.Row+"/"+s.Side] = s
 	}
 	for _, want := range []string{"wal-c1/pico", "wal-c1/peer", "wal-c64/pico", "http-c1-s100/pico", "http-c64-s1024/pico", "http-ceiling-c1-s100/peer", "http-ceiling-c64-s100/peer", "cpu-append/pico", "rss-after-appends/pico",
-		"catchup/pico", "tail-p50/pico", "tail-p99/pico", "create-c32/pico", "create-c32/peer", "rss-idle/pico", "rss-idle/peer", "etcd-per-stream/pico", "restart/pico", "restart/peer"} {
+		"catchup/pico", "tail-p50/pico", "tail-p99/pico",
+		"tail-floor-p50/pico", "tail-floor-p99/pico", "tail-vs-floor/pico", "tail-vs-floor/peer", "tail-floor-1conn-p50/pico", "tail-floor-1conn-p50/peer",
+		"create-c32/pico", "create-c32/peer", "rss-idle/pico", "rss-idle/peer", "etcd-per-stream/pico", "restart/pico", "restart/peer"} {
 		s, ok := got[want]
 		// etcd's db in use grows by whole pages, and 40 streams' keys
 		// (~11 KB) can land in pages bbolt already had free: 0 is a
