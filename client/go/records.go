@@ -98,11 +98,16 @@ type pageBuffers struct {
 const maxFreePageBuffers = maxReadsAhead + 2
 
 // get returns a buffer of n bytes: a free one large enough, else a new
-// one whose capacity is n rounded up to whole huge pages, so that pages
-// of slightly different sizes (a page ends on a batch boundary) fit in
-// it later (a page under half a huge page gets a plain buffer of its
-// size). The rounded-up tail is never written until a larger page
-// needs it, so fresh memory there is never backed.
+// one with room to spare, so that pages of slightly different sizes (a
+// page ends on a batch boundary) fit in it later. A page of a huge page
+// or more gets n rounded up to whole huge pages (hugepage.Make: the
+// rounded-up tail is never written until a larger page needs it, so
+// fresh memory there is never backed). A smaller one gets a plain buffer
+// of n rounded up to an eighth of a huge page: rounded up to a huge page
+// it was a 4 MiB allocation (hugepage.Make's alignment slack included)
+// that the Go heap clears whole when it recycles memory, for a 1 MiB
+// page; those clears were a fifth of the client's CPU with 100 readers
+// of 1 MiB streams (docs/benchmarks.md, "The 100 cold readers' client").
 func (p *pageBuffers) get(n int) []byte {
 	p.mu.Lock()
 	for i, b := range p.free {
@@ -115,6 +120,10 @@ func (p *pageBuffers) get(n int) []byte {
 	p.mu.Unlock()
 	if n < hugepage.Size/2 {
 		return make([]byte, n) // a small page: its memory is no matter
+	}
+	if n < hugepage.Size {
+		const step = hugepage.Size / 8
+		return make([]byte, (n+step-1)&^(step-1))[:n]
 	}
 	return hugepage.Make((n + hugepage.Size - 1) &^ (hugepage.Size - 1))[:n]
 }
