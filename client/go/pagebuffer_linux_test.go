@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -30,5 +31,35 @@ func TestReadAllHugePageBuffer(t *testing.T) {
 		if p := uintptr(unsafe.Pointer(unsafe.SliceData(b))); p%hugepage.Size != 0 {
 			t.Errorf("%d bytes: buffer at %#x, not on a huge page", n, p)
 		}
+	}
+}
+
+// TestPageBuffersSmallPage: a reused page buffer for a page under a huge
+// page (the 1 MiB streams of the many-readers row) is a plain allocation
+// of the page rounded up to an eighth of a huge page, not a huge-page
+// buffer, which cost 4 MiB of memory the heap clears (2 MiB and
+// hugepage.Make's alignment slack) for a 1 MiB page. Larger pages keep
+// their huge pages.
+func TestPageBuffersSmallPage(t *testing.T) {
+	var p pageBuffers
+	const n = 1_060_000 // a 1 MiB stream's page of 1 KiB records
+	var b []byte
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	b = p.get(n)
+	runtime.ReadMemStats(&m1)
+	if len(b) != n || cap(b) < n || cap(b) > n+hugepage.Size/8 {
+		t.Fatalf("get(%d): len %d cap %d, want cap in [%d, %d]", n, len(b), cap(b), n, n+hugepage.Size/8)
+	}
+	if got := m1.TotalAlloc - m0.TotalAlloc; got > n+hugepage.Size/8 {
+		t.Errorf("get(%d) allocated %d bytes, want at most %d", n, got, n+hugepage.Size/8)
+	}
+	p.put(b)
+	if b2 := p.get(n + 1000); &b2[0] != &b[0] {
+		t.Errorf("a slightly larger page did not reuse the free buffer")
+	}
+	big := p.get(hugepage.Size + 1)
+	if ptr := uintptr(unsafe.Pointer(unsafe.SliceData(big))); ptr%hugepage.Size != 0 || cap(big) != 2*hugepage.Size {
+		t.Errorf("get(%d): buffer at %#x cap %d, want a huge-page buffer of %d", hugepage.Size+1, ptr, cap(big), 2*hugepage.Size)
 	}
 }

@@ -55,13 +55,13 @@ func TestPageDecodePresized(t *testing.T) {
 			if count != "" {
 				h.Set(wire.HeaderRecordCount, count)
 			}
-			p, err := s.picoReadFinish(pageReply{header: h, body: page, page: Page{Next: strconv.Itoa(n)}})
+			p, err := s.picoReadFinish(pageReply{header: h, body: page, page: Page{Next: strconv.Itoa(n)}}, false)
 			if err != nil || len(p.Records) != n {
 				t.Fatalf("decoded %d records, %v", len(p.Records), err)
 			}
 		})
 	}
-	p, err := s.picoReadFinish(pageReply{header: http.Header{"Content-Type": {wire.MediaRecordBatches}}, body: page})
+	p, err := s.picoReadFinish(pageReply{header: http.Header{"Content-Type": {wire.MediaRecordBatches}}, body: page}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestPageDecodeBytes(t *testing.T) {
 	const rounds = 5
 	runtime.ReadMemStats(&before)
 	for range rounds {
-		p, err := s.picoReadFinish(pageReply{header: h, body: page, page: Page{Next: strconv.Itoa(n)}})
+		p, err := s.picoReadFinish(pageReply{header: h, body: page, page: Page{Next: strconv.Itoa(n)}}, false)
 		if err != nil || len(p.Records) != n || p.Records[n-1].Position != strconv.Itoa(n-1) || p.Next != strconv.Itoa(n) {
 			t.Fatalf("decoded %d records, %v", len(p.Records), err)
 		}

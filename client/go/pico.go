@@ -222,7 +222,7 @@ func (s *stream) picoRead(ctx context.Context, from string, opts ReadOptions) (P
 	if err != nil {
 		return Page{}, err
 	}
-	return s.picoReadFinish(r)
+	return s.picoReadFinish(r, false)
 }
 
 // picoReadStart sends a page read and returns once its headers are in
@@ -251,7 +251,9 @@ func (s *stream) picoReadStart(ctx context.Context, from string, opts ReadOption
 }
 
 // picoReadFinish reads and decodes the body of a reply from picoReadStart.
-func (s *stream) picoReadFinish(r pageReply) (Page, error) {
+// With lazy (a Records iterator's reads) a page of stored batches is left
+// to be decoded as its records are handed out (page.lazy, no Records).
+func (s *stream) picoReadFinish(r pageReply, lazy bool) (Page, error) {
 	if r.noContent {
 		return r.page, nil
 	}
@@ -269,7 +271,18 @@ func (s *stream) picoReadFinish(r pageReply) (Page, error) {
 				return Page{}, fmt.Errorf("picomq: GET %s: %s %q: %w", s.name, wire.HeaderPageOffset, v, err)
 			}
 		}
-		page.Records, last, err = decodeBatchesPage(r.body, from, pageRecordsHint(r.header, len(r.body)), len(page.Next))
+		hint := pageRecordsHint(r.header, len(r.body))
+		if lazy && page.Next != "" {
+			l, err := newLazyPage(s.name, r.body, from, hint, len(page.Next))
+			if err != nil {
+				return Page{}, err
+			}
+			if l.has {
+				page.lazy = l
+			}
+			return page, nil
+		}
+		page.Records, last, err = decodeBatchesPage(r.body, from, hint, len(page.Next))
 	} else {
 		var recs []codec.Record
 		if recs, err = codec.Decode(r.body, nil, codec.Limits{}); err == nil {

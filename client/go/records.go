@@ -62,9 +62,14 @@ type Records struct {
 	cursor string
 	page   []Record
 	i      int // index of the next record of page
-	cur    Record
-	done   bool
-	err    error
+	// lazy, when not nil, is the page of stored batches being handed out
+	// (before page), decoded record by record; lazyFrom is where it
+	// started.
+	lazy     *lazyPage
+	lazyFrom string
+	cur      Record
+	done     bool
+	err      error
 	// A Pico catch-up reads ahead: as soon as a page's response headers
 	// say the stream goes on (not up to date, Pico-Next-Offset past the
 	// page's start), the next page's request is sent, on another
@@ -98,11 +103,16 @@ type pageBuffers struct {
 const maxFreePageBuffers = maxReadsAhead + 2
 
 // get returns a buffer of n bytes: a free one large enough, else a new
-// one whose capacity is n rounded up to whole huge pages, so that pages
-// of slightly different sizes (a page ends on a batch boundary) fit in
-// it later (a page under half a huge page gets a plain buffer of its
-// size). The rounded-up tail is never written until a larger page
-// needs it, so fresh memory there is never backed.
+// one with room to spare, so that pages of slightly different sizes (a
+// page ends on a batch boundary) fit in it later. A page of a huge page
+// or more gets n rounded up to whole huge pages (hugepage.Make: the
+// rounded-up tail is never written until a larger page needs it, so
+// fresh memory there is never backed). A smaller one gets a plain buffer
+// of n rounded up to an eighth of a huge page: rounded up to a huge page
+// it was a 4 MiB allocation (hugepage.Make's alignment slack included)
+// that the Go heap clears whole when it recycles memory, for a 1 MiB
+// page; those clears were a fifth of the client's CPU with 100 readers
+// of 1 MiB streams (docs/benchmarks.md, "The 100 cold readers' client").
 func (p *pageBuffers) get(n int) []byte {
 	p.mu.Lock()
 	for i, b := range p.free {
@@ -115,6 +125,10 @@ func (p *pageBuffers) get(n int) []byte {
 	p.mu.Unlock()
 	if n < hugepage.Size/2 {
 		return make([]byte, n) // a small page: its memory is no matter
+	}
+	if n < hugepage.Size {
+		const step = hugepage.Size / 8
+		return make([]byte, (n+step-1)&^(step-1))[:n]
 	}
 	return hugepage.Make((n + hugepage.Size - 1) &^ (hugepage.Size - 1))[:n]
 }
@@ -210,7 +224,7 @@ func (it *Records) startAhead(ctx context.Context, from, cursor string) {
 		r.alloc = alloc
 		a.hdr, a.headOK = r.page, true
 		close(a.head)
-		a.page, a.err = s.picoReadFinish(r)
+		a.page, a.err = s.picoReadFinish(r, true)
 	}()
 	it.ahead = append(it.ahead, a)
 }
@@ -279,7 +293,7 @@ func (it *Records) nextPage(ctx context.Context) (Page, error) {
 		}
 		it.topUp(ctx)
 		it.waiting = nil
-		if w.err == nil && w.from == it.pos && len(w.page.Records) > 0 {
+		if w.err == nil && w.from == it.pos && w.page.hasRecords() {
 			return w.page, nil
 		}
 		it.dropAhead()
@@ -309,7 +323,7 @@ func (it *Records) readNow(ctx context.Context) (Page, error) {
 		}
 		it.startAhead(ctx, r.page.Next, cursor)
 	}
-	return it.s.picoReadFinish(r)
+	return it.s.picoReadFinish(r, true)
 }
 
 // Next advances to the next record, reading pages as needed, and reports
@@ -323,6 +337,26 @@ func (it *Records) Next(ctx context.Context) bool {
 	}
 	it.err = nil
 	for {
+		if it.lazy != nil {
+			if rec, ok := it.lazy.next(); ok {
+				it.cur = rec
+				if len(it.ahead) < maxReadsAhead && len(it.ahead) > 0 {
+					it.topUp(ctx)
+				}
+				return true
+			}
+			if err := it.lazy.err(); err != nil {
+				// A later batch of the page broke: the records handed
+				// out were checked (their batches' CRCs held); the
+				// iteration ends after them.
+				it.pos = it.lazy.resume(it.lazyFrom)
+				it.lazy = nil
+				it.dropAhead()
+				it.err = err
+				return false
+			}
+			it.lazy = nil
+		}
 		if it.i < len(it.page) {
 			it.cur = it.page[it.i]
 			it.i++
@@ -348,6 +382,7 @@ func (it *Records) Next(ctx context.Context) bool {
 			return false
 		}
 		it.page, it.i = page.Records, 0
+		it.lazy, it.lazyFrom = page.lazy, it.pos
 		if it.bufs != nil {
 			// The records of the page before are done with (the caller
 			// was told they last until this Next): its buffer can take a
@@ -382,6 +417,11 @@ func (it *Records) Err() error { return it.err }
 // Position returns where to resume after the records returned so far: the
 // position of the next record not yet returned.
 func (it *Records) Position() string {
+	if it.lazy != nil {
+		if p := it.lazy.nextPosition(it.lazyFrom); p != "" {
+			return p
+		}
+	}
 	if it.i < len(it.page) && it.page[it.i].Position != "" {
 		return it.page[it.i].Position
 	}

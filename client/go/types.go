@@ -169,7 +169,13 @@ type Page struct {
 	// body is the buffer the records' byte slices alias: a Records
 	// iterator with ReuseBuffers reads a later page into it.
 	body []byte
+	// lazy, for a Records iterator's page of stored batches, holds the
+	// records instead of Records: they are decoded as Next hands them out.
+	lazy *lazyPage
 }
+
+// hasRecords reports whether the page holds a record.
+func (p *Page) hasRecords() bool { return len(p.Records) > 0 || p.lazy != nil }
 
 // CreateOption sets an optional part of a stream's configuration.
 type CreateOption func(*createConfig)

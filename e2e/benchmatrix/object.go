@@ -319,6 +319,11 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 		return err
 	}
 	prefix := fmt.Sprintf("r%d-many/", run)
+	// The readers keep no record past Next, as the floor's bare readers
+	// keep no byte: they read with ReuseBuffers unless
+	// PICOMQ_BENCH_FRESH_PAGES is set (the default client: a fresh buffer
+	// per page), as the running cold read does.
+	fresh := os.Getenv("PICOMQ_BENCH_FRESH_PAGES") != ""
 	// The read-ahead budget goes by environment, which a binary from
 	// before the flag ignores, so before/after runs use the same harness.
 	os.Setenv("PICOMQ_READ_AHEAD_BYTES", fmt.Sprint(manyAheadMiB<<20))
@@ -393,7 +398,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	errs = make(chan error, manyReaders)
 	for i := range manyReaders {
 		wg.Go(func() {
-			it := c.Stream(name(i)).Records(c.Beginning(), picomq.RecordsOptions{})
+			it := c.Stream(name(i)).Records(c.Beginning(), picomq.RecordsOptions{ReuseBuffers: !fresh})
 			var got int64
 			for it.Next(ctx) {
 				got += int64(len(it.Record().Body))

@@ -72,93 +72,154 @@ func Decode(page []byte, from int64, dst []codec.Record) ([]codec.Record, error)
 
 // Each calls each for every record of page at offset from or beyond, in
 // order: the decode of Decode without a []codec.Record in between, for a
-// caller that converts the records into its own type (the Go client's
-// page decode, where a slice of codec.Record per page was a third of the
-// memory it allocated for a page's records). A record is passed by value
-// (a pointer would make every record escape to the heap); its key, value
-// and header values alias page. On an error (an *Error) the records
-// already passed to each belong to a malformed page and must be dropped.
+// caller that converts the records into its own type. A record is passed
+// by value (a pointer would make every record escape to the heap); its
+// key, value and header values alias page. On an error (an *Error) the
+// records already passed to each belong to a malformed page and must be
+// dropped.
 func Each(page []byte, from int64, each func(rec codec.Record)) error {
-	next := int64(-1) // the offset after the previous batch's last
-	for pos := 0; pos < len(page); {
-		if len(page)-pos >= HeaderSize {
-			if base := int64(binary.BigEndian.Uint64(page[pos:])); base < next {
-				return errorf(pos, "batch at offset %d after one that ended at %d: batches come in offset order", base, next-1)
-			}
+	r := NewReader(page, from)
+	for {
+		rec, ok := r.Next()
+		if !ok {
+			return r.Err()
 		}
-		n, err := decodeBatch(page, pos, from, each)
-		if err != nil {
-			return err
-		}
-		next = int64(binary.BigEndian.Uint64(page[pos:])) + int64(binary.BigEndian.Uint32(page[pos+offLastDelta:])) + 1
-		pos += n
+		each(rec)
 	}
-	return nil
 }
 
-// decodeBatch decodes the batch at page[pos:], calls each for its records
-// at from or beyond, and returns its size.
-func decodeBatch(page []byte, pos int, from int64, each func(codec.Record)) (int, error) {
-	b := page[pos:]
+// Reader decodes a page one record at a time, for a caller that hands
+// records out as it goes (the Go client's Records iterator) and so needs
+// no slice of a page's records at all. Each batch is checked whole (its
+// CRC-32C, header and framing) when the Reader enters it, before any of
+// its records is returned, and each record as it is decoded; a batch's
+// trailing bytes are found once its last record is read. After an error
+// Next returns false and Err says what broke: the records returned before
+// it are those of the earlier, intact batches (and of the broken batch's
+// records before the break, whose batch CRC held).
+type Reader struct {
+	page []byte
+	from int64
+	pos  int   // the current batch's start in page (its end once done)
+	next int64 // the offset after the previous batch's last (-1: none)
+	// The current batch: b its bytes, p the position of its next record,
+	// i that record's index of count.
+	b                    decoder
+	p                    int
+	i, count             int32
+	base, firstTS, maxTS int64
+	logAppendTime        bool
+	err                  error
+}
+
+// NewReader returns a Reader of the records of page at offset from or
+// beyond.
+func NewReader(page []byte, from int64) Reader {
+	return Reader{page: page, from: from, next: -1}
+}
+
+// Err returns what made Next return false, nil at the page's end.
+func (r *Reader) Err() error { return r.err }
+
+// Next returns the page's next record at from or beyond, false at the
+// end or on an error. Its key, value and header values alias the page.
+func (r *Reader) Next() (codec.Record, bool) {
+	for r.err == nil {
+		if r.i < r.count {
+			rec, err := r.record()
+			if err != nil {
+				r.err = err
+				break
+			}
+			if rec.Offset >= r.from {
+				return rec, true
+			}
+			continue
+		}
+		if r.count > 0 { // the batch's records are all read
+			if r.p != len(r.b.b) {
+				r.err = errorf(r.pos+r.p, "%d bytes after the batch's %d records", len(r.b.b)-r.p, r.count)
+				break
+			}
+			r.next = r.base + int64(r.count)
+			r.pos += len(r.b.b)
+			r.count = 0
+		}
+		if r.pos >= len(r.page) {
+			return codec.Record{}, false
+		}
+		r.err = r.enter()
+	}
+	return codec.Record{}, false
+}
+
+// enter checks the batch at r.pos whole and makes it the current one.
+func (r *Reader) enter() error {
+	pos, b := r.pos, r.page[r.pos:]
+	if len(b) >= HeaderSize {
+		if base := int64(binary.BigEndian.Uint64(b)); base < r.next {
+			return errorf(pos, "batch at offset %d after one that ended at %d: batches come in offset order", base, r.next-1)
+		}
+	}
 	if len(b) < HeaderSize {
-		return 0, errorf(pos, "batch header needs %d bytes, %d left", HeaderSize, len(b))
+		return errorf(pos, "batch header needs %d bytes, %d left", HeaderSize, len(b))
 	}
 	if m := int8(b[offMagic]); m != 2 {
-		return 0, errorf(pos+offMagic, "magic %d, want 2", m)
+		return errorf(pos+offMagic, "magic %d, want 2", m)
 	}
 	length := int64(int32(binary.BigEndian.Uint32(b[offLength:])))
 	size := length + 12
 	if size < HeaderSize || size > int64(len(b)) {
-		return 0, errorf(pos+offLength, "batch length %d: the batch needs %d bytes, %d left", length, size, len(b))
+		return errorf(pos+offLength, "batch length %d: the batch needs %d bytes, %d left", length, size, len(b))
 	}
 	b = b[:size]
 	if got, want := crc32.Checksum(b[offAttributes:], castagnoli), binary.BigEndian.Uint32(b[offCRC:]); got != want {
-		return 0, errorf(pos+offCRC, "CRC-32C %08x, the batch's bytes give %08x", want, got)
+		return errorf(pos+offCRC, "CRC-32C %08x, the batch's bytes give %08x", want, got)
 	}
 	attrs := binary.BigEndian.Uint16(b[offAttributes:])
 	if c := attrs & attrCodecMask; c != 0 {
-		return 0, errorf(pos+offAttributes, "compressed batch (codec %d): a page of stored batches holds uncompressed ones", c)
+		return errorf(pos+offAttributes, "compressed batch (codec %d): a page of stored batches holds uncompressed ones", c)
 	}
 	if attrs&attrControl != 0 {
-		return 0, errorf(pos+offAttributes, "control batch: a page of stored batches holds records only")
+		return errorf(pos+offAttributes, "control batch: a page of stored batches holds records only")
 	}
 	base := int64(binary.BigEndian.Uint64(b))
 	lastDelta := int32(binary.BigEndian.Uint32(b[offLastDelta:]))
-	firstTS := int64(binary.BigEndian.Uint64(b[offFirstTS:]))
-	maxTS := int64(binary.BigEndian.Uint64(b[offMaxTS:]))
 	count := int32(binary.BigEndian.Uint32(b[offNumRecords:]))
 	if base < 0 || count < 1 || lastDelta != count-1 || base > 1<<62 {
-		return 0, errorf(pos, "base offset %d, %d records, last offset delta %d: want base >= 0 and delta = records - 1", base, count, lastDelta)
+		return errorf(pos, "base offset %d, %d records, last offset delta %d: want base >= 0 and delta = records - 1", base, count, lastDelta)
 	}
 	if int64(count) > (size-HeaderSize)/7 {
-		return 0, errorf(pos+offNumRecords, "%d records cannot fit in %d bytes", count, size-HeaderSize)
+		return errorf(pos+offNumRecords, "%d records cannot fit in %d bytes", count, size-HeaderSize)
 	}
-	d := decoder{b: b, base: pos}
-	p := HeaderSize
-	for i := range count {
-		var rec codec.Record
-		var err error
-		if p, err = d.record(p, &rec); err != nil {
-			return 0, err
-		}
-		off := rec.Offset
-		rec.Offset = base + off
-		if off != int64(i) {
-			return 0, errorf(pos, "record %d has offset delta %d, want %d", i, off, i)
-		}
-		if attrs&attrLogAppendTime != 0 {
-			rec.Timestamp = maxTS
-		} else {
-			rec.Timestamp += firstTS
-		}
-		if rec.Offset >= from {
-			each(rec)
-		}
+	r.b = decoder{b: b, base: pos}
+	r.p, r.i, r.count = HeaderSize, 0, count
+	r.base = base
+	r.firstTS = int64(binary.BigEndian.Uint64(b[offFirstTS:]))
+	r.maxTS = int64(binary.BigEndian.Uint64(b[offMaxTS:]))
+	r.logAppendTime = attrs&attrLogAppendTime != 0
+	return nil
+}
+
+// record decodes the current batch's next record.
+func (r *Reader) record() (codec.Record, error) {
+	var rec codec.Record
+	p, err := r.b.record(r.p, &rec)
+	if err != nil {
+		return codec.Record{}, err
 	}
-	if p != len(b) {
-		return 0, errorf(pos+p, "%d bytes after the batch's %d records", len(b)-p, count)
+	if rec.Offset != int64(r.i) {
+		return codec.Record{}, errorf(r.pos, "record %d has offset delta %d, want %d", r.i, rec.Offset, r.i)
 	}
-	return int(size), nil
+	r.p = p
+	r.i++
+	rec.Offset += r.base
+	if r.logAppendTime {
+		rec.Timestamp = r.maxTS
+	} else {
+		rec.Timestamp += r.firstTS
+	}
+	return rec, nil
 }
 
 // decoder reads the records of one batch b, which starts at byte base of

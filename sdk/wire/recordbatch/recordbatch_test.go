@@ -222,3 +222,100 @@ func TestEachAllocs(t *testing.T) {
 		t.Errorf("Each over %d records: %.0f allocations, want 0", len(recs), allocs)
 	}
 }
+
+// TestReaderBatchAtATime: a Reader checks a batch whole before it returns
+// any of its records: a page whose second batch's CRC is broken gives the
+// first batch's records, then an *Error at the second's CRC, and none of
+// the second's; a page whose first batch is broken gives none.
+func TestReaderBatchAtATime(t *testing.T) {
+	first := appendBatch(nil, 0, 0, sampleRecords())
+	second := appendBatch(nil, int64(len(sampleRecords())), 0, sampleRecords())
+	second[len(second)-1] ^= 1 // a value byte: only the CRC can tell
+	for _, c := range []struct {
+		name string
+		page []byte
+		want int
+		pos  int
+	}{
+		{"second batch broken", append(append([]byte(nil), first...), second...), len(sampleRecords()), len(first) + offCRC},
+		{"first batch broken", append(append([]byte(nil), second...), first...), 0, offCRC},
+	} {
+		r := NewReader(c.page, 0)
+		n := 0
+		for {
+			rec, ok := r.Next()
+			if !ok {
+				break
+			}
+			if rec.Offset != int64(n) {
+				t.Fatalf("%s: record %d at offset %d", c.name, n, rec.Offset)
+			}
+			n++
+		}
+		var e *Error
+		if n != c.want || !errors.As(r.Err(), &e) || e.Pos != c.pos {
+			t.Errorf("%s: %d records, then %v; want %d and an *Error at byte %d", c.name, n, r.Err(), c.want, c.pos)
+		}
+		if _, ok := r.Next(); ok {
+			t.Errorf("%s: a record after the error", c.name)
+		}
+	}
+}
+
+// FuzzReader: a Reader fails on exactly the pages Decode rejects, returns
+// the records Decode returns on the others, and before an error returns
+// records in offset order at from or beyond, within the page.
+func FuzzReader(f *testing.F) {
+	f.Add(appendBatch(nil, 10, 0, sampleRecords()), int64(0))
+	f.Add(appendBatch(appendBatch(nil, 0, attrLogAppendTime, sampleRecords()[:1]), 1, 0, sampleRecords()), int64(2))
+	f.Add(appendBatch(nil, 3, 0, sampleRecords())[:HeaderSize+5], int64(0))
+	f.Fuzz(func(t *testing.T, page []byte, from int64) {
+		want, werr := Decode(page, from, nil)
+		r := NewReader(page, from)
+		var got []codec.Record
+		size := 0
+		for {
+			rec, ok := r.Next()
+			if !ok {
+				break
+			}
+			if rec.Offset < from || (len(got) > 0 && rec.Offset <= got[len(got)-1].Offset) {
+				t.Fatalf("record at offset %d after %d records (from %d)", rec.Offset, len(got), from)
+			}
+			size += len(rec.Key) + len(rec.Value)
+			got = append(got, rec)
+		}
+		if size > len(page) {
+			t.Fatalf("%d bytes of keys and values from a %d-byte page", size, len(page))
+		}
+		if (r.Err() == nil) != (werr == nil) {
+			t.Fatalf("Reader error %v, Decode error %v", r.Err(), werr)
+		}
+		if werr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("Reader returned %d records, Decode %d, or they differ", len(got), len(want))
+		}
+	})
+}
+
+// TestReaderAllocs: reading a page of records without headers through a
+// Reader allocates nothing.
+func TestReaderAllocs(t *testing.T) {
+	recs := make([]codec.Record, 1000)
+	for i := range recs {
+		recs[i] = codec.Record{Offset: int64(i), Timestamp: 5, Value: bytes.Repeat([]byte{'v'}, 100)}
+	}
+	page := appendBatch(nil, 0, 0, recs)
+	allocs := testing.AllocsPerRun(20, func() {
+		r := NewReader(page, 0)
+		n := 0
+		for _, ok := r.Next(); ok; _, ok = r.Next() {
+			n++
+		}
+		if r.Err() != nil || n != len(recs) {
+			t.Fatalf("read %d records: %v", n, r.Err())
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("a Reader over %d records: %.0f allocations, want 0", len(recs), allocs)
+	}
+}
