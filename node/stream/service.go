@@ -1702,6 +1702,7 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	// that stopped until it is exhausted or the read is full. Moving on to
 	// the next chunk early would skip records.
 	full := false
+	var onePiece [1][]byte
 	for ci := 0; ci < len(refs) && !full; {
 		c := refs[ci]
 		if res.NextOffset >= c.next {
@@ -1717,7 +1718,7 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 			return ReadResult{}, err
 		}
 		before := res.NextOffset
-		pieces, err := s.chunkPieces(ctx, info.ID, c, res.NextOffset, maxBytes-bytes, asBatches)
+		pieces, err := s.chunkPieces(ctx, info.ID, c, res.NextOffset, maxBytes-bytes, asBatches, onePiece[:])
 		if errors.Is(err, ErrObjectMissing) {
 			return ReadResult{}, err
 		}
@@ -1859,13 +1860,15 @@ func (s *Service) prefetchNext(refs []chunk, next int64) {
 
 // chunkPieces returns chunkBatches's batches as pieces: for a reader of
 // stored batches (asBatches) from an object, as they lie in the block
-// cache (PieceReader), uncopied; otherwise one piece.
-func (s *Service) chunkPieces(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int, asBatches bool) ([][]byte, error) {
+// cache (PieceReader), uncopied; otherwise one piece, in one[:1] when
+// one has room (the caller's array: a live reader's read of the batch
+// just appended then allocates no list for it).
+func (s *Service) chunkPieces(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int, asBatches bool, one [][]byte) ([][]byte, error) {
 	if pr, ok := s.tier.(PieceReader); ok && asBatches && c.obj != nil && !c.gap {
 		return pr.ReadBatchPieces(ctx, c.obj, max(from, c.base), max(maxBytes, 1))
 	}
 	data, err := s.chunkBatches(ctx, streamID, c, from, maxBytes)
-	return [][]byte{data}, err
+	return append(one[:0], data), err
 }
 
 // chunkBatches returns whole batches of chunk c, starting with the one that
