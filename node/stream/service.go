@@ -1909,11 +1909,16 @@ func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool,
 	}
 	for {
 		st.mu.Lock()
-		hwm, wake, deleted, closed := st.lastStableLocked(st.hwm), st.wakeChanLocked(), st.deleted, st.closedVisible
+		hwm, deleted, closed := st.lastStableLocked(st.hwm), st.deleted, st.closedVisible
 		// A closed stream never grows: waiting at its end is pointless.
 		waits := !deleted && hwm <= offset && !closed
+		var wake <-chan struct{}
 		if waits {
 			st.waiters++ // counted for the appender's yield (advance)
+			// Made only by a reader that waits: one woken by an append
+			// finds its data on the second pass and goes on to render
+			// and write the event without making the next channel first.
+			wake = st.wakeChanLocked()
 		}
 		st.mu.Unlock()
 		if deleted {
