@@ -380,3 +380,66 @@ func TestLoneAppendAllocations(t *testing.T) {
 		t.Fatalf("a lone Append allocates %.1f times, want at most 2 (its group and channel)", allocs)
 	}
 }
+
+// TestLoneEnqueueForWaitAllocations: the stream service's way to append
+// (EnqueueForWait, then Wait) allocates no more than Append: a group's
+// first entry's Pending is the group's own. It used to be a third
+// allocation per append.
+func TestLoneEnqueueForWaitAllocations(t *testing.T) {
+	w, _ := openWAL(t, t.TempDir(), 64<<20)
+	data := make([]byte, 100)
+	var last Pos
+	allocs := testing.AllocsPerRun(200, func() {
+		p, err := w.EnqueueForWait(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if p.Pos().Len != int32(len(data)) || p.Pos() == last {
+			t.Fatalf("entry at %+v after one at %+v", p.Pos(), last)
+		}
+		last = p.Pos()
+	})
+	if allocs > 2 {
+		t.Fatalf("a lone EnqueueForWait and Wait allocate %.1f times, want at most 2 (its group and channel)", allocs)
+	}
+}
+
+// TestGroupPendings: the entries of one group each get their own Pending
+// with their own position, the first one's being the group's.
+func TestGroupPendings(t *testing.T) {
+	w, gate := openGated(t, t.TempDir(), 1<<20)
+	if _, err := w.Enqueue([]byte("leader")); err != nil {
+		t.Fatal(err)
+	}
+	<-gate.entered // hold the writer: the entries below form one group
+	var ps []*Pending
+	for i := 0; i < 3; i++ {
+		p, err := w.EnqueueForWait([]byte{byte('a' + i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if ps[0] != &ps[0].g.first || ps[1] == &ps[1].g.first || ps[0].g != ps[2].g {
+		t.Fatalf("pendings %p %p %p of groups %p %p %p", ps[0], ps[1], ps[2], ps[0].g, ps[1].g, ps[2].g)
+	}
+	for i, p := range ps[1:] {
+		if p.Pos().Offset <= ps[i].Pos().Offset {
+			t.Fatalf("entry %d at %+v after %+v", i+1, p.Pos(), ps[i].Pos())
+		}
+	}
+	gate.passThrough()
+	gate.release <- nil
+	for i, p := range ps {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got, err := w.ReadAt(p.Pos(), nil)
+		if err != nil || string(got) != string(rune('a'+i)) {
+			t.Fatalf("entry %d: %q, %v", i, got, err)
+		}
+	}
+}

@@ -287,6 +287,11 @@ type group struct {
 	wmu     sync.Mutex
 	wrote   bool
 	written chan struct{}
+	// first is the Pending of the group's first entry: a lone append,
+	// the common case at a low rate, then allocates nothing besides the
+	// group and its channel (each allocation on the append path costs
+	// about a microsecond when it runs cold).
+	first Pending
 }
 
 func newGroup() *group {
@@ -585,7 +590,17 @@ func (w *WAL) Enqueue(data []byte) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{pos: pos, g: g, w: w}, nil
+	return w.pending(pos, g), nil
+}
+
+// pending returns the Pending of the entry at pos in g: the group's own
+// for its first entry (set by enqueue under mu, never changed after),
+// else a new one.
+func (w *WAL) pending(pos Pos, g *group) *Pending {
+	if g.first.g == g && g.first.pos == pos {
+		return &g.first
+	}
+	return &Pending{pos: pos, g: g, w: w}
 }
 
 // EnqueueForWait is Enqueue for a caller that will call Wait (or Done) on
@@ -601,7 +616,7 @@ func (w *WAL) EnqueueForWait(data []byte) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{pos: pos, g: g, w: w}, nil
+	return w.pending(pos, g), nil
 }
 
 // Append is EnqueueForWait followed by Wait, without allocating a Pending.
@@ -631,7 +646,7 @@ func (w *WAL) EnqueueLazy(data []byte) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{pos: pos, g: g, w: w}, nil
+	return w.pending(pos, g), nil
 }
 
 // enqueue appends data to q. park: the caller will wait for the entry, so
@@ -686,6 +701,9 @@ func (w *WAL) enqueue(data []byte, park, lazy bool) (Pos, *group, error) {
 	b.n++
 	b.durable = b.durable || !lazy || w.lazySync == 0
 	pos := Pos{Segment: w.tailSeg, Offset: w.tailOff + headerSize, Len: int32(len(data))}
+	if b.n == 1 {
+		b.g.first = Pending{pos: pos, g: b.g, w: w}
+	}
 	w.tailOff += int64(need)
 	w.enqueued = true
 	g := b.g

@@ -60,23 +60,26 @@ func parseHead(b []byte, h *head, hdr http.Header) bool {
 	if target == "" || target[0] != '/' {
 		return false
 	}
-	var u *url.URL
-	if target == h.last.target {
-		u = new(url.URL)
-		*u = h.last.url // a handler may change its copy
-	} else {
-		var err error
-		if u, err = url.ParseRequestURI(target); err != nil {
+	if target != h.last.target {
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
 			return false
 		}
 		h.last.target, h.last.url = target, *u
 	}
-	h.method, h.target, h.url = method, target, u
+	// The request's URL (a copy: a handler may change it) and the
+	// backing array of the header values share one allocation.
+	mem := new(headMem)
+	mem.url = h.last.url
+	h.method, h.target, h.url = method, target, &mem.url
 
 	// One backing array for the values of single-valued headers; each
 	// slice is capped, so a handler's append never overwrites its
 	// neighbour.
-	vals := make([]string, 0, strings.Count(s, "\r\n"))
+	vals := mem.vals[:0]
+	if n := strings.Count(s, "\r\n"); n > len(mem.vals) {
+		vals = make([]string, 0, n)
+	}
 	haveHost, haveLength := false, false
 	for rest = s[eol+2:]; rest != ""; {
 		eol = strings.Index(rest, "\r\n")
@@ -120,10 +123,17 @@ func parseHead(b []byte, h *head, hdr http.Header) bool {
 	if !haveHost {
 		return false
 	}
-	if u.Host != "" {
-		h.host = u.Host
+	if h.url.Host != "" {
+		h.host = h.url.Host
 	}
 	return true
+}
+
+// headMem is the memory of one parsed head besides its bytes: each
+// allocation costs about a microsecond on a cold append (200/s).
+type headMem struct {
+	url  url.URL
+	vals [12]string // header values; a longer head gets its own array
 }
 
 // trimOWS drops the spaces and tabs around a header value.

@@ -3,6 +3,7 @@ package h1lane
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -37,6 +38,7 @@ var headSeeds = []string{
 	"POST /s HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\n\r\n",
 	"POST /s HTTP/1.1\r\nHost: h\r\nX: \xff\xfe\r\n\r\n",
 	"GARBAGE\r\n\r\n",
+	"POST /s HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\nF: 6\r\nG: 7\r\nH: 8\r\nI: 9\r\nJ: 10\r\nK: 11\r\nL: 12\r\nM: 13\r\nA: 14\r\n\r\n",
 }
 
 // FuzzParseHead checks the head parser against net/http's own: whatever
@@ -87,6 +89,7 @@ func TestParseHeadClassifies(t *testing.T) {
 	// header value with bytes above 0x7f (obs-text).
 	served["POST //h/s HTTP/1.1\r\nHost: h\r\n\r\n"] = true
 	served["POST /s HTTP/1.1\r\nHost: h\r\nX: \xff\xfe\r\n\r\n"] = true
+	served[headSeeds[len(headSeeds)-1]] = true // more header lines than headMem holds
 	for _, s := range headSeeds {
 		var h head
 		if got := parseHead([]byte(s), &h, http.Header{}); got != served[s] {
@@ -114,5 +117,37 @@ func TestParseHeadClassifies(t *testing.T) {
 	}
 	if strings.Contains(headSeeds[0], "\n\n") {
 		t.Fatal("seed broken")
+	}
+}
+
+// TestParseHeadAllocations: a head whose target the connection parsed
+// before costs two allocations: its bytes as a string (the header values
+// outlive the buffer) and one for the URL and the values' backing array;
+// the URL used to be an allocation of its own. A head with more header
+// lines than that array holds still parses whole.
+func TestParseHeadAllocations(t *testing.T) {
+	b := []byte(headSeeds[0])
+	var h head
+	hdr := http.Header{}
+	if n := testing.AllocsPerRun(100, func() {
+		if !parseHead(b, &h, hdr) {
+			t.Fatal("not served")
+		}
+	}); n != 2 {
+		t.Fatalf("parseHead allocates %v times, want 2", n)
+	}
+	var long strings.Builder
+	long.WriteString("POST /s?a=1 HTTP/1.1\r\nHost: h\r\n")
+	for i := 0; i < 20; i++ {
+		fmt.Fprintf(&long, "X-H%d: v%d\r\n", i, i)
+	}
+	long.WriteString("\r\n")
+	if !parseHead([]byte(long.String()), &h, hdr) || len(hdr) != 20 || h.url.RawQuery != "a=1" {
+		t.Fatalf("long head: %d headers, URL %v", len(hdr), h.url)
+	}
+	for i := 0; i < 20; i++ {
+		if got := hdr.Get(fmt.Sprintf("X-H%d", i)); got != fmt.Sprintf("v%d", i) {
+			t.Fatalf("X-H%d = %q", i, got)
+		}
 	}
 }

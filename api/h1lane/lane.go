@@ -446,8 +446,8 @@ var zeroRequest http.Request
 // response into the write buffer; false means close the connection.
 func (c *conn) serveRequest() bool {
 	h := &c.h
-	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
+	ctx := &reqContext{conn: c.ctx}
+	defer ctx.end()
 	r := zeroRequest.WithContext(ctx)
 	r.Method = h.method
 	r.URL = h.url

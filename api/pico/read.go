@@ -108,13 +108,19 @@ func queryNonNegative(q url.Values, key string) (int64, bool, error) {
 // they always move past the cursor the client sent, so a live read can never
 // be answered from a cached response of the same URL.
 func (h *Handler) nextCursor(client string) string {
+	return strconv.FormatInt(h.nextCursorValue(client), 10)
+}
+
+// nextCursorValue is nextCursor as a number: an SSE event renders it
+// straight into its buffer, without a string per event.
+func (h *Handler) nextCursorValue(client string) int64 {
 	cur := h.cfg.Now().UnixNano() / int64(h.cfg.CursorInterval)
 	if client != "" {
 		if c, err := strconv.ParseInt(client, 10, 64); err == nil && c >= cur && c < 1<<62 {
 			cur = c + 1
 		}
 	}
-	return strconv.FormatInt(cur, 10)
+	return cur
 }
 
 // readBufPool recycles response buffers of reads.

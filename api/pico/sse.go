@@ -66,7 +66,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, name string, p rea
 		}
 	}()
 	for {
-		buf = appendSSEPage(buf[:0], pg, h.nextCursor(p.cursor))
+		buf = appendSSEPage(buf[:0], pg, h.nextCursorValue(p.cursor))
 		if _, err := w.Write(buf); err != nil {
 			return
 		}
@@ -94,7 +94,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, name string, p rea
 
 // appendSSEPage renders pg as its events: a data event when it holds
 // records, then its control event.
-func appendSSEPage(buf []byte, pg ssePage, cursor string) []byte {
+func appendSSEPage(buf []byte, pg ssePage, cursor int64) []byte {
 	var nb [20]byte
 	next := strconv.AppendInt(nb[:0], pg.next, 10)
 	if pg.count > 0 {
@@ -114,17 +114,18 @@ func appendSSEPage(buf []byte, pg ssePage, cursor string) []byte {
 }
 
 // appendControl renders a wire.ControlEvent by hand: it is written once per
-// reader per append, so fan-out pays for every allocation here.
-func appendControl(dst []byte, pg ssePage, cursor string) []byte {
+// reader per append, so fan-out pays for every allocation here (the
+// cursor, a JSON string of digits, is rendered from its number).
+func appendControl(dst []byte, pg ssePage, cursor int64) []byte {
 	dst = append(dst, `{"nextOffset":`...)
 	dst = strconv.AppendInt(dst, pg.next, 10)
 	dst = append(dst, `,"upToDate":`...)
 	dst = strconv.AppendBool(dst, pg.upToDate)
 	dst = append(dst, `,"closed":`...)
 	dst = strconv.AppendBool(dst, pg.closed)
-	dst = append(dst, `,"cursor":`...)
-	dst = appendJSONString(dst, cursor)
-	return append(dst, '}')
+	dst = append(dst, `,"cursor":"`...)
+	dst = strconv.AppendInt(dst, cursor, 10)
+	return append(dst, `"}`...)
 }
 
 // keepAlive is the wait deadline of an idle SSE connection. Its context

@@ -35,6 +35,6 @@ func BenchmarkSSETailPage(b *testing.B) {
 		if err != nil || pg.count != 1 {
 			b.Fatalf("page %+v, %v", pg, err)
 		}
-		buf = appendSSEPage(buf[:0], pg, h.nextCursor(""))
+		buf = appendSSEPage(buf[:0], pg, h.nextCursorValue(""))
 	}
 }

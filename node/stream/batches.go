@@ -181,7 +181,7 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 			maxBytes = min(maxBytes, ObjectPageBytes)
 		}
 		before := next
-		pieces, err := s.chunkPieces(ctx, info.ID, c, next, maxBytes-taken, true)
+		pieces, err := s.chunkPieces(ctx, info.ID, c, next, maxBytes-taken, true, nil)
 		if errors.Is(err, ErrObjectMissing) {
 			return BatchRead{}, err
 		}

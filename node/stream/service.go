@@ -1702,6 +1702,7 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 	// that stopped until it is exhausted or the read is full. Moving on to
 	// the next chunk early would skip records.
 	full := false
+	var onePiece [1][]byte
 	for ci := 0; ci < len(refs) && !full; {
 		c := refs[ci]
 		if res.NextOffset >= c.next {
@@ -1717,7 +1718,7 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 			return ReadResult{}, err
 		}
 		before := res.NextOffset
-		pieces, err := s.chunkPieces(ctx, info.ID, c, res.NextOffset, maxBytes-bytes, asBatches)
+		pieces, err := s.chunkPieces(ctx, info.ID, c, res.NextOffset, maxBytes-bytes, asBatches, onePiece[:])
 		if errors.Is(err, ErrObjectMissing) {
 			return ReadResult{}, err
 		}
@@ -1859,13 +1860,15 @@ func (s *Service) prefetchNext(refs []chunk, next int64) {
 
 // chunkPieces returns chunkBatches's batches as pieces: for a reader of
 // stored batches (asBatches) from an object, as they lie in the block
-// cache (PieceReader), uncopied; otherwise one piece.
-func (s *Service) chunkPieces(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int, asBatches bool) ([][]byte, error) {
+// cache (PieceReader), uncopied; otherwise one piece, in one[:1] when
+// one has room (the caller's array: a live reader's read of the batch
+// just appended then allocates no list for it).
+func (s *Service) chunkPieces(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int, asBatches bool, one [][]byte) ([][]byte, error) {
 	if pr, ok := s.tier.(PieceReader); ok && asBatches && c.obj != nil && !c.gap {
 		return pr.ReadBatchPieces(ctx, c.obj, max(from, c.base), max(maxBytes, 1))
 	}
 	data, err := s.chunkBatches(ctx, streamID, c, from, maxBytes)
-	return [][]byte{data}, err
+	return append(one[:0], data), err
 }
 
 // chunkBatches returns whole batches of chunk c, starting with the one that
@@ -1906,11 +1909,16 @@ func (s *Service) WaitFor(ctx context.Context, name string, offset int64) (bool,
 	}
 	for {
 		st.mu.Lock()
-		hwm, wake, deleted, closed := st.lastStableLocked(st.hwm), st.wakeChanLocked(), st.deleted, st.closedVisible
+		hwm, deleted, closed := st.lastStableLocked(st.hwm), st.deleted, st.closedVisible
 		// A closed stream never grows: waiting at its end is pointless.
 		waits := !deleted && hwm <= offset && !closed
+		var wake <-chan struct{}
 		if waits {
 			st.waiters++ // counted for the appender's yield (advance)
+			// Made only by a reader that waits: one woken by an append
+			// finds its data on the second pass and goes on to render
+			// and write the event without making the next channel first.
+			wake = st.wakeChanLocked()
 		}
 		st.mu.Unlock()
 		if deleted {

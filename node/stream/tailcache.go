@@ -45,6 +45,16 @@ type tailBatch struct {
 	batch    []byte
 }
 
+// smallTailBatch is a tailBatch whose bytes are in the same allocation
+// (tailBatch.batch points into buf), for batches of at most
+// tailSmallBatch bytes: one 100 B record's batch is about 170.
+type smallTailBatch struct {
+	tailBatch
+	buf [tailSmallBatch]byte
+}
+
+const tailSmallBatch = 256
+
 func (c *tailCache) slot(streamID uint64) *atomic.Pointer[tailBatch] {
 	// Fibonacci hashing: ids are sequential, spread them over the slots.
 	return &c.slots[(streamID*0x9E3779B97F4A7C15)>>(64-10)]
@@ -53,6 +63,15 @@ func (c *tailCache) slot(streamID uint64) *atomic.Pointer[tailBatch] {
 // put records batch (copied) as written at pos for streamID.
 func (c *tailCache) put(streamID uint64, pos wal.Pos, batch []byte) {
 	if len(batch) == 0 || len(batch) > tailCacheMaxBatch {
+		return
+	}
+	if len(batch) <= tailSmallBatch {
+		// One allocation for the entry and its bytes: a live tail's
+		// appends are small, and each allocation on the append path
+		// costs about a microsecond when it runs cold (200 appends/s).
+		sb := new(smallTailBatch)
+		sb.tailBatch = tailBatch{streamID: streamID, pos: pos, batch: sb.buf[:copy(sb.buf[:], batch)]}
+		c.slot(streamID).Store(&sb.tailBatch)
 		return
 	}
 	c.slot(streamID).Store(&tailBatch{streamID: streamID, pos: pos, batch: append([]byte(nil), batch...)})

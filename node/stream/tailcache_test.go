@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/PicoMQ/picomq/meta"
 	"github.com/PicoMQ/picomq/meta/metatest"
@@ -155,5 +156,88 @@ func TestReadMakesNoWakeChannel(t *testing.T) {
 	}
 	if !<-woke {
 		t.Fatal("WaitFor at the end returned without data after an append")
+	}
+}
+
+// TestLiveReadAllocations: a live reader's read of the batch just
+// appended (one record, held in memory) allocates 4 times, for what it
+// returns and decodes (the records, their decoding, the walk over the
+// batch, the read's bookkeeping); the one-piece list the batch was
+// handed on in used to be a fifth.
+func TestLiveReadAllocations(t *testing.T) {
+	ctx := context.Background()
+	svc, log := openTailService(t, "/allocs")
+	res, err := svc.Append(ctx, "/allocs", []record.Record{{Value: bytes.Repeat([]byte{'v'}, 100)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := log.reads.Load()
+	allocs := testing.AllocsPerRun(100, func() {
+		r, err := svc.Read(ctx, "/allocs", stream.ReadOptions{Offset: res.FirstOffset})
+		if err != nil || len(r.Records) != 1 || !r.UpToDate {
+			t.Fatalf("read: %d records, up to date %v, %v", len(r.Records), r.UpToDate, err)
+		}
+	})
+	if n := log.reads.Load() - before; n != 0 {
+		t.Fatalf("%d WAL reads: the batch was not held in memory", n)
+	}
+	if allocs > 4 {
+		t.Fatalf("a live read of the latest batch allocates %.1f times, want at most 4", allocs)
+	}
+}
+
+// TestWaitForReadyAllocatesNothing: WaitFor at an offset that is already
+// readable (a live reader woken by an append, checking again) allocates
+// nothing; it used to make the stream's next wake channel first, on the
+// way from the append's fdatasync to the reader's write.
+func TestWaitForReadyAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	svc, _ := openTailService(t, "/wait")
+	val := []record.Record{{Value: []byte("v")}}
+	var next int64
+	appendOnly := testing.AllocsPerRun(100, func() {
+		res, err := svc.Append(ctx, "/wait", val)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next = res.NextOffset
+	})
+	withWait := testing.AllocsPerRun(100, func() {
+		res, err := svc.Append(ctx, "/wait", val)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next = res.NextOffset
+		if ok, err := svc.WaitFor(ctx, "/wait", res.FirstOffset); !ok || err != nil {
+			t.Fatalf("WaitFor(%d): %v %v", res.FirstOffset, ok, err)
+		}
+	})
+	if withWait > appendOnly {
+		t.Fatalf("an append allocates %.1f times, an append and a WaitFor for it %.1f", appendOnly, withWait)
+	}
+	// A WaitFor at the end still waits, and the next append wakes it.
+	woke := make(chan error, 1)
+	go func() {
+		ok, err := svc.WaitFor(ctx, "/wait", next)
+		if err == nil && !ok {
+			err = fmt.Errorf("WaitFor(%d) returned without data", next)
+		}
+		woke <- err
+	}()
+	deadline := time.After(time.Minute)
+	for {
+		if _, err := svc.Append(ctx, "/wait", val); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-woke:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		case <-deadline:
+			t.Fatal("a WaitFor at the end was not woken by appends for a minute")
+		case <-time.After(10 * time.Millisecond): // appends until the waiter, parked or not, sees one
+		}
 	}
 }
