@@ -36,7 +36,7 @@
 //
 // A pooled connection may have been closed by the server while idle.
 // Before reusing one, the transport checks, without blocking, that the
-// server has neither closed it nor sent anything unasked (see alive); such
+// server has neither closed it nor sent anything unasked (see probe); such
 // a connection is discarded. The check cannot close the race of a server
 // closing the connection just after it, so the rule net/http applies is
 // applied too: when a request on a reused connection fails before any byte
@@ -116,6 +116,7 @@ type conn struct {
 	addr   string
 	idleAt time.Time // when it was last put in the pool
 	reused bool      // it has carried a request before
+	probe  *probe    // its liveness check before reuse (nil: none)
 }
 
 var defaultDialer = net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
@@ -400,7 +401,7 @@ func (t *Transport) get(ctx context.Context, addr string) (*conn, error) {
 		list[len(list)-1] = nil
 		t.idle[addr] = list[:len(list)-1]
 		t.mu.Unlock()
-		if now.Sub(c.idleAt) < t.idleTimeout() && c.br.Buffered() == 0 && alive(c.nc) {
+		if now.Sub(c.idleAt) < t.idleTimeout() && c.br.Buffered() == 0 && c.probe.alive() {
 			return c, nil
 		}
 		c.nc.Close()
@@ -416,7 +417,7 @@ func (t *Transport) dial(ctx context.Context, addr string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), addr: addr}, nil
+	return &conn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), addr: addr, probe: newProbe(nc)}, nil
 }
 
 // put returns c to the pool, or closes it when the pool is full.
