@@ -167,7 +167,16 @@ func (c stampConn) Read(b []byte) (int, error) {
 // of the event's bytes returning to OnEvent (net/http's chunked body, SSE
 // parse, decode). allocs/op counts both sides (and the test's own
 // channel hand-over).
+//
+// The paced variant sleeps 5 ms before each append, as the live-tail row
+// does (200 appends/s): its caches are then as cold as the row's, and its
+// steps take several times their hot-loop time.
 func BenchmarkTailSteps(b *testing.B) {
+	b.Run("hot", func(b *testing.B) { benchTailSteps(b, 0) })
+	b.Run("paced", func(b *testing.B) { benchTailSteps(b, 5*time.Millisecond) })
+}
+
+func benchTailSteps(b *testing.B, pace time.Duration) {
 	srv := newTailServer(b)
 	c, err := newClient(ProtocolPico, srv.url(), nil)
 	if err != nil {
@@ -209,6 +218,9 @@ func BenchmarkTailSteps(b *testing.B) {
 	var i int64
 	b.ReportAllocs()
 	for b.Loop() {
+		if pace > 0 {
+			time.Sleep(pace)
+		}
 		start := time.Now()
 		if _, err := s.Append(ctx, rec); err != nil {
 			b.Fatal(err)
