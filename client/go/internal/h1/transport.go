@@ -63,6 +63,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -178,12 +179,39 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	defer putBuf(msg)
-	addr := canonicalAddr(req)
+	return t.exchange(ctx, canonicalAddr(req), *msg, req, replayable(req))
+}
+
+// RoundTripMessage is RoundTrip for a request its caller has rendered
+// itself: msg is the complete HTTP/1.1 request (request line, Host,
+// headers, Content-Length, body), valid header fields only, and req
+// describes it for reading the answer (its Method; it becomes the
+// response's Request and is not modified or sent). addr is the server's
+// host:port and replay says whether msg may be sent twice (see the
+// package documentation on stale connections). msg may be reused once it
+// returns.
+//
+// Why: a producer sends the same request shape again and again; building
+// an http.Request for each and rendering it here cost more CPU than
+// rendering its bytes directly from what the caller keeps per stream,
+// and on the live tail's path that CPU runs with caches gone cold between
+// appends (docs/benchmarks.md).
+func (t *Transport) RoundTripMessage(ctx context.Context, addr string, msg []byte, req *http.Request, replay bool) (*http.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return t.exchange(ctx, addr, msg, req, replay)
+}
+
+// exchange sends msg to addr on a pooled or new connection and returns
+// the answer, resending it once on a new connection when a reused one
+// failed before anything came back and the rule allows it.
+func (t *Transport) exchange(ctx context.Context, addr string, msg []byte, req *http.Request, replay bool) (*http.Response, error) {
 	c, err := t.get(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := t.roundTrip(ctx, c, req, *msg)
+	resp, err := t.roundTrip(ctx, c, req, msg)
 	if err == nil {
 		return resp, nil
 	}
@@ -191,7 +219,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !c.reused || !errors.As(err, &nr) {
 		return nil, err
 	}
-	if !nr.nothingWritten && !replayable(req) {
+	if !nr.nothingWritten && !replay {
 		// The server may have read and processed the request.
 		if isEOF(nr.err) {
 			return nil, fmt.Errorf("%w (%v)", ErrServerClosedIdle, nr.err)
@@ -203,7 +231,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c, err = t.dial(ctx, addr); err != nil {
 		return nil, err
 	}
-	return t.roundTrip(ctx, c, req, *msg)
+	return t.roundTrip(ctx, c, req, msg)
 }
 
 // nothingReceived marks a failure before any byte of a response arrived:
@@ -379,12 +407,16 @@ func (b *body) end(complete bool, err error) {
 }
 
 // canonicalAddr is req's host:port, port 80 by default.
-func canonicalAddr(req *http.Request) string {
-	port := req.URL.Port()
+func canonicalAddr(req *http.Request) string { return Addr(req.URL) }
+
+// Addr is the host:port RoundTrip connects to for a request to u (port 80
+// by default), for RoundTripMessage's callers.
+func Addr(u *url.URL) string {
+	port := u.Port()
 	if port == "" {
 		port = "80"
 	}
-	return net.JoinHostPort(req.URL.Hostname(), port)
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // get returns an idle connection to addr that is still open, or a new one.
