@@ -18,9 +18,9 @@ import (
 // h1.Supports) and be rendered by the lean transport (header validation,
 // the body copied through GetBody): some 15 allocations and a few µs of
 // CPU before its write, and on the live tail, where the appender sleeps
-// 5 ms between appends, that code runs with cold caches and took 20-30 µs
-// from Stream.Append to the write (BenchmarkTailSteps/paced, the traces
-// of docs/benchmarks.md). What of it depends only on the stream's target
+// 5 ms between appends, that code runs with cold caches: 19-46 µs from
+// Stream.Append to the write (BenchmarkTailSteps/paced; 21-48 µs p50 in
+// the row's traces, docs/benchmarks.md), 10-14 µs since. What of it depends only on the stream's target
 // URL (its request URI, Host, host:port, whether the lean transport may
 // carry it) is now worked out once, when the target is first cached, and
 // an append renders its bytes directly (sendMessage) for
