@@ -294,6 +294,9 @@ type call struct {
 	body   []byte
 	// retry marks read-shaped requests, which the retry policy may repeat.
 	retry bool
+	// message allows the call to be rendered by sendMessage (appends)
+	// when its target allows it: see leanTarget.
+	message bool
 	// owner is the stream's remembered owner node, if any: requests go
 	// there directly after a redirect taught the SDK where the stream
 	// lives.
@@ -320,6 +323,7 @@ type ownerCache struct {
 type parsedTarget struct {
 	target string
 	u      *url.URL
+	lean   *leanTarget // nil: not for sendMessage
 }
 
 // cachedURL returns target's parse if it is the cached one.
@@ -333,10 +337,22 @@ func (o *ownerCache) cachedURL(target string) *url.URL {
 	return nil
 }
 
-func (o *ownerCache) cacheURL(target string, u *url.URL) {
+func (o *ownerCache) cacheURL(target string, u *url.URL, lean *leanTarget) {
 	if o != nil {
-		o.last.Store(&parsedTarget{target: target, u: u})
+		o.last.Store(&parsedTarget{target: target, u: u, lean: lean})
 	}
+}
+
+// cachedLean returns target's leanTarget if it is the cached target and
+// has one.
+func (o *ownerCache) cachedLean(target string) *leanTarget {
+	if o == nil {
+		return nil
+	}
+	if p := o.last.Load(); p != nil && p.target == target {
+		return p.lean
+	}
+	return nil
 }
 
 func (o *ownerCache) get() string {
@@ -444,11 +460,7 @@ func (c *client) doOnce(ctx context.Context, cl *call) (*http.Response, error) {
 		// Only first hops are cached: a redirect's target is the
 		// server's to choose, and after one the owner cache makes the
 		// next call's first hop go there anyway.
-		req, err := c.newRequest(ctx, cl, target, hop == 0)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errPermanent, err)
-		}
-		resp, err := c.send(req)
+		req, resp, err := c.sendHop(ctx, cl, target, hop == 0)
 		if err != nil {
 			if hop == 0 && owner != "" && isDialError(err) {
 				// The remembered owner is gone: nothing was sent, so
@@ -498,6 +510,26 @@ func (c *client) doOnce(ctx context.Context, cl *call) (*http.Response, error) {
 	}
 }
 
+// sendHop sends one hop of cl to target: rendered by sendMessage when
+// this is a first hop to the stream's cached target and the call and
+// target allow it, else as an http.Request through send. It returns the
+// request the response answers (sendMessage's is its target's template).
+func (c *client) sendHop(ctx context.Context, cl *call, target string, first bool) (*http.Request, *http.Response, error) {
+	if first && cl.message && c.rt != nil {
+		if lt := cl.owner.cachedLean(target); lt != nil {
+			if resp, ok, err := c.sendMessage(ctx, cl, lt); ok {
+				return lt.post, resp, err
+			}
+		}
+	}
+	req, err := c.newRequest(ctx, cl, target, first)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", errPermanent, err)
+	}
+	resp, err := c.send(req)
+	return req, resp, err
+}
+
 // newRequest builds one hop's request. With cache, target's parse comes
 // from (and goes to) the stream's one-entry cache: on a hit the request is
 // built for the empty URL, which http.NewRequest parses at no cost, and
@@ -524,7 +556,7 @@ func (c *client) newRequest(ctx context.Context, cl *call, target string, cache 
 	case u != nil:
 		req.URL, req.Host = u, u.Host
 	case cache:
-		cl.owner.cacheURL(target, req.URL)
+		cl.owner.cacheURL(target, req.URL, c.leanTargetFor(req))
 	}
 	for k, vs := range cl.header {
 		req.Header[k] = vs

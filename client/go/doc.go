@@ -71,8 +71,10 @@
 // (GET, HEAD, OPTIONS, TRACE, or an Idempotency-Key or X-Idempotency-Key
 // header) — net/http's rule — so the transport never sends an append
 // twice. Such requests skip http.Client.Do, which has nothing to do for
-// the SDK's own client; their errors read as Do's would. docs/sdk-go.md
-// has the details.
+// the SDK's own client; their errors read as Do's would. Appends to a
+// stream's known URL skip the http.Request as well: their bytes are
+// rendered from what the stream keeps about that URL (the same request,
+// as the server reads it). docs/sdk-go.md has the details.
 //
 // # Errors
 //

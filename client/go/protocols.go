@@ -51,7 +51,7 @@ func (s *stream) post(ctx context.Context, n headerNames, ct string, body []byte
 		h.Set(n.producerEpoch, strconv.FormatUint(p.epoch, 10))
 		h.Set(n.producerSeq, strconv.FormatUint(p.seq, 10))
 	}
-	return s.c.do(ctx, &call{method: "POST", path: s.name, header: h, body: body, owner: &s.owner})
+	return s.c.do(ctx, &call{method: "POST", path: s.name, header: h, body: body, owner: &s.owner, message: true})
 }
 
 // setLongPoll asks a read to wait for records (both protocols spell the

@@ -330,7 +330,10 @@ func (sub *Subscription) read(ctx context.Context, resp *http.Response) (deliver
 			}
 			return delivered, false, err
 		}
-		var out []Event
+		// At most a data and a control event: on the stack, not a slice
+		// allocated per event.
+		var outBuf [2]Event
+		out := outBuf[:0]
 		if s.ds() {
 			switch ev.event {
 			case "data":
@@ -379,11 +382,14 @@ func (sub *Subscription) read(ctx context.Context, resp *http.Response) (deliver
 				}
 				out = append(out, Event{Type: EventData, Records: recs, Next: next})
 			case wire.EventControl:
-				c, err := decodeControlEvent(ev.data)
+				sub.mu.Lock()
+				prevCursor := sub.cursor
+				sub.mu.Unlock()
+				c, err := decodeControlEvent(ev.data, prevCursor)
 				if err != nil {
 					return delivered, false, fmt.Errorf("picomq: subscription: bad control event %q: %v", ev.data, err)
 				}
-				out = append(out, Event{Type: EventControl, Next: strconv.FormatInt(c.NextOffset, 10), UpToDate: c.UpToDate, Closed: c.Closed, Cursor: c.Cursor})
+				out = append(out, Event{Type: EventControl, Next: offsetString(c.NextOffset, ev.id), UpToDate: c.UpToDate, Closed: c.Closed, Cursor: c.Cursor})
 			case wire.EventError:
 				var eb wire.ErrorBody
 				_ = json.Unmarshal(ev.data, &eb)
@@ -412,6 +418,17 @@ func (sub *Subscription) read(ctx context.Context, resp *http.Response) (deliver
 			}
 		}
 	}
+}
+
+// offsetString is n in decimal: id itself when it is that (the node gives
+// a control event the id of its next offset), so that no string is
+// allocated for it.
+func offsetString(n int64, id string) string {
+	var b [20]byte
+	if string(strconv.AppendInt(b[:0], n, 10)) == id {
+		return id
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // deliver hands e to the consumer: to OnEvent on this goroutine when it
@@ -465,8 +482,9 @@ func stripNewlines(b []byte) []byte {
 // format): fields per line, events end at a blank line, lines end with LF,
 // CRLF or CR, comment lines start with a colon.
 type sseReader struct {
-	r     *bufio.Reader
-	lines [][]byte // lines split off the last read that are not consumed yet
+	r      *bufio.Reader
+	lines  [][]byte // lines split off the last read that are not consumed yet
+	lastID string   // the id of the last event that had one
 }
 
 type sseEvent struct {
@@ -587,7 +605,12 @@ func (p *sseReader) next() (sseEvent, error) {
 			seen = true
 		case "id":
 			if bytes.IndexByte(value, 0) < 0 {
-				ev.id, seen = string(value), true
+				// The node gives a data event and the control event
+				// after it the same id: one string for both.
+				if string(value) != p.lastID {
+					p.lastID = string(value)
+				}
+				ev.id, seen = p.lastID, true
 			}
 		}
 	}

@@ -21,7 +21,11 @@ import (
 // is left to encoding/json: the fast path either returns exactly what
 // encoding/json would or declines (FuzzFastSSEJSON checks it).
 
-// decodeDataEvent decodes the records of a Pico SSE data event.
+// decodeDataEvent decodes the records of a Pico SSE data event. Their
+// text keys and bodies may alias data, which the caller gives up: an SSE
+// event's data is its own allocation (sseReader.next), and copying each
+// body out of it again was an allocation and a copy per record on the
+// live tail's path.
 func decodeDataEvent(data []byte) ([]Record, error) {
 	if recs, ok := fastJSONRecords(data); ok {
 		return recs, nil
@@ -29,9 +33,12 @@ func decodeDataEvent(data []byte) ([]Record, error) {
 	return decodeJSONRecords(data)
 }
 
-// decodeControlEvent decodes a Pico SSE control event.
-func decodeControlEvent(data []byte) (wire.ControlEvent, error) {
-	if c, ok := fastControlEvent(data); ok {
+// decodeControlEvent decodes a Pico SSE control event. prevCursor is the
+// cursor of the event before: the node's cursor changes far less often
+// than every event, and when it is the same its string is reused instead
+// of allocated again.
+func decodeControlEvent(data []byte, prevCursor string) (wire.ControlEvent, error) {
+	if c, ok := fastControlEvent(data, prevCursor); ok {
 		return c, nil
 	}
 	var c wire.ControlEvent
@@ -102,7 +109,7 @@ func fastJSONRecords(data []byte) (recs []Record, ok bool) {
 
 // fastControlEvent decodes the control event the node renders
 // (appendControl's field order), or reports ok=false.
-func fastControlEvent(data []byte) (c wire.ControlEvent, ok bool) {
+func fastControlEvent(data []byte, prevCursor string) (c wire.ControlEvent, ok bool) {
 	p := jsonScan{b: data}
 	if !p.lit(`{"nextOffset":`) {
 		return c, false
@@ -120,7 +127,11 @@ func fastControlEvent(data []byte) (c wire.ControlEvent, ok bool) {
 	if !ok || !p.lit("}") || !p.end() {
 		return c, false
 	}
-	c.Cursor = string(cur)
+	if string(cur) == prevCursor {
+		c.Cursor = prevCursor
+	} else {
+		c.Cursor = string(cur)
+	}
 	return c, true
 }
 
@@ -196,10 +207,12 @@ func (p *jsonScan) str() ([]byte, bool) {
 }
 
 // encoded returns s decoded per the encoding field named by field if it
-// follows ("base64"), else s itself as a new slice (UTF-8 text).
+// follows ("base64"), else s itself (UTF-8 text), capped so that an
+// append to it cannot write over the bytes after it: the records alias
+// the event's data (see decodeDataEvent).
 func (p *jsonScan) encoded(s []byte, field string) ([]byte, bool) {
 	if !p.lit(field) {
-		return append([]byte{}, s...), true
+		return s[:len(s):len(s)], true
 	}
 	enc, ok := p.str()
 	if !ok {
@@ -207,7 +220,7 @@ func (p *jsonScan) encoded(s []byte, field string) ([]byte, bool) {
 	}
 	switch string(enc) {
 	case "", wire.EncodingUTF8:
-		return append([]byte{}, s...), true
+		return s[:len(s):len(s)], true
 	case wire.EncodingBase64:
 		out := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
 		n, err := base64.StdEncoding.Decode(out, s)

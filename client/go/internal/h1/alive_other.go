@@ -4,7 +4,11 @@ package h1
 
 import "net"
 
-// alive cannot peek at a socket on this platform: an idle connection the
+// probe cannot peek at a socket on this platform: an idle connection the
 // server closed is found when it is used (see the stale-connection rule in
 // the package documentation).
-func alive(net.Conn) bool { return true }
+type probe struct{}
+
+func newProbe(net.Conn) *probe { return nil }
+
+func (p *probe) alive() bool { return true }

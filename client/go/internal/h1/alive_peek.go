@@ -1,4 +1,4 @@
-//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+//go:build darwin || freebsd || netbsd || openbsd || dragonfly
 
 package h1
 
@@ -7,25 +7,39 @@ import (
 	"syscall"
 )
 
-// alive reports whether an idle connection is still usable: the server
-// has neither closed it (a peek reads EOF or fails) nor sent anything
-// unasked (a peek reads data). The socket is non-blocking, so the peek
-// returns EAGAIN at once when there is nothing to read, which is the
-// healthy case. net/http learns the same from the read it keeps pending
-// on every idle connection; this costs one system call per reuse instead
-// of a goroutine per connection.
-func alive(nc net.Conn) bool {
+// probe checks whether an idle connection is still usable: the server has
+// neither closed it (a peek reads EOF or fails) nor sent anything unasked
+// (a peek reads data). The socket is non-blocking, so the peek returns
+// EAGAIN at once when there is nothing to read, which is the healthy case.
+// net/http learns the same from the read it keeps pending on every idle
+// connection; this costs one system call per reuse instead of a goroutine
+// per connection. (Linux has a cheaper one: alive_linux.go.)
+type probe struct {
+	rc syscall.RawConn
+}
+
+// newProbe returns nc's probe, or nil when nc is not a socket it can peek
+// at (a test's pipe), which alive then trusts.
+func newProbe(nc net.Conn) *probe {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
-		return true // not a socket we can peek at (a test's pipe): trust it
+		return nil
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return nil
+	}
+	return &probe{rc: rc}
+}
+
+// alive reports whether the connection may carry a request.
+func (p *probe) alive() bool {
+	if p == nil {
+		return true
 	}
 	healthy := false
 	var b [1]byte
-	err = rc.Read(func(fd uintptr) bool {
+	err := p.rc.Read(func(fd uintptr) bool {
 		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK)
 		healthy = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
 		return true // never wait for readiness

@@ -36,7 +36,7 @@
 //
 // A pooled connection may have been closed by the server while idle.
 // Before reusing one, the transport checks, without blocking, that the
-// server has neither closed it nor sent anything unasked (see alive); such
+// server has neither closed it nor sent anything unasked (see probe); such
 // a connection is discarded. The check cannot close the race of a server
 // closing the connection just after it, so the rule net/http applies is
 // applied too: when a request on a reused connection fails before any byte
@@ -63,6 +63,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -116,6 +117,7 @@ type conn struct {
 	addr   string
 	idleAt time.Time // when it was last put in the pool
 	reused bool      // it has carried a request before
+	probe  *probe    // its liveness check before reuse (nil: none)
 }
 
 var defaultDialer = net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
@@ -177,12 +179,39 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	defer putBuf(msg)
-	addr := canonicalAddr(req)
+	return t.exchange(ctx, canonicalAddr(req), *msg, req, replayable(req))
+}
+
+// RoundTripMessage is RoundTrip for a request its caller has rendered
+// itself: msg is the complete HTTP/1.1 request (request line, Host,
+// headers, Content-Length, body), valid header fields only, and req
+// describes it for reading the answer (its Method; it becomes the
+// response's Request and is not modified or sent). addr is the server's
+// host:port and replay says whether msg may be sent twice (see the
+// package documentation on stale connections). msg may be reused once it
+// returns.
+//
+// Why: a producer sends the same request shape again and again; building
+// an http.Request for each and rendering it here cost more CPU than
+// rendering its bytes directly from what the caller keeps per stream,
+// and on the live tail's path that CPU runs with caches gone cold between
+// appends (docs/benchmarks.md).
+func (t *Transport) RoundTripMessage(ctx context.Context, addr string, msg []byte, req *http.Request, replay bool) (*http.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return t.exchange(ctx, addr, msg, req, replay)
+}
+
+// exchange sends msg to addr on a pooled or new connection and returns
+// the answer, resending it once on a new connection when a reused one
+// failed before anything came back and the rule allows it.
+func (t *Transport) exchange(ctx context.Context, addr string, msg []byte, req *http.Request, replay bool) (*http.Response, error) {
 	c, err := t.get(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := t.roundTrip(ctx, c, req, *msg)
+	resp, err := t.roundTrip(ctx, c, req, msg)
 	if err == nil {
 		return resp, nil
 	}
@@ -190,7 +219,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !c.reused || !errors.As(err, &nr) {
 		return nil, err
 	}
-	if !nr.nothingWritten && !replayable(req) {
+	if !nr.nothingWritten && !replay {
 		// The server may have read and processed the request.
 		if isEOF(nr.err) {
 			return nil, fmt.Errorf("%w (%v)", ErrServerClosedIdle, nr.err)
@@ -202,7 +231,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c, err = t.dial(ctx, addr); err != nil {
 		return nil, err
 	}
-	return t.roundTrip(ctx, c, req, *msg)
+	return t.roundTrip(ctx, c, req, msg)
 }
 
 // nothingReceived marks a failure before any byte of a response arrived:
@@ -378,12 +407,16 @@ func (b *body) end(complete bool, err error) {
 }
 
 // canonicalAddr is req's host:port, port 80 by default.
-func canonicalAddr(req *http.Request) string {
-	port := req.URL.Port()
+func canonicalAddr(req *http.Request) string { return Addr(req.URL) }
+
+// Addr is the host:port RoundTrip connects to for a request to u (port 80
+// by default), for RoundTripMessage's callers.
+func Addr(u *url.URL) string {
+	port := u.Port()
 	if port == "" {
 		port = "80"
 	}
-	return net.JoinHostPort(req.URL.Hostname(), port)
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // get returns an idle connection to addr that is still open, or a new one.
@@ -400,7 +433,7 @@ func (t *Transport) get(ctx context.Context, addr string) (*conn, error) {
 		list[len(list)-1] = nil
 		t.idle[addr] = list[:len(list)-1]
 		t.mu.Unlock()
-		if now.Sub(c.idleAt) < t.idleTimeout() && c.br.Buffered() == 0 && alive(c.nc) {
+		if now.Sub(c.idleAt) < t.idleTimeout() && c.br.Buffered() == 0 && c.probe.alive() {
 			return c, nil
 		}
 		c.nc.Close()
@@ -416,7 +449,7 @@ func (t *Transport) dial(ctx context.Context, addr string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), addr: addr}, nil
+	return &conn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), addr: addr, probe: newProbe(nc)}, nil
 }
 
 // put returns c to the pool, or closes it when the pool is full.
