@@ -5,8 +5,6 @@ import (
 	"context"
 	"net"
 	"net/textproto"
-	"strconv"
-	"strings"
 	"testing"
 
 	picomq "github.com/PicoMQ/picomq/client/go"
@@ -31,18 +29,12 @@ func serveCanned(ln net.Listener) {
 			defer nc.Close()
 			tr := textproto.NewReader(bufio.NewReader(nc))
 			for {
-				n := 0
-				for {
-					line, err := tr.ReadLine()
-					if err != nil {
-						return
-					}
-					if line == "" {
-						break
-					}
-					if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Content-Length") {
-						n, _ = strconv.Atoi(strings.TrimSpace(v))
-					}
+				if _, err := tr.ReadLine(); err != nil { // the request line
+					return
+				}
+				n, err := picomq.ReadRequestHead(tr)
+				if err != nil {
+					return
 				}
 				if _, err := tr.R.Discard(n); err != nil {
 					return

@@ -81,6 +81,28 @@ func tailEvents(off int64) []byte {
 		off+1, off, strings.Repeat("x", 100), off+1, off+1, off+1))
 }
 
+// readRequestHead reads a request's header lines, after its request line,
+// up to the blank line, and returns its Content-Length (0 without one):
+// all the client's fake servers need of a head.
+func readRequestHead(tr *textproto.Reader) (int, error) {
+	n := 0
+	for {
+		line, err := tr.ReadLine()
+		if err != nil {
+			return 0, err
+		}
+		if line == "" {
+			return n, nil
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Content-Length") {
+			n, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+}
+
+// ReadRequestHead is readRequestHead for the external tests' fake servers.
+var ReadRequestHead = readRequestHead
+
 func (s *tailServer) conn(nc net.Conn) {
 	defer nc.Close()
 	tr := textproto.NewReader(bufio.NewReader(nc))
@@ -89,18 +111,9 @@ func (s *tailServer) conn(nc net.Conn) {
 		if err != nil {
 			return
 		}
-		n := 0
-		for {
-			line, err := tr.ReadLine()
-			if err != nil {
-				return
-			}
-			if line == "" {
-				break
-			}
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Content-Length") {
-				n, _ = strconv.Atoi(strings.TrimSpace(v))
-			}
+		n, err := readRequestHead(tr)
+		if err != nil {
+			return
 		}
 		if strings.HasPrefix(reqLine, "GET ") {
 			// A subscription: the head and a control event, then the
