@@ -87,21 +87,13 @@ func (c *client) sendMessage(ctx context.Context, cl *call, lt *leanTarget) (res
 		return nil, false, nil
 	}
 	replay := false
-	for k, vs := range cl.header {
+	for k := range cl.header {
 		switch k {
 		case "Host", "Content-Length", "User-Agent", "Authorization",
 			"Expect", "Upgrade", "Connection", "Transfer-Encoding", "Te", "Trailer":
 			return nil, false, nil
 		case "Idempotency-Key", "X-Idempotency-Key":
 			replay = true
-		}
-		if !httpguts.ValidHeaderFieldName(k) {
-			return nil, false, nil
-		}
-		for _, v := range vs {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return nil, false, nil
-			}
 		}
 	}
 	bp := messagePool.Get().(*[]byte)
@@ -121,13 +113,13 @@ func (c *client) sendMessage(ctx context.Context, cl *call, lt *leanTarget) (res
 		b = append(b, c.token...)
 		b = append(b, "\r\n"...)
 	}
-	for k, vs := range cl.header {
-		for _, v := range vs {
-			b = append(b, k...)
-			b = append(b, ": "...)
-			b = append(b, v...)
-			b = append(b, "\r\n"...)
-		}
+	b, err = h1.AppendHeader(b, cl.header)
+	if err != nil {
+		// An invalid name or value: nothing is sent here, and send
+		// refuses it as before.
+		*bp = b[:0]
+		messagePool.Put(bp)
+		return nil, false, nil
 	}
 	b = append(b, "Content-Length: "...)
 	b = strconv.AppendInt(b, int64(len(cl.body)), 10)

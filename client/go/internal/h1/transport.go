@@ -540,6 +540,31 @@ func putBuf(b *[]byte) {
 	}
 }
 
+// AppendHeader appends h's fields to b as HTTP/1.1 header lines, leaving
+// out the names in skip. An invalid name or value is an error, and what
+// was appended is then not to be sent. buildRequest and the SDK's
+// pre-rendered appends (sendMessage) both write their headers with it.
+func AppendHeader(b []byte, h http.Header, skip ...string) ([]byte, error) {
+	for k, vs := range h {
+		if slices.Contains(skip, k) {
+			continue
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			return b, fmt.Errorf("h1: invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return b, fmt.Errorf("h1: invalid header field value for %q", k)
+			}
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	return b, nil
+}
+
 // buildRequest renders req, head and body, into one pooled buffer.
 func buildRequest(req *http.Request) (*[]byte, error) {
 	host := req.Host
@@ -560,27 +585,12 @@ func buildRequest(req *http.Request) (*[]byte, error) {
 	if _, ok := req.Header["User-Agent"]; !ok {
 		b = append(b, "User-Agent: Go-http-client/1.1\r\n"...)
 	}
-	for k, vs := range req.Header {
-		switch k {
-		case "Host", "Content-Length":
-			continue // written from the request's fields
-		}
-		if !httpguts.ValidHeaderFieldName(k) {
-			*bp = b
-			putBuf(bp)
-			return nil, fmt.Errorf("h1: invalid header field name %q", k)
-		}
-		for _, v := range vs {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				*bp = b
-				putBuf(bp)
-				return nil, fmt.Errorf("h1: invalid header field value for %q", k)
-			}
-			b = append(b, k...)
-			b = append(b, ": "...)
-			b = append(b, v...)
-			b = append(b, "\r\n"...)
-		}
+	// Host and Content-Length are written from the request's fields.
+	b, err := AppendHeader(b, req.Header, "Host", "Content-Length")
+	if err != nil {
+		*bp = b
+		putBuf(bp)
+		return nil, err
 	}
 	// net/http sends a Content-Length of 0 for bodiless requests of the
 	// methods that usually carry one.
