@@ -47,6 +47,7 @@ func tailEndToEnd(node, client string) {
 	}
 	seg := make([][]time.Duration, len(chain))
 	var total []time.Duration
+	var rows [][]time.Duration // each append's steps, for the slowest
 	for _, t0 := range chain[0].ts {
 		prev, row := t0, make([]time.Duration, 0, len(chain))
 		for _, s := range chain[1:] {
@@ -65,11 +66,41 @@ func tailEndToEnd(node, client string) {
 			seg[i+1] = append(seg[i+1], d)
 		}
 		total = append(total, time.Duration(prev-t0))
+		rows = append(rows, row)
 	}
 	for i := 1; i < len(chain); i++ {
 		showDurations("-> "+chain[i].name, seg[i])
 	}
+	showSlowest(chain[1:], rows, total)
 	showDurations("client append write -> bench reader has the record", total)
+}
+
+// showSlowest prints the steps of the slowest 2% of appends (at least
+// 3): the p99 is made of these, and a step that dominates them (the
+// fdatasync, a wait for a core, a GC) says whose the tail latency is.
+func showSlowest(chain []struct {
+	name string
+	ts   []trace.Time
+}, rows [][]time.Duration, total []time.Duration) {
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return int(total[b] - total[a]) })
+	n := min(len(idx), max(3, len(idx)/50))
+	fmt.Printf("slowest %d of %d appends, each step in µs:\n", n, len(idx))
+	for j, s := range chain {
+		fmt.Printf("  %-40s", s.name)
+		for _, i := range idx[:n] {
+			fmt.Printf(" %6d", rows[i][j].Microseconds())
+		}
+		fmt.Println()
+	}
+	fmt.Printf("  %-40s", "total")
+	for _, i := range idx[:n] {
+		fmt.Printf(" %6d", total[i].Microseconds())
+	}
+	fmt.Println()
 }
 
 // tailSteps returns the times of the steps tailEndToEnd chains, by kind,

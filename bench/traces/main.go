@@ -8,6 +8,7 @@
 //	traces append DIR/node-repl-r1-replicated-c1-a.trace
 //	traces e2e DIR/node-live-tail.trace DIR/client-live-tail.trace
 //	traces repl DIR/node-repl-r1-replicated-c1-a.trace DIR/node-repl-r1-replicated-c1-b.trace
+//	traces blocks DIR/node-live-tail.trace 1ms
 //
 // A module of its own, for golang.org/x/exp/trace:
 //
@@ -19,6 +20,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/exp/trace"
 )
@@ -43,8 +45,14 @@ func main() {
 		replTimeline(os.Args[2], os.Args[3])
 	case len(os.Args) == 4 && os.Args[1] == "e2e":
 		tailEndToEnd(os.Args[2], os.Args[3])
+	case len(os.Args) == 4 && os.Args[1] == "blocks":
+		d, err := time.ParseDuration(os.Args[3])
+		if err != nil {
+			fail(err)
+		}
+		blockedFor(os.Args[2], d)
 	default:
-		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces kafka NODE.trace [CLIENT.trace] | traces tail NODE.trace | traces append NODE.trace... | traces e2e NODE.trace CLIENT.trace | traces repl OWNER.trace FOLLOWER.trace")
+		fmt.Fprintln(os.Stderr, "usage: traces read NODE.trace [CLIENT.trace] | traces kafka NODE.trace [CLIENT.trace] | traces tail NODE.trace | traces append NODE.trace... | traces e2e NODE.trace CLIENT.trace | traces repl OWNER.trace FOLLOWER.trace | traces blocks X.trace MIN")
 		os.Exit(2)
 	}
 }
