@@ -115,7 +115,7 @@ func (m *matrix) startKlite(s3 minio, prefix string) (*proc, string, error) {
 		return nil, "", err
 	}
 	cmd := exec.Command(m.cfg.klite, "--listen", addr, "--data-dir", dir, "--log-level", "warn",
-		"--s3-bucket", s3.bucket, "--s3-endpoint", s3.endpoint, "--s3-region", "us-east-1", "--s3-prefix", prefix)
+		"--s3-bucket", s3.bucket, "--s3-endpoint", s3.endpoint, "--s3-region", s3.regionOrDefault(), "--s3-prefix", s3.root+prefix)
 	p, err := startCmd("klite", cmd, nil)
 	if err != nil {
 		return nil, "", err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -142,6 +143,13 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	// Object storage across a network: every request to MinIO takes
 	// getLatency longer, for the node and the floors alike.
 	n.stop()
+	if s3.external {
+		// The proxy stands for a store across a network; an external
+		// store is one (and S3 would refuse requests signed for the
+		// proxy's address).
+		logf("  object +%v: not measured against an external store", getLatency)
+		return nil
+	}
 	if err := m.coldReadSlowStore(ctx, run, s3); err != nil {
 		m.fail("cold read with latency", err)
 	}
@@ -447,6 +455,14 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 type minio struct {
 	endpoint, bucket string
 	pid              int // 0 if unknown (the rows then leave its CPU out)
+	// region is the store's region; empty means us-east-1 (MinIO's).
+	region string
+	// root prefixes every key the matrix writes: empty on the matrix's
+	// own MinIO, unique per matrix on an external store, whose bucket
+	// outlives the matrix and may hold another matrix's runs.
+	root string
+	// external: a store the matrix did not start (externalStore).
+	external bool
 }
 
 // cpu returns the MinIO process's CPU seconds so far (0 if unknown).
@@ -459,7 +475,35 @@ func (s minio) cpu() float64 {
 
 // url is the --object-store URL of the bucket under prefix.
 func (s minio) url(prefix string) string {
-	return fmt.Sprintf("s3://%s/%s?endpoint=%s&region=us-east-1", s.bucket, strings.TrimSuffix(prefix, "/"), s.endpoint)
+	return fmt.Sprintf("s3://%s/%s%s?endpoint=%s&region=%s", s.bucket, s.root, strings.TrimSuffix(prefix, "/"), s.endpoint, s.regionOrDefault())
+}
+
+func (s minio) regionOrDefault() string { return cmp.Or(s.region, "us-east-1") }
+
+// externalStore is the object store of PICOMQ_BENCH_S3_ENDPOINT, if set:
+// the object rows then run against a store on other hardware (another
+// machine's MinIO, or S3 itself), with credentials from
+// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, the bucket from
+// PICOMQ_BENCH_S3_BUCKET (it must exist) and the region from
+// PICOMQ_BENCH_S3_REGION. On one small VM the store shares the node's
+// cores, and issue 31's floors show two of its rows above that machine;
+// this is how they are measured where the store has cores of its own.
+func externalStore() (minio, bool, error) {
+	ep := os.Getenv("PICOMQ_BENCH_S3_ENDPOINT")
+	if ep == "" {
+		return minio{}, false, nil
+	}
+	bucket := os.Getenv("PICOMQ_BENCH_S3_BUCKET")
+	if bucket == "" {
+		return minio{}, true, errors.New("PICOMQ_BENCH_S3_ENDPOINT is set: PICOMQ_BENCH_S3_BUCKET must name an existing bucket")
+	}
+	if os.Getenv("AWS_ACCESS_KEY_ID") == "" || os.Getenv("AWS_SECRET_ACCESS_KEY") == "" {
+		return minio{}, true, errors.New("PICOMQ_BENCH_S3_ENDPOINT is set: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be too")
+	}
+	region := cmp.Or(os.Getenv("PICOMQ_BENCH_S3_REGION"), "us-east-1")
+	os.Setenv("AWS_REGION", region) // the nodes the matrix starts inherit it
+	root := fmt.Sprintf("picomq-bench-%s-%d/", time.Now().UTC().Format("20060102T150405"), os.Getpid())
+	return minio{endpoint: ep, bucket: bucket, region: region, root: root, external: true}, true, nil
 }
 
 // minio returns the matrix's MinIO, starting it the first time: one for
@@ -469,6 +513,14 @@ func (s minio) url(prefix string) string {
 func (m *matrix) minio() (minio, error) {
 	if m.s3.endpoint != "" {
 		return m.s3, nil
+	}
+	if s, ok, err := externalStore(); ok {
+		if err == nil {
+			m.s3 = s
+			m.res.Machine += "; object store: " + s.endpoint + " (external: not started by the matrix)"
+			logf("  object rows: external store %s, bucket %s, keys under %s", s.endpoint, s.bucket, s.root)
+		}
+		return s, err
 	}
 	var err error
 	for range 2 {
