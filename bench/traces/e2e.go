@@ -48,7 +48,13 @@ func tailEndToEnd(node, client string) {
 	seg := make([][]time.Duration, len(chain))
 	var total []time.Duration
 	var rows [][]time.Duration // each append's steps, for the slowest
-	for _, t0 := range chain[0].ts {
+	appends := chain[0].ts
+	if len(appends) > 0 {
+		// The first is the row's unmeasured first record (the stream's
+		// first append, which waits for its offset reservation in etcd).
+		appends = appends[1:]
+	}
+	for _, t0 := range appends {
 		prev, row := t0, make([]time.Duration, 0, len(chain))
 		for _, s := range chain[1:] {
 			i, _ := slices.BinarySearch(s.ts, prev)
