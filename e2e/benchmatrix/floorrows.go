@@ -27,7 +27,7 @@ import (
 // sequential, parallel and relay, the first round's sequential pass
 // being seqMBs; each figure is bytes over time summed over both rounds.
 func (m *matrix) coldReadFloors(ctx context.Context, run int, st objstore.Store, storeURL string, coldMBs, seqMBs float64, got int64) {
-	const par, relay, relayFirst, vsRelay = "cold-read-floor-parallel", "cold-read-floor-relay", "cold-read-floor-relay-first", "cold-read-vs-relay"
+	const par, relay, relayFirst, relayTouched, vsRelay = "cold-read-floor-parallel", "cold-read-floor-relay", "cold-read-floor-relay-first", "cold-read-floor-relay-touched", "cold-read-vs-relay"
 	seqPeer := "sequential whole-object GETs, interleaved with it (2 rounds), same run"
 	m.row(benchreport.Row{ID: par, What: fmt.Sprintf("parallel-GET floor of that stream's objects (%d MiB ranged GETs, %d in flight, same MinIO, warm buffers): the most any reader could reach", floorRange>>20, floorGETs),
 		Unit: "MB/s", Pico: "parallel GETs", Peer: seqPeer, Note: "the cold-read target is 1.5x this peer"})
@@ -35,6 +35,8 @@ func (m *matrix) coldReadFloors(ctx context.Context, run int, st objstore.Store,
 		Unit: "MB/s", Pico: "bare relay", Peer: seqPeer, Note: "the cold-read target is 1.5x this peer"})
 	m.row(benchreport.Row{ID: relayFirst, What: "the same bare relay's first pass: a fresh process, its connections to the store and its buffers new, as a restarted node's are (the cold-read row's node is restarted to empty its cache)",
 		Unit: "MB/s", Pico: "bare relay, first pass", Peer: seqPeer, Note: "the cold-read target is 1.5x this peer"})
+	m.row(benchreport.Row{ID: relayTouched, What: "the same bare relay's first pass in a fresh process that touched its read buffers before it listened (as a node started with --cache-pretouch has its read memory): what a fresh process's first pass costs besides page faults",
+		Unit: "MB/s", Pico: "bare relay, first pass, buffers touched", Peer: seqPeer, Note: "the cold-read target is 1.5x this peer"})
 	m.row(benchreport.Row{ID: vsRelay, What: "cold read of that stream (the row above) next to the bare relay floor",
 		Unit: "MB/s", Peer: "bare relay floor, same run"})
 	fail := func(err error) {
@@ -48,7 +50,7 @@ func (m *matrix) coldReadFloors(ctx context.Context, run int, st objstore.Store,
 		return
 	}
 	defer rc.stop()
-	bufs := relayBuffers()
+	bufs := relayBuffers(false)
 	first, err := rc.pass(ctx, got)
 	if err == nil {
 		_, err = parallelGETsWith(ctx, st, bufs)
@@ -56,6 +58,10 @@ func (m *matrix) coldReadFloors(ctx context.Context, run int, st objstore.Store,
 	if err != nil {
 		fail(err)
 		return
+	}
+	touched, err := touchedRelayPass(ctx, storeURL, got)
+	if err != nil {
+		m.fail(relayTouched, err)
 	}
 	var seqS, parS, relS, relayCPU, readerCPU float64
 	for round := range 2 {
@@ -87,10 +93,14 @@ func (m *matrix) coldReadFloors(ctx context.Context, run int, st objstore.Store,
 	m.res.Add(relay, run, benchreport.SidePeer, seqAll, nil)
 	m.res.Add(relayFirst, run, benchreport.SidePico, first.mbs, nil)
 	m.res.Add(relayFirst, run, benchreport.SidePeer, seqAll, nil)
+	if touched.mbs > 0 {
+		m.res.Add(relayTouched, run, benchreport.SidePico, touched.mbs, nil)
+		m.res.Add(relayTouched, run, benchreport.SidePeer, seqAll, nil)
+	}
 	m.res.Add(vsRelay, run, benchreport.SidePico, coldMBs, nil)
 	m.res.Add(vsRelay, run, benchreport.SidePeer, relAll, nil)
-	logf("  object floors: sequential GETs %.0f MB/s, parallel GETs %.0f MB/s (%.2fx), bare relay %.0f MB/s (%.2fx; its first pass %.0f MB/s; CPU per pass: relay %.0f ms, reader %.0f ms), PicoMQ cold read %.0f MB/s (%.2fx the relay)",
-		seqAll, parAll, parAll/seqAll, relAll, relAll/seqAll, first.mbs, relayCPU*500, readerCPU*500, coldMBs, coldMBs/relAll)
+	logf("  object floors: sequential GETs %.0f MB/s, parallel GETs %.0f MB/s (%.2fx), bare relay %.0f MB/s (%.2fx; its first pass %.0f MB/s, %.0f MB/s with buffers touched; CPU per pass: relay %.0f ms, reader %.0f ms), PicoMQ cold read %.0f MB/s (%.2fx the relay)",
+		seqAll, parAll, parAll/seqAll, relAll, relAll/seqAll, first.mbs, touched.mbs, relayCPU*500, readerCPU*500, coldMBs, coldMBs/relAll)
 }
 
 // The replication floor's points: short, since twelve of them run per
@@ -175,9 +185,11 @@ func (m *matrix) replFloorRows(ctx context.Context, run int) error {
 // compare times (the relay moves the batches' headers too, a few percent
 // more bytes). A relay failure is noted and the row goes on.
 func (m *matrix) manyReadersFloor(ctx context.Context, run int, st objstore.Store, s3 minio, storeURL string, manyMBs, recordBytes float64) (float64, error) {
-	const first, vsRelay = "cold-many-floor-relay-first", "cold-many-vs-relay"
+	const first, touchedRow, vsRelay = "cold-many-floor-relay-first", "cold-many-floor-relay-touched", "cold-many-vs-relay"
 	m.row(benchreport.Row{ID: first, What: fmt.Sprintf("bare relay floor of the %d readers, first pass: a fresh child process GETs each object's wanted bytes once (%d MiB-aligned ranges, %d in flight), CRC-32C, serves each stream to its own reader over loopback HTTP (%d connections), each reader checks every frame's CRC; the row's record bytes over the time to the last stream's end", manyReaders, floorRange>>20, floorGETs, manyReaders),
 		Unit: "MB/s", Pico: "bare relay, first pass", Peer: "parallel-GET floor of the same objects, same run", Note: "the cold-many target is 0.8x this peer"})
+	m.row(benchreport.Row{ID: touchedRow, What: "the same bare relay's first pass in a fresh child that touched its read buffers before it listened (as a node started with --cache-pretouch has its read memory)",
+		Unit: "MB/s", Pico: "bare relay, first pass, buffers touched", Peer: "parallel-GET floor of the same objects, same run", Note: "the cold-many target is 0.8x this peer"})
 	m.row(benchreport.Row{ID: vsRelay, What: fmt.Sprintf("%d cold readers (the cold-many row) next to the bare relay floor's first pass", manyReaders),
 		Unit: "MB/s", Peer: "bare relay, first pass, same run"})
 	scpu0 := s3.cpu()
@@ -186,6 +198,13 @@ func (m *matrix) manyReadersFloor(ctx context.Context, run int, st objstore.Stor
 	par, err := parallelGETs(ctx, st)
 	if err != nil {
 		return 0, err
+	}
+	touched, terr := relayManyPass(ctx, st, storeURL, m.cfg.work, "-touched")
+	if terr != nil {
+		m.fail(touchedRow, terr)
+	} else {
+		m.res.Add(touchedRow, run, benchreport.SidePico, recordBytes/1e6/touched.seconds, nil)
+		m.res.Add(touchedRow, run, benchreport.SidePeer, par, nil)
 	}
 	if relayErr != nil {
 		m.fail(first, relayErr)
@@ -196,6 +215,9 @@ func (m *matrix) manyReadersFloor(ctx context.Context, run int, st objstore.Stor
 	m.res.Add(first, run, benchreport.SidePeer, par, nil)
 	m.res.Add(vsRelay, run, benchreport.SidePico, manyMBs, nil)
 	m.res.Add(vsRelay, run, benchreport.SidePeer, relay, nil)
+	if terr == nil {
+		logf("  many floor: bare relay first pass with its buffers touched %.0f MB/s (%.2fx the parallel GETs)", recordBytes/1e6/touched.seconds, recordBytes/1e6/touched.seconds/par)
+	}
 	logf("  many floor: bare relay first pass %.0f MB/s (%d bytes relayed in %.2f s, %d spans, %d GETs; CPU: relay %.0f ms, readers %.0f ms, MinIO %.0f ms, with the plan's footer GETs), parallel GETs %.0f MB/s (%.2fx; MinIO CPU %.0f ms); PicoMQ %.0f MB/s (%.2fx the relay)",
 		relay, r.bytes, r.seconds, r.spans, r.gets, r.relayCPU*1000, r.readerCPU*1000, (scpu1-scpu0)*1000, par, relay/par, (s3.cpu()-scpu1)*1000, manyMBs, manyMBs/relay)
 	return par, nil
@@ -280,4 +302,16 @@ func (m *matrix) tailFloorRows(run int, fl tailFloors, pico, js *benchreport.Lat
 	logf("  live tail p50/p99: bare floor %.3f/%.3f ms (one connection %.3f/%.3f), PicoMQ %.3f/%.3f ms (%.2fx/%.2fx the floor), JetStream %.3f/%.3f ms (floor %.2fx/%.2fx it)",
 		fl.two.P50, fl.two.P99, ms(fl.one, false), ms(fl.one, true), ms(pico, false), ms(pico, true), ms(pico, false)/fl.two.P50, ms(pico, true)/fl.two.P99,
 		ms(js, false), ms(js, true), fl.two.P50/ms(js, false), fl.two.P99/ms(js, true))
+}
+
+// touchedRelayPass is one pass of a fresh relay child that touched its
+// buffers before it listened: the fresh-process floor without the page
+// faults of its first reads.
+func touchedRelayPass(ctx context.Context, storeURL string, want int64) (relayResult, error) {
+	rc, err := startRelay(storeURL, "-touched")
+	if err != nil {
+		return relayResult{}, err
+	}
+	defer rc.stop()
+	return rc.pass(ctx, want)
 }

@@ -243,7 +243,8 @@ func TestRelayFloor(t *testing.T) {
 	for _, s := range m.res.Samples {
 		got[s.Row+"/"+s.Side] = s.Value
 	}
-	for _, want := range []string{"cold-read-floor-parallel/pico", "cold-read-floor-relay/pico", "cold-read-floor-relay-first/pico", "cold-read-floor-relay-first/peer"} {
+	for _, want := range []string{"cold-read-floor-parallel/pico", "cold-read-floor-relay/pico", "cold-read-floor-relay-first/pico", "cold-read-floor-relay-first/peer",
+		"cold-read-floor-relay-touched/pico", "cold-read-floor-relay-touched/peer"} {
 		if got[want] <= 0 {
 			t.Errorf("%s = %v, want > 0", want, got[want])
 		}

@@ -323,6 +323,7 @@ func relayManyMain(args []string) error {
 	fs := flag.NewFlagSet("relay-many", flag.ContinueOnError)
 	storeURL := fs.String("store", "", "object store URL (storeurl) of the plan's objects")
 	planFile := fs.String("plan", "", "plan file: lines STREAM KEY OFF N")
+	touched := fs.Bool("touched", false, "touch the read buffers before listening (relayBuffers)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -348,7 +349,7 @@ func relayManyMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	m := &manyRelay{st: st, windows: windows, pieces: pieces, bufs: relayBuffers(), served: make([]atomic.Bool, streams)}
+	m := &manyRelay{st: st, windows: windows, pieces: pieces, bufs: relayBuffers(*touched), served: make([]atomic.Bool, streams)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stream", m.handle)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: mux}
@@ -367,7 +368,7 @@ type manyResult struct {
 // relayManyPass writes the plan of st's objects to dir, starts a relay
 // child on it and reads every stream at once, one reader and connection
 // each, checking every frame's CRC and each stream's byte count.
-func relayManyPass(ctx context.Context, st objstore.Store, storeURL, dir string) (manyResult, error) {
+func relayManyPass(ctx context.Context, st objstore.Store, storeURL, dir string, flags ...string) (manyResult, error) {
 	spans, streams, total, err := storePlan(ctx, st)
 	if err != nil {
 		return manyResult{}, err
@@ -392,7 +393,7 @@ func relayManyPass(ctx context.Context, st objstore.Store, storeURL, dir string)
 	if err := cmp.Or(err, plan.Close()); err != nil {
 		return manyResult{}, err
 	}
-	p, addr, err := startChild("relay-many", "relay-many", "-store", storeURL, "-plan", plan.Name())
+	p, addr, err := startChild("relay-many", append([]string{"relay-many", "-store", storeURL, "-plan", plan.Name()}, flags...)...)
 	if err != nil {
 		return manyResult{}, err
 	}

@@ -243,7 +243,8 @@ func TestRelayManyFloor(t *testing.T) {
 		got[s.Row+"/"+s.Side] = s.Value
 	}
 	if got["cold-many-floor-relay-first/pico"] <= 0 || got["cold-many-floor-relay-first/peer"] != par ||
-		got["cold-many-vs-relay/pico"] != 50 || got["cold-many-vs-relay/peer"] != got["cold-many-floor-relay-first/pico"] {
+		got["cold-many-vs-relay/pico"] != 50 || got["cold-many-vs-relay/peer"] != got["cold-many-floor-relay-first/pico"] ||
+		got["cold-many-floor-relay-touched/pico"] <= 0 || got["cold-many-floor-relay-touched/peer"] != par {
 		t.Errorf("rows' sides: %v", got)
 	}
 }
