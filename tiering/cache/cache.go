@@ -610,12 +610,13 @@ func (c *Cache) maybeRecycleLocked(r *run) {
 // putFreeLocked keeps buf (poolSize bytes) on the free list if the list
 // has room under PoolBytes and the memory the cache holds for reads
 // stays within MaxBytes + 3 x ReadAheadBytes (docs/configuration.md):
-// the free list only fills what the cache, the staging FIFO, read-ahead
-// and demand GETs leave unused of their bounds (counted generously: a
-// run both cached and staged counts twice). Otherwise it is left to the
+// the free list only fills what the cache, the staging FIFO and demand
+// GETs leave unused of that bound (counted generously: a run both cached
+// and staged counts twice; read-ahead in flight, not counted, mostly
+// writes into buffers taken from this list). Otherwise it is left to the
 // GC.
 func (c *Cache) putFreeLocked(buf []byte) bool {
-	held := c.cachedBytes + c.stagedBlocks*c.opts.BlockSize + c.aheadUsed + c.demandUsed
+	held := c.cachedBytes + c.stagedBlocks*c.opts.BlockSize + c.demandUsed
 	if int64(cap(buf)) != c.poolSize || c.freeBytes+c.poolSize > c.opts.PoolBytes || c.closed ||
 		held+c.freeBytes+c.poolSize > c.opts.MaxBytes+3*c.opts.ReadAheadBytes {
 		return false
