@@ -41,9 +41,18 @@
 // a catch-up are written once, by the network read, and never copied or
 // allocated again. A range that lies in two runs is copied by Slice;
 // SlicePieces lends it as one piece per run instead, for readers that can
-// carry a batch in two pieces (stored-batch pages and Kafka fetches). Sliced memory is immutable and owned by the garbage
-// collector; a run that leaves the cache stays alive exactly as long as a
-// reader still holds a slice of it.
+// carry a batch in two pieces (stored-batch pages and Kafka fetches). Sliced memory is immutable; a run that leaves the
+// cache stays alive exactly as long as a reader still holds a slice of it.
+//
+// Run buffers of one full GET are recycled: LeasePieces lends like
+// SlicePieces with a reference the reader releases once it has written
+// the bytes out, and a run that has left the cache for good with no
+// reference held goes to a bounded free list, from which the next GET
+// takes its buffer (memory already faulted in; Pretouch fills the list at
+// start). A run lent any other way (Slice, SlicePieces) escapes: the
+// garbage collector owns it, as before. Releasing early would let a GET
+// write over bytes a reader is still sending, so only readers that know
+// when their write is done lease (docs/storage.md).
 //
 // Fetched runs are kept in a small FIFO staging area as well as offered
 // to ristretto: ristretto applies writes asynchronously and may decline a
