@@ -616,8 +616,7 @@ func metric(nodeURL, name string) (float64, error) {
 var cacheCounters = []string{"picomq_cache_requests_total", "picomq_cache_fetched_bytes_total", "picomq_cache_miss_blocks_total",
 	"picomq_cache_joined_blocks_total", "picomq_cache_hit_blocks_total", "picomq_cache_prefetch_blocks_total",
 	"picomq_cache_read_ahead_skipped_blocks_total", "picomq_cache_fetch_waits_total", "picomq_cache_read_ahead_yields_total",
-	"picomq_cache_refetched_blocks_total", "picomq_cache_straddle_copy_bytes_total",
-	"picomq_cache_recycled_bytes_total", "picomq_cache_reused_bytes_total", "picomq_cache_escaped_runs_total"}
+	"picomq_cache_refetched_blocks_total", "picomq_cache_straddle_copy_bytes_total"}
 
 // cacheMetrics reads cacheCounters from a node (a missing one is absent).
 func cacheMetrics(nodeURL string) map[string]float64 {
