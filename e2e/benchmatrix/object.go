@@ -41,7 +41,6 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	if err != nil {
 		return err
 	}
-	defer pretouchNodes()()
 	pprofFlags, pprofAddr := pprofArgs()
 	n, err := m.startNode("pico-object", append([]string{"--object-store", s3.url(prefix), "--kafka-addr", kafkaAddr}, pprofFlags...)...)
 	if err != nil {
@@ -79,9 +78,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	stopProfile := profileRead("cold-read", pprofAddr)
 	cpu0, ccpu0 := testproc.CPUSeconds(n.pid), testproc.CPUSeconds(os.Getpid())
 	t0 := time.Now()
-	// The reader keeps no record past Next, as the bare relay's reader
-	// keeps no byte: ReuseBuffers, as the other cold rows (freshPages).
-	it := s.Records(c.Beginning(), picomq.RecordsOptions{ReuseBuffers: !freshPages()})
+	it := s.Records(c.Beginning(), picomq.RecordsOptions{})
 	var bytes int64
 	for it.Next(ctx) {
 		bytes += int64(len(it.Record().Body))
@@ -93,7 +90,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 		return fmt.Errorf("cold read: %d of %d bytes: %v", bytes, objectMiB<<20, err)
 	}
 	const cold = "cold-read"
-	m.row(benchreport.Row{ID: cold, What: "cold read of that stream from the start (node restarted: empty cache; --cache-pretouch), record bytes, the Go SDK reading with ReuseBuffers", Unit: "MB/s",
+	m.row(benchreport.Row{ID: cold, What: "cold read of that stream from the start (node restarted: empty cache), record bytes", Unit: "MB/s",
 		Peer: "sequential whole-object GETs of the node's objects from the same MinIO"})
 	coldMBs := float64(bytes) / 1e6 / el.Seconds()
 	m.res.Add(cold, run, benchreport.SidePico, coldMBs, nil)
@@ -345,8 +342,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	// keep no byte: they read with ReuseBuffers unless
 	// PICOMQ_BENCH_FRESH_PAGES is set (the default client: a fresh buffer
 	// per page), as the running cold read does.
-	fresh := freshPages()
-	defer pretouchNodes()()
+	fresh := os.Getenv("PICOMQ_BENCH_FRESH_PAGES") != ""
 	// The read-ahead budget goes by environment, which a binary from
 	// before the flag ignores, so before/after runs use the same harness.
 	os.Setenv("PICOMQ_READ_AHEAD_BYTES", fmt.Sprint(manyAheadMiB<<20))
@@ -411,10 +407,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	if err := n.restart("picomq", m.cfg.picomq); err != nil {
 		return err
 	}
-	// Memory the node touched at start for its read cache
-	// (--cache-pretouch) counts as the reads' growth: it is theirs.
-	pretouched, _ := metric(n.url, "picomq_cache_pooled_bytes")
-	rss0 := testproc.RSSBytes(n.pid) - pretouched
+	rss0 := testproc.RSSBytes(n.pid)
 	cache0 := cacheMetrics(n.url)
 	stopRSS := peakRSS(n.pid)
 	stopProfile := profileRead("cold-many", pprofAddr)
@@ -458,7 +451,7 @@ func (m *matrix) manyReadersRows(ctx context.Context, run int) error {
 	const many, rss = "cold-many", "cold-many-rss"
 	m.row(benchreport.Row{ID: many, What: fmt.Sprintf("%d concurrent cold catch-up readers of different streams (%d MiB each), aggregate record bytes", manyReaders, manyMiB),
 		Unit: "MB/s", Peer: fmt.Sprintf("parallel-GET floor: the node's objects as %d MiB ranged GETs, %d in flight", floorRange>>20, floorGETs)})
-	m.row(benchreport.Row{ID: rss, What: fmt.Sprintf("node RSS growth during those reads, with the read-cache memory it touched at start (--cache-bytes %d MiB, --read-ahead-bytes %d MiB, --cache-pretouch)", manyCacheMiB, manyAheadMiB),
+	m.row(benchreport.Row{ID: rss, What: fmt.Sprintf("node RSS growth during those reads (--cache-bytes %d MiB, --read-ahead-bytes %d MiB)", manyCacheMiB, manyAheadMiB),
 		Unit: "MiB", Peer: "the budgets' bound: cache + 3 x read-ahead", LowerBetter: true})
 	m.res.Add(many, run, benchreport.SidePico, agg, nil)
 	m.res.Add(many, run, benchreport.SidePeer, floor, nil)
@@ -646,22 +639,4 @@ func cacheDelta(a, b map[string]float64) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-// freshPages: PICOMQ_BENCH_FRESH_PAGES makes the cold rows' readers take a
-// fresh buffer per page (the SDK's default) instead of ReuseBuffers.
-func freshPages() bool { return os.Getenv("PICOMQ_BENCH_FRESH_PAGES") != "" }
-
-// pretouchNodes has the nodes the object rows start touch their read
-// cache's GET buffers at start (--cache-pretouch, by its environment twin,
-// which a binary from before the flag ignores, so before/after runs use
-// one harness), as an operator does for nodes that serve history after a
-// restart or takeover; PICOMQ_BENCH_NO_PRETOUCH leaves it off. The
-// returned func undoes it.
-func pretouchNodes() func() {
-	if os.Getenv("PICOMQ_BENCH_NO_PRETOUCH") != "" {
-		return func() {}
-	}
-	os.Setenv("PICOMQ_CACHE_PRETOUCH", "true")
-	return func() { os.Unsetenv("PICOMQ_CACHE_PRETOUCH") }
 }
