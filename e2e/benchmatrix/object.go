@@ -122,7 +122,7 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	// The same history over Kafka: a consumer reading last week.
 	const kcold = "cold-read-kafka"
 	m.row(benchreport.Row{ID: kcold, What: "Kafka consume of that stream from the start, cold (node restarted), one franz-go consumer, record bytes", Unit: "MB/s",
-		Pico: "PicoMQ Kafka fetch", Peer: "an HTTP cold read of it, node restarted, the Go SDK taking each page into a new buffer as a Kafka client takes each fetch, same run"})
+		Pico: "PicoMQ Kafka fetch", Peer: "the HTTP cold read above, same run"})
 	n.stop()
 	if err := n.restart("picomq", m.cfg.picomq); err != nil {
 		return err
@@ -132,23 +132,12 @@ func (m *matrix) objectRows(ctx context.Context, run int) error {
 	k, err := kafkaColdRead(ctx, n.kafkaAddr, "mb.object", objectMiB<<10)
 	nodeCPU = testproc.CPUSeconds(n.pid) - cpu0
 	stopProfile()
-	// Its peer is the HTTP cold read with the SDK's default pages: franz-go
-	// reads every fetch into a new buffer, so the cold row's reused
-	// buffers would compare clients, not the node's two read paths.
-	httpMBs := coldMBs
-	if err == nil && !freshPages() {
-		n.stop()
-		if err := n.restart("picomq", m.cfg.picomq); err != nil {
-			return err
-		}
-		httpMBs, err = coldRead(ctx, c, "/mb/object", objectMiB<<20)
-	}
 	if err != nil {
 		m.fail(kcold, err)
 	} else {
 		m.res.Add(kcold, run, benchreport.SidePico, k, nil)
-		m.res.Add(kcold, run, benchreport.SidePeer, httpMBs, nil)
-		logf("  object: Kafka cold %.0f MB/s (node CPU %.0f ms), HTTP cold with fresh pages %.0f MB/s", k, nodeCPU*1000, httpMBs)
+		m.res.Add(kcold, run, benchreport.SidePeer, coldMBs, nil)
+		logf("  object: Kafka cold %.0f MB/s (node CPU %.0f ms), HTTP cold %.0f MB/s", k, nodeCPU*1000, coldMBs)
 	}
 
 	// Object storage across a network: every request to MinIO takes
