@@ -29,6 +29,7 @@ func handleFetch(s *Server, ctx context.Context, cc *connState, kreq kmsg.Reques
 		if stop || total >= int(req.MinBytes) || len(changed) == 0 || !time.Now().Before(deadline) {
 			return resp, nil
 		}
+		resp.release() // not sent: read again below
 		if !waitAny(ctx, changed, deadline) {
 			// Deadline or connection gone: answer with what there is now.
 			resp, _, _, _ = s.fetchOnce(ctx, cc, req)
@@ -42,9 +43,23 @@ func handleFetch(s *Server, ctx context.Context, cc *connState, kreq kmsg.Reques
 // a partition (topic and partition index) to them, and fetchFrame writes
 // them to the socket where they lie. Such a partition's RecordBatches is
 // only a stand-in for the encoder.
+//
+// releases end the loans of block cache memory the record batches lie
+// in (stream.BatchRead.Release): writeReplies calls release once the
+// response is written to the socket, or will never be (a broken
+// connection), so the cache can reuse that memory.
 type fetchReply struct {
 	*kmsg.FetchResponse
-	pieces map[[2]int][][]byte
+	pieces   map[[2]int][][]byte
+	releases []func()
+}
+
+// release ends every loan of f's record batches; it is idempotent.
+func (f *fetchReply) release() {
+	for _, r := range f.releases {
+		r()
+	}
+	f.releases = nil
 }
 
 // fetchOnce reads every requested partition once. It returns the response,
@@ -74,7 +89,10 @@ func (s *Server) fetchOnce(ctx context.Context, cc *connState, req *kmsg.FetchRe
 			// KIP-74: the first partition with data gets at least one
 			// batch, even past the budgets; later ones only what is left.
 			limit := min(int(rp.PartitionMaxBytes), budget-total)
-			ch, pieces, n, err := s.fetchPartition(ctx, cc, req, rt.Topic, rp, limit, total == 0, &op)
+			ch, pieces, n, release, err := s.fetchPartition(ctx, cc, req, rt.Topic, rp, limit, total == 0, &op)
+			if release != nil {
+				resp.releases = append(resp.releases, release)
+			}
 			if len(pieces) > 1 {
 				if resp.pieces == nil {
 					resp.pieces = map[[2]int][][]byte{}
@@ -100,14 +118,16 @@ func (s *Server) fetchOnce(ctx context.Context, cc *connState, req *kmsg.FetchRe
 // fetchPartition fills op from one partition and returns the channel that
 // signals its next change, the record batches in pieces when they lie in
 // more than one (op.RecordBatches then only stands in for them: see
-// fetchReply), and the bytes returned.
-func (s *Server) fetchPartition(ctx context.Context, cc *connState, req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, limit int, first bool, op *kmsg.FetchResponseTopicPartition) (<-chan struct{}, [][]byte, int, error) {
+// fetchReply), the bytes returned, and the release of the cache memory
+// op.RecordBatches and the pieces lie in (nil if none; called after the
+// response is written).
+func (s *Server) fetchPartition(ctx context.Context, cc *connState, req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, limit int, first bool, op *kmsg.FetchResponseTopicPartition) (<-chan struct{}, [][]byte, int, func(), error) {
 	name, err := s.partitionName(ctx, topic, rp.Partition, false)
 	if err == nil {
 		err = s.allow(cc, auth.Read, name)
 	}
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, nil, err
 	}
 	if limit <= 0 && !first {
 		limit = 1 // only the offsets: ReadBatches returns at least a batch, dropped below
@@ -118,10 +138,11 @@ func (s *Server) fetchPartition(ctx context.Context, cc *connState, req *kmsg.Fe
 	br, err := s.svc.ReadBatchPieces(ctx, name, rp.FetchOffset, max(limit, 1))
 	if err != nil {
 		s.forgetOnMissing(topic, err)
-		return nil, nil, 0, err
+		return nil, nil, 0, nil, err
 	}
 	if err := checkLeaderEpoch(rp.CurrentLeaderEpoch, br.Stream.Epoch); err != nil {
-		return nil, nil, 0, err
+		br.Release()
+		return nil, nil, 0, nil, err
 	}
 	op.HighWatermark = br.HighWatermark
 	op.LastStableOffset = br.LastStable
@@ -143,7 +164,8 @@ func (s *Server) fetchPartition(ctx context.Context, cc *connState, req *kmsg.Fe
 		n += len(p)
 	}
 	if n > limit && !first {
-		return br.Changed, nil, 0, nil // no room left in this response
+		br.Release()
+		return br.Changed, nil, 0, nil, nil // no room left in this response
 	}
 	switch {
 	case len(pieces) == 1:
@@ -151,11 +173,13 @@ func (s *Server) fetchPartition(ctx context.Context, cc *connState, req *kmsg.Fe
 	case len(pieces) > 1 && n < spliceMin:
 		// Small: one copy into the response buffer either way.
 		op.RecordBatches = bytes.Join(pieces, nil)
+		br.Release()
+		return br.Changed, nil, n, nil, nil
 	case len(pieces) > 1:
 		op.RecordBatches = pieces[0]
-		return br.Changed, pieces, n, nil
+		return br.Changed, pieces, n, br.Release, nil
 	}
-	return br.Changed, nil, n, nil
+	return br.Changed, nil, n, br.Release, nil
 }
 
 // checkLeaderEpoch applies KIP-320: a client that names a leader epoch

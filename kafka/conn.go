@@ -235,6 +235,11 @@ func (s *Server) writeReplies(c net.Conn, replies <-chan reply, producing *sync.
 				_ = c.Close() // ends the reader, and so the request loop
 			}
 		}
+		if f, ok := resp.(*fetchReply); ok {
+			// Written (or never to be): the cache may reuse the memory
+			// its record batches were sent from.
+			f.release()
+		}
 		if cap(out) > 1<<20 {
 			out = nil // do not keep a large fetch's buffer per idle connection
 		}

@@ -79,13 +79,16 @@ type Config struct {
 	WALMaxBytes           int64
 	CacheBytes            int64
 	ReadAheadBytes        int64
-	LongPollTimeout       time.Duration
-	SSETimeout            time.Duration
-	MaxAppendBytes        int64
-	ShutdownTimeout       time.Duration
-	StartRetry            time.Duration // how long start-up retries an unavailable object store or etcd
-	LogLevel              string
-	LogFormat             string
+	// CachePretouch fills the read cache's free list with touched memory
+	// (--read-ahead-bytes of it) at start, before /readyz says ready.
+	CachePretouch   bool
+	LongPollTimeout time.Duration
+	SSETimeout      time.Duration
+	MaxAppendBytes  int64
+	ShutdownTimeout time.Duration
+	StartRetry      time.Duration // how long start-up retries an unavailable object store or etcd
+	LogLevel        string
+	LogFormat       string
 
 	// Security (docs/security.md).
 	AuthTokens     string // token file; empty = no authentication
@@ -240,6 +243,7 @@ func ParseServeFlags(args []string, getenv func(string) string, out io.Writer) (
 	fs.Int64Var(&cfg.WALMaxBytes, "wal-max-bytes", 4<<30, "un-uploaded bytes allowed in the WAL while object storage is down; above it appends get 503")
 	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", 256<<20, "size of the object read cache in bytes")
 	fs.Int64Var(&cfg.ReadAheadBytes, "read-ahead-bytes", 64<<20, "node-wide budget of object bytes fetched ahead of readers (GETs in flight plus bytes fetched and not yet read)")
+	fs.BoolVar(&cfg.CachePretouch, "cache-pretouch", false, "at start, before ready, touch --read-ahead-bytes of memory for the read cache's GET buffers, so the first reads after a restart or takeover do not wait for page faults")
 	fs.DurationVar(&cfg.LongPollTimeout, "long-poll-timeout", defaultLongPollTimeout, "cap of a long-poll read")
 	fs.DurationVar(&cfg.SSETimeout, "sse-timeout", defaultSSETimeout, "cap of one SSE connection")
 	fs.Int64Var(&cfg.MaxAppendBytes, "max-append-bytes", defaultMaxAppendBytes, "largest accepted append body in bytes")

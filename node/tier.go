@@ -24,5 +24,5 @@ func openTier(ctx context.Context, cfg Config, log *slog.Logger) (*tiering.Tier,
 	if err != nil {
 		return nil, err
 	}
-	return tiering.NewTier(store, tiering.TierOptions{CacheBytes: cfg.CacheBytes, ReadAheadBytes: cfg.ReadAheadBytes, Log: log})
+	return tiering.NewTier(store, tiering.TierOptions{CacheBytes: cfg.CacheBytes, ReadAheadBytes: cfg.ReadAheadBytes, Pretouch: cfg.CachePretouch, Log: log})
 }

@@ -313,7 +313,7 @@ func BenchmarkColdReadStraddles(b *testing.B) {
 				tier.Prefetch(&refs[i+1]) // as the stream service does
 			}
 			for off := r.First; off < r.Next; {
-				pieces, err := tier.ReadBatchPieces(context.Background(), r, off, 4<<20)
+				pieces, _, err := tier.ReadBatchPieces(context.Background(), r, off, 4<<20)
 				if err != nil {
 					b.Fatal(err)
 				}

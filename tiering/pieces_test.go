@@ -31,7 +31,7 @@ func TestReadBatchPiecesUncopied(t *testing.T) {
 			}
 			ref := refs[0]
 			const page = 6 << 20 // more than one 4 MiB GET of the cache
-			pieces, err := tier.ReadBatchPieces(t.Context(), &ref, ref.First, page)
+			pieces, _, err := tier.ReadBatchPieces(t.Context(), &ref, ref.First, page)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func TestReadBatchPiecesUncopied(t *testing.T) {
 			if !bytes.Equal(data, joined) {
 				t.Fatalf("ReadBatches returned %d bytes, the pieces %d, or other bytes", len(data), len(joined))
 			}
-			again, err := tier.ReadBatchPieces(t.Context(), &ref, ref.First, page)
+			again, _, err := tier.ReadBatchPieces(t.Context(), &ref, ref.First, page)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +77,7 @@ func TestReadBatchPiecesUncopied(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			next, err := tier.ReadBatchPieces(t.Context(), &ref, last.LastOffset()+1, 1<<20)
+			next, _, err := tier.ReadBatchPieces(t.Context(), &ref, last.LastOffset()+1, 1<<20)
 			if err != nil || len(next) == 0 {
 				t.Fatalf("next page: %d pieces, %v", len(next), err)
 			}
@@ -103,7 +103,7 @@ func readAllPieces(t *testing.T, tier *Tier, ref *ObjectRef, page int) ([]byte, 
 	var got []byte
 	var split [][2]int
 	for off := ref.First; off < ref.Next; {
-		pieces, err := tier.ReadBatchPieces(t.Context(), ref, off, page)
+		pieces, _, err := tier.ReadBatchPieces(t.Context(), ref, off, page)
 		if err != nil {
 			return got, split, err
 		}

@@ -95,7 +95,12 @@ type TierOptions struct {
 	// default, 64 MiB); demand GETs in flight are bounded by the same
 	// amount. See cache.Options.
 	ReadAheadBytes int64
-	Log            *slog.Logger
+	// Pretouch fills the cache's free list of GET buffers (up to the
+	// read-ahead budget) with memory touched now, before the node says
+	// it is ready, so the first reads after a start or takeover do not
+	// fault in fresh pages (--cache-pretouch; cache.Cache.Pretouch).
+	Pretouch bool
+	Log      *slog.Logger
 }
 
 // NewTier builds the tier over store, which it owns from now on (Close
@@ -109,6 +114,11 @@ func NewTier(store objstore.Store, opts TierOptions) (*Tier, error) {
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("read cache: %w", err)
+	}
+	if opts.Pretouch {
+		start := time.Now()
+		n := c.Pretouch()
+		log.Info("read cache: GET buffers pre-touched", "bytes", n, "took", time.Since(start))
 	}
 	up := NewUploader(store, UploaderOptions{
 		// A few quick attempts per flush; the flush loop backs off further
@@ -153,10 +163,14 @@ func (t *Tier) ReadBatches(ctx context.Context, ref *ObjectRef, from int64, maxB
 // into the next (segment.Batches.Pieces; record.WalkPieces reads them).
 // A reader that writes them out as they are (an HTTP page of stored
 // batches) saves one copy of every byte of a page that spans two GETs.
-// The pieces alias the cache and must not be modified.
-func (t *Tier) ReadBatchPieces(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error) {
+// The pieces alias the cache and must not be modified. release (nil when
+// there is nothing to release) ends their loan (segment.Batches.Release):
+// the caller calls it once the pieces are written out and no longer
+// used, and the cache may then reuse their memory; a caller that never
+// calls it only keeps that memory from being reused.
+func (t *Tier) ReadBatchPieces(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) (pieces [][]byte, release func(), err error) {
 	b, err := t.read(ctx, ref, from, maxBytes, true)
-	return b.Pieces, err
+	return b.Pieces, b.Release, err
 }
 
 func (t *Tier) read(ctx context.Context, ref *ObjectRef, from int64, maxBytes int, pieces bool) (segment.Batches, error) {

@@ -146,6 +146,12 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
 		h.writeServiceError(w, r, err)
 		return
 	}
+	// A page of stored batches may lie in the block cache's memory: its
+	// loan ends once the response is written (Write has returned: the
+	// connection's buffer or the socket has the bytes) and nothing of
+	// the page is used any more. A deferred func, so it sees the page
+	// a long-poll re-read put in res.
+	defer func() { res.Release() }()
 	format, ok := h.format(w, r, res.Stream.ContentType)
 	if !ok {
 		return
@@ -162,6 +168,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, name string) {
 			return // the client left; nobody reads the answer
 		}
 		if ok {
+			res.Release() // an empty page; replaced by the next read
 			res, err = h.readPage(r.Context(), name, &p)
 			if err != nil {
 				h.writeServiceError(w, r, err)

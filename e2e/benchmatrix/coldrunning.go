@@ -39,7 +39,8 @@ func (m *matrix) coldRunningRows(ctx context.Context, run int) error {
 	// The reader keeps no record past Next, as the bare reader keeps no
 	// byte: it reads with ReuseBuffers unless PICOMQ_BENCH_FRESH_PAGES is
 	// set (to compare the client's CPU both ways).
-	fresh := os.Getenv("PICOMQ_BENCH_FRESH_PAGES") != ""
+	fresh := freshPages()
+	defer pretouchNodes()()
 	pprofFlags, pprofAddr := pprofArgs()
 	n, err := m.startNode("pico-running", append([]string{"--object-store", s3.url(prefix), "--compaction-interval", "24h"}, pprofFlags...)...)
 	if err != nil {

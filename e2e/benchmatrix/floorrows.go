@@ -35,7 +35,7 @@ func (m *matrix) coldReadFloors(ctx context.Context, run int, st objstore.Store,
 		Unit: "MB/s", Pico: "bare relay", Peer: seqPeer, Note: "the cold-read target is 1.5x this peer"})
 	m.row(benchreport.Row{ID: relayFirst, What: "the same bare relay's first pass: a fresh process, its connections to the store and its buffers new, as a restarted node's are (the cold-read row's node is restarted to empty its cache)",
 		Unit: "MB/s", Pico: "bare relay, first pass", Peer: seqPeer, Note: "the cold-read target is 1.5x this peer"})
-	m.row(benchreport.Row{ID: relayTouched, What: "the same bare relay's first pass in a fresh process that touched its read buffers before it listened: what a fresh process's first pass costs besides page faults",
+	m.row(benchreport.Row{ID: relayTouched, What: "the same bare relay's first pass in a fresh process that touched its read buffers before it listened (as a node started with --cache-pretouch has its read memory): what a fresh process's first pass costs besides page faults",
 		Unit: "MB/s", Pico: "bare relay, first pass, buffers touched", Peer: seqPeer, Note: "the cold-read target is 1.5x this peer"})
 	m.row(benchreport.Row{ID: vsRelay, What: "cold read of that stream (the row above) next to the bare relay floor",
 		Unit: "MB/s", Peer: "bare relay floor, same run"})
@@ -188,7 +188,7 @@ func (m *matrix) manyReadersFloor(ctx context.Context, run int, st objstore.Stor
 	const first, touchedRow, vsRelay = "cold-many-floor-relay-first", "cold-many-floor-relay-touched", "cold-many-vs-relay"
 	m.row(benchreport.Row{ID: first, What: fmt.Sprintf("bare relay floor of the %d readers, first pass: a fresh child process GETs each object's wanted bytes once (%d MiB-aligned ranges, %d in flight), CRC-32C, serves each stream to its own reader over loopback HTTP (%d connections), each reader checks every frame's CRC; the row's record bytes over the time to the last stream's end", manyReaders, floorRange>>20, floorGETs, manyReaders),
 		Unit: "MB/s", Pico: "bare relay, first pass", Peer: "parallel-GET floor of the same objects, same run", Note: "the cold-many target is 0.8x this peer"})
-	m.row(benchreport.Row{ID: touchedRow, What: "the same bare relay's first pass in a fresh child that touched its read buffers before it listened",
+	m.row(benchreport.Row{ID: touchedRow, What: "the same bare relay's first pass in a fresh child that touched its read buffers before it listened (as a node started with --cache-pretouch has its read memory)",
 		Unit: "MB/s", Pico: "bare relay, first pass, buffers touched", Peer: "parallel-GET floor of the same objects, same run", Note: "the cold-many target is 0.8x this peer"})
 	m.row(benchreport.Row{ID: vsRelay, What: fmt.Sprintf("%d cold readers (the cold-many row) next to the bare relay floor's first pass", manyReaders),
 		Unit: "MB/s", Peer: "bare relay, first pass, same run"})

@@ -45,7 +45,7 @@ const relayFrameHeader = 8
 func relayMain(args []string) error {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	storeURL := fs.String("store", "", "object store URL (storeurl) whose objects a GET /read relays, in key order")
-	touched := fs.Bool("touched", false, "touch the read buffers before listening")
+	touched := fs.Bool("touched", false, "touch the read buffers before listening, as a node with --cache-pretouch has its read memory")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -43,7 +43,17 @@ type BatchRead struct {
 	// append landing after the read closes it: a long-poll waits on it
 	// without polling and misses nothing.
 	Changed <-chan struct{}
+
+	// releases end the loans of cache memory Pieces lie in (Release).
+	releases []func()
 }
+
+// Release ends the loan of the block cache's memory that Pieces lie in
+// (ReadBatchPieces): the Kafka fetch calls it once the response is
+// written to the socket (or will not be), after which the cache may
+// reuse the memory. Not calling it is safe (the memory is then never
+// reused); calling it twice is harmless.
+func (b BatchRead) Release() { releaseAll(b.releases) }
 
 // ObjectPageBytes bounds a ReadBatches page read from object storage
 // (history): about one GET of the block cache (4 MiB), as a Pico read page.
@@ -69,7 +79,10 @@ func (s *Service) ReadBatches(ctx context.Context, name string, offset int64, ma
 	switch {
 	case err != nil:
 	case len(res.Pieces) == 1:
+		// Handed on as it lies: its loan is never ended (the caller has
+		// no Release), so that memory is left to the GC.
 		res.Batches = res.Pieces[0]
+		res.releases = nil
 	case len(res.Pieces) > 1:
 		n := 0
 		for _, p := range res.Pieces {
@@ -79,6 +92,8 @@ func (s *Service) ReadBatches(ctx context.Context, name string, offset int64, ma
 		for _, p := range res.Pieces {
 			res.Batches = append(res.Batches, p...)
 		}
+		res.Release() // copied
+		res.releases = nil
 	}
 	res.Pieces = nil
 	return res, err
@@ -175,18 +190,24 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 			continue
 		}
 		if err := ctx.Err(); err != nil {
+			res.Release()
 			return BatchRead{}, err
 		}
 		if c.obj != nil {
 			maxBytes = min(maxBytes, ObjectPageBytes)
 		}
 		before := next
-		pieces, err := s.chunkPieces(ctx, info.ID, c, next, maxBytes-taken, true, nil)
+		pieces, release, err := s.chunkPieces(ctx, info.ID, c, next, maxBytes-taken, true, nil)
 		if errors.Is(err, ErrObjectMissing) {
+			res.Release()
 			return BatchRead{}, err
 		}
 		if err != nil {
+			res.Release()
 			return BatchRead{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, next, err)
+		}
+		if release != nil {
+			res.releases = append(res.releases, release)
 		}
 		// The batches taken are one stretch of the pieces, handed on as
 		// they lie (object reads lend the cache's memory, a batch
@@ -214,6 +235,7 @@ func (s *Service) readBatches(ctx context.Context, st *streamState, offset int64
 			return nil
 		})
 		if werr != nil && werr != errWalkDone {
+			res.Release()
 			return BatchRead{}, fmt.Errorf("%w: stored batch of %s at offset %d: %v", ErrUnavailable, name, next, werr)
 		}
 		if from >= 0 {

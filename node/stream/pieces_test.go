@@ -21,12 +21,12 @@ type pieceCounter struct {
 	most atomic.Int64
 }
 
-func (p *pieceCounter) ReadBatchPieces(ctx context.Context, ref *stream.ObjectRef, from int64, maxBytes int) ([][]byte, error) {
-	pieces, err := p.Tier.ReadBatchPieces(ctx, ref, from, maxBytes)
+func (p *pieceCounter) ReadBatchPieces(ctx context.Context, ref *stream.ObjectRef, from int64, maxBytes int) ([][]byte, func(), error) {
+	pieces, release, err := p.Tier.ReadBatchPieces(ctx, ref, from, maxBytes)
 	if n := int64(len(pieces)); n > p.most.Load() {
 		p.most.Store(n)
 	}
-	return pieces, err
+	return pieces, release, err
 }
 
 // TestBatchesPageOverCachePieces: a page of stored batches read from an

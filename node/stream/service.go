@@ -420,6 +420,25 @@ type ReadResult struct {
 	// answered from object storage here (history needs no redirect).
 	ServedRemotely bool
 	Stream         Info
+
+	// releases end the loans of cache memory Batches lie in (Release).
+	releases []func()
+}
+
+// Release ends the loan of the block cache's memory that Batches lie in:
+// a frontend calls it once the page is written out (its Write returned)
+// and nothing of Batches, or of records decoded from them, is used any
+// more; the cache may then reuse that memory. Not calling it is safe
+// (the memory is then never reused); calling it twice is harmless.
+func (r ReadResult) Release() { releaseAll(r.releases) }
+
+// releaseAll calls every non-nil release of rs.
+func releaseAll(rs []func()) {
+	for _, release := range rs {
+		if release != nil {
+			release()
+		}
+	}
 }
 
 // Open loads every stream from the registry and replays the WAL into memory.
@@ -1715,16 +1734,23 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 			continue
 		}
 		if err := ctx.Err(); err != nil {
+			res.Release()
 			return ReadResult{}, err
 		}
 		before := res.NextOffset
-		pieces, err := s.chunkPieces(ctx, info.ID, c, res.NextOffset, maxBytes-bytes, asBatches, onePiece[:])
+		pieces, release, err := s.chunkPieces(ctx, info.ID, c, res.NextOffset, maxBytes-bytes, asBatches, onePiece[:])
 		if errors.Is(err, ErrObjectMissing) {
+			res.Release()
 			return ReadResult{}, err
 		}
 		if err != nil {
+			res.Release()
 			return ReadResult{}, fmt.Errorf("%w: read %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
 		}
+		// Records decoded straight from lent memory alias it: such a
+		// loan is never ended (the memory is left to the GC), since a
+		// caller may keep records past its Release.
+		aliased := false
 		take := func(batch [][]byte, h record.BatchHeader, _ int) error {
 			if full || h.LastOffset() < res.NextOffset {
 				return nil
@@ -1765,6 +1791,8 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 			whole := batch[0]
 			if len(batch) > 1 {
 				whole = record.Gather(make([]byte, 0, h.Size()), batch, 0, h.Size())
+			} else {
+				aliased = true
 			}
 			tmp, err := record.DecodeRecords(whole, nil)
 			if err != nil {
@@ -1793,7 +1821,12 @@ func (s *Service) readChunks(ctx context.Context, st *streamState, opts ReadOpti
 		// Verified on their way in (the segment reader checks every
 		// batch of an object, the WAL its entry's CRC): only the framing
 		// is walked here, not a second CRC pass over every byte served.
-		if err := record.WalkPieces(pieces, take); err != nil {
+		err = record.WalkPieces(pieces, take)
+		if release != nil && !aliased {
+			res.releases = append(res.releases, release)
+		}
+		if err != nil {
+			res.Release()
 			return ReadResult{}, fmt.Errorf("%w: decode %s at offset %d: %v", ErrUnavailable, name, res.NextOffset, err)
 		}
 		switch {
@@ -1862,13 +1895,14 @@ func (s *Service) prefetchNext(refs []chunk, next int64) {
 // stored batches (asBatches) from an object, as they lie in the block
 // cache (PieceReader), uncopied; otherwise one piece, in one[:1] when
 // one has room (the caller's array: a live reader's read of the batch
-// just appended then allocates no list for it).
-func (s *Service) chunkPieces(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int, asBatches bool, one [][]byte) ([][]byte, error) {
+// just appended then allocates no list for it). release, when not nil,
+// ends the loan of the cache's memory the pieces lie in (PieceReader).
+func (s *Service) chunkPieces(ctx context.Context, streamID uint64, c chunk, from int64, maxBytes int, asBatches bool, one [][]byte) (pieces [][]byte, release func(), err error) {
 	if pr, ok := s.tier.(PieceReader); ok && asBatches && c.obj != nil && !c.gap {
 		return pr.ReadBatchPieces(ctx, c.obj, max(from, c.base), max(maxBytes, 1))
 	}
 	data, err := s.chunkBatches(ctx, streamID, c, from, maxBytes)
-	return append(one[:0], data), err
+	return append(one[:0], data), nil, err
 }
 
 // chunkBatches returns whole batches of chunk c, starting with the one that

@@ -49,9 +49,12 @@ type Prefetcher interface {
 // that straddles two of the cache's GETs continues from one piece into the
 // next (record.WalkPieces reads them); a reader of stored batches that
 // writes them out as they are saves the copies a page spanning two GETs
-// costs otherwise.
+// costs otherwise. release, when not nil, ends the loan of that memory:
+// it is called once the pieces (and anything sliced from them) are no
+// longer used, after which the cache may reuse it; never calling it only
+// keeps the memory from being reused.
 type PieceReader interface {
-	ReadBatchPieces(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) ([][]byte, error)
+	ReadBatchPieces(ctx context.Context, ref *ObjectRef, from int64, maxBytes int) (pieces [][]byte, release func(), err error)
 }
 
 // UploadStream is one stream's contribution to an object.

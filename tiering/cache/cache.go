@@ -41,9 +41,18 @@
 // a catch-up are written once, by the network read, and never copied or
 // allocated again. A range that lies in two runs is copied by Slice;
 // SlicePieces lends it as one piece per run instead, for readers that can
-// carry a batch in two pieces (stored-batch pages and Kafka fetches). Sliced memory is immutable and owned by the garbage
-// collector; a run that leaves the cache stays alive exactly as long as a
-// reader still holds a slice of it.
+// carry a batch in two pieces (stored-batch pages and Kafka fetches). Sliced memory is immutable; a run that leaves the
+// cache stays alive exactly as long as a reader still holds a slice of it.
+//
+// Run buffers of one full GET are recycled: LeasePieces lends like
+// SlicePieces with a reference the reader releases once it has written
+// the bytes out, and a run that has left the cache for good with no
+// reference held goes to a bounded free list, from which the next GET
+// takes its buffer (memory already faulted in; Pretouch fills the list at
+// start). A run lent any other way (Slice, SlicePieces) escapes: the
+// garbage collector owns it, as before. Releasing early would let a GET
+// write over bytes a reader is still sending, so only readers that know
+// when their write is done lease (docs/storage.md).
 //
 // Fetched runs are kept in a small FIFO staging area as well as offered
 // to ristretto: ristretto applies writes asynchronously and may decline a
@@ -58,6 +67,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -165,6 +175,15 @@ type Options struct {
 	// own context, so a block that one reader gave up on still lands for
 	// the others.
 	FetchTimeout time.Duration
+	// PoolBytes bounds the free list of run buffers (default
+	// ReadAheadBytes; negative disables recycling). A run of FetchBlocks
+	// blocks whose memory left the cache for good, and that no reader
+	// holds (see LeasePieces), goes back here and the next GET of that
+	// size writes into it: memory already touched, not fresh pages whose
+	// first write faults (docs/benchmarks.md). Buffers beyond the bound
+	// are left to the garbage collector, so the node's memory stays within
+	// the cache and read-ahead budgets plus this.
+	PoolBytes int64
 }
 
 func (o *Options) setDefaults() {
@@ -182,6 +201,10 @@ func (o *Options) setDefaults() {
 	defaults.Set(&o.Parallelism, 64)
 	defaults.Set(&o.StagingBlocks, int(o.ReadAheadBytes/o.BlockSize)+2*o.FetchBlocks)
 	defaults.Set(&o.FetchTimeout, 30*time.Second)
+	defaults.Set(&o.PoolBytes, o.ReadAheadBytes)
+	if o.PoolBytes < 0 {
+		o.PoolBytes = 0
+	}
 }
 
 // Stats are cumulative counters.
@@ -212,6 +235,16 @@ type Stats struct {
 	// StraddleCopyBytes counts bytes Slice copied because the range asked
 	// for lay in two runs (SlicePieces lends such a range uncopied).
 	StraddleCopyBytes int64
+	// RecycledBytes counts bytes of run buffers that went back to the
+	// free list (their run left the cache and every reader released it);
+	// ReusedBytes those a GET took from it instead of new memory;
+	// PooledBytes is the free list now (at most Options.PoolBytes).
+	// EscapedRuns counts runs lent without a reference (Slice,
+	// SlicePieces): their memory is never recycled.
+	RecycledBytes int64
+	ReusedBytes   int64
+	PooledBytes   int64
+	EscapedRuns   int64
 }
 
 type blockID struct {
@@ -241,6 +274,14 @@ type run struct {
 	fetching bool          // its buffer is allocated (tests count it)
 	demand   bool          // a reader waits for it: counted in Cache.demandOpen
 	settled  bool          // finish has run: it can no longer become demand
+
+	// Recycling (guarded by Cache.mu). buf goes back to the free list
+	// once the run left the cache for good and refs is zero, unless a
+	// slice of it was ever lent without a reference (escaped).
+	pooled   bool // buf has the pool's size and may be recycled
+	escaped  bool // lent by Slice or SlicePieces: left to the GC
+	refs     int  // readers holding it: acquire to unpin or lease release
+	recycled bool // buf went back to the free list; r.buf is nil
 }
 
 func (r *run) ready() bool {
@@ -315,6 +356,12 @@ type Cache struct {
 	hits, misses, joined, prefetches, requests, fetched atomic.Int64
 	skipped, fetchWaits, yields, refetched              atomic.Int64
 	hugeAdvised, straddleCopied                         atomic.Int64
+	recycledBytes, reusedBytes, escapedRuns             atomic.Int64
+
+	// free holds run buffers of poolSize bytes for reuse (guarded by mu).
+	free      [][]byte
+	freeBytes int64
+	poolSize  int64
 }
 
 // New returns a cache over src.
@@ -329,6 +376,7 @@ func New(src Source, opts Options) (*Cache, error) {
 
 		demandFreed: make(chan struct{}),
 		demandIdle:  make(chan struct{}),
+		poolSize:    int64(opts.FetchBlocks) * opts.BlockSize,
 	}
 	close(c.demandIdle)
 	rc, err := ristretto.NewCache(&ristretto.Config[string, *run]{
@@ -369,6 +417,7 @@ func (c *Cache) Close() error {
 	c.mu.Lock()
 	clear(c.blocks)
 	c.staging = nil
+	c.free, c.freeBytes = nil, 0
 	c.mu.Unlock()
 	return nil
 }
@@ -376,7 +425,7 @@ func (c *Cache) Close() error {
 // Stats returns the counters so far.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
-	ahead := c.aheadUsed
+	ahead, pooled := c.aheadUsed, c.freeBytes
 	c.mu.Unlock()
 	return Stats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Joined: c.joined.Load(),
@@ -384,6 +433,8 @@ func (c *Cache) Stats() Stats {
 		ReadAheadBytes: ahead, ReadAheadSkipped: c.skipped.Load(), FetchWaits: c.fetchWaits.Load(),
 		ReadAheadYields: c.yields.Load(), Refetched: c.refetched.Load(),
 		HugePageAdvised: c.hugeAdvised.Load(), StraddleCopyBytes: c.straddleCopied.Load(),
+		RecycledBytes: c.recycledBytes.Load(), ReusedBytes: c.reusedBytes.Load(), PooledBytes: pooled,
+		EscapedRuns: c.escapedRuns.Load(),
 	}
 }
 
@@ -539,6 +590,119 @@ func (c *Cache) dropLocked(r *run) {
 			delete(c.blocks, id)
 		}
 	}
+	c.maybeRecycleLocked(r)
+}
+
+// maybeRecycleLocked puts r's buffer on the free list if r has left the
+// cache for good (no block maps to it, neither staged nor in ristretto),
+// no reader holds it (refs) and none ever took a slice of it without a
+// reference (escaped). Recycling earlier would let the next GET write
+// over bytes a reader is still sending: r.buf is cleared, so a reader
+// that broke the rule reads nothing rather than another object's bytes.
+func (c *Cache) maybeRecycleLocked(r *run) {
+	if !r.pooled || r.escaped || r.refs > 0 || r.staged || r.cached || r.recycled || !r.settled {
+		return
+	}
+	for i := range r.count {
+		if c.blocks[blockID{r.key, r.first + i}] == r {
+			return
+		}
+	}
+	r.recycled = true
+	buf := r.buf[:cap(r.buf)]
+	r.buf = nil
+	if c.putFreeLocked(buf) {
+		c.recycledBytes.Add(int64(len(buf)))
+	}
+}
+
+// putFreeLocked keeps buf (poolSize bytes) on the free list if the list
+// has room under PoolBytes and the memory the cache holds for reads
+// stays within MaxBytes + 3 x ReadAheadBytes (docs/configuration.md):
+// the free list only fills what the cache, the staging FIFO and demand
+// GETs leave unused of that bound (counted generously: a run both cached
+// and staged counts twice; read-ahead in flight, not counted, mostly
+// writes into buffers taken from this list). Otherwise it is left to the
+// GC.
+func (c *Cache) putFreeLocked(buf []byte) bool {
+	held := c.cachedBytes + c.stagedBlocks*c.opts.BlockSize + c.demandUsed
+	if int64(cap(buf)) != c.poolSize || c.freeBytes+c.poolSize > c.opts.PoolBytes || c.closed ||
+		held+c.freeBytes+c.poolSize > c.opts.MaxBytes+3*c.opts.ReadAheadBytes {
+		return false
+	}
+	c.free = append(c.free, buf[:cap(buf)])
+	c.freeBytes += c.poolSize
+	return true
+}
+
+// takeFreeLocked returns a buffer from the free list, or nil.
+func (c *Cache) takeFreeLocked() []byte {
+	n := len(c.free)
+	if n == 0 {
+		return nil
+	}
+	buf := c.free[n-1]
+	c.free[n-1] = nil
+	c.free = c.free[:n-1]
+	c.freeBytes -= c.poolSize
+	c.reusedBytes.Add(int64(len(buf)))
+	return buf
+}
+
+// unpin ends the hold acquire took on runs.
+func (c *Cache) unpin(runs []*run) {
+	if len(runs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	for _, r := range runs {
+		r.refs--
+		c.maybeRecycleLocked(r)
+	}
+	c.mu.Unlock()
+}
+
+// escape marks runs as lent without a reference (never recycled) and
+// ends acquire's hold on them.
+func (c *Cache) escape(runs []*run) {
+	c.mu.Lock()
+	for _, r := range runs {
+		if !r.escaped {
+			r.escaped = true
+			c.escapedRuns.Add(1)
+		}
+		r.refs--
+	}
+	c.mu.Unlock()
+}
+
+// Pretouch fills the free list up to PoolBytes with buffers of a run's
+// size, each advised for huge pages and written once per 4 KiB page, so
+// the first GETs after a start write into memory the kernel has already
+// given the process (as a JVM's AlwaysPreTouch). It returns the bytes
+// added.
+func (c *Cache) Pretouch() int64 {
+	var added int64
+	for {
+		c.mu.Lock()
+		room := !c.closed && c.freeBytes+c.poolSize <= c.opts.PoolBytes
+		c.mu.Unlock()
+		if !room || c.poolSize <= 0 {
+			return added
+		}
+		buf := make([]byte, c.poolSize)
+		c.hugeAdvised.Add(hugepage.Advise(buf))
+		for i := 0; i < len(buf); i += 4096 {
+			buf[i] = 0
+		}
+		c.mu.Lock()
+		ok := c.putFreeLocked(buf)
+		c.mu.Unlock()
+		if !ok {
+			return added
+		}
+		added += int64(len(buf))
+	}
 }
 
 // acquire returns the done run holding each block of [first, last],
@@ -552,12 +716,15 @@ func (c *Cache) dropLocked(r *run) {
 // with the rest: the batch that begins there then lies in one run and is
 // lent, not copied out of two (readers of neighbouring streams of an L0
 // object otherwise straddle each other's GETs).
-func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast int64, scan bool) ([]*run, error) {
-	runs := make([]*run, fetchLast-first+1)
+//
+// Each distinct run returned is pinned (pins): its buffer is not recycled
+// until the caller passes pins to unpin, escape, or a lease's release.
+func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast int64, scan bool) (runs, pins []*run, err error) {
+	runs = make([]*run, fetchLast-first+1)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, errors.New("cache: closed")
+		return nil, nil, errors.New("cache: closed")
 	}
 	c.retireExitedLocked()
 	refetch := int64(-1) // blocks up to this one are fetched again
@@ -619,24 +786,27 @@ func (c *Cache) acquire(ctx context.Context, key string, first, last, fetchLast 
 		}
 	}
 	flush(fetchLast + 1)
-	c.mu.Unlock()
 	runs = runs[:last-first+1]
-	var prev *run
 	for _, r := range runs {
-		if r == prev {
-			continue
+		if !slices.Contains(pins, r) {
+			r.refs++
+			pins = append(pins, r)
 		}
-		prev = r
+	}
+	c.mu.Unlock()
+	for _, r := range pins {
 		select {
 		case <-r.done:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			c.unpin(pins)
+			return nil, nil, ctx.Err()
 		}
 		if r.err != nil {
-			return nil, r.err
+			c.unpin(pins)
+			return nil, nil, r.err
 		}
 	}
-	return runs, nil
+	return runs, pins, nil
 }
 
 // copyOut copies the bytes of key from off into p from the runs holding
@@ -670,12 +840,14 @@ func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64) (in
 	}
 	bs := c.opts.BlockSize
 	first, last := off/bs, (off+int64(len(p))-1)/bs
-	runs, err := c.acquire(ctx, key, first, last, last, false)
+	runs, pins, err := c.acquire(ctx, key, first, last, last, false)
 	if err != nil {
 		return 0, err
 	}
 	n := c.copyOut(runs, first, off, p)
-	c.afterRead(key, first, last, int64(len(runs[len(runs)-1].block(last, bs))) < bs)
+	ended := int64(len(runs[len(runs)-1].block(last, bs))) < bs
+	c.unpin(pins) // copied out: nothing of the runs is kept
+	c.afterRead(key, first, last, ended)
 	if n < len(p) {
 		return n, io.EOF
 	}
@@ -690,7 +862,7 @@ func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64) (in
 // runs costs a copy of atLeast bytes (Stats.StraddleCopyBytes); a reader
 // that can take such a range in pieces uses SlicePieces instead.
 func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMost int) ([]byte, error) {
-	runs, first, last, err := c.lend(ctx, key, off, &atLeast, &atMost)
+	runs, pins, first, last, err := c.lend(ctx, key, off, &atLeast, &atMost)
 	if err != nil {
 		return nil, err
 	}
@@ -705,12 +877,14 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMos
 		lo := min(off-r.first*bs, int64(len(r.buf)))
 		n := min(int64(len(r.buf))-lo, int64(atMost))
 		out = r.buf[lo : lo+n : lo+n]
+		c.escape(pins) // lent with no way to hand it back
 	} else {
 		out = make([]byte, atLeast)
 		c.hugeAdvised.Add(hugepage.Advise(out)) // fresh memory, as a run's
 		n := c.copyOut(runs, first, off, out)
 		out = out[:n:n]
 		c.straddleCopied.Add(int64(n))
+		c.unpin(pins)
 	}
 	return out, c.lent(key, off, first, last, len(out), atLeast)
 }
@@ -724,10 +898,43 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, atLeast, atMos
 // reads of stored batches) so never copies one that straddles two runs:
 // that copy into fresh memory was most of a cold read's CPU besides the
 // network (docs/benchmarks.md).
+//
+// The runs lent are never recycled (their memory is the GC's, as Slice's);
+// LeasePieces lends with a reference instead.
 func (c *Cache) SlicePieces(ctx context.Context, key string, off int64, atLeast, atMost int) ([][]byte, error) {
-	runs, first, last, err := c.lend(ctx, key, off, &atLeast, &atMost)
+	out, pins, err := c.slicePieces(ctx, key, off, atLeast, atMost)
+	if pins != nil {
+		c.escape(pins)
+	}
+	return out, err
+}
+
+// LeasePieces lends like SlicePieces, with a reference: the pieces stay
+// the object's bytes until release is called, and the memory of their
+// runs may be reused for other GETs only after every lease of them is
+// released and the runs have left the cache. A caller calls release once
+// it no longer uses the pieces or anything sliced from them (a response
+// written to its socket); never calling it only keeps the runs from being
+// recycled. release is idempotent; it is nil when err is not io.EOF or
+// nil.
+func (c *Cache) LeasePieces(ctx context.Context, key string, off int64, atLeast, atMost int) (pieces [][]byte, release func(), err error) {
+	out, pins, err := c.slicePieces(ctx, key, off, atLeast, atMost)
+	if pins == nil {
+		return out, nil, err
+	}
+	var once atomic.Bool
+	return out, func() {
+		if once.CompareAndSwap(false, true) {
+			c.unpin(pins)
+		}
+	}, err
+}
+
+// slicePieces is SlicePieces with acquire's pins (nil on error).
+func (c *Cache) slicePieces(ctx context.Context, key string, off int64, atLeast, atMost int) ([][]byte, []*run, error) {
+	runs, pins, first, last, err := c.lend(ctx, key, off, &atLeast, &atMost)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	bs := c.opts.BlockSize
 	var out [][]byte
@@ -758,15 +965,15 @@ func (c *Cache) SlicePieces(ctx context.Context, key string, off int64, atLeast,
 		}
 		i = j
 	}
-	return out, c.lent(key, off, first, last, n, atLeast)
+	return out, pins, c.lent(key, off, first, last, n, atLeast)
 }
 
 // lend acquires the runs holding [off, off+atLeast) of key for Slice and
 // SlicePieces (normalising atLeast and atMost): runs[i] holds block
 // first+i, up to block last.
-func (c *Cache) lend(ctx context.Context, key string, off int64, atLeast, atMost *int) (runs []*run, first, last int64, err error) {
+func (c *Cache) lend(ctx context.Context, key string, off int64, atLeast, atMost *int) (runs, pins []*run, first, last int64, err error) {
 	if off < 0 {
-		return nil, 0, 0, fmt.Errorf("cache: read %q: negative offset %d", key, off)
+		return nil, nil, 0, 0, fmt.Errorf("cache: read %q: negative offset %d", key, off)
 	}
 	*atLeast = max(*atLeast, 1)
 	*atMost = max(*atMost, *atLeast)
@@ -803,11 +1010,11 @@ func (c *Cache) lend(ctx context.Context, key string, off int64, atLeast, atMost
 			fetchLast = max(fetchLast, (m/fb+1)*fb-1)
 		}
 	}
-	runs, err = c.acquire(ctx, key, from, last, fetchLast, int64(*atMost) > bs)
+	runs, pins, err = c.acquire(ctx, key, from, last, fetchLast, int64(*atMost) > bs)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, nil, 0, 0, err
 	}
-	return runs[first-from:], first, last, nil
+	return runs[first-from:], pins, first, last, nil
 }
 
 // lent records a Slice or SlicePieces of n bytes from off for read-ahead
@@ -873,7 +1080,7 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 				defer func() { <-c.sem }()
 			case <-r.promote:
 			case <-c.ctx.Done():
-				c.finish(r, nil, c.ctx.Err())
+				c.finish(r, nil, c.ctx.Err(), false)
 				return
 			}
 		} else {
@@ -881,18 +1088,28 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 			// once, their buffers are what would exhaust the node.
 			n := count * c.opts.BlockSize
 			if err := c.takeDemand(n); err != nil {
-				c.finish(r, nil, err)
+				c.finish(r, nil, err, false)
 				return
 			}
 			defer c.giveDemand(n)
 		}
+		// A run of the pool's size writes into a recycled buffer when
+		// there is one: memory already touched, no page faults.
+		size := count * c.opts.BlockSize
+		pooled := size == c.poolSize && c.opts.PoolBytes > 0
+		var buf []byte
 		c.mu.Lock()
 		r.fetching = true
+		if pooled {
+			buf = c.takeFreeLocked()
+		}
 		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(c.ctx, c.opts.FetchTimeout)
 		defer cancel()
-		buf := make([]byte, count*c.opts.BlockSize)
-		c.hugeAdvised.Add(hugepage.Advise(buf)) // before the body's first write
+		if buf == nil {
+			buf = make([]byte, size)
+			c.hugeAdvised.Add(hugepage.Advise(buf)) // before the body's first write
+		}
 		var n int64
 		var err error
 		// Read-ahead streamed into its run yields to demand between body
@@ -914,19 +1131,33 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 			err = nil // a short (or empty) run marks the end of the object
 		}
 		c.fetched.Add(n)
+		if err != nil {
+			// Not reused: whatever wrote into it is not known to be done.
+			c.finish(r, nil, err, false)
+			return
+		}
+		full := buf
 		buf = buf[:n]
 		if 2*n < int64(cap(buf)) {
 			// The object ended early in the run: keep only what arrived.
 			buf = append([]byte(nil), buf...)
+			if pooled {
+				c.mu.Lock()
+				c.putFreeLocked(full) // nobody saw it
+				c.mu.Unlock()
+			}
+			pooled = false
 		}
-		c.finish(r, buf, err)
+		c.finish(r, buf, err, pooled)
 	}()
 	return r
 }
 
 // finish completes a run: it stages it and offers it to ristretto, or on
 // error forgets it so the next reader asks the store again.
-func (c *Cache) finish(r *run, buf []byte, err error) {
+//
+// pooled says buf may go back to the free list once r is done with.
+func (c *Cache) finish(r *run, buf []byte, err error, pooled bool) {
 	bs := c.opts.BlockSize
 	c.mu.Lock()
 	c.retireExitedLocked() // the Sets of earlier runs evicted some
@@ -938,8 +1169,11 @@ func (c *Cache) finish(r *run, buf []byte, err error) {
 	case r.forgot:
 		c.releaseLocked(r)
 		r.buf = buf // for the readers already waiting; not kept
+		r.pooled = pooled
+		c.maybeRecycleLocked(r)
 	default:
 		r.buf = buf
+		r.pooled = pooled
 		if !r.prefetch {
 			// A reader waited for it (promoted read-ahead): it is read,
 			// and its bytes are the staging FIFO's to account for now.
@@ -1012,6 +1246,9 @@ func (c *Cache) Forget(key string) {
 		}
 		clear(c.staging[len(kept):])
 		c.staging = kept
+		for r := range forgotten {
+			c.maybeRecycleLocked(r)
+		}
 	}
 	delete(c.seq, key)
 }

@@ -48,6 +48,15 @@ type PieceSlicer interface {
 	SlicePieces(ctx context.Context, key string, off int64, atLeast, atMost int) ([][]byte, error)
 }
 
+// PieceLeaser is implemented by PieceSlicers that lend with a reference
+// (the block cache: LeasePieces): the pieces stay valid until release is
+// called, after which their memory may hold other bytes. The *Pieces
+// reads use it and hand the releases on in Batches.Release; release is
+// nil when err is neither nil nor io.EOF.
+type PieceLeaser interface {
+	LeasePieces(ctx context.Context, key string, off int64, atLeast, atMost int) (pieces [][]byte, release func(), err error)
+}
+
 // DefaultTailRead is how many bytes Open reads from the end of an object
 // in its first request. It covers the trailer and the footer of any
 // ordinary object (an 8 MiB object with a few thousand streams), so Open is
@@ -174,6 +183,14 @@ type Batches struct {
 	// them out (an HTTP page, a Kafka fetch) so copies nothing, where Data
 	// costs a copy of every batch that straddles two GETs.
 	Pieces [][]byte
+	// Release, set by the *Pieces reads when the source lent its memory
+	// with a reference (PieceLeaser), ends the loan: call it once Pieces
+	// and everything sliced from them are no longer used (the response
+	// written). Until then the memory is the object's bytes; after it, it
+	// may be reused for other GETs. Not calling it is safe (the memory is
+	// then never reused); it may be called more than once; nil means
+	// there is nothing to release.
+	Release func()
 }
 
 // Size returns the bytes of the batches, in Data or Pieces.
@@ -231,7 +248,7 @@ func (r *Reader) OffsetForTimestamp(ctx context.Context, stream uint64, ts int64
 	}
 	span := s.Extent
 	var found2 int64 = -1
-	_, _, err = scan(ctx, r.src, r.key, span, e.Pos, e.Offset, end, end-e.Pos, false, nil, func(_ [][]byte, bi record.BatchHeader) (bool, bool) {
+	_, _, err = scan(ctx, r.src, r.key, span, e.Pos, e.Offset, end, end-e.Pos, false, nil, nil, func(_ [][]byte, bi record.BatchHeader) (bool, bool) {
 		if bi.MaxTimestamp >= ts {
 			found2 = bi.BaseOffset
 			return false, false
@@ -371,7 +388,11 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 	// bytes read and checked, and copied when the batch straddles two
 	// GETs) was waste.
 	fits := func(n int64) bool { return out.Count == 0 || maxBytes <= 0 || size+int(n) <= maxBytes }
-	pos, base, err := scan(ctx, src, key, e, pos, base, e.End(), hint, pieces, fits, func(b [][]byte, bi record.BatchHeader) (bool, bool) {
+	var leases *[]func()
+	if pieces {
+		leases = new([]func())
+	}
+	pos, base, err := scan(ctx, src, key, e, pos, base, e.End(), hint, pieces, leases, fits, func(b [][]byte, bi record.BatchHeader) (bool, bool) {
 		n := bi.Size()
 		if bi.LastOffset() < offset {
 			at += int64(n)
@@ -393,17 +414,23 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 		out.Count++
 		return true, maxBytes <= 0 || size < maxBytes
 	})
-	if err != nil {
-		return Batches{}, 0, 0, err
+	if err == nil && out.Count == 0 {
+		err = corruptf(key, pos, "stream %d: no batch holds offset %d although the index says so", e.StreamID, offset)
 	}
-	if out.Count == 0 {
-		return Batches{}, 0, 0, corruptf(key, pos, "stream %d: no batch holds offset %d although the index says so", e.StreamID, offset)
+	if err != nil {
+		if leases != nil {
+			releaseAll(*leases) // nothing lent is returned
+		}
+		return Batches{}, 0, 0, err
 	}
 	if pieces {
 		for i, p := range parts {
 			parts[i] = p[:len(p):len(p)] // capped, as below
 		}
 		out.Pieces = parts
+		if ls := *leases; len(ls) > 0 {
+			out.Release = func() { releaseAll(ls) } // each is idempotent
+		}
 		return out, pos, base, nil
 	}
 	if len(parts) == 1 {
@@ -417,6 +444,13 @@ func readRange(ctx context.Context, src RangeReader, key string, e extent.Extent
 		}
 	}
 	return out, pos, base, nil
+}
+
+// releaseAll calls every release of ls.
+func releaseAll(ls []func()) {
+	for _, release := range ls {
+		release()
+	}
 }
 
 // adjacent reports whether b starts right where a ends and a's capacity
@@ -439,15 +473,21 @@ func adjacent(a, b []byte) bool {
 // straddles, checked (CRC included) across them and never copied
 // together. Without split a straddling batch is copied into one slice.
 // The outer slice is scan's and reused: fn copies its elements to keep
-// them.
-func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, stop, hint int64, split bool, fits func(n int64) bool, fn func([][]byte, record.BatchHeader) (consumed, more bool)) (int64, int64, error) {
+// them. With leases (and split) a PieceLeaser source lends its memory
+// with a reference: every release is appended to *leases, and the caller
+// calls them once it is done with what fn kept (also after an error).
+func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos, base, stop, hint int64, split bool, leases *[]func(), fits func(n int64) bool, fn func([][]byte, record.BatchHeader) (consumed, more bool)) (int64, int64, error) {
 	end := e.End()
 	var buf []byte
 	var bufPos int64
 	advised := false
 	psl, _ := src.(PieceSlicer)
+	pl, _ := src.(PieceLeaser)
 	if !split {
 		psl = nil
+	}
+	if !split || leases == nil {
+		pl = nil
 	}
 	var scratch [][]byte
 	// window returns [p, p+n) as pieces: from buf, or else from a new
@@ -473,6 +513,12 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 		var ps [][]byte
 		var err error
 		switch sl, ok := src.(Slicer); {
+		case pl != nil:
+			var release func()
+			ps, release, err = pl.LeasePieces(ctx, key, p, int(n), int(want))
+			if release != nil {
+				*leases = append(*leases, release)
+			}
 		case psl != nil:
 			ps, err = psl.SlicePieces(ctx, key, p, int(n), int(want))
 		case ok:
