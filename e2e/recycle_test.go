@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -62,17 +60,7 @@ func TestColdReadersOverRecycledBuffers(t *testing.T) {
 			}
 		}
 	}
-	for metric(t, n.URL, "picomq_unflushed_bytes") > 0 {
-		if ctx.Err() != nil {
-			t.Fatal("not flushed in time")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	n.stop(t)
-	if err := os.RemoveAll(filepath.Join(dir, "wal")); err != nil {
-		t.Fatal(err)
-	}
-	n.restart() // an empty cache: every read is cold
+	restartCold(ctx, t, n, dir) // an empty cache: every read is cold
 	if got := metric(t, n.URL, "picomq_cache_pooled_bytes"); got != 8<<20 {
 		t.Errorf("pooled bytes after --cache-pretouch: %v, want %d", got, 8<<20)
 	}

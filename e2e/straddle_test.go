@@ -52,17 +52,7 @@ func TestStraddlingBatchesByteEqual(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for metric(t, n.URL, "picomq_unflushed_bytes") > 0 {
-		if ctx.Err() != nil {
-			t.Fatal("not flushed in time")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	n.stop(t)
-	if err := os.RemoveAll(filepath.Join(dir, "wal")); err != nil {
-		t.Fatal(err)
-	}
-	n.restart() // an empty cache: every read is cold
+	restartCold(ctx, t, n, dir) // an empty cache: every read is cold
 	const total = batches * perBatch
 
 	// Pico pages of stored batches.
@@ -138,4 +128,22 @@ func TestStraddlingBatchesByteEqual(t *testing.T) {
 	if err != nil || seen != total {
 		t.Fatalf("the batches read hold %d of %d records: %v", seen, total, err)
 	}
+}
+
+// restartCold waits until node n (data dir dir) has flushed everything to
+// object storage, stops it, removes its WAL and starts it again: every
+// byte it then serves comes from object storage through an empty cache.
+func restartCold(ctx context.Context, t *testing.T, n *proc, dir string) {
+	t.Helper()
+	for metric(t, n.URL, "picomq_unflushed_bytes") > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("not flushed in time")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	n.stop(t)
+	if err := os.RemoveAll(filepath.Join(dir, "wal")); err != nil {
+		t.Fatal(err)
+	}
+	n.restart()
 }
