@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta/metadata"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -147,26 +148,19 @@ func (r *Registry) DeleteManifests(ctx context.Context, keys []string) error {
 // Manifests returns every manifest, in key order (per node, commit order).
 func (r *Registry) Manifests(ctx context.Context) ([]metadata.Manifest, error) {
 	var out []metadata.Manifest
-	key := r.manifestPrefix()
-	end := clientv3.GetPrefixRangeEnd(key)
-	for {
-		resp, err := r.cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(500))
+	err := r.scanPrefix(ctx, r.manifestPrefix(), 500, func() { out = out[:0] }, func(kv *mvccpb.KeyValue) error {
+		m, err := metadata.DecodeManifest(kv.Value)
 		if err != nil {
-			return nil, fmt.Errorf("meta: list manifests: %w", err)
+			return fmt.Errorf("%w: manifest %s: %v", metadata.ErrCorrupt, kv.Key, err)
 		}
-		for _, kv := range resp.Kvs {
-			m, err := metadata.DecodeManifest(kv.Value)
-			if err != nil {
-				return nil, fmt.Errorf("%w: manifest %s: %v", metadata.ErrCorrupt, kv.Key, err)
-			}
-			m.Key, m.Rev = string(kv.Key), kv.ModRevision
-			out = append(out, m)
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return out, nil
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		m.Key, m.Rev = string(kv.Key), kv.ModRevision
+		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("meta: list manifests: %w", err)
 	}
+	return out, nil
 }
 
 // MaxManifestSeq returns the highest manifest sequence number node has

@@ -55,8 +55,12 @@ type Registry struct {
 	topicsKey  string // prefix + "topics/": Kafka topic alias -> stream
 	idKey      string // prefix + "counters/stream-id"
 	pageSize   int    // AllStreams page size; bulkPageSize except in tests
-	maxTxnOps  int    // etcd's --max-txn-ops; DefaultMaxTxnOps except in tests
-	idBlock    uint64 // IDs per reservation; idBlockSize except in tests
+	// scanPage overrides scanPrefix's page size, and afterScanPage runs
+	// between its pages: tests only.
+	scanPage      int64
+	afterScanPage func()
+	maxTxnOps     int    // etcd's --max-txn-ops; DefaultMaxTxnOps except in tests
+	idBlock       uint64 // IDs per reservation; idBlockSize except in tests
 	// maxCreateTxns bounds the create transactions in flight at once;
 	// defaultCreateTxns except in tests.
 	maxCreateTxns int

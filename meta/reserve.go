@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/meta/metadata"
@@ -39,29 +40,23 @@ func (r *Registry) Reservation(ctx context.Context, id uint64) (metadata.Reserva
 func (r *Registry) Reservations(ctx context.Context) (map[uint64]metadata.Reservation, error) {
 	out := map[uint64]metadata.Reservation{}
 	prefix := r.reservePrefix()
-	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
-	for {
-		resp, err := r.cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(1000))
+	err := r.scanPrefix(ctx, prefix, 1000, func() { clear(out) }, func(kv *mvccpb.KeyValue) error {
+		id, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), prefix), 10, 64)
+		var res metadata.Reservation
+		if err == nil {
+			err = json.Unmarshal(kv.Value, &res)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("meta: list reservations: %w", err)
+			return fmt.Errorf("%w: reservation %s: %v", metadata.ErrCorrupt, kv.Key, err)
 		}
-		for _, kv := range resp.Kvs {
-			id, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), prefix), 10, 64)
-			var res metadata.Reservation
-			if err == nil {
-				err = json.Unmarshal(kv.Value, &res)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%w: reservation %s: %v", metadata.ErrCorrupt, kv.Key, err)
-			}
-			res.Rev = kv.ModRevision
-			out[id] = res
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return out, nil
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		res.Rev = kv.ModRevision
+		out[id] = res
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("meta: list reservations: %w", err)
 	}
+	return out, nil
 }
 
 // Reserve writes ops (at most MaxReserveOps) in one transaction,
