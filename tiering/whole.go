@@ -2,7 +2,6 @@ package tiering
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -33,7 +32,7 @@ func (t *Tier) ReadWholeObject(ctx context.Context, key string, size int64) (*Wh
 	}
 	data := make([]byte, size)
 	n, err := t.store.ReadAt(ctx, key, data, 0)
-	if err != nil && (!errors.Is(err, io.EOF) || n != len(data)) {
+	if err != nil && (err != io.EOF || n != len(data)) {
 		return nil, missing(fmt.Errorf("read %s (%d of %d bytes): %w", key, n, size, err))
 	}
 	return &WholeObject{key: key, data: data}, nil

@@ -1127,8 +1127,12 @@ func (c *Cache) startRunLocked(key string, first, count int64, prefetch bool) *r
 			m, err = c.src.ReadAt(ctx, key, buf, first*c.opts.BlockSize)
 			n = int64(m)
 		}
-		if errors.Is(err, io.EOF) {
-			err = nil // a short (or empty) run marks the end of the object
+		if err == io.EOF {
+			// A short (or empty) run marks the end of the object. Only
+			// the bare io.EOF says so (io.ReaderAt): an error wrapping
+			// one is a transport failure, and keeping its empty run as
+			// the object's end failed every read of the range after it.
+			err = nil
 		}
 		c.fetched.Add(n)
 		if err != nil {

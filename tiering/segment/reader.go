@@ -116,7 +116,9 @@ func readFull(ctx context.Context, src RangeReader, key string, p []byte, off in
 	if n == len(p) {
 		return nil
 	}
-	if err == nil || errors.Is(err, io.EOF) {
+	// Only the bare io.EOF means the object ended; an error wrapping one
+	// is a failed transfer, not a truncated object.
+	if err == nil || err == io.EOF {
 		return corruptf(key, off+int64(n), "object ends after %d of %d bytes read at %d (truncated)", n, len(p), off)
 	}
 	return fmt.Errorf("segment: read %q [%d, +%d): %w", key, off, len(p), err)
@@ -532,7 +534,7 @@ func scan(ctx context.Context, src RangeReader, key string, e extent.Extent, pos
 			}
 			ps = [][]byte{nb}
 		}
-		if err != nil && !errors.Is(err, io.EOF) {
+		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("segment: read %q [%d, +%d): %w", key, p, n, err)
 		}
 		// Keep only the bytes of the range, and the last piece as buf.

@@ -332,18 +332,27 @@ func (s *Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (in
 	start, want, _, ok := parseContentRange(aws.ToString(out.ContentRange))
 	if !ok {
 		// 200 with the whole object: the server ignored the range.
+		// Where it said how long the object is, a body that ends
+		// before that was cut (an error), not the object's end.
+		size := aws.ToInt64(out.ContentLength)
+		if out.ContentLength == nil || size < 0 {
+			size = -1
+		}
 		if _, err := io.CopyN(io.Discard, body, off); err != nil {
-			if errors.Is(err, io.EOF) {
+			if err == io.EOF && (size < 0 || off >= size) {
 				return 0, io.EOF
 			}
-			return 0, fmt.Errorf("objstore: read %q: %w", key, err)
+			return 0, fmt.Errorf("objstore: read %q: skipping to %d: %w", key, off, cutShort(err))
 		}
 		n, err := io.ReadFull(body, p)
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return n, io.EOF
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			if size < 0 || off+int64(n) >= size {
+				return n, io.EOF
+			}
+			return n, fmt.Errorf("objstore: read %q: body ended at %d of %d bytes: %w", key, off+int64(n), size, io.ErrUnexpectedEOF)
 		}
 		if err != nil {
-			return n, fmt.Errorf("objstore: read %q: %w", key, err)
+			return n, fmt.Errorf("objstore: read %q: %w", key, cutShort(err))
 		}
 		return n, nil
 	}
@@ -380,23 +389,41 @@ func (s *Store) ReadRange(ctx context.Context, key string, off, length int64) (i
 	start, want, _, ok := parseContentRange(aws.ToString(out.ContentRange))
 	if !ok {
 		// The server ignored the range: skip to off, stop after length.
+		// Where it said how long the object is, the body must run on to
+		// off+length or the object's end; shorter was cut.
+		size := int64(-1)
+		if out.ContentLength != nil && *out.ContentLength >= 0 {
+			size = *out.ContentLength
+		}
 		if _, err := io.CopyN(io.Discard, body, off); err != nil {
 			body.Close()
-			if errors.Is(err, io.EOF) {
+			if err == io.EOF && (size < 0 || off >= size) {
 				return io.NopCloser(strings.NewReader("")), nil
 			}
-			return nil, fmt.Errorf("objstore: read %q: %w", key, err)
+			return nil, fmt.Errorf("objstore: read %q: skipping to %d: %w", key, off, cutShort(err))
 		}
-		return struct {
-			io.Reader
-			io.Closer
-		}{io.LimitReader(body, length), body}, nil
+		if size < 0 {
+			return struct {
+				io.Reader
+				io.Closer
+			}{io.LimitReader(body, length), body}, nil
+		}
+		return &exactBody{rc: body, left: max(min(length, size-off), 0), key: key}, nil
 	}
 	if start != off || want > length {
 		body.Close()
 		return nil, fmt.Errorf("objstore: read %q: server sent range %d+%d for request %d+%d", key, start, want, off, length)
 	}
 	return &exactBody{rc: body, left: want, key: key}, nil
+}
+
+// cutShort turns an io.EOF that ended a body early into
+// io.ErrUnexpectedEOF, so nothing above takes it for the object's end.
+func cutShort(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // exactBody turns a body that ends before its Content-Range promised into
@@ -564,6 +591,15 @@ func apiError(err error) (code string, status int) {
 func (s *Store) mapErr(op, key string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("objstore: %s %q: %w", op, key, err)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// The SDK wraps a connection closed before (or while) the answer
+		// came in around io.EOF ("request send failed ...: EOF"). Passed
+		// on as it is, that reads as "the object ends here" to every
+		// io.ReaderAt caller: the block cache kept an empty GET as the
+		// object's end and reads of the range failed as a truncated,
+		// corrupt object. The cause is kept in the text, not the chain.
+		return fmt.Errorf("objstore: %s %q on %s: %w: connection closed: %v", op, key, s, objstore.ErrUnavailable, err)
 	}
 	code, status := apiError(err)
 	switch {

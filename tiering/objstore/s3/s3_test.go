@@ -2,7 +2,10 @@ package s3_test
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -116,4 +119,92 @@ func TestS3OptionsRejected(t *testing.T) {
 // than skips when MinIO is not configured.
 func TestS3Store(t *testing.T) {
 	objstoretest.Run(t, objstoretest.S3FromEnv(t))
+}
+
+// faultTransport fails GETs on command, the ways a network or a proxy
+// does: a connection closed before the answer (the error net/http gives,
+// io.EOF), or an answer that ignores the Range header and whose body ends
+// early without an error of its own (served from whole, not the store).
+type faultTransport struct {
+	mode  string // "", "drop" or "ignore-range-cut"
+	whole []byte // the object, for ignore-range-cut
+}
+
+func (f *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet || !strings.Contains(req.URL.Path, "/obj") {
+		return http.DefaultTransport.RoundTrip(req)
+	}
+	switch f.mode {
+	case "drop":
+		return nil, io.EOF
+	case "ignore-range-cut":
+		// A 200 for the whole object, the length it promises and a
+		// body that stops after 1000 bytes.
+		return &http.Response{
+			StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header:        http.Header{"Content-Length": {strconv.Itoa(len(f.whole))}, "Content-Type": {"application/octet-stream"}},
+			ContentLength: int64(len(f.whole)),
+			Body:          io.NopCloser(bytes.NewReader(f.whole[:1000])),
+			Request:       req,
+		}, nil
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// TestS3FailedReadsAreNotTheObjectsEnd: a GET that failed in transport
+// must never read as io.EOF, which an io.ReaderAt caller takes for "the
+// object ends here" (the block cache kept such a GET as the object's end;
+// the segment reader then called the object truncated, corrupt). The AWS
+// SDK wraps a connection closed before the answer around io.EOF.
+func TestS3FailedReadsAreNotTheObjectsEnd(t *testing.T) {
+	e := objstoretest.LookupS3Env(t)
+	ft := &faultTransport{}
+	s, err := s3.New(t.Context(), s3.Options{Bucket: e.Bucket, Endpoint: e.Endpoint, Region: "us-east-1", Transport: ft,
+		AccessKey: e.AccessKey, SecretKey: e.SecretKey, Prefix: "eof-" + objstoretest.RandomHex(6)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<10) // 16 KiB
+	w, err := s.Create(t.Context(), "obj", objstore.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Delete(t.Context(), "obj")
+	ft.whole = data
+	for _, mode := range []string{"drop", "ignore-range-cut"} {
+		ft.mode = mode
+		p := make([]byte, 4096)
+		n, err := s.ReadAt(t.Context(), "obj", p, 2048)
+		if err == nil || errors.Is(err, io.EOF) {
+			t.Errorf("%s: ReadAt = %d, %v; want an error that is not io.EOF", mode, n, err)
+		}
+		rc, err := s.ReadRange(t.Context(), "obj", 2048, 4096)
+		if err == nil {
+			var got []byte
+			got, err = io.ReadAll(rc) // ReadAll ends at io.EOF: a short body must end otherwise
+			rc.Close()
+			if err == nil && len(got) < 4096 {
+				err = io.EOF
+			}
+		}
+		if err == nil || errors.Is(err, io.EOF) {
+			t.Errorf("%s: ReadRange: %v; want an error that is not io.EOF", mode, err)
+		}
+		if mode == "drop" && !errors.Is(err, objstore.ErrUnavailable) {
+			t.Errorf("drop: %v, want objstore.ErrUnavailable", err)
+		}
+	}
+	// The object's real end is still io.EOF.
+	ft.mode = ""
+	p := make([]byte, 4096)
+	if n, err := s.ReadAt(t.Context(), "obj", p, int64(len(data))-100); n != 100 || err != io.EOF {
+		t.Errorf("read across the end: %d, %v; want 100, io.EOF", n, err)
+	}
 }
