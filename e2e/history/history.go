@@ -45,6 +45,7 @@ package history
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -60,6 +61,16 @@ const (
 	// Unknown: timeout, connection error, 5xx: may or may not be applied.
 	Unknown
 )
+
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "ok"
+	case Failed:
+		return "failed"
+	}
+	return "unknown"
+}
 
 // Record is one record a read returned.
 type Record struct {
@@ -376,7 +387,8 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 		}
 		for off := g.from; off < g.to && off < g.from+1<<20; off++ {
 			if val, ok := v.at[off]; ok && !lostWithOwner(g.stream, off, val) {
-				bad("%s: a read on %s was moved past [%d, %d), but offset %d holds %q", g.stream, g.node, g.from, g.to, off, clip(val))
+				bad("%s: a read on %s was moved past [%d, %d), but offset %d holds %q (%s)", g.stream, g.node, g.from, g.to, off, clip(val),
+					l.explainSeen(sent[val], v.seen[off], g.at, v.final[off] == val))
 				break
 			}
 		}
@@ -599,6 +611,31 @@ func (l *Log) ownerLossAfter(t time.Time) (time.Time, bool) {
 		best = t
 	}
 	return best, !best.IsZero()
+}
+
+// explainSeen says when a record was first seen and the skip happened,
+// whether the final reads hold it, and which faults ran around then: what
+// a gap violation needs to be told apart (a read path that skipped a
+// kept record, or a loss with no owner loss to account for it).
+func (l *Log) explainSeen(a *Append, seen, skipped time.Time, final bool) string {
+	var b strings.Builder
+	if a != nil {
+		fmt.Fprintf(&b, "appended %v by %s at %s (offset %d), ", a.Outcome, a.Node, a.End.Format("15:04:05.000"), a.Offset)
+	}
+	fmt.Fprintf(&b, "first seen %s, skipped by a read ending %s, in the final reads: %v; faults from 10s before:",
+		seen.Format("15:04:05.000"), skipped.Format("15:04:05.000"), final)
+	n := 0
+	for _, f := range l.faults {
+		if f.End.Before(seen.Add(-10*time.Second)) || f.Start.After(skipped.Add(10*time.Second)) {
+			continue
+		}
+		fmt.Fprintf(&b, " %s@%s %s-%s", f.Kind, f.Target, f.Start.Format("15:04:05.000"), f.End.Format("15:04:05.000"))
+		n++
+	}
+	if n == 0 {
+		b.WriteString(" none")
+	}
+	return b.String()
 }
 
 func clip(s string) string {
