@@ -326,6 +326,9 @@ func runSoak(t *testing.T, o soakOpts) history.Result {
 	}
 
 	res := log.Check(o.lossWindow)
+	if len(res.Violations) > 0 {
+		dumpRegistry(os.Stdout, c.etcd.Endpoint(), res.Violations)
+	}
 	if deletion != nil {
 		gc.scrape(context.Background(), urls)
 		res.GCRuns, res.GCDeleted, res.GCKnown = int(gc.runs), int(gc.deleted), true
