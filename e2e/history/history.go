@@ -470,8 +470,8 @@ func (l *Log) Check(lossWindow time.Duration) Result {
 		if missingAllowed(a) {
 			continue
 		}
-		bad("%s (%s): acknowledged record %q at offset %d (acknowledged %s) is missing from the final reads (they end at %d)",
-			a.Stream, a.Durability, clip(a.Value), a.Offset, a.End.Format("15:04:05.000"), v.finalHi)
+		bad("%s (%s): acknowledged record %q at offset %d (acknowledged %s by %s) is missing from the final reads (they end at %d)",
+			a.Stream, a.Durability, clip(a.Value), a.Offset, a.End.Format("15:04:05.000"), a.Node, v.finalHi)
 	}
 
 	// Forks: offsets below the fork point are the source's (through the
