@@ -40,6 +40,7 @@ import (
 	"github.com/PicoMQ/picomq/meta/metadata"
 	"github.com/PicoMQ/picomq/node/replication"
 	"github.com/PicoMQ/picomq/node/stream"
+	"github.com/PicoMQ/picomq/sdk/retry"
 	"github.com/PicoMQ/picomq/sdk/wire"
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/objstore"
@@ -419,10 +420,26 @@ func (n *Node) openService(ctx context.Context) (err error) {
 	n.members.onLost = n.svc.Fence
 	n.members.onResumed = n.svc.Unfence
 	n.members.onJoined = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.svc.Rejoined(ctx); err != nil {
-			n.log.Error("re-checking stream ownership after rejoin failed; staying fenced", "err", err)
+		// Until Rejoined succeeds the node stays fenced: no appends, and
+		// reads stop at what object storage holds (the streams it still
+		// holds may have been taken over). An etcd hiccup here must not
+		// leave it so for good: retry for a while.
+		backoff := retry.Policy{Initial: 200 * time.Millisecond, Max: 2 * time.Second}.Backoff()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := n.svc.Rejoined(ctx)
+			cancel()
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				n.log.Error("re-checking stream ownership after rejoin failed; staying fenced", "err", err)
+				return
+			}
+			wait := backoff.Next()
+			n.log.Warn("re-checking stream ownership after rejoin failed; retrying", "err", err, "retry_in", wait)
+			time.Sleep(wait)
 		}
 	}
 	n.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -183,6 +183,20 @@ func (s *Service) chooseRun(mine []metadata.Manifest, startOf map[uint64]int64, 
 				ok = false // another node serves it: leave this object alone
 				break
 			}
+			st.mu.Lock()
+			applied := st.uploaded
+			st.mu.Unlock()
+			if r.Next > applied {
+				// Committed but not applied here yet: a flush between
+				// its commit and its apply, or one whose commit outcome
+				// was unknown and is being retried. The stream's index
+				// still holds the range as WAL chunks, which the merged
+				// chunk cannot replace (switchToMerged), and the flush's
+				// apply would then drop the merged chunk: a hole in the
+				// owner's index over everything merged. Stop the run.
+				ok = false
+				break
+			}
 			sp, seen := ends[r.StreamID]
 			if !seen {
 				sp, seen = lastNext[r.StreamID]
@@ -339,22 +353,36 @@ func (s *Service) switchToMerged(ids []uint64, byID map[uint64]*ObjectRef, oldOb
 			continue
 		}
 		st.mu.Lock()
-		nc := make([]chunk, 0, len(st.chunks))
-		inserted := false
-		for _, c := range st.chunks {
-			if c.obj != nil && oldObjects[c.obj.Key] && c.base >= r.First && c.next <= r.Next {
-				if !inserted {
-					nc = append(nc, chunk{base: r.First, next: r.Next, obj: r})
-					inserted = true
-				}
-				continue
-			}
-			nc = append(nc, c)
+		if i, j, ok := mergedSpan(st.chunks, r, oldObjects); ok {
+			nc := make([]chunk, 0, len(st.chunks)-(j-i)+1)
+			nc = append(nc, st.chunks[:i]...)
+			nc = append(nc, chunk{base: r.First, next: r.Next, obj: r})
+			st.chunks = append(nc, st.chunks[j:]...)
+			st.checkInvariantsLocked()
 		}
-		st.chunks = nc
-		st.checkInvariantsLocked()
+		// Otherwise the index keeps the replaced objects' chunks: they
+		// stay readable for DeleteDelay, and a read after that meets a
+		// missing object and rebuilds the index from the manifests.
 		st.mu.Unlock()
 	}
+}
+
+// mergedSpan finds the chunks [i, j) of chunks that the merged range r
+// replaces: consecutive chunks of the replaced objects covering exactly
+// [r.First, r.Next). ok is false when the index does not hold the range
+// that way (part of it not applied yet, or already switched), so that
+// replacing would leave a hole or an overlap.
+func mergedSpan(chunks []chunk, r *ObjectRef, oldObjects map[string]bool) (i, j int, ok bool) {
+	i = sort.Search(len(chunks), func(k int) bool { return chunks[k].next > r.First })
+	at := r.First
+	for j = i; j < len(chunks) && at < r.Next; j++ {
+		c := chunks[j]
+		if c.base != at || c.obj == nil || !oldObjects[c.obj.Key] || c.next > r.Next {
+			return 0, 0, false
+		}
+		at = c.next
+	}
+	return i, j, at == r.Next && j > i
 }
 
 // deleteLater deletes the replaced objects after delay, so that reads

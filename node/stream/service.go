@@ -177,9 +177,12 @@ type Service struct {
 	refChanges atomic.Int64
 	failed     error // sticky: set when the WAL failed; every later append fails
 	fenced     error // set while the node has no live etcd lease
-	closed     bool
-	bufPool    sync.Pool
-	life       lifeSet // streams that can expire (lifecycle.go)
+	// fencedNow mirrors fenced != nil for readers that hold a stream's
+	// lock (s.mu is never taken under st.mu): readableEnd.
+	fencedNow atomic.Bool
+	closed    bool
+	bufPool   sync.Pool
+	life      lifeSet // streams that can expire (lifecycle.go)
 
 	tier      Tier
 	tcfg      TierConfig
@@ -1508,6 +1511,12 @@ func (s *Service) leaseHeld() error {
 	if sess := s.tcfg.Session(); sess == nil || !sess.Valid() {
 		return fmt.Errorf("%w: this node's etcd lease may have expired; not acknowledging writes", ErrUnavailable)
 	}
+	if s.fencedNow.Load() {
+		// A new session may already be Valid while Rejoined has not yet
+		// dropped the streams taken over meanwhile: until it has, this
+		// node's un-uploaded tails may be other owners' gaps.
+		return fmt.Errorf("%w: this node lost its etcd lease and has not re-checked its streams yet", ErrUnavailable)
+	}
 	return nil
 }
 
@@ -1521,7 +1530,9 @@ func (s *Service) waitError(name string, err error, ctx context.Context) error {
 
 // readableEnd is where reads of st stop: its high watermark, or, while this
 // node's lease may have expired (a paused owner that just resumed, whose
-// streams another node may have taken over), what object storage holds:
+// streams another node may have taken over) or it has not yet re-checked
+// its streams after losing it (fenced until Rejoined), what object
+// storage holds:
 // the un-uploaded tail may be lost with this node, and a reader must not
 // be shown records whose offsets the new owner leaves a gap. st.mu held.
 func (s *Service) readableEnd(st *streamState) int64 {

@@ -787,6 +787,7 @@ func (s *Service) fence(err error) {
 	first := s.fenced == nil
 	if first {
 		s.fenced = err
+		s.fencedNow.Store(true)
 		s.cfg.Logger.Error("node lease lost; refusing appends until it rejoins", "err", err)
 	}
 	streams := s.loadedLocked()
@@ -803,6 +804,7 @@ func (s *Service) fence(err error) {
 func (s *Service) Unfence() {
 	s.mu.Lock()
 	s.fenced = nil
+	s.fencedNow.Store(false)
 	s.mu.Unlock()
 }
 
@@ -830,13 +832,28 @@ func (s *Service) refreshObjects(ctx context.Context, st *streamState) error {
 		st.chunks = fresh.chunks
 		return nil
 	}
+	// The listing's chunks up to where both it and this node's index
+	// reach, then the index's own from there: a flush that committed
+	// after the listing was read ends beyond the listing, and splicing at
+	// st.uploaded instead left its range in neither (a hole readers were
+	// moved past).
+	cut := min(fresh.next, st.uploaded)
 	var objs []chunk
+	end := logStart(info)
 	for _, c := range fresh.chunks {
-		if c.next <= st.uploaded {
-			objs = append(objs, c)
+		if c.next > cut {
+			break
 		}
+		objs = append(objs, c)
+		end = c.next
 	}
-	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].base >= st.uploaded })
+	i := sort.Search(len(st.chunks), func(i int) bool { return st.chunks[i].next > end })
+	if i < len(st.chunks) && st.chunks[i].base != end {
+		// The index has no chunk boundary where the listing's stop: keep
+		// it as it is (the read fails as unavailable and is retried).
+		return fmt.Errorf("%w: %s: the manifests and this node's index of the stream disagree at offset %d", ErrUnavailable, info.Name, end)
+	}
 	st.chunks = append(objs, st.chunks[i:]...)
+	st.checkInvariantsLocked()
 	return nil
 }
