@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/PicoMQ/picomq/meta/metadata"
+	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/sdk/retry"
 	"github.com/PicoMQ/picomq/tiering"
 	"github.com/PicoMQ/picomq/tiering/extent"
@@ -642,7 +643,36 @@ func (s *Service) flushBatches(items []flushItem) ([]flushItem, []UploadStream, 
 	if err != nil {
 		return nil, nil, 0, false, fmt.Errorf("flush: read WAL: %w", err)
 	}
+	for k := range ups {
+		if err := coversExactly(ups[k]); err != nil {
+			// Committing it would put a manifest in etcd that names
+			// offsets its object does not hold: readers would be moved
+			// past them and they would be lost for good. Fail loudly;
+			// the data stays in the WAL.
+			return nil, nil, 0, false, fmt.Errorf("flush: stream %s: %w", items[k].st.info.Name, err)
+		}
+	}
 	return items, ups, size, capped, nil
+}
+
+// coversExactly checks that u's batches are consecutive and hold exactly
+// the offsets [u.First, u.Next) its manifest entry will claim.
+func coversExactly(u UploadStream) error {
+	at := u.First
+	for _, b := range u.Batches {
+		h, err := record.ParseHeader(b)
+		if err != nil {
+			return fmt.Errorf("a WAL batch of the range [%d, %d): %w", u.First, u.Next, err)
+		}
+		if h.BaseOffset != at {
+			return fmt.Errorf("the index's WAL chunks of [%d, %d) jump from offset %d to %d", u.First, u.Next, at, h.BaseOffset)
+		}
+		at = h.LastOffset() + 1
+	}
+	if at != u.Next {
+		return fmt.Errorf("the index's WAL chunks of [%d, %d) end at %d", u.First, u.Next, at)
+	}
+	return nil
 }
 
 // flushRefs matches the uploaded ranges to the items, adds each item's
