@@ -68,7 +68,9 @@ func dumpRegistry(w io.Writer, endpoint string, violations []string) {
 					e.First, e.Next, m.Node, m.Seq, m.Level, m.Object, e.Length, e.Offset, m.CreatedAt.Format("15:04:05.000"), len(e.State))})
 			}
 		}
-		sort.Slice(es, func(i, j int) bool { return es[i].first < es[j].first || (es[i].first == es[j].first && es[i].next < es[j].next) })
+		sort.Slice(es, func(i, j int) bool {
+			return es[i].first < es[j].first || (es[i].first == es[j].first && es[i].next < es[j].next)
+		})
 		for i, e := range es {
 			if i == 400 {
 				fmt.Fprintf(w, "  … and %d more\n", len(es)-400)
