@@ -283,8 +283,28 @@ func (r *Registry) Resume(ctx context.Context, old *Session) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("meta: lease time-to-live: %w", err)
 	}
-	if ttl.TTL <= 0 {
+	if ttl.TTL < 0 {
 		return nil, metadata.ErrLeaseLost
+	}
+	granted := ttl.GrantedTTL
+	// The lease had ttl.TTL seconds left when asked (or later): count it
+	// as renewed that much less than a full TTL before then.
+	renewed := asked.Add(time.Duration(ttl.TTL-ttl.GrantedTTL) * time.Second)
+	if ttl.TTL == 0 {
+		// etcd rounds the time left down to whole seconds: 0 is a lease
+		// still alive for less than a second, not a lost one. Taking it
+		// for lost made the node join afresh, wait for this very lease to
+		// expire, and let other nodes take its streams over after a
+		// short etcd outage. Renew it now instead.
+		sent := time.Now()
+		ka, err := r.cli.KeepAliveOnce(ctx, old.lease)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && ka.TTL <= 0) {
+			return nil, metadata.ErrLeaseLost
+		}
+		if err != nil {
+			return nil, fmt.Errorf("meta: renew lease: %w", err)
+		}
+		granted, renewed = ka.TTL, sent
 	}
 	g, err := r.cli.Get(ctx, old.key)
 	if err != nil {
@@ -293,10 +313,7 @@ func (r *Registry) Resume(ctx context.Context, old *Session) (*Session, error) {
 	if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != old.createRev || clientv3.LeaseID(g.Kvs[0].Lease) != old.lease {
 		return nil, metadata.ErrLeaseLost
 	}
-	// The lease had ttl.TTL seconds left when asked (or later): count it
-	// as renewed that much less than a full TTL before then.
-	renewed := asked.Add(time.Duration(ttl.TTL-ttl.GrantedTTL) * time.Second)
-	return r.keepAlive(old.lease, old.key, old.createRev, ttl.GrantedTTL, renewed), nil
+	return r.keepAlive(old.lease, old.key, old.createRev, granted, renewed), nil
 }
 
 // sessionOf is the Session behind a lease that a caller holds as a

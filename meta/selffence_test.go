@@ -148,6 +148,22 @@ func sessionThroughFreezer(t *testing.T, ttl time.Duration) (context.Context, *m
 // resuming: otherwise etcd expires a lease the node had just resumed, the
 // member key goes, and other nodes take its streams over.
 func TestResumedSessionRenewsBeforeItsLeaseRunsOut(t *testing.T) {
+	testResumeWithLeft(t, 1)
+}
+
+// TestResumeWithUnderASecondLeft: etcd rounds a lease's time left down to
+// whole seconds, so a lease alive for less than a second reads as 0 left.
+// Resume must renew it, not take it for lost: a node that joins afresh
+// waits for that very lease to expire, and other nodes take its streams
+// over after an etcd outage no node died in.
+func TestResumeWithUnderASecondLeft(t *testing.T) {
+	testResumeWithLeft(t, 0)
+}
+
+// testResumeWithLeft resumes a session whose keep-alive loop gave up
+// while etcd kept its lease, once etcd gives the lease at most left
+// seconds, and checks the resumed session keeps the lease.
+func testResumeWithLeft(t *testing.T, left int64) {
 	const ttl = 6 * time.Second
 	ctx, sess, fr, direct := sessionThroughFreezer(t, ttl)
 	ttlLeft := func() int64 { return leaseTTL(t, ctx, direct, sess) }
@@ -162,9 +178,10 @@ func TestResumedSessionRenewsBeforeItsLeaseRunsOut(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	fr.Set(true)
-	// Resume once the lease has between 1 and 2 seconds left (less than
-	// the keep-alive interval of TTL/3 = 2s).
-	for ttlLeft() > 1 {
+	// Resume once the lease has at most left seconds (1: between 1 and
+	// 2 seconds, less than the keep-alive interval of TTL/3 = 2s; 0:
+	// under a second).
+	for ttlLeft() > left {
 		if time.Now().After(deadline) {
 			t.Fatal("the lease never ran down")
 		}
