@@ -270,15 +270,25 @@ func (s *Service) adopt(ctx context.Context, m metadata.Stream) (*streamState, e
 		return st, nil
 	}
 	st := s.insertLocked(m)
+	// Locked before anyone can find it (s.mu then st.mu, the usual
+	// order): a request that finds the stream in the maps waits for it to
+	// be built instead of appending to an empty state.
+	st.mu.Lock()
 	replicated := s.replicatedRecord(m)
 	if replicated {
 		st.moving = true // no append until the copies are in (adoptCopies)
 	}
 	s.mu.Unlock()
-	st.mu.Lock()
 	defer st.mu.Unlock()
-	if err := st.applyPieces(indexManifests(ms)[m.ID]); err != nil {
+	// abandon drops a half-built stream: an append already waiting for it
+	// gets a retryable "moving" answer and is routed afresh next time,
+	// never appending at offsets the reservation below was to move past.
+	abandon := func() {
+		st.moving = true
 		s.unloadLocked(st)
+	}
+	if err := st.applyPieces(indexManifests(ms)[m.ID]); err != nil {
+		abandon()
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	if replicated {
@@ -287,7 +297,7 @@ func (s *Service) adopt(ctx context.Context, m metadata.Stream) (*streamState, e
 		st.mu.Lock()
 		st.moving = false
 		if err != nil {
-			s.unloadLocked(st)
+			abandon()
 			return nil, err
 		}
 	}
@@ -297,7 +307,7 @@ func (s *Service) adopt(ctx context.Context, m metadata.Stream) (*streamState, e
 		// over, can no longer extend it.
 		res, err := s.resv.Reservation(ctx, m.ID)
 		if err != nil {
-			s.unloadLocked(st)
+			abandon()
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		st.startReservation(s.lostDisk(res))
