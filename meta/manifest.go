@@ -148,7 +148,7 @@ func (r *Registry) DeleteManifests(ctx context.Context, keys []string) error {
 // Manifests returns every manifest, in key order (per node, commit order).
 func (r *Registry) Manifests(ctx context.Context) ([]metadata.Manifest, error) {
 	var out []metadata.Manifest
-	err := r.scanPrefix(ctx, r.manifestPrefix(), 500, func() { out = out[:0] }, func(kv *mvccpb.KeyValue) error {
+	err := r.scanPrefix(ctx, r.manifestPrefix(), 500, 500, func() { out = out[:0] }, func(kv *mvccpb.KeyValue) error {
 		m, err := metadata.DecodeManifest(kv.Value)
 		if err != nil {
 			return fmt.Errorf("%w: manifest %s: %v", metadata.ErrCorrupt, kv.Key, err)

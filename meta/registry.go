@@ -3,13 +3,11 @@ package meta
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/PicoMQ/picomq/meta/metadata"
@@ -24,9 +22,6 @@ const DefaultPrefix = "/picomq/"
 // more get MaxListLimit streams and more=true, so pagination stays correct.
 const MaxListLimit = 1000
 
-// allStreamsRestarts bounds how often AllStreams starts over after the
-// revision it was reading at got compacted away.
-const allStreamsRestarts = 5
 
 // bulkPageSize is the first page of AllStreams and EachStream; each
 // further page is twice the one before, up to bulkPageGrowth times the
@@ -544,45 +539,17 @@ func (r *Registry) AllStreams(ctx context.Context) ([]metadata.Stream, error) {
 // what it gathered. An error of fn ends the scan and is returned. Used at
 // node start to rebuild in-memory state.
 func (r *Registry) EachStream(ctx context.Context, start func(), fn func(metadata.Stream) error) error {
-	for restart := 0; ; restart++ {
-		start()
-		err := r.eachAtOneRevision(ctx, fn)
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, rpctypes.ErrCompacted) && restart < allStreamsRestarts {
-			continue
-		}
-		return fmt.Errorf("meta: all streams: %w", err)
-	}
-}
-
-func (r *Registry) eachAtOneRevision(ctx context.Context, fn func(metadata.Stream) error) error {
-	var (
-		after string
-		rev   int64
-		limit = r.pageSize
-	)
-	for ; ; limit = min(2*limit, bulkPageGrowth*r.pageSize) {
-		resp, err := r.page(ctx, "", after, limit, rev)
-		if err != nil || resp == nil {
+	err := r.scanPrefix(ctx, r.streamsKey, int64(r.pageSize), int64(bulkPageGrowth*r.pageSize), start, func(kv *mvccpb.KeyValue) error {
+		s, err := r.decodeStream(kv)
+		if err != nil {
 			return err
 		}
-		rev = resp.Header.Revision
-		for _, kv := range resp.Kvs {
-			s, err := r.decodeStream(kv)
-			if err != nil {
-				return err
-			}
-			if err := fn(s); err != nil {
-				return err
-			}
-			after = s.Name
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return nil
-		}
+		return fn(s)
+	})
+	if err != nil {
+		return fmt.Errorf("meta: all streams: %w", err)
 	}
+	return nil
 }
 
 func (r *Registry) decodeStream(kv *mvccpb.KeyValue) (metadata.Stream, error) {

@@ -40,7 +40,7 @@ func (r *Registry) Reservation(ctx context.Context, id uint64) (metadata.Reserva
 func (r *Registry) Reservations(ctx context.Context) (map[uint64]metadata.Reservation, error) {
 	out := map[uint64]metadata.Reservation{}
 	prefix := r.reservePrefix()
-	err := r.scanPrefix(ctx, prefix, 1000, func() { clear(out) }, func(kv *mvccpb.KeyValue) error {
+	err := r.scanPrefix(ctx, prefix, 1000, 1000, func() { clear(out) }, func(kv *mvccpb.KeyValue) error {
 		id, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), prefix), 10, 64)
 		var res metadata.Reservation
 		if err == nil {

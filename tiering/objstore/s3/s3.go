@@ -334,10 +334,7 @@ func (s *Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (in
 		// 200 with the whole object: the server ignored the range.
 		// Where it said how long the object is, a body that ends
 		// before that was cut (an error), not the object's end.
-		size := aws.ToInt64(out.ContentLength)
-		if out.ContentLength == nil || size < 0 {
-			size = -1
-		}
+		size := wholeSize(out)
 		if _, err := io.CopyN(io.Discard, body, off); err != nil {
 			if err == io.EOF && (size < 0 || off >= size) {
 				return 0, io.EOF
@@ -391,10 +388,7 @@ func (s *Store) ReadRange(ctx context.Context, key string, off, length int64) (i
 		// The server ignored the range: skip to off, stop after length.
 		// Where it said how long the object is, the body must run on to
 		// off+length or the object's end; shorter was cut.
-		size := int64(-1)
-		if out.ContentLength != nil && *out.ContentLength >= 0 {
-			size = *out.ContentLength
-		}
+		size := wholeSize(out)
 		if _, err := io.CopyN(io.Discard, body, off); err != nil {
 			body.Close()
 			if err == io.EOF && (size < 0 || off >= size) {
@@ -415,6 +409,15 @@ func (s *Store) ReadRange(ctx context.Context, key string, off, length int64) (i
 		return nil, fmt.Errorf("objstore: read %q: server sent range %d+%d for request %d+%d", key, start, want, off, length)
 	}
 	return &exactBody{rc: body, left: want, key: key}, nil
+}
+
+// wholeSize is the object's size as a GET answered with the whole
+// object says (its Content-Length), or -1 when it does not say.
+func wholeSize(out *awss3.GetObjectOutput) int64 {
+	if out.ContentLength == nil || *out.ContentLength < 0 {
+		return -1
+	}
+	return *out.ContentLength
 }
 
 // cutShort turns an io.EOF that ended a body early into
