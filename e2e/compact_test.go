@@ -302,12 +302,12 @@ func TestCompactionKill9(t *testing.T) {
 		}) {
 			t.Fatalf("round %d: no compaction run within 30 s", round)
 		}
-		proxy.set(proxySlow, 100*time.Millisecond)
+		proxy.Set(proxySlow, 100*time.Millisecond)
 		time.Sleep(time.Duration(1000+rand.IntN(2000)) * time.Millisecond) // where in the slowed runs the kill lands, not a wait for a condition
 		n.Kill()
 		cancel()
 		wg.Wait()
-		proxy.set(proxyPass, 0)
+		proxy.Set(proxyPass, 0)
 		n.restart()
 		recs := readAll(t, n.URL, "/kv/crash")
 		byKey := map[string]jsonRecord{}

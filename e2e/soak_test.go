@@ -380,14 +380,14 @@ func injectFault(t *testing.T, c *cluster, n *clusterNode, f *history.Fault, rng
 		f.Target, f.StallsFlush = "object storage", true
 		switch f.Kind {
 		case "minio-down":
-			c.proxy.set(proxyDown, 0)
+			c.proxy.Set(proxyDown, 0)
 		case "minio-500":
-			c.proxy.set(proxy500, 0)
+			c.proxy.Set(proxy500, 0)
 		default:
-			c.proxy.set(proxySlow, between(500*time.Millisecond, 2*time.Second))
+			c.proxy.Set(proxySlow, between(500*time.Millisecond, 2*time.Second))
 		}
 		time.Sleep(between(2*time.Second, 6*time.Second))
-		c.proxy.set(proxyPass, 0)
+		c.proxy.Set(proxyPass, 0)
 	case "machine-lost":
 		// The machine is replaced: kill -9, its disk gone, the node back
 		// with the same id and an empty data dir, sometimes within its

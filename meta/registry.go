@@ -22,7 +22,6 @@ const DefaultPrefix = "/picomq/"
 // more get MaxListLimit streams and more=true, so pagination stays correct.
 const MaxListLimit = 1000
 
-
 // bulkPageSize is the first page of AllStreams and EachStream; each
 // further page is twice the one before, up to bulkPageGrowth times the
 // first. etcd counts every key from a page's start to the end of the

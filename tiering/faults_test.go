@@ -4,83 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
-	"log"
 	"math/rand/v2"
-	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/PicoMQ/picomq/internal/faultproxy"
 	"github.com/PicoMQ/picomq/record"
 	"github.com/PicoMQ/picomq/tiering/objstore/objstoretest"
 	"github.com/PicoMQ/picomq/tiering/objstore/storeurl"
 	"github.com/PicoMQ/picomq/tiering/segment"
 	"github.com/PicoMQ/picomq/tiering/segment/segmenttest"
 )
-
-// Fault modes of faultyS3.
-const (
-	s3Pass  int32 = iota
-	s3Down        // the connection is closed without an answer
-	s3Error       // 500 InternalError
-	s3Slow        // held, then forwarded
-	s3Cut         // forwarded, the body cut off after a few KiB
-)
-
-// faultyS3 is an HTTP proxy in front of MinIO that fails requests on
-// command, the ways an object store does across a network.
-type faultyS3 struct {
-	rp   *httputil.ReverseProxy
-	mode atomic.Int32
-}
-
-func (p *faultyS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch p.mode.Load() {
-	case s3Down:
-		panic(http.ErrAbortHandler)
-	case s3Error:
-		w.Header().Set("Content-Type", "application/xml")
-		w.WriteHeader(http.StatusInternalServerError)
-		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>injected</Message></Error>`)
-		return
-	case s3Slow:
-		select {
-		case <-time.After(time.Duration(50+rand.IntN(400)) * time.Millisecond):
-		case <-r.Context().Done():
-			return
-		}
-	case s3Cut:
-		if r.Method == http.MethodGet {
-			p.rp.ServeHTTP(&cutWriter{ResponseWriter: w, left: 1 + rand.IntN(64<<10)}, r)
-			return
-		}
-	}
-	p.rp.ServeHTTP(w, r)
-}
-
-// cutWriter passes the headers and the first left bytes of a body on,
-// then aborts the connection.
-type cutWriter struct {
-	http.ResponseWriter
-	left int
-}
-
-func (c *cutWriter) Write(b []byte) (int, error) {
-	if len(b) > c.left {
-		_, _ = c.ResponseWriter.Write(b[:c.left])
-		if f, ok := c.ResponseWriter.(http.Flusher); ok {
-			f.Flush()
-		}
-		panic(http.ErrAbortHandler)
-	}
-	c.left -= len(b)
-	return c.ResponseWriter.Write(b)
-}
 
 // TestReadsThroughStoreFaults reads stored batches through the block
 // cache while the object store in front of it drops connections, answers
@@ -93,19 +29,11 @@ func TestReadsThroughStoreFaults(t *testing.T) {
 	env := objstoretest.LookupS3Env(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", env.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", env.SecretKey)
-	target, err := url.Parse(env.Endpoint)
+	proxy, err := faultproxy.Start(env.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := &faultyS3{rp: httputil.NewSingleHostReverseProxy(target)}
-	proxy.rp.ErrorLog = log.New(io.Discard, "", 0)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() { _ = proxy.Close() })
 
 	prefix := "faults-" + objstoretest.RandomHex(8)
 	direct, err := storeurl.Open(t.Context(), env.URL(prefix))
@@ -113,7 +41,7 @@ func TestReadsThroughStoreFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxied := env
-	proxied.Endpoint = "http://" + ln.Addr().String()
+	proxied.Endpoint = proxy.URL()
 	viaProxy, err := storeurl.Open(t.Context(), proxied.URL(prefix))
 	if err != nil {
 		t.Fatal(err)
@@ -202,15 +130,15 @@ func TestReadsThroughStoreFaults(t *testing.T) {
 			}
 		}()
 	}
-	modes := []int32{s3Pass, s3Down, s3Error, s3Slow, s3Cut}
+	modes := []faultproxy.Mode{faultproxy.Pass, faultproxy.Down, faultproxy.Error, faultproxy.Slow, faultproxy.Cut}
 	for ctx.Err() == nil {
-		proxy.mode.Store(modes[rand.IntN(len(modes))])
+		proxy.Set(modes[rand.IntN(len(modes))], time.Duration(50+rand.IntN(400))*time.Millisecond)
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Duration(50+rand.IntN(250)) * time.Millisecond):
 		}
 	}
-	proxy.mode.Store(s3Pass)
+	proxy.Set(faultproxy.Pass, 0)
 	wg.Wait()
 	t.Logf("%d pages read, %d reads failed under faults", reads.Load(), failed.Load())
 	if err, _ := corrupt.Load().(error); err != nil {
