@@ -61,6 +61,9 @@ type sessionNode struct {
 	// manifests (a slow etcd).
 	manifests stream.Manifests
 	fresh     bool // the WAL is new: the node's disk was lost (Config.FreshLog)
+	// cluster, if set, stands between the service and the registry's
+	// ownership and reservation calls (a failing etcd read).
+	cluster stream.Cluster
 }
 
 func startSessionNode(t *testing.T, reg *meta.Registry, tier stream.Tier, id string) *sessionNode {
@@ -82,7 +85,7 @@ func (n *sessionNode) open(t *testing.T, reg *meta.Registry, tier stream.Tier) {
 		t.Fatal(err)
 	}
 	n.svc, err = stream.Open(ctx, stream.Config{
-		NodeID: n.id, Cluster: reg, DefaultDurability: stream.DurabilityObject, FreshLog: n.fresh,
+		NodeID: n.id, Cluster: n.clusterOr(reg), DefaultDurability: stream.DurabilityObject, FreshLog: n.fresh,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Tier:   stream.TierConfig{Tier: tier, Manifests: n.manifestsOr(reg), Session: func() metadata.Lease { return meta.LeaseOf(n.sess.Load()) }, SealMaxAge: 20 * time.Millisecond},
 	}, w, reg)
@@ -97,6 +100,13 @@ func (n *sessionNode) open(t *testing.T, reg *meta.Registry, tier stream.Tier) {
 		once.Do(func() { cancel(); <-done; n.svc.Close(); w.Close() })
 	}
 	t.Cleanup(n.stop)
+}
+
+func (n *sessionNode) clusterOr(reg *meta.Registry) stream.Cluster {
+	if n.cluster != nil {
+		return n.cluster
+	}
+	return reg
 }
 
 func (n *sessionNode) manifestsOr(reg *meta.Registry) stream.Manifests {
