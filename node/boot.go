@@ -129,6 +129,11 @@ func (n *Node) untilAvailable(ctx context.Context, what string, retryable func(e
 	b.MaxInterval = 15 * time.Second
 	attempt := 0
 	var last error
+	if n.boot != nil {
+		// /readyz names the dependency from the first attempt on, not
+		// only after it failed (an etcd dial can take seconds to fail).
+		n.boot.setWaiting(what + " (attempt 1)")
+	}
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		attempt++
 		last = op(ctx)
