@@ -120,6 +120,15 @@ func TestLocalClusterRollingUpgrade(t *testing.T) {
 	oldBin, oldDesc := upgradeFrom(t, script)
 	t.Logf("upgrading from %s", oldDesc)
 	dir := t.TempDir()
+	if keep := os.Getenv("PICOMQ_E2E_LOG_DIR"); keep != "" {
+		// The nodes' own logs, to see what a producer's pause was.
+		t.Cleanup(func() {
+			dst := filepath.Join(keep, t.Name())
+			if err := os.CopyFS(dst, os.DirFS(filepath.Join(dir, "logs"))); err != nil {
+				t.Logf("keeping the cluster's logs: %v", err)
+			}
+		})
+	}
 	// One free block: nodes r+1..r+3, Kafka r+5..r+7, etcd r+9..r+10, MinIO r+12..r+13.
 	r := freeRange(t, 13)
 	base, kafka, etcdPort, minioPort := r, r+4, r+9, r+12

@@ -28,6 +28,10 @@ func handleProduce(s *Server, ctx context.Context, cc *connState, kreq kmsg.Requ
 	return s.startProduce(ctx, cc, kreq.(*kmsg.ProduceRequest)).finish(), nil
 }
 
+// unboundedProduceTimeout bounds a produce that names no timeout of its
+// own (TimeoutMillis 0 or less): Kafka's request.timeout.ms default.
+const unboundedProduceTimeout = 30 * time.Second
+
 // produceCall is a produce request whose batches are submitted and whose
 // response waits for their durability (finish). A connection submits the
 // next produce while this one waits (serveConn), so pipelined produces of
@@ -53,9 +57,13 @@ func (s *Server) startProduce(ctx context.Context, cc *connState, req *kmsg.Prod
 	pc := producePool.Get().(*produceCall)
 	pc.srv, pc.req = s, req
 	pc.resp = req.ResponseKind().(*kmsg.ProduceResponse)
+	// ctx outlasts the connection (serveConn), so the produce is bounded
+	// here: by the client's timeout, or unboundedProduceTimeout.
+	timeout := unboundedProduceTimeout
 	if req.TimeoutMillis > 0 {
-		ctx, pc.cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
+		timeout = time.Duration(req.TimeoutMillis) * time.Millisecond
 	}
+	ctx, pc.cancel = context.WithTimeout(ctx, timeout)
 	pc.ctx = ctx
 	pc.resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {

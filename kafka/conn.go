@@ -86,6 +86,17 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
+	// Produces run on a context of their own: not cancelled when Close
+	// ends the connection's waits, nor when the client leaves, only at
+	// Close's deadline (s.hard) or once this connection is done. A
+	// produce in progress on a node that has just been drained is then
+	// still answered properly: cancelled, its routing failed and the
+	// client got a bare NOT_LEADER_OR_FOLLOWER, without the KIP-951 hint
+	// to the partition's new leader, and waited out its metadata
+	// back-off (up to 5 s, the rolling drill's longest pause). Its wait
+	// for durability failed too, for a batch that was written.
+	produceCtx, cancelProduces := context.WithCancel(s.hard)
+	defer cancelProduces()
 	cc := &connState{remote: c.RemoteAddr().String()}
 	cc.authenticated.Store(s.cfg.Auth == nil)
 	// Before login every byte is due by loginBy, counted from the accept:
@@ -178,7 +189,7 @@ func (s *Server) serveConn(c net.Conn) {
 		cc.clientID = r.clientID
 		if pr, ok := r.req.(*kmsg.ProduceRequest); ok && cc.authenticated.Load() && !r.unsupported {
 			producing.Add(1)
-			replies <- reply{r: r, produce: s.startProduce(ctx, cc, pr)}
+			replies <- reply{r: r, produce: s.startProduce(produceCtx, cc, pr)}
 			continue
 		}
 		producing.Wait()

@@ -161,11 +161,16 @@ type Server struct {
 
 	ctx    context.Context // cancelled by Close: ends long-polls
 	cancel context.CancelFunc
-	mu     sync.Mutex
-	lns    []net.Listener
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-	closed bool
+	// hard is cancelled once Close gives up waiting (its context ended):
+	// produces, which outlast the start of a Close (serveConn), end
+	// there.
+	hard     context.Context
+	hardStop context.CancelFunc
+	mu       sync.Mutex
+	lns      []net.Listener
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
+	closed   bool
 }
 
 // New builds the frontend. The group coordinator is built with the server
@@ -173,7 +178,8 @@ type Server struct {
 func New(svc Streams, cfg Config) *Server {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, topics: newTopicCache(), ctx: ctx, cancel: cancel,
+	hard, hardStop := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, topics: newTopicCache(), ctx: ctx, cancel: cancel, hard: hard, hardStop: hardStop,
 		conns: map[net.Conn]struct{}{}, internal: internalCredentials(cfg.ClusterSecret),
 		peers: peerClients{secret: cfg.ClusterSecret, tls: cfg.PeerTLS}}
 	s.txns = txn.New(txn.Config{Streams: svc, Locator: s, Markers: s, Logger: cfg.Logger, NewProducerID: newProducerID})
@@ -267,6 +273,7 @@ func (s *Server) Close(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		s.hardStop()
 		s.mu.Lock()
 		for c := range s.conns {
 			_ = c.Close()
@@ -275,6 +282,7 @@ func (s *Server) Close(ctx context.Context) error {
 		<-done
 		err = ctx.Err()
 	}
+	s.hardStop()
 	s.groups.Close()
 	s.txns.Close()
 	s.jobs.Wait()
