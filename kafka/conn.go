@@ -162,6 +162,7 @@ func (s *Server) serveConn(c net.Conn) {
 	}()
 
 	for frame := range frames {
+		s.lastRequest.Store(time.Now().UnixNano())
 		if cc.rawSASL {
 			// The SASL messages after a SaslHandshake v0 come as raw
 			// frames: each is answered with a raw frame (empty when the

@@ -166,11 +166,14 @@ type Server struct {
 	// there.
 	hard     context.Context
 	hardStop context.CancelFunc
-	mu       sync.Mutex
-	lns      []net.Listener
-	conns    map[net.Conn]struct{}
-	wg       sync.WaitGroup
-	closed   bool
+	// lastRequest is when a request last arrived on any connection
+	// (unix nanoseconds), for Idle.
+	lastRequest atomic.Int64
+	mu          sync.Mutex
+	lns         []net.Listener
+	conns       map[net.Conn]struct{}
+	wg          sync.WaitGroup
+	closed      bool
 }
 
 // New builds the frontend. The group coordinator is built with the server
@@ -182,6 +185,7 @@ func New(svc Streams, cfg Config) *Server {
 	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, topics: newTopicCache(), ctx: ctx, cancel: cancel, hard: hard, hardStop: hardStop,
 		conns: map[net.Conn]struct{}{}, internal: internalCredentials(cfg.ClusterSecret),
 		peers: peerClients{secret: cfg.ClusterSecret, tls: cfg.PeerTLS}}
+	s.lastRequest.Store(time.Now().UnixNano())
 	s.txns = txn.New(txn.Config{Streams: svc, Locator: s, Markers: s, Logger: cfg.Logger, NewProducerID: newProducerID})
 	s.share = share.New(share.Config{Logger: cfg.Logger})
 	s.groups = group.NewWithConfig(group.Config{Streams: svc, Locator: s, Logger: cfg.Logger, LocateTxn: s.txns.Locate,
@@ -197,6 +201,12 @@ func New(svc Streams, cfg Config) *Server {
 		s.abortStale(ctx)
 	}()
 	return s
+}
+
+// Idle returns how long ago the last request arrived on any connection
+// (since New, if none has).
+func (s *Server) Idle() time.Duration {
+	return time.Duration(time.Now().UnixNano() - s.lastRequest.Load())
 }
 
 // Serve accepts connections on ln until Close. It returns nil after Close.

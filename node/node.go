@@ -672,6 +672,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.log.Info("drain on shutdown incomplete; streams stay owned by this node until it returns or its lease expires", "moved", moved, "reason", derr)
 	} else {
 		n.log.Info("drained", "moved", moved)
+		n.lingerForKafka(ctx)
 	}
 	dcancel()
 	err := n.unwind(ctx)
@@ -679,6 +680,42 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.log.Info("shutdown complete")
 	}
 	return err
+}
+
+// A drained node keeps answering Kafka until no request has come for
+// kafkaLingerQuiet, at most kafkaLingerMost (lingerForKafka).
+const (
+	kafkaLingerQuiet = 500 * time.Millisecond
+	kafkaLingerMost  = 2 * time.Second
+)
+
+// lingerForKafka keeps a drained node's Kafka listener answering while
+// clients still ask it. A producer told that a partition moved (the
+// KIP-951 hint) refreshes its metadata next, often from this node; a
+// node that has stopped answers that refresh with EOF, and franz-go
+// retries it with a back-off during which the move of the partition
+// waits too (its metadata refresh and the move take turns): 1.2-1.9 s
+// producer pauses in the rolling drill. Answering costs the shutdown at
+// most kafkaLingerMost, and kafkaLingerQuiet when no client is asking.
+func (n *Node) lingerForKafka(ctx context.Context) {
+	if n.kafka == nil {
+		return
+	}
+	most := time.NewTimer(kafkaLingerMost)
+	defer most.Stop()
+	for {
+		idle := n.kafka.Idle()
+		if idle >= kafkaLingerQuiet {
+			return
+		}
+		select {
+		case <-time.After(kafkaLingerQuiet - idle):
+		case <-most.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // Run starts a node and serves until ctx is cancelled (SIGTERM/SIGINT in
