@@ -43,17 +43,7 @@ func (h *heldSubmit) SubmitBatch(ctx context.Context, name string, req stream.Ap
 // sends it to the new leader at once, so it waited for its metadata
 // back-off (the rolling drill's 4.9 s pause).
 func TestProduceInProgressOutlastsClose(t *testing.T) {
-	held := &heldSubmit{entered: make(chan struct{}), release: make(chan struct{})}
-	ts := &testServer{t: t, env: streamtest.New(t, stream.Config{}), wrap: func(s Streams) Streams { held.Streams = s; return held }}
-	ts.serve()
-	ts.createTopic("closing", 1)
-	rc := ts.raw()
-	rc.send(produceRequest("closing", -1, -1, -1, 3), 7)
-	select {
-	case <-held.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the produce never reached the service")
-	}
+	ts, held, rc := produceHeldInService(t, 3, 7)
 	closed := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -82,6 +72,25 @@ func TestProduceInProgressOutlastsClose(t *testing.T) {
 	}
 }
 
+// produceHeldInService starts a server whose service holds the first
+// SubmitBatch, and sends it a produce of n records (correlation id corr)
+// that is held there when this returns.
+func produceHeldInService(t *testing.T, n int, corr int32) (*testServer, *heldSubmit, *rawConn) {
+	t.Helper()
+	held := &heldSubmit{entered: make(chan struct{}), release: make(chan struct{})}
+	ts := &testServer{t: t, env: streamtest.New(t, stream.Config{}), wrap: func(s Streams) Streams { held.Streams = s; return held }}
+	ts.serve()
+	ts.createTopic("held", 1)
+	rc := ts.raw()
+	rc.send(produceRequest("held", -1, -1, -1, n), corr)
+	select {
+	case <-held.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the produce never reached the service")
+	}
+	return ts, held, rc
+}
+
 // waitForClosed waits until Close has marked s closed.
 func waitForClosed(t *testing.T, s *Server) {
 	t.Helper()
@@ -100,17 +109,7 @@ func waitForClosed(t *testing.T, s *Server) {
 // step still ends at its deadline (the hard stop), so a produce that
 // never completes cannot hold a node's shutdown past --shutdown-timeout.
 func TestCloseDeadlineEndsAProduceInProgress(t *testing.T) {
-	held := &heldSubmit{entered: make(chan struct{}), release: make(chan struct{})}
-	ts := &testServer{t: t, env: streamtest.New(t, stream.Config{}), wrap: func(s Streams) Streams { held.Streams = s; return held }}
-	ts.serve()
-	ts.createTopic("stuck", 1)
-	rc := ts.raw()
-	rc.send(produceRequest("stuck", -1, -1, -1, 1), 9)
-	select {
-	case <-held.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the produce never reached the service")
-	}
+	ts, _, _ := produceHeldInService(t, 1, 9)
 	const deadline = 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
