@@ -64,7 +64,13 @@ func TestRecordsReuseBuffers(t *testing.T) {
 	appendCountingBatches(t, ctx, s, n, size)
 	fresh := readCounting(t, ctx, c, s, n, size, picomq.RecordsOptions{})
 	reused := readCounting(t, ctx, c, s, n, size, picomq.RecordsOptions{ReuseBuffers: true})
-	again := readCounting(t, ctx, c, s, n, size, picomq.RecordsOptions{ReuseBuffers: true})
+	// The smaller of two later catch-ups: a page larger than every free
+	// buffer (cut elsewhere, say once the node has flushed the stream
+	// meanwhile) makes the client allocate one bigger buffer once (6.8
+	// MiB in one CI run), while a []Record per page, or page buffers not
+	// reused, shows in both.
+	again := min(readCounting(t, ctx, c, s, n, size, picomq.RecordsOptions{ReuseBuffers: true}),
+		readCounting(t, ctx, c, s, n, size, picomq.RecordsOptions{ReuseBuffers: true}))
 	t.Logf("allocated over a %d MiB catch-up: %.1f MiB fresh pages, %.1f MiB reused, %.1f MiB by the client's next catch-up", n*size>>20, float64(fresh)/(1<<20), float64(reused)/(1<<20), float64(again)/(1<<20))
 	if fresh < n*size {
 		t.Errorf("fresh pages: %d bytes allocated for %d bytes read; the bound below would not tell", fresh, n*size)
