@@ -695,8 +695,9 @@ const (
 // node that has stopped answers that refresh with EOF, and franz-go
 // retries it with a back-off during which the move of the partition
 // waits too (its metadata refresh and the move take turns): 1.2-1.9 s
-// producer pauses in the rolling drill. Answering costs the shutdown at
-// most kafkaLingerMost, and kafkaLingerQuiet when no client is asking.
+// producer pauses in the rolling drill. It costs the shutdown at most
+// kafkaLingerMost, and nothing when no client has asked for
+// kafkaLingerQuiet.
 func (n *Node) lingerForKafka(ctx context.Context) {
 	if n.kafka == nil {
 		return
